@@ -1,0 +1,1 @@
+"""Agents from the ADK seed documents, running on the toolfleet fleet."""

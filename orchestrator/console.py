@@ -1,0 +1,77 @@
+"""Print an invocation's progress for people in a terminal."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, TextIO
+
+from orchestrator.loop import CallFinished, CallsDispatched, Update
+from orchestrator.model import function_calls, text_of
+from orchestrator.sessions import Event
+from shared.messages import CallStatus, ToolResult
+
+MARKS = {CallStatus.SUCCESS: "ok", CallStatus.ERROR: "ERROR", CallStatus.PENDING: "pending"}
+
+
+def short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ConsolePrinter:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._turn_started = 0.0
+        self._turn_results: list[ToolResult] = []
+
+    def show(self, update: Update) -> None:
+        if isinstance(update, CallsDispatched):
+            self._turn_started = time.time()
+            self._turn_results = []
+            self._line(f"  → dispatched {len(update.calls)} call(s) to the fleet")
+        elif isinstance(update, CallFinished):
+            self._result(update.result)
+        elif isinstance(update, Event):
+            self._event(update)
+
+    def _event(self, event: Event) -> None:
+        if event.error:
+            self._line(f"[{event.author}] stopped: {event.error}")
+            return
+        if event.content is None:
+            return
+        if event.author == "user":
+            self._line(f"[user] {text_of(event.content)}")
+            return
+        if event.calls:  # function responses: the turn is complete
+            self._turn_summary()
+            return
+        text = text_of(event.content)
+        if text:
+            self._line(f"[{event.author}] {text}")
+        for call in function_calls(event.content):
+            self._line(f"[{event.author}] calls {call.name}({short(call.args or {})})")
+
+    def _result(self, result: ToolResult) -> None:
+        self._turn_results.append(result)
+        where = f"{result.worker} pid {result.pid}" if result.pid else result.worker
+        self._line(
+            f"    {MARKS[result.status]:>7} {result.tool:<24} {result.duration_s * 1000:7.0f} ms  "
+            f"on {where}  {short(result.response, 60)}"
+        )
+
+    def _turn_summary(self) -> None:
+        ran = [r for r in self._turn_results if r.pid]
+        if len(ran) < 2:
+            return
+        wall = time.time() - self._turn_started
+        total = sum(r.duration_s for r in ran)
+        processes = len({(r.worker, r.pid) for r in ran})
+        self._line(
+            f"  turn: {len(ran)} calls on {processes} worker processes, wall {wall * 1000:.0f} ms "
+            f"vs {total * 1000:.0f} ms of tool time (x{total / wall if wall else 0:.1f} parallel)"
+        )
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.out, flush=True)

@@ -1,0 +1,116 @@
+"""Run a turn's calls on the Celery fleet: publish, then await results with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from orchestrator.dispatch import CeleryPublisher, Dispatch
+from orchestrator.results import ResultWaiter
+from shared.celery_config import tool_pool, tool_time_limit
+from shared.config import Settings
+from shared.keys import Keys, queue_name
+from shared.messages import CallStatus, ToolCall, ToolResult, error_response
+from shared.tools import FunctionTool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """A validated call and the tool that will run it."""
+
+    call: ToolCall
+    tool: FunctionTool
+
+
+class ToolRunner(Protocol):
+    """Runs validated calls somewhere and yields one result per call, as they finish."""
+
+    def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]: ...
+
+    async def settle(self, session_id: str) -> None:
+        """The results yielded so far are persisted; their transport may forget them."""
+
+
+def failed(call: ToolCall, error_type: str, message: str) -> ToolResult:
+    """An error result made by the orchestrator (the call never ran, or timed out)."""
+    now = time.time()
+    return ToolResult(
+        call_id=call.call_id,
+        tool=call.tool,
+        session_id=call.session_id,
+        invocation_id=call.invocation_id,
+        status=CallStatus.ERROR,
+        response=error_response(error_type, message),
+        worker="orchestrator",
+        started_at=now,
+        finished_at=now,
+    )
+
+
+class CeleryFleet:
+    def __init__(
+        self, publisher: CeleryPublisher, waiter: ResultWaiter, settings: Settings, keys: Keys
+    ) -> None:
+        self._publisher = publisher
+        self._waiter = waiter
+        self._settings = settings
+        self._keys = keys
+
+    async def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]:
+        if not calls:
+            return
+        stream = calls[0].call.reply_to
+        futures = await self._waiter.expect(stream, [p.call.call_id for p in calls])
+        waiting = list(calls)
+        in_flight: dict[asyncio.Future[ToolResult], tuple[PlannedCall, float]] = {}
+        try:
+            while waiting or in_flight:
+                room = self._settings.max_parallel_calls - len(in_flight)
+                batch, waiting = waiting[:room], waiting[room:]
+                if batch:
+                    await self._publisher.publish([self._dispatch(p) for p in batch])
+                    now = time.monotonic()
+                    for planned in batch:
+                        deadline = now + tool_time_limit(planned.tool, self._settings)
+                        deadline += self._settings.result_grace_s
+                        in_flight[futures[planned.call.call_id]] = (planned, deadline)
+                next_deadline = min(deadline for _, deadline in in_flight.values())
+                done, _ = await asyncio.wait(
+                    in_flight,
+                    timeout=max(0.0, next_deadline - time.monotonic()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for future in done:
+                    in_flight.pop(future)
+                    yield future.result()
+                now = time.monotonic()
+                for future, (planned, deadline) in list(in_flight.items()):
+                    if deadline <= now:
+                        in_flight.pop(future)
+                        yield self._timed_out(planned)
+        finally:
+            for planned in calls:  # a consumer that stops early must not leak futures
+                self._waiter.forget(planned.call.call_id)
+
+    async def settle(self, session_id: str) -> None:
+        await self._waiter.settle(self._keys.results(session_id))
+
+    def _dispatch(self, planned: PlannedCall) -> Dispatch:
+        return Dispatch(planned.call, queue_name(tool_pool(planned.tool, self._settings)))
+
+    def _timed_out(self, planned: PlannedCall) -> ToolResult:
+        self._waiter.forget(planned.call.call_id)
+        limit = tool_time_limit(planned.tool, self._settings)
+        log.warning("call %s (%s) missed its deadline", planned.call.call_id, planned.call.tool)
+        return failed(
+            planned.call,
+            "TimeoutError",
+            f"tool {planned.call.tool!r} did not answer within {limit:g} s; "
+            "it may still be running - do not assume it had no effect",
+        )

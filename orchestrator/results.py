@@ -1,0 +1,151 @@
+"""Wait for ToolResults on the sessions' streams with one blocking XREAD.
+
+No thread per call and no Celery AsyncResult: futures keyed by call id, resolved by a
+single reader task. A result whose call nobody awaits (it missed its deadline, or was
+answered already) is logged and dropped - exactly one result per call id is delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+
+from shared.keys import Keys
+from shared.messages import RESULT_FIELD, ToolResult
+
+log = logging.getLogger(__name__)
+
+BLOCK_MS = 5_000
+
+
+@dataclass
+class _Watch:
+    last_id: str = "0-0"
+    delivered_up_to: str | None = None  # newest entry id handed to a waiting call
+    settled: bool = False  # everything delivered has been persisted by the caller
+
+
+class ResultWaiter:
+    def __init__(self, reader: aioredis.Redis, writer: aioredis.Redis, keys: Keys, replica_id: str):
+        # `reader` is dedicated: its connection spends most of its life inside XREAD BLOCK.
+        self._reader = reader
+        self._writer = writer
+        self._wake_key = keys.wake(replica_id)
+        self._wake_last = "0-0"
+        self._pending: dict[str, tuple[str, asyncio.Future[ToolResult]]] = {}
+        self._watches: dict[str, _Watch] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._reading = False
+
+    async def start(self) -> None:
+        await self._writer.delete(self._wake_key)
+        self._task = asyncio.create_task(self._run(), name="toolfleet-result-waiter")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for _, future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+        await self._writer.delete(self._wake_key)
+
+    async def expect(
+        self, stream: str, call_ids: list[str]
+    ) -> dict[str, asyncio.Future[ToolResult]]:
+        """Register futures before dispatching, so no result can slip past."""
+        loop = asyncio.get_running_loop()
+        futures = {call_id: loop.create_future() for call_id in call_ids}
+        for call_id, future in futures.items():
+            self._pending[call_id] = (stream, future)
+        watch = self._watches.get(stream)
+        if watch is not None:
+            watch.settled = False
+        else:
+            self._watches[stream] = _Watch()
+            if self._reading:
+                # Interrupt the XREAD in progress so that it picks up the new stream.
+                await self._writer.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+        return futures
+
+    def forget(self, call_id: str) -> None:
+        """Stop waiting for a call (deadline passed); a late result will be dropped."""
+        entry = self._pending.pop(call_id, None)
+        if entry is not None and not entry[1].done():
+            entry[1].cancel()
+
+    async def settle(self, stream: str) -> None:
+        """The caller persisted what it was given: trim the stream up to it.
+
+        Trimming only after persisting means a crash in between loses nothing: the
+        next reader finds the results still on the stream.
+        """
+        watch = self._watches.get(stream)
+        if watch is None:
+            return
+        if watch.delivered_up_to is not None:
+            await self._writer.xtrim(stream, minid=_next_id(watch.delivered_up_to))
+        watch.settled = True
+
+    async def _run(self) -> None:
+        while True:
+            self._drop_idle_watches()
+            streams = {stream: w.last_id for stream, w in self._watches.items()}
+            streams[self._wake_key] = self._wake_last
+            self._reading = True
+            try:
+                response: Any = await self._reader.xread(streams, block=BLOCK_MS)  # type: ignore[arg-type]
+            except aioredis.ConnectionError as exc:
+                log.warning("result stream read failed (%s); retrying", exc)
+                await asyncio.sleep(0.5)  # back off while Redis is away
+                continue
+            finally:
+                self._reading = False
+            for stream_raw, entries in response or []:
+                stream = _text(stream_raw)
+                if stream == self._wake_key:
+                    self._wake_last = _text(entries[-1][0])
+                    continue
+                for entry_id, fields in entries:
+                    self._deliver(stream, _text(entry_id), fields)
+
+    def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        watch = self._watches[stream]
+        watch.last_id = entry_id
+        raw = fields.get(RESULT_FIELD.encode())
+        try:
+            result = ToolResult.model_validate_json(raw or b"")
+        except ValidationError as exc:
+            log.error("rejected a malformed entry %s on %s: %s", entry_id, stream, exc)
+            return
+        entry = self._pending.get(result.call_id)
+        if entry is None or entry[0] != stream:
+            log.info(
+                "ignored a result for call %s (%s) that nobody awaits", result.call_id, result.tool
+            )
+            return
+        del self._pending[result.call_id]
+        watch.delivered_up_to = entry_id
+        if not entry[1].done():
+            entry[1].set_result(result)
+
+    def _drop_idle_watches(self) -> None:
+        busy = {stream for stream, _ in self._pending.values()}
+        for stream in [s for s, w in self._watches.items() if w.settled and s not in busy]:
+            del self._watches[stream]
+
+
+def _next_id(entry_id: str) -> str:
+    millis, seq = entry_id.split("-")
+    return f"{millis}-{int(seq) + 1}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

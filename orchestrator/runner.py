@@ -1,0 +1,108 @@
+"""Runner: connects an agent to Redis and the fleet, and runs invocations."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from types import TracebackType
+
+import redis.asyncio as aioredis
+from google.genai import types
+
+from orchestrator.agent import Agent
+from orchestrator.dispatch import CeleryPublisher
+from orchestrator.fleet import CeleryFleet, ToolRunner
+from orchestrator.loop import Invocation, Update, run_invocation
+from orchestrator.model import Model, text_of
+from orchestrator.models import choose_model
+from orchestrator.results import ResultWaiter
+from orchestrator.sessions import Event, SessionStore
+from shared.config import Settings
+from shared.keys import Keys
+
+# redis-py's asyncio pool raises past 100 connections; a blocking pool waits instead.
+MAX_CONNECTIONS = 64
+
+
+class Runner:
+    """`async with Runner(agent, settings) as runner: await runner.ask(...)`."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: Settings,
+        *,
+        model: Model | None = None,
+        tool_runner: ToolRunner | None = None,
+        replica_id: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.settings = settings
+        self.model = model or choose_model(agent, settings)
+        self.replica_id = replica_id or f"orch-{uuid.uuid4().hex[:12]}"
+        self.keys = Keys(settings.key_prefix)
+        url = settings.require_redis_url()
+        self._redis = aioredis.Redis(
+            connection_pool=aioredis.BlockingConnectionPool.from_url(
+                url, max_connections=MAX_CONNECTIONS
+            )
+        )
+        self._reader = aioredis.Redis.from_url(url)
+        self.store = SessionStore(self._redis, self.keys)
+        self._waiter = ResultWaiter(self._reader, self._redis, self.keys, self.replica_id)
+        self.tool_runner: ToolRunner = tool_runner or CeleryFleet(
+            CeleryPublisher(self._redis), self._waiter, settings, self.keys
+        )
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        return self._redis
+
+    async def __aenter__(self) -> Runner:
+        await self._waiter.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._waiter.stop()
+        await self._reader.aclose()
+        await self._redis.aclose()
+
+    async def run(
+        self, *, user_id: str, session_id: str, message: str, app_name: str | None = None
+    ) -> AsyncIterator[Update]:
+        """Run one invocation, creating the session on first use; yield what happens."""
+        app = app_name or self.agent.name
+        session = await self.store.get_or_create(app, user_id, session_id)
+        await self.store.acquire_lease(session.id, self.replica_id, self.settings.lease_ttl_s)
+        try:
+            invocation = Invocation(
+                agent=self.agent,
+                model=self.model,
+                session=session,
+                store=self.store,
+                runner=self.tool_runner,
+                settings=self.settings,
+                keys=self.keys,
+            )
+            content = types.Content(role="user", parts=[types.Part(text=message)])
+            async for update in run_invocation(invocation, content):
+                yield update
+        finally:
+            await self.store.release_lease(session.id, self.replica_id)
+
+    async def ask(self, *, user_id: str, session_id: str, message: str) -> str:
+        """Run one invocation and return the agent's last text."""
+        answer = ""
+        async for update in self.run(user_id=user_id, session_id=session_id, message=message):
+            if (
+                isinstance(update, Event)
+                and update.author == self.agent.name
+                and text_of(update.content)
+            ):
+                answer = text_of(update.content)
+        return answer

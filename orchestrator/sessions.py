@@ -1,0 +1,168 @@
+"""Sessions in Redis: events (google-genai Contents plus metadata) and scoped state."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+from google.genai import types
+from pydantic import BaseModel, Field
+
+from shared.context import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+from shared.errors import SessionError
+from shared.keys import Keys
+from shared.messages import CallStatus, ToolActions
+
+
+class CallRecord(BaseModel):
+    """Where and how one call ran; kept beside its function response."""
+
+    call_id: str
+    tool: str
+    status: CallStatus
+    worker: str = ""
+    pid: int = 0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    attempt: int = 1
+
+
+class Event(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    invocation_id: str
+    author: str
+    timestamp: float = Field(default_factory=time.time)
+    content: types.Content | None = None
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+    actions: ToolActions = Field(default_factory=ToolActions)
+    calls: list[CallRecord] = Field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class Session:
+    id: str
+    app_name: str
+    user_id: str
+    events: list[Event] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def contents(self) -> list[types.Content]:
+        return [e.content for e in self.events if e.content is not None]
+
+
+def merge_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Later calls win: deltas are applied in call order, never arrival order."""
+    merged: dict[str, Any] = {}
+    for delta in deltas:
+        merged.update(delta)
+    return merged
+
+
+_RELEASE_LUA = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+)
+
+
+class SessionStore:
+    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+        self._redis = client
+        self._keys = keys
+
+    async def create(self, app_name: str, user_id: str, session_id: str | None = None) -> Session:
+        session_id = session_id or uuid.uuid4().hex
+        created = await self._redis.hsetnx(self._keys.session(session_id), "app_name", app_name)
+        if not created:
+            raise SessionError(f"session {session_id!r} exists already")
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(
+            self._keys.session(session_id),
+            mapping={"app_name": app_name, "user_id": user_id, "created_at": time.time()},
+        )
+        pipe.sadd(self._keys.user_sessions(app_name, user_id), session_id)
+        await pipe.execute()
+        return await self.get(session_id)
+
+    async def get(self, session_id: str) -> Session:
+        meta = await self._redis.hgetall(self._keys.session(session_id))
+        if not meta:
+            raise SessionError(f"unknown session {session_id!r}")
+        app, user = _text(meta[b"app_name"]), _text(meta[b"user_id"])
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.lrange(self._keys.events(session_id), 0, -1)
+        pipe.hgetall(self._keys.session_state(session_id))
+        pipe.hgetall(self._keys.user_state(app, user))
+        pipe.hgetall(self._keys.app_state(app))
+        raw_events, session_state, user_state, app_state = await pipe.execute()
+        state: dict[str, Any] = {}
+        for scope in (app_state, user_state, session_state):
+            state.update({_text(k): json.loads(v) for k, v in scope.items()})
+        events = [Event.model_validate_json(raw) for raw in raw_events]
+        return Session(session_id, app, user, events, state)
+
+    async def get_or_create(self, app_name: str, user_id: str, session_id: str) -> Session:
+        try:
+            return await self.get(session_id)
+        except SessionError:
+            return await self.create(app_name, user_id, session_id)
+
+    async def append(self, session: Session, event: Event) -> None:
+        """Persist the event and its state delta (temp: keys stay in memory only)."""
+        durable_delta = {
+            k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
+        }
+        stored = event.model_copy(update={"state_delta": durable_delta})
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
+        for key, value in durable_delta.items():
+            hash_key = self._state_hash(session, key)
+            if value is None:
+                pipe.hdel(hash_key, key)
+            else:
+                pipe.hset(hash_key, key, json.dumps(value))
+        await pipe.execute()
+        session.events.append(event)
+        for key, value in event.state_delta.items():
+            if value is None:
+                session.state.pop(key, None)
+            else:
+                session.state[key] = value
+
+    def _state_hash(self, session: Session, key: str) -> str:
+        if key.startswith(APP_PREFIX):
+            return self._keys.app_state(session.app_name)
+        if key.startswith(USER_PREFIX):
+            return self._keys.user_state(session.app_name, session.user_id)
+        return self._keys.session_state(session.id)
+
+    async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> None:
+        """One replica runs a session at a time; raise if another holds it."""
+        key = self._keys.lease(session_id)
+        if await self._redis.set(key, owner, nx=True, px=int(ttl_s * 1000)):
+            return
+        holder = await self._redis.get(key)
+        if holder is not None and _text(holder) == owner:
+            await self._redis.pexpire(key, int(ttl_s * 1000))
+            return
+        raise SessionError(
+            f"session {session_id!r} is being run by another orchestrator "
+            f"({_text(holder or b'?')}); wait for its invocation to end"
+        )
+
+    async def release_lease(self, session_id: str, owner: str) -> None:
+        key = self._keys.lease(session_id)
+        # Delete only our own lease: compare-and-delete in one step.
+        await self._redis.eval(
+            _RELEASE_LUA,
+            1,
+            key,
+            owner,
+        )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

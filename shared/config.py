@@ -1,0 +1,70 @@
+"""Settings shared by the orchestrator and the workers, read from TOOLFLEET_* variables."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from shared.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    """One object, read once per entry point and passed down."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLFLEET_", extra="ignore")
+
+    redis_url: str | None = Field(
+        default=None,
+        description="Broker, results and sessions. Unset: `toolfleet run/demo` start an "
+        "embedded server on a free loopback port.",
+    )
+    key_prefix: str = Field(default="toolfleet", description="Prefix of every Redis key.")
+    tool_modules: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Modules a worker imports to find its tools (agents, tools and toolsets "
+        "defined at module level), e.g. `examples.weather,examples.stocks`.",
+    )
+    default_pool: str = Field(default="default", description="Pool of tools that name none.")
+    default_timeout_s: float = Field(default=60.0, gt=0, description="Tool time limit.")
+    result_grace_s: float = Field(
+        default=5.0, ge=0, description="Extra wait for a result after a tool's time limit."
+    )
+    max_parallel_calls: int = Field(default=64, ge=1, description="Calls dispatched at once.")
+    max_steps: int = Field(default=16, ge=1, description="Model calls per invocation.")
+    max_payload_bytes: int = Field(
+        default=256 * 1024, ge=1024, description="Largest arguments or result in JSON bytes."
+    )
+    results_maxlen: int = Field(
+        default=10_000, ge=100, description="Approximate cap on each results stream."
+    )
+    lease_ttl_s: float = Field(default=30.0, gt=0, description="Session lease lifetime.")
+    model: str = Field(default="gemini-2.5-flash", description="Gemini model name.")
+    worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
+
+    @field_validator("tool_modules", mode="before")
+    @classmethod
+    def _split_modules(cls, value: object) -> object:
+        # A comma-separated list in the environment, or a JSON list.
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def require_redis_url(self) -> str:
+        if not self.redis_url:
+            raise ConfigError(
+                "TOOLFLEET_REDIS_URL is not set: point it at your Redis "
+                "(redis://host:6379/0) or use `toolfleet run`/`toolfleet demo`, which start "
+                "an embedded server."
+            )
+        return self.redis_url
+
+
+def gemini_api_key() -> str | None:
+    """The Gemini key under its standard names; None selects the offline model."""
+    return os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY") or None

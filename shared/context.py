@@ -1,0 +1,69 @@
+"""ToolContext: what a tool running on a worker knows of its call and session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any
+
+from shared.messages import ToolActions, ToolCall
+
+APP_PREFIX = "app:"
+USER_PREFIX = "user:"
+TEMP_PREFIX = "temp:"
+
+
+class State(MutableMapping[str, Any]):
+    """A snapshot of the session's state whose writes are recorded as a delta.
+
+    Keys follow ADK's scopes: no prefix is this session, `user:` every session of
+    the user, `app:` every session of the app, `temp:` this invocation only.
+    Deleting a key is recorded as setting it to None, as ADK does.
+    """
+
+    def __init__(self, snapshot: Mapping[str, Any]) -> None:
+        self._snapshot = dict(snapshot)
+        self._delta: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._delta:
+            return self._delta[key]
+        return self._snapshot[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._delta[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._delta[key] = None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._snapshot, **self._delta})
+
+    def __len__(self) -> int:
+        return len({**self._snapshot, **self._delta})
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._delta or key in self._snapshot
+
+    @property
+    def delta(self) -> dict[str, Any]:
+        """Every write since the snapshot, in the order made."""
+        return dict(self._delta)
+
+    def has_delta(self) -> bool:
+        return bool(self._delta)
+
+
+class ToolContext:
+    """Injected into a tool that declares a `tool_context: ToolContext` parameter."""
+
+    def __init__(self, call: ToolCall) -> None:
+        self.function_call_id = call.call_id
+        self.invocation_id = call.invocation_id
+        self.session_id = call.session_id
+        self.app_name = call.app_name
+        self.user_id = call.user_id
+        self.agent_name = call.agent
+        self.state = State(call.state)
+        self.actions = ToolActions()

@@ -1,0 +1,64 @@
+"""Every Redis key, stream and queue name toolfleet uses, under one prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TASK_PREFIX = "tool."
+QUEUE_PREFIX = "tools."
+
+
+def task_name(tool_name: str) -> str:
+    """The Celery task that runs a tool; Flower lists tools under these names."""
+    return f"{TASK_PREFIX}{tool_name}"
+
+
+def queue_name(pool: str) -> str:
+    """The Celery queue (a Redis list) a pool's workers consume."""
+    return f"{QUEUE_PREFIX}{pool}"
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "toolfleet"
+
+    def results(self, session_id: str) -> str:
+        """Stream of ToolResults for one session (its inbox, trimmed once applied)."""
+        return f"{self.prefix}:results:{session_id}"
+
+    def wake(self, replica_id: str) -> str:
+        """Stream used only to interrupt one replica's blocking XREAD."""
+        return f"{self.prefix}:wake:{replica_id}"
+
+    def session(self, session_id: str) -> str:
+        """Hash with a session's metadata (app, user, created, agent)."""
+        return f"{self.prefix}:session:{session_id}"
+
+    def events(self, session_id: str) -> str:
+        """List of a session's events as JSON."""
+        return f"{self.prefix}:events:{session_id}"
+
+    def session_state(self, session_id: str) -> str:
+        """Hash of a session's own state (keys without a scope prefix)."""
+        return f"{self.prefix}:state:session:{session_id}"
+
+    def user_state(self, app: str, user: str) -> str:
+        return f"{self.prefix}:state:user:{app}:{user}"
+
+    def app_state(self, app: str) -> str:
+        return f"{self.prefix}:state:app:{app}"
+
+    def user_sessions(self, app: str, user: str) -> str:
+        """Set of session ids of one user."""
+        return f"{self.prefix}:sessions:{app}:{user}"
+
+    def lease(self, session_id: str) -> str:
+        """Which replica runs a session now (SET NX with a TTL)."""
+        return f"{self.prefix}:lease:{session_id}"
+
+    def worker(self, hostname: str) -> str:
+        """A live worker's heartbeat: its pools, refreshed with a TTL."""
+        return f"{self.prefix}:worker:{hostname}"
+
+    def workers_pattern(self) -> str:
+        return f"{self.prefix}:worker:*"

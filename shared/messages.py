@@ -1,0 +1,78 @@
+"""What crosses a process boundary: pydantic models validated on arrival, JSON only."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The field of a results-stream entry that holds the ToolResult JSON.
+RESULT_FIELD = "result"
+
+
+class CallStatus(StrEnum):
+    SUCCESS = "success"
+    ERROR = "error"
+    # The initial result of a long-running tool: the work goes on elsewhere.
+    PENDING = "pending"
+
+
+class ToolActions(BaseModel):
+    """Effects a tool asks of the loop, as in ADK's EventActions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skip_summarization: bool = False
+    transfer_to_agent: str | None = None
+    escalate: bool = False
+
+    def any(self) -> bool:
+        return self.skip_summarization or self.escalate or self.transfer_to_agent is not None
+
+
+class ToolCall(BaseModel):
+    """The envelope of one function call, the single argument of a `tool.<name>` task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    session_id: str
+    app_name: str
+    user_id: str
+    invocation_id: str
+    agent: str
+    state: dict[str, Any] = Field(default_factory=dict, description="Snapshot, all scopes.")
+    reply_to: str = Field(description="Redis stream the ToolResult is posted to.")
+    dispatched_at: float = Field(description="Epoch seconds when the orchestrator sent it.")
+
+
+class ToolResult(BaseModel):
+    """The outcome of one call, posted with XADD to the session's results stream."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str
+    tool: str
+    session_id: str
+    invocation_id: str
+    status: CallStatus
+    response: dict[str, Any]
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+    actions: ToolActions = Field(default_factory=ToolActions)
+    worker: str = Field(default="", description="Hostname of the worker (or 'orchestrator').")
+    pid: int = 0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    attempt: int = Field(default=1, description="1 for the first delivery, more after retries.")
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.finished_at - self.started_at)
+
+
+def error_response(error_type: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The function response the model gets for any failed or refused call."""
+    return {"status": "error", "error_type": error_type, "error_message": message, **extra}

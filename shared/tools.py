@@ -1,0 +1,156 @@
+"""Tools: plain Python functions described to the model and run on the fleet."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from shared.context import ToolContext
+from shared.errors import ToolDefinitionError
+from shared.schema import ArgumentProblem, Signature, describe_function, validate_arguments
+
+LONG_RUNNING_NOTE = (
+    "NOTE: This is a long-running operation. Do not call this tool again if it has "
+    "already returned some status (such as pending)."
+)
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """How the fleet runs a tool."""
+
+    pool: str | None = None  # None: the settings' default pool
+    timeout_s: float | None = None  # None: the settings' default time limit
+    retry_on: tuple[type[BaseException], ...] = ()  # transient exceptions worth a retry
+    max_retries: int = 3
+    retry_backoff_s: float = 1.0  # first retry delay; doubles each time
+
+
+@dataclass(frozen=True, eq=False)
+class FunctionTool:
+    """A function offered to the model. Build with `FunctionTool(func)` or `@tool`."""
+
+    func: Callable[..., Any]
+    name: str = ""
+    options: ToolOptions = field(default_factory=ToolOptions)
+    is_long_running: bool = False
+    signature: Signature = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not callable(self.func):
+            raise ToolDefinitionError([f"{self.func!r} is not callable"])
+        name = self.name or getattr(self.func, "__name__", "")
+        if not name.isidentifier():
+            raise ToolDefinitionError([f"tool name {name!r} is not an identifier"])
+        try:
+            signature = describe_function(self.func, name, ToolContext)
+        except ValueError as exc:
+            raise ToolDefinitionError([f"tool {name!r} ({_where(self.func)}): {exc}"]) from exc
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "signature", signature)
+
+    @property
+    def description(self) -> str:
+        if self.is_long_running:
+            return f"{self.signature.description}\n\n{LONG_RUNNING_NOTE}".strip()
+        return self.signature.description
+
+    @property
+    def parameters_json_schema(self) -> dict[str, Any]:
+        return self.signature.parameters_json_schema
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
+
+    def declaration(self) -> dict[str, Any]:
+        """The FunctionDeclaration sent to the model, as plain JSON."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters_json_schema": self.parameters_json_schema,
+        }
+
+    def validate(self, args: object) -> tuple[dict[str, Any], list[ArgumentProblem]]:
+        return validate_arguments(self.signature.args_model, args)
+
+    def renamed(self, name: str) -> FunctionTool:
+        """The same function under another name (toolset prefixes)."""
+        return FunctionTool(self.func, name, self.options, self.is_long_running)
+
+
+def LongRunningFunctionTool(  # named like ADK's class on purpose
+    func: Callable[..., Any], *, name: str = "", options: ToolOptions | None = None
+) -> FunctionTool:
+    """A tool that starts work and returns at once, typically {'status': 'pending', ...}."""
+    return FunctionTool(func, name, options or ToolOptions(), is_long_running=True)
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str = "",
+    pool: str | None = None,
+    timeout_s: float | None = None,
+    retry_on: Iterable[type[BaseException]] = (),
+    max_retries: int = 3,
+    retry_backoff_s: float = 1.0,
+    long_running: bool = False,
+) -> Any:
+    """Decorator form: `@tool(pool="heavy", timeout_s=30)` or bare `@tool`."""
+    options = ToolOptions(pool, timeout_s, tuple(retry_on), max_retries, retry_backoff_s)
+
+    def wrap(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(f, name, options, is_long_running=long_running)
+
+    return wrap(func) if func is not None else wrap
+
+
+def as_tool(obj: FunctionTool | Callable[..., Any]) -> FunctionTool:
+    """Wrap a plain function; pass a FunctionTool through."""
+    return obj if isinstance(obj, FunctionTool) else FunctionTool(obj)
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Anything that can list every tool it may ever offer (agents, toolsets).
+
+    Workers scan tool modules for these so that they can register every task.
+    """
+
+    def all_tools(self) -> Iterable[FunctionTool]: ...
+
+
+class ToolRegistry(Mapping[str, FunctionTool]):
+    """Tools by name; two different functions under one name is a definition error."""
+
+    def __init__(self, tools: Iterable[FunctionTool] = ()) -> None:
+        self._tools: dict[str, FunctionTool] = {}
+        problems = [p for t in tools if (p := self._add(t))]
+        if problems:
+            raise ToolDefinitionError(problems)
+
+    def _add(self, new: FunctionTool) -> str | None:
+        existing = self._tools.get(new.name)
+        if existing is not None and existing.func is not new.func:
+            return (
+                f"duplicate tool name {new.name!r}: {_where(existing.func)} and "
+                f"{_where(new.func)}; rename one (FunctionTool(func, name=...))"
+            )
+        self._tools[new.name] = new
+        return None
+
+    def __getitem__(self, name: str) -> FunctionTool:
+        return self._tools[name]
+
+    def __iter__(self) -> Any:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+def _where(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', func)!s}"

@@ -1,0 +1,403 @@
+"""GeminiModel with the real google-genai client against a local fake Gemini REST server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import socket
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import pytest
+from google.genai import types
+
+from orchestrator.gemini import GeminiModel
+from orchestrator.model import ModelRequest
+from shared.errors import ConfigError, ModelError
+from shared.tools import FunctionTool
+
+MODEL = "gemini-2.5-flash"
+# google-genai 3.x sends /v1/...; older releases sent /v1beta/...
+GENERATE_PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^/:?]+):generateContent$")
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class FakeGemini:
+    """Answers generateContent with scripted replies and records every request."""
+
+    port: int
+    replies: deque[tuple[int, dict[str, Any]]] = field(default_factory=deque)
+    requests: list[Recorded] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def reply(self, body: dict[str, Any], status: int = 200) -> None:
+        self.replies.append((status, body))
+
+    def model(self, **kwargs: Any) -> GeminiModel:
+        kwargs.setdefault("api_key", "test-key")
+        return GeminiModel(MODEL, base_url=self.base_url, initial_delay_s=0.01, **kwargs)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with fake.lock:
+            fake.requests.append(Recorded(self.path, dict(self.headers.items()), body))
+            if not GENERATE_PATH.match(self.path):
+                status, reply = 404, _error(404, f"no route {self.path}", "NOT_FOUND")
+            elif fake.replies:
+                status, reply = fake.replies.popleft()
+            else:  # a 4xx, so that an unexpected extra call fails at once without retries
+                status, reply = 409, _error(409, "script exhausted", "ABORTED")
+        payload = json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep pytest output clean; requests are recorded instead
+
+
+class _Server(ThreadingHTTPServer):
+    fake: FakeGemini
+
+
+@pytest.fixture
+def gemini() -> Iterator[FakeGemini]:
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.fake = FakeGemini(port=server.server_address[1])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _error(code: int, message: str, status: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
+def _text_reply(text: str) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}
+        ]
+    }
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def get_weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius") -> dict[str, Any]:
+    """Current weather for a city.
+
+    Args:
+        city: City name, e.g. "Paris".
+        units: Temperature units.
+    """
+    return {"city": city, "units": units}
+
+
+def get_time(tz: str) -> str:
+    """Current time in a time zone.
+
+    Args:
+        tz: IANA time zone name.
+    """
+    return tz
+
+
+def _user(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def _request(contents: list[types.Content], tools: list[FunctionTool]) -> ModelRequest:
+    return ModelRequest("weather", "You answer weather questions.", contents, tools)
+
+
+async def test_parallel_calls_round_trip_ids_and_thought_signature(gemini: FakeGemini) -> None:
+    gemini.reply(
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [
+                            {
+                                "functionCall": {
+                                    "id": "call-abc",
+                                    "name": "get_weather",
+                                    "args": {"city": "Paris"},
+                                },
+                                "thoughtSignature": _b64(b"sig-1"),
+                            },
+                            {"functionCall": {"name": "get_time", "args": {"tz": "UTC"}}},
+                        ],
+                    },
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    )
+    gemini.reply(_text_reply("Sunny in Paris; it is noon UTC."))
+    tools = [FunctionTool(get_weather), FunctionTool(get_time)]
+    model = gemini.model()
+    user = _user("Weather in Paris, and the time in UTC?")
+
+    turn = await model.generate(_request([user], tools))
+
+    assert model.name == MODEL
+    assert turn.role == "model"
+    parts = turn.parts or []
+    calls = [p.function_call for p in parts]
+    assert [(c.id, c.name, c.args) for c in calls if c is not None] == [
+        ("call-abc", "get_weather", {"city": "Paris"}),
+        (None, "get_time", {"tz": "UTC"}),
+    ]
+    assert parts[0].thought_signature == b"sig-1"
+    assert parts[1].thought_signature is None
+
+    # What the orchestrator loop does: name the id-less call, answer both in call order.
+    second_call = parts[1].function_call
+    assert second_call is not None
+    second_call.id = "tf-123"
+    responses = types.Content(
+        role="user",
+        parts=[
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id="call-abc", name="get_weather", response={"temp_c": 21}
+                )
+            ),
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id="tf-123", name="get_time", response={"time": "12:00"}
+                )
+            ),
+        ],
+    )
+    final = await model.generate(_request([user, turn, responses], tools))
+
+    assert [p.text for p in final.parts or []] == ["Sunny in Paris; it is noon UTC."]
+    # Automatic function calling is off: exactly one HTTP request per generate().
+    assert len(gemini.requests) == 2
+    # The request's contents are not modified in place.
+    assert second_call.id == "tf-123"
+    assert responses.parts is not None and responses.parts[1].function_response is not None
+    assert responses.parts[1].function_response.id == "tf-123"
+
+    first, second = gemini.requests
+    for recorded in gemini.requests:
+        match = GENERATE_PATH.match(recorded.path)
+        assert match is not None and match["model"] == MODEL
+        # The key travels in a header, never in the URL.
+        assert recorded.headers.get("x-goog-api-key") == "test-key"
+        assert "test-key" not in recorded.path
+    assert first.body["contents"] == [
+        {"role": "user", "parts": [{"text": "Weather in Paris, and the time in UTC?"}]}
+    ]
+
+    sent_user, sent_model, sent_responses = second.body["contents"]
+    assert sent_user == first.body["contents"][0]
+    assert sent_model["role"] == "model"
+    assert sent_model["parts"][0] == {
+        "functionCall": {"id": "call-abc", "name": "get_weather", "args": {"city": "Paris"}},
+        "thoughtSignature": _b64(b"sig-1"),
+    }
+    # Gemini never saw "tf-123": the call goes back exactly as it came, without an id.
+    assert sent_model["parts"][1] == {"functionCall": {"name": "get_time", "args": {"tz": "UTC"}}}
+    assert sent_responses == {
+        "role": "user",
+        "parts": [
+            {
+                "functionResponse": {
+                    "id": "call-abc",
+                    "name": "get_weather",
+                    "response": {"temp_c": 21},
+                }
+            },
+            {"functionResponse": {"name": "get_time", "response": {"time": "12:00"}}},
+        ],
+    }
+
+    for recorded in gemini.requests:
+        body = recorded.body
+        assert body["systemInstruction"]["parts"] == [{"text": "You answer weather questions."}]
+        assert body["tools"] == [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "parametersJsonSchema": t.parameters_json_schema,
+                    }
+                    for t in tools
+                ]
+            }
+        ]
+        # Function calling config is left to the server's default (AUTO).
+        assert "toolConfig" not in body
+    declaration = second.body["tools"][0]["functionDeclarations"][0]
+    assert declaration["description"].startswith("Current weather for a city.")
+    assert set(declaration["parametersJsonSchema"]["properties"]) == {"city", "units"}
+
+
+async def test_thought_signature_bytes_survive_round_trip(gemini: FakeGemini) -> None:
+    # Bytes whose standard base64 has '+' and '/': the SDK reads standard base64
+    # but writes the URL-safe alphabet ('-', '_'); both decode to the same bytes.
+    signature = b"\xfb\xff\xfe-sig"
+    gemini.reply(
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [
+                            {
+                                "functionCall": {"name": "get_time", "args": {"tz": "UTC"}},
+                                "thoughtSignature": _b64(signature),
+                            }
+                        ],
+                    },
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    )
+    gemini.reply(_text_reply("ok"))
+    model = gemini.model()
+    user = _user("time?")
+    turn = await model.generate(_request([user], [FunctionTool(get_time)]))
+    assert turn.parts is not None and turn.parts[0].thought_signature == signature
+    answer = types.Content(
+        role="user",
+        parts=[
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id="tf-1", name="get_time", response={"result": "12:00"}
+                )
+            )
+        ],
+    )
+
+    await model.generate(_request([user, turn, answer], [FunctionTool(get_time)]))
+
+    sent = gemini.requests[1].body["contents"][1]["parts"][0]["thoughtSignature"]
+    assert base64.urlsafe_b64decode(sent) == signature
+
+
+async def test_retries_429_then_succeeds(gemini: FakeGemini) -> None:
+    gemini.reply(_error(429, "quota", "RESOURCE_EXHAUSTED"), status=429)
+    gemini.reply(_text_reply("hello"))
+
+    turn = await gemini.model().generate(_request([_user("hi")], []))
+
+    assert [p.text for p in turn.parts or []] == ["hello"]
+    assert len(gemini.requests) == 2
+    assert gemini.requests[0].body == gemini.requests[1].body
+    # No tools: no tools field and no system instruction left empty.
+    assert "tools" not in gemini.requests[1].body
+
+
+async def test_retries_stop_after_attempts(gemini: FakeGemini) -> None:
+    for _ in range(3):
+        gemini.reply(_error(503, "overloaded", "UNAVAILABLE"), status=503)
+
+    with pytest.raises(ModelError, match=r"after 2 attempts: HTTP 503 UNAVAILABLE: overloaded"):
+        await gemini.model(retry_attempts=2).generate(_request([_user("hi")], []))
+
+    assert len(gemini.requests) == 2
+
+
+async def test_400_is_not_retried(gemini: FakeGemini) -> None:
+    gemini.reply(_error(400, "Request contains an invalid argument.", "INVALID_ARGUMENT"), 400)
+    gemini.reply(_text_reply("never sent"))
+
+    with pytest.raises(ModelError, match=r"HTTP 400 INVALID_ARGUMENT") as info:
+        await gemini.model().generate(_request([_user("hi")], []))
+
+    assert "invalid argument" in str(info.value)
+    assert "test-key" not in str(info.value)
+    assert info.value.__cause__ is not None
+    assert len(gemini.requests) == 1
+
+
+async def test_blocked_prompt_raises_with_block_reason(gemini: FakeGemini) -> None:
+    gemini.reply({"promptFeedback": {"blockReason": "SAFETY"}})
+
+    with pytest.raises(ModelError, match=r"prompt blocked: SAFETY"):
+        await gemini.model().generate(_request([_user("something unsafe")], []))
+
+    assert len(gemini.requests) == 1
+
+
+async def test_candidate_without_content_raises_with_finish_reason(gemini: FakeGemini) -> None:
+    gemini.reply({"candidates": [{"finishReason": "SAFETY"}]})
+
+    with pytest.raises(ModelError, match=r"empty turn \(finish_reason=SAFETY\)"):
+        await gemini.model().generate(_request([_user("something unsafe")], []))
+
+
+async def test_unreachable_server_raises_model_error() -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago, now closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    model = GeminiModel(
+        MODEL,
+        api_key="test-key",
+        base_url=f"http://127.0.0.1:{port}",
+        retry_attempts=2,
+        initial_delay_s=0.01,
+    )
+
+    with pytest.raises(ModelError, match=r"could not reach the API after 2 attempts") as info:
+        await model.generate(_request([_user("hi")], []))
+
+    assert "ConnectError" in str(info.value)
+
+
+async def test_api_key_read_from_environment(
+    gemini: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", "env-key")
+    gemini.reply(_text_reply("hello"))
+
+    await GeminiModel(MODEL, base_url=gemini.base_url).generate(_request([_user("hi")], []))
+
+    assert gemini.requests[0].headers.get("x-goog-api-key") == "env-key"
+
+
+def test_missing_api_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+
+    with pytest.raises(ConfigError, match="GOOGLE_API_KEY") as info:
+        GeminiModel(MODEL)
+
+    assert "GEMINI_API_KEY" in str(info.value)

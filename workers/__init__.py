@@ -1,0 +1,3 @@
+"""Tool workers: the Celery app, one task per tool, the executor."""
+
+__all__: list[str] = []

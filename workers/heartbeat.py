@@ -1,0 +1,76 @@
+"""Workers advertise the pools they serve, so the orchestrator can fail fast."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import redis
+from celery import Celery
+from celery.signals import worker_ready, worker_shutdown
+
+from shared.config import Settings
+from shared.keys import QUEUE_PREFIX, Keys
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    def __init__(self, client: redis.Redis, keys: Keys, period_s: float) -> None:
+        self._client = client
+        self._keys = keys
+        self._period_s = period_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._hostname = ""
+        self._value = ""
+
+    def start(self, hostname: str, pools: list[str]) -> None:
+        self._hostname = hostname
+        self._value = json.dumps(
+            {"hostname": hostname, "pools": pools, "pid": os.getpid(), "started_at": time.time()}
+        )
+        self._beat()
+        self._thread = threading.Thread(target=self._run, name="toolfleet-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        # Three missed beats and the worker counts as gone.
+        ttl_ms = int(self._period_s * 3000)
+        self._client.set(self._keys.worker(self._hostname), self._value, px=ttl_ms)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period_s):
+            try:
+                self._beat()
+            except redis.RedisError as exc:
+                log.warning("heartbeat to Redis failed: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._hostname:
+            try:
+                self._client.delete(self._keys.worker(self._hostname))
+            except redis.RedisError as exc:
+                log.warning("could not remove heartbeat key: %s", exc)
+
+
+def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> None:
+    heartbeat = Heartbeat(client, Keys(settings.key_prefix), settings.worker_heartbeat_s)
+
+    @worker_ready.connect(weak=False)
+    def _on_ready(sender: Any = None, **_: Any) -> None:
+        if sender is None or sender.app is not app:
+            return
+        queues = [q.name for q in sender.task_consumer.queues]
+        pools = sorted(q.removeprefix(QUEUE_PREFIX) for q in queues if q.startswith(QUEUE_PREFIX))
+        heartbeat.start(sender.hostname, pools)
+        log.info("worker %s serves pools %s", sender.hostname, ", ".join(pools))
+
+    @worker_shutdown.connect(weak=False)
+    def _on_shutdown(sender: Any = None, **_: Any) -> None:
+        heartbeat.stop()

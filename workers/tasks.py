@@ -1,0 +1,75 @@
+"""One Celery task per tool, named `tool.<name>`: decode, execute, report."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery, Task
+from pydantic import ValidationError
+
+from shared.celery_config import tool_pool, tool_time_limit
+from shared.config import Settings
+from shared.keys import queue_name, task_name
+from shared.messages import ToolCall
+from shared.reporting import ResultReporter
+from shared.tools import FunctionTool, ToolRegistry
+from workers.executor import execute
+
+log = logging.getLogger(__name__)
+
+
+def register_tool_tasks(
+    app: Celery, registry: ToolRegistry, settings: Settings, reporter: ResultReporter
+) -> None:
+    for tool in registry.values():
+        _register(app, tool, settings, reporter)
+
+
+def _register(
+    app: Celery, tool: FunctionTool, settings: Settings, reporter: ResultReporter
+) -> None:
+    limit = tool_time_limit(tool, settings)
+    options = tool.options
+
+    def run_tool(self: Task[Any, Any], call: dict[str, Any]) -> None:
+        try:
+            envelope = ToolCall.model_validate(call)
+        except ValidationError as exc:
+            # Nothing to answer: without a valid envelope we do not know where to reply.
+            log.error("rejected a malformed call envelope for %s: %s", tool.name, exc)
+            return
+        attempt = self.request.retries + 1
+        outcome = execute(
+            tool,
+            envelope,
+            worker=self.request.hostname or "unknown",
+            attempt=attempt,
+            max_result_bytes=settings.max_payload_bytes,
+        )
+        error = outcome.exception
+        retries_left = self.request.retries < options.max_retries
+        if isinstance(error, Exception) and isinstance(error, options.retry_on) and retries_left:
+            countdown = options.retry_backoff_s * (2**self.request.retries)
+            log.warning(
+                "tool %s raised %s; retry %d of %d in %.1fs",
+                tool.name,
+                type(error).__name__,
+                attempt,
+                options.max_retries,
+                countdown,
+            )
+            raise self.retry(countdown=countdown, exc=error)
+        reporter.post(envelope.reply_to, outcome.result)
+
+    task_options: dict[str, Any] = dict(
+        name=task_name(tool.name),
+        bind=True,
+        queue=queue_name(tool_pool(tool, settings)),
+        soft_time_limit=limit,
+        time_limit=limit + 1,
+        acks_late=True,
+        ignore_result=True,
+        max_retries=options.max_retries,
+    )
+    app.task(**task_options)(run_tool)
