@@ -170,6 +170,10 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
         for key, value in node.items():
             if key == "$defs" or (key == "title" and not in_properties):
                 continue
+            # Unknown arguments are refused by the validator; Gemini's schema subset
+            # does not need to be told.
+            if key == "additionalProperties" and value is False and not in_properties:
+                continue
             out[key] = walk(value, in_properties=key == "properties")
         return _collapse_nullable(out)
 

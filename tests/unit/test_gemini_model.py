@@ -87,7 +87,7 @@ class _Server(ThreadingHTTPServer):
 def gemini() -> Iterator[FakeGemini]:
     server = _Server(("127.0.0.1", 0), _Handler)
     server.fake = FakeGemini(port=server.server_address[1])
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield server.fake
@@ -107,6 +107,19 @@ def _text_reply(text: str) -> dict[str, Any]:
             {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}
         ]
     }
+
+
+def _declaration(sent: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """(name, description, schema) of a function declaration as sent on the wire.
+
+    google-genai 3.x dumps FunctionDeclaration objects without camel-casing their
+    keys, so the schema goes out as "parameters_json_schema"; the API's proto3
+    JSON parser accepts that as well as "parametersJsonSchema".
+    """
+    schema_keys = {"parametersJsonSchema", "parameters_json_schema"} & sent.keys()
+    assert len(schema_keys) == 1, sent
+    assert set(sent) == {"name", "description", *schema_keys}, sent
+    return sent["name"], sent["description"], sent[schema_keys.pop()]
 
 
 def _b64(data: bytes) -> str:
@@ -248,23 +261,15 @@ async def test_parallel_calls_round_trip_ids_and_thought_signature(gemini: FakeG
     for recorded in gemini.requests:
         body = recorded.body
         assert body["systemInstruction"]["parts"] == [{"text": "You answer weather questions."}]
-        assert body["tools"] == [
-            {
-                "functionDeclarations": [
-                    {
-                        "name": t.name,
-                        "description": t.description,
-                        "parametersJsonSchema": t.parameters_json_schema,
-                    }
-                    for t in tools
-                ]
-            }
+        assert [_declaration(d) for d in body["tools"][0]["functionDeclarations"]] == [
+            (t.name, t.description, t.parameters_json_schema) for t in tools
         ]
+        assert len(body["tools"]) == 1
         # Function calling config is left to the server's default (AUTO).
         assert "toolConfig" not in body
-    declaration = second.body["tools"][0]["functionDeclarations"][0]
-    assert declaration["description"].startswith("Current weather for a city.")
-    assert set(declaration["parametersJsonSchema"]["properties"]) == {"city", "units"}
+    _, description, schema = _declaration(second.body["tools"][0]["functionDeclarations"][0])
+    assert description.startswith("Current weather for a city.")
+    assert set(schema["properties"]) == {"city", "units"}
 
 
 async def test_thought_signature_bytes_survive_round_trip(gemini: FakeGemini) -> None:

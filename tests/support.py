@@ -1,0 +1,36 @@
+"""Test doubles shared by unit tests: an in-process tool runner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+from orchestrator.fleet import PlannedCall
+from shared.messages import ToolResult
+from workers.executor import execute
+
+
+class InProcessRunner:
+    """Runs planned calls in this process (threads), concurrently, yielding as they finish."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []  # call ids of each run(), to check what was dispatched
+        self.settled: list[str] = []
+
+    async def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]:
+        self.batches.append([p.call.call_id for p in calls])
+        tasks = [
+            asyncio.create_task(
+                asyncio.to_thread(
+                    lambda p=p: (
+                        execute(p.tool, p.call, worker="in-process", max_result_bytes=64_000).result
+                    )
+                )
+            )
+            for p in calls
+        ]
+        for next_done in asyncio.as_completed(tasks):
+            yield await next_done
+
+    async def settle(self, session_id: str) -> None:
+        self.settled.append(session_id)

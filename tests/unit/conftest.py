@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import fakeredis
+import pytest
+
+from orchestrator.sessions import SessionStore
+from shared.keys import Keys
+
+
+@pytest.fixture
+async def fake_redis() -> AsyncIterator[fakeredis.FakeAsyncRedis]:
+    client = fakeredis.FakeAsyncRedis()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def store(fake_redis: fakeredis.FakeAsyncRedis) -> SessionStore:
+    return SessionStore(fake_redis, Keys("t"))

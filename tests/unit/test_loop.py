@@ -1,0 +1,190 @@
+"""The agent loop with the offline model, an in-process runner and a fakeredis store."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from google.genai import types
+
+from orchestrator.agent import Agent
+from orchestrator.loop import CallFinished, Invocation, Update, run_invocation
+from orchestrator.model import function_calls, text_of
+from orchestrator.offline import Call, ScriptedModel, Step, call, say
+from orchestrator.sessions import Event, SessionStore
+from shared.config import Settings
+from shared.context import ToolContext
+from shared.errors import ModelError
+from shared.keys import Keys
+from tests.support import InProcessRunner
+
+first_may_finish = threading.Event()
+
+
+def slow_writer(value: str, tool_context: ToolContext) -> str:
+    """Writes after the fast writer has finished."""
+    first_may_finish.wait(5)
+    tool_context.state["color"] = value
+    tool_context.state["slow"] = True
+    return value
+
+
+def fast_writer(value: str, tool_context: ToolContext) -> str:
+    """Writes at once."""
+    tool_context.state["color"] = value
+    first_may_finish.set()
+    return value
+
+
+def add(a: int, b: int) -> int:
+    """Adds.
+
+    Args:
+        a: First.
+        b: Second.
+    """
+    return a + b
+
+
+def explode() -> None:
+    """Always fails."""
+    raise RuntimeError("boom")
+
+
+def scratch(tool_context: ToolContext) -> str:
+    """Writes temp state."""
+    tool_context.state["temp:note"] = "scratch"
+    return "ok"
+
+
+def make_agent(*steps: Any) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(list(steps))
+    agent = Agent(
+        name="tester",
+        instruction="test",
+        tools=[slow_writer, fast_writer, add, explode, scratch],
+        model=model,
+    )
+    return agent, model
+
+
+async def run(
+    store: SessionStore, agent: Agent, message: str, **settings: Any
+) -> tuple[list[Update], InProcessRunner, str]:
+    session = await store.get_or_create("app", "u1", "s1")
+    runner = InProcessRunner()
+    assert agent.model is not None
+    inv = Invocation(agent, agent.model, session, store, runner, Settings(**settings), Keys("t"))
+    content = types.Content(role="user", parts=[types.Part(text=message)])
+    updates = [u async for u in run_invocation(inv, content)]
+    return updates, runner, session.id
+
+
+def response_event(updates: list[Update], turn: int = 0) -> Event:
+    """The n-th event holding function responses."""
+    return [u for u in updates if isinstance(u, Event) and u.calls][turn]
+
+
+def responses(updates: list[Update], turn: int = 0) -> list[types.FunctionResponse]:
+    content = response_event(updates, turn).content
+    assert content is not None
+    return [p.function_response for p in content.parts or () if p.function_response]
+
+
+async def test_parallel_results_reach_the_model_in_call_order_and_deltas_merge_in_call_order(
+    store: SessionStore,
+) -> None:
+    first_may_finish.clear()
+    agent, model = make_agent(
+        call(Call("slow_writer", {"value": "red"}), Call("fast_writer", {"value": "blue"})),
+        say("done"),
+    )
+    updates, runner, session_id = await run(store, agent, "go")
+
+    finished = [u.result.tool for u in updates if isinstance(u, CallFinished)]
+    assert finished == ["fast_writer", "slow_writer"]  # arrival order
+    assert [r.name for r in responses(updates)] == ["slow_writer", "fast_writer"]
+    # Call order, not arrival order: the later call's write wins.
+    assert response_event(updates).state_delta == {"color": "blue", "slow": True}
+    stored = await store.get(session_id)
+    assert stored.state == {"color": "blue", "slow": True}
+    assert runner.batches == [[c.id for c in function_calls(updates[1].content)]]  # type: ignore[union-attr]
+    assert text_of(stored.events[-1].content) == "done"
+    # The model saw both responses in its second request.
+    assert len(model.requests) == 2
+
+
+async def test_unknown_tool_gets_an_error_listing_tools_and_is_not_dispatched(
+    store: SessionStore,
+) -> None:
+    agent, _ = make_agent(call(Call("nope"), Call("add", {"a": 1, "b": 2})), say("ok"))
+    updates, runner, _ = await run(store, agent, "go")
+    unknown, added = responses(updates)
+    assert unknown.response is not None and unknown.response["error_type"] == "UnknownTool"
+    assert "add, explode, fast_writer, scratch, slow_writer" in unknown.response["error_message"]
+    assert added.response == {"result": 3}
+    assert len(runner.batches) == 1 and len(runner.batches[0]) == 1
+
+
+async def test_bad_arguments_name_each_problem_and_are_not_dispatched(store: SessionStore) -> None:
+    agent, _ = make_agent(call(Call("add", {"a": "one", "c": 3})), say("ok"))
+    updates, runner, _ = await run(store, agent, "go")
+    (bad,) = responses(updates)
+    assert bad.response is not None
+    message = bad.response["error_message"]
+    assert bad.response["error_type"] == "InvalidArguments"
+    assert "a: Input should be a valid integer" in message
+    assert "b: required argument is missing" in message
+    assert "c: unknown argument" in message
+    assert runner.batches == []
+
+
+async def test_tool_exception_reaches_the_model_as_error_while_others_succeed(
+    store: SessionStore,
+) -> None:
+    agent, _ = make_agent(call(Call("explode"), Call("add", {"a": 2, "b": 2})), say("ok"))
+    updates, _, _ = await run(store, agent, "go")
+    failed, ok = responses(updates)
+    assert failed.response == {
+        "status": "error",
+        "error_type": "RuntimeError",
+        "error_message": "boom",
+    }
+    assert ok.response == {"result": 4}
+
+
+async def test_calls_without_id_get_one_and_responses_carry_it(store: SessionStore) -> None:
+    agent, _ = make_agent(
+        call(Call("add", {"a": 1, "b": 1}), Call("add", {"a": 2, "b": 2})), say("ok")
+    )
+    updates, _, _ = await run(store, agent, "go")
+    model_event = updates[1]
+    assert isinstance(model_event, Event) and model_event.content is not None
+    ids = [c.id for c in function_calls(model_event.content)]
+    assert all(i and i.startswith("tf-") for i in ids) and len(set(ids)) == 2
+    assert [r.id for r in responses(updates)] == ids
+
+
+async def test_temp_state_is_not_persisted(store: SessionStore) -> None:
+    agent, _ = make_agent(call(Call("scratch")), say("ok"))
+    updates, _, session_id = await run(store, agent, "go")
+    assert response_event(updates).state_delta == {"temp:note": "scratch"}
+    stored = await store.get(session_id)
+    assert "temp:note" not in stored.state
+    assert all("temp:note" not in e.state_delta for e in stored.events)
+
+
+async def test_max_steps_ends_the_invocation_with_a_clear_event(store: SessionStore) -> None:
+    loop_forever = Step(calls=[Call("add", {"a": 1, "b": 1})])
+    agent, _ = make_agent(*([loop_forever] * 5))
+    updates, _, _ = await run(store, agent, "go", max_steps=2)
+    last = updates[-1]
+    assert isinstance(last, Event) and last.error is not None
+    assert "max_steps=2" in last.error and "TOOLFLEET_MAX_STEPS" in last.error
+
+
+async def test_exhausted_script_is_a_model_error(store: SessionStore) -> None:
+    agent, _ = make_agent(call(Call("add", {"a": 1, "b": 1})))
+    with pytest.raises(ModelError, match="has 1 steps and step 2 was asked for"):
+        await run(store, agent, "go")
