@@ -105,6 +105,8 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(5)
+        if self._process is not None and self._process.stdout is not None:
+            self._process.stdout.close()
         self._process = None
         if self._dir is not None:
             self._dir.cleanup()

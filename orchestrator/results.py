@@ -32,7 +32,14 @@ class _Watch:
 
 
 class ResultWaiter:
-    def __init__(self, reader: aioredis.Redis, writer: aioredis.Redis, keys: Keys, replica_id: str):
+    def __init__(
+        self,
+        reader: aioredis.Redis,
+        writer: aioredis.Redis,
+        keys: Keys,
+        replica_id: str,
+        block_ms: int = BLOCK_MS,
+    ):
         # `reader` is dedicated: its connection spends most of its life inside XREAD BLOCK.
         self._reader = reader
         self._writer = writer
@@ -42,6 +49,7 @@ class ResultWaiter:
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task[None] | None = None
         self._reading = False
+        self._block_ms = block_ms
 
     async def start(self) -> None:
         await self._writer.delete(self._wake_key)
@@ -91,7 +99,9 @@ class ResultWaiter:
         if watch is None:
             return
         if watch.delivered_up_to is not None:
-            await self._writer.xtrim(stream, minid=_next_id(watch.delivered_up_to))
+            await self._writer.xtrim(
+                stream, minid=_next_id(watch.delivered_up_to), approximate=False
+            )
         watch.settled = True
 
     async def _run(self) -> None:
@@ -101,7 +111,7 @@ class ResultWaiter:
             streams[self._wake_key] = self._wake_last
             self._reading = True
             try:
-                response: Any = await self._reader.xread(streams, block=BLOCK_MS)  # type: ignore[arg-type]
+                response: Any = await self._reader.xread(streams, block=self._block_ms)  # type: ignore[arg-type]
             except aioredis.ConnectionError as exc:
                 log.warning("result stream read failed (%s); retrying", exc)
                 await asyncio.sleep(0.5)  # back off while Redis is away

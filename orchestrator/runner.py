@@ -42,10 +42,9 @@ class Runner:
         self.replica_id = replica_id or f"orch-{uuid.uuid4().hex[:12]}"
         self.keys = Keys(settings.key_prefix)
         url = settings.require_redis_url()
-        self._redis = aioredis.Redis(
-            connection_pool=aioredis.BlockingConnectionPool.from_url(
-                url, max_connections=MAX_CONNECTIONS
-            )
+        # from_pool: the client owns the pool and disconnects it when closed.
+        self._redis = aioredis.Redis.from_pool(
+            aioredis.BlockingConnectionPool.from_url(url, max_connections=MAX_CONNECTIONS)
         )
         self._reader = aioredis.Redis.from_url(url)
         self.store = SessionStore(self._redis, self.keys)

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from shared.context import ToolContext
 from shared.errors import ToolError
 from shared.messages import CallStatus, ToolCall, ToolResult, error_response
@@ -44,6 +46,7 @@ def execute(
     worker: str,
     attempt: int = 1,
     max_result_bytes: int,
+    time_limit_s: float = 0.0,
 ) -> Outcome:
     started = time.time()
     context = ToolContext(call)
@@ -81,6 +84,9 @@ def execute(
             value = _event_loop().run_until_complete(value)
     except ToolError as exc:
         return finish(CallStatus.ERROR, error_response("ToolError", str(exc)), exc)
+    except SoftTimeLimitExceeded as exc:
+        message = f"tool {tool.name!r} exceeded its time limit of {time_limit_s:g} s"
+        return finish(CallStatus.ERROR, error_response("TimeoutError", message), exc)
     except Exception as exc:
         log.exception("tool %s failed (call %s)", call.tool, call.call_id)
         return finish(CallStatus.ERROR, error_response(type(exc).__name__, str(exc)), exc)

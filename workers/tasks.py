@@ -46,6 +46,7 @@ def _register(
             worker=self.request.hostname or "unknown",
             attempt=attempt,
             max_result_bytes=settings.max_payload_bytes,
+            time_limit_s=limit,
         )
         error = outcome.exception
         retries_left = self.request.retries < options.max_retries

@@ -10,8 +10,13 @@ from shared.keys import Keys
 
 
 @pytest.fixture
-async def fake_redis() -> AsyncIterator[fakeredis.FakeAsyncRedis]:
-    client = fakeredis.FakeAsyncRedis()
+def fake_server() -> fakeredis.FakeServer:
+    return fakeredis.FakeServer()
+
+
+@pytest.fixture
+async def fake_redis(fake_server: fakeredis.FakeServer) -> AsyncIterator[fakeredis.FakeAsyncRedis]:
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
     yield client
     await client.aclose()
 

@@ -1,0 +1,58 @@
+"""A real Redis server and real `celery worker` processes for the integration tests.
+
+The server is TOOLFLEET_TEST_REDIS_URL when set (use a database of its own: the keys
+the tests create are removed at the end), otherwise a private one on a free port.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from orchestrator.embedded import EmbeddedRedis
+from orchestrator.local_workers import WorkerGroup
+from shared.config import Settings
+
+TOOL_MODULES = ["tests.integration.fleet_tools"]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url = os.environ.get("TOOLFLEET_TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    with EmbeddedRedis() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+def settings(redis_url: str) -> Iterator[Settings]:
+    prefix = f"tftest-{uuid.uuid4().hex[:8]}"
+    yield Settings(
+        redis_url=redis_url,
+        key_prefix=prefix,
+        tool_modules=TOOL_MODULES,
+        default_timeout_s=10,
+        result_grace_s=1.0,
+        worker_heartbeat_s=0.5,
+    )
+    client = redis.Redis.from_url(redis_url)
+    for pattern in (f"{prefix}:*", "tools.*"):
+        for key in client.scan_iter(pattern):
+            client.delete(key)
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def fleet(settings: Settings) -> Iterator[WorkerGroup]:
+    """Two processes of 2 slots on the default pool, one on `other`."""
+    with WorkerGroup(settings) as group:
+        group.start(["default"], concurrency=2, name="w1")
+        group.start(["default"], concurrency=2, name="w2")
+        group.start(["other"], concurrency=1, name="w3")
+        yield group

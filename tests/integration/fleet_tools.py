@@ -1,0 +1,46 @@
+"""Tools the integration tests run on real worker processes."""
+
+from __future__ import annotations
+
+import time
+
+from shared.context import ToolContext
+from shared.tools import tool
+
+
+@tool
+def nap(seconds: float, label: str = "") -> dict[str, object]:
+    """Sleeps, to show calls overlapping on several workers.
+
+    Args:
+        seconds: How long to sleep.
+        label: Echoed back.
+    """
+    time.sleep(seconds)  # ok: the tool under test sleeps on purpose
+    return {"slept": seconds, "label": label}
+
+
+@tool
+def fail(message: str) -> None:
+    """Always raises ValueError(message)."""
+    raise ValueError(message)
+
+
+@tool(timeout_s=1)
+def overrun(seconds: float) -> str:
+    """Sleeps past its 1 s time limit."""
+    time.sleep(seconds)  # ok: the tool under test sleeps on purpose
+    return "finished"
+
+
+@tool
+def remember(key: str, value: str, tool_context: ToolContext) -> str:
+    """Stores a value in the session state."""
+    tool_context.state[key] = value
+    return "stored"
+
+
+@tool(pool="other")
+def recall(key: str, tool_context: ToolContext) -> dict[str, object]:
+    """Reads a value from the session state (runs on the `other` pool)."""
+    return {"value": tool_context.state.get(key)}
