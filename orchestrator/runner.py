@@ -50,7 +50,10 @@ class Runner:
         self.store = SessionStore(self._redis, self.keys)
         self._waiter = ResultWaiter(self._reader, self._redis, self.keys, self.replica_id)
         self.tool_runner: ToolRunner = tool_runner or CeleryFleet(
-            CeleryPublisher(self._redis), self._waiter, settings, self.keys
+            CeleryPublisher(self._redis, settings.secret_arg_names),
+            self._waiter,
+            settings,
+            self.keys,
         )
 
     @property

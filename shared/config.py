@@ -45,7 +45,12 @@ class Settings(BaseSettings):
     model: str = Field(default="gemini-2.5-flash", description="Gemini model name.")
     worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
 
-    @field_validator("tool_modules", mode="before")
+    secret_arg_names: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["api_key", "password", "secret", "token", "authorization"],
+        description="Tool arguments shown as *** in Flower (task args) and toolfleet's output.",
+    )
+
+    @field_validator("tool_modules", "secret_arg_names", mode="before")
     @classmethod
     def _split_modules(cls, value: object) -> object:
         # A comma-separated list in the environment, or a JSON list.

@@ -42,7 +42,8 @@ def settings(redis_url: str) -> Iterator[Settings]:
         worker_heartbeat_s=0.5,
     )
     client = redis.Redis.from_url(redis_url)
-    for pattern in (f"{prefix}:*", "tools.*"):
+    # Ours, the tool queues, and kombu's bookkeeping (the database is the tests' own).
+    for pattern in (f"{prefix}:*", "tools.*", "_kombu.*", "unacked*"):
         for key in client.scan_iter(pattern):
             client.delete(key)
     client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from shared.context import ToolContext
 from shared.tools import tool
@@ -44,3 +45,14 @@ def remember(key: str, value: str, tool_context: ToolContext) -> str:
 def recall(key: str, tool_context: ToolContext) -> dict[str, object]:
     """Reads a value from the session state (runs on the `other` pool)."""
     return {"value": tool_context.state.get(key)}
+
+
+@tool(retry_on=[ConnectionError], max_retries=3, retry_backoff_s=0.05)
+def flaky(counter_file: str, failures: int) -> dict[str, int]:
+    """Raises ConnectionError on its first `failures` runs (counted in a file), then succeeds."""
+    path = Path(counter_file)
+    runs = int(path.read_text()) + 1 if path.exists() else 1
+    path.write_text(str(runs))
+    if runs <= failures:
+        raise ConnectionError(f"transient failure {runs}")
+    return {"runs": runs}

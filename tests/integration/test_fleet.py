@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from google.genai import types
 
 from orchestrator.agent import Agent
+from orchestrator.local_workers import WorkerGroup
 from orchestrator.loop import CallFinished, Update
 from orchestrator.offline import Call, ScriptedModel, call, say
-from orchestrator.local_workers import WorkerGroup
 from orchestrator.runner import Runner
 from orchestrator.sessions import Event
 from shared.config import Settings
+from shared.discovery import tools_in_module
 from tests.integration import fleet_tools
 
 pytestmark = pytest.mark.integration
 
-TOOLS = [
-    fleet_tools.nap,
-    fleet_tools.fail,
-    fleet_tools.overrun,
-    fleet_tools.remember,
-    fleet_tools.recall,
-]
+TOOLS = tools_in_module(fleet_tools)
 
 
 async def run_script(
@@ -101,3 +97,30 @@ async def test_state_written_on_one_worker_is_read_on_another_in_the_next_turn(
     assert recalled.response == {"value": "Oslo"}
     (finished,) = [u.result for u in updates if isinstance(u, CallFinished)]
     assert finished.worker.startswith("w3@")  # the `other` pool's worker process
+
+
+async def test_transient_exception_is_retried_with_backoff_then_succeeds(
+    settings: Settings, fleet: WorkerGroup, tmp_path: Path
+) -> None:
+    counter = str(tmp_path / "runs")
+    updates = await run_script(
+        settings, "flaky", call(Call("flaky", {"counter_file": counter, "failures": 2})), say("ok")
+    )
+    (result,) = [u.result for u in updates if isinstance(u, CallFinished)]
+    assert result.response == {"runs": 3}
+    assert result.attempt == 3
+
+
+async def test_retries_are_bounded_and_the_last_error_reaches_the_model(
+    settings: Settings, fleet: WorkerGroup, tmp_path: Path
+) -> None:
+    counter = tmp_path / "runs"
+    updates = await run_script(
+        settings,
+        "flaky",
+        call(Call("flaky", {"counter_file": str(counter), "failures": 99})),
+        say("ok"),
+    )
+    (result,) = [u.result for u in updates if isinstance(u, CallFinished)]
+    assert result.response["error_type"] == "ConnectionError"
+    assert result.attempt == 4 and counter.read_text() == "4"  # first run + max_retries=3

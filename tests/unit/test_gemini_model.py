@@ -16,10 +16,16 @@ from typing import Any, Literal
 import pytest
 from google.genai import types
 
+from orchestrator.agent import Agent
 from orchestrator.gemini import GeminiModel
+from orchestrator.loop import Invocation, run_invocation
 from orchestrator.model import ModelRequest
+from orchestrator.sessions import Event, SessionStore
+from shared.config import Settings
 from shared.errors import ConfigError, ModelError
+from shared.keys import Keys
 from shared.tools import FunctionTool
+from tests.support import InProcessRunner
 
 MODEL = "gemini-2.5-flash"
 # google-genai 3.x sends /v1/...; older releases sent /v1beta/...
@@ -406,3 +412,64 @@ def test_missing_api_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> N
         GeminiModel(MODEL)
 
     assert "GEMINI_API_KEY" in str(info.value)
+
+
+async def test_the_loop_drives_gemini_through_a_parallel_turn(
+    gemini: FakeGemini, store: SessionStore
+) -> None:
+    """The whole loop, not a hand-made exchange: ids, signature and responses on the wire."""
+    gemini.reply(
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [
+                            {
+                                "functionCall": {
+                                    "id": "call-abc",
+                                    "name": "get_weather",
+                                    "args": {"city": "Paris"},
+                                },
+                                "thoughtSignature": _b64(b"sig-1"),
+                            },
+                            {"functionCall": {"name": "get_time", "args": {"tz": "UTC"}}},
+                        ],
+                    },
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    )
+    gemini.reply(_text_reply("Sunny in Paris; it is UTC there."))
+    model = gemini.model()
+    agent = Agent(
+        name="weather", instruction="Be brief.", tools=[get_weather, get_time], model=model
+    )
+    session = await store.create("app", "u1")
+    invocation = Invocation(agent, model, session, store, InProcessRunner(), Settings(), Keys("t"))
+
+    updates = [u async for u in run_invocation(invocation, _user("Paris weather and UTC time?"))]
+
+    final = [u for u in updates if isinstance(u, Event) and u.author == "weather"][-1]
+    assert final.content is not None and final.content.parts is not None
+    assert final.content.parts[0].text == "Sunny in Paris; it is UTC there."
+    assert len(gemini.requests) == 2
+    sent_model, sent_responses = gemini.requests[1].body["contents"][1:]
+    assert sent_model["parts"][0]["thoughtSignature"] == _b64(b"sig-1")
+    assert sent_model["parts"][0]["functionCall"]["id"] == "call-abc"
+    assert "id" not in sent_model["parts"][1]["functionCall"]
+    weather, clock = (p["functionResponse"] for p in sent_responses["parts"])
+    assert weather == {
+        "id": "call-abc",
+        "name": "get_weather",
+        "response": {"city": "Paris", "units": "celsius"},
+    }
+    assert clock == {"name": "get_time", "response": {"result": "UTC"}}
+    # The session keeps the loop's own id for the id-less call, and the signature.
+    stored = await store.get(session.id)
+    model_content = stored.events[1].content
+    assert model_content is not None and model_content.parts is not None
+    assert model_content.parts[0].thought_signature == b"sig-1"
+    call_id = model_content.parts[1].function_call.id  # type: ignore[union-attr]
+    assert call_id is not None and call_id.startswith("tf-")
