@@ -20,7 +20,7 @@ from orchestrator.sessions import CallRecord, Event, Session, SessionStore, merg
 from shared.config import Settings
 from shared.context import TEMP_PREFIX
 from shared.keys import Keys
-from shared.messages import ToolActions, ToolCall, ToolResult
+from shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,17 @@ class Invocation:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"
 
 
-async def run_invocation(inv: Invocation, message: types.Content) -> AsyncIterator[Update]:
-    """Run the loop for one user message; yield events and progress as they happen."""
+async def run_invocation(inv: Invocation, message: types.Content | None) -> AsyncIterator[Update]:
+    """Run the loop for one message; yield events and progress as they happen.
+
+    `message=None` continues a session whose last event is already the model's input
+    (a long-running call's final result, applied by the completions listener).
+    """
     try:
-        user_event = Event(invocation_id=inv.id, author="user", content=message)
-        await inv.store.append(inv.session, user_event)
-        yield user_event
+        if message is not None:
+            user_event = Event(invocation_id=inv.id, author="user", content=message)
+            await inv.store.append(inv.session, user_event)
+            yield user_event
         for _ in range(inv.settings.max_steps):
             request = ModelRequest(
                 agent_name=inv.agent.name,
@@ -80,8 +85,10 @@ async def run_invocation(inv: Invocation, message: types.Content) -> AsyncIterat
             results: dict[str, ToolResult] = {}
             async for update in _run_calls(inv, calls, results):
                 yield update
-            response_event = _responses_event(inv, [results[c.id or ""] for c in calls])
-            await inv.store.append(inv.session, response_event)
+            ordered = [results[c.id or ""] for c in calls]
+            response_event = _responses_event(inv, ordered)
+            pending = _pending_calls(inv, calls, ordered)
+            await inv.store.append(inv.session, response_event, pending=pending)
             await inv.runner.settle(inv.session.id)
             yield response_event
             if response_event.actions.skip_summarization:
@@ -154,6 +161,28 @@ async def _run_calls(
         async for result in inv.runner.run(planned):
             results[result.call_id] = result
             yield CallFinished(inv.id, result)
+
+
+def _pending_calls(
+    inv: Invocation, calls: list[types.FunctionCall], ordered: list[ToolResult]
+) -> list[PendingCall]:
+    """Long-running calls that answered 'pending': their final result comes later."""
+    return [
+        PendingCall(
+            call_id=result.call_id,
+            tool=result.tool,
+            session_id=inv.session.id,
+            app_name=inv.session.app_name,
+            user_id=inv.session.user_id,
+            agent=inv.agent.name,
+            invocation_id=inv.id,
+            args=dict(call.args or {}),
+            ticket=result.response,
+            created_at=result.finished_at or time.time(),
+        )
+        for call, result in zip(calls, ordered, strict=True)
+        if result.status is CallStatus.PENDING
+    ]
 
 
 def _responses_event(inv: Invocation, ordered: list[ToolResult]) -> Event:

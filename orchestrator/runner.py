@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from types import TracebackType
@@ -16,7 +18,7 @@ from orchestrator.loop import Invocation, Update, run_invocation
 from orchestrator.model import Model, text_of
 from orchestrator.models import choose_model
 from orchestrator.results import ResultWaiter
-from orchestrator.sessions import Event, SessionStore
+from orchestrator.sessions import Event, Session, SessionStore
 from shared.config import Settings
 from shared.keys import Keys
 
@@ -74,28 +76,52 @@ class Runner:
         await self._reader.aclose()
         await self._redis.aclose()
 
-    async def run(
-        self, *, user_id: str, session_id: str, message: str, app_name: str | None = None
-    ) -> AsyncIterator[Update]:
+    @property
+    def app_name(self) -> str:
+        return self.agent.name
+
+    async def run(self, *, user_id: str, session_id: str, message: str) -> AsyncIterator[Update]:
         """Run one invocation, creating the session on first use; yield what happens."""
-        app = app_name or self.agent.name
-        session = await self.store.get_or_create(app, user_id, session_id)
-        await self.store.acquire_lease(session.id, self.replica_id, self.settings.lease_ttl_s)
-        try:
-            invocation = Invocation(
-                agent=self.agent,
-                model=self.model,
-                session=session,
-                store=self.store,
-                runner=self.tool_runner,
-                settings=self.settings,
-                keys=self.keys,
-            )
+        session = await self.store.get_or_create(self.app_name, user_id, session_id)
+        async with self.lease(session.id):
             content = types.Content(role="user", parts=[types.Part(text=message)])
-            async for update in run_invocation(invocation, content):
+            async for update in self.invoke(session, content):
                 yield update
+
+    async def invoke(
+        self, session: Session, message: types.Content | None
+    ) -> AsyncIterator[Update]:
+        """Run the loop on a session whose lease this replica holds."""
+        invocation = Invocation(
+            agent=self.agent,
+            model=self.model,
+            session=session,
+            store=self.store,
+            runner=self.tool_runner,
+            settings=self.settings,
+            keys=self.keys,
+        )
+        async for update in run_invocation(invocation, message):
+            yield update
+
+    @contextlib.asynccontextmanager
+    async def lease(self, session_id: str, wait_s: float = 0.0) -> AsyncIterator[None]:
+        """Hold the session's lease (renewed while held); wait up to `wait_s` for it."""
+        ttl = self.settings.lease_ttl_s
+        await self.store.wait_for_lease(session_id, self.replica_id, ttl, wait_s)
+        renewer = asyncio.create_task(self._renew_lease(session_id, ttl))
+        try:
+            yield
         finally:
-            await self.store.release_lease(session.id, self.replica_id)
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            await self.store.release_lease(session_id, self.replica_id)
+
+    async def _renew_lease(self, session_id: str, ttl_s: float) -> None:
+        while True:
+            await asyncio.sleep(ttl_s / 3)  # renew well before the lease expires
+            await self.store.acquire_lease(session_id, self.replica_id, ttl_s)
 
     async def ask(self, *, user_id: str, session_id: str, message: str) -> str:
         """Run one invocation and return the agent's last text."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +17,7 @@ from pydantic import BaseModel, Field
 from shared.context import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from shared.errors import SessionError
 from shared.keys import Keys
-from shared.messages import CallStatus, ToolActions
+from shared.messages import CallStatus, PendingCall, ToolActions
 
 
 class CallRecord(BaseModel):
@@ -41,6 +43,8 @@ class Event(BaseModel):
     actions: ToolActions = Field(default_factory=ToolActions)
     calls: list[CallRecord] = Field(default_factory=list)
     error: str | None = None
+    # An intermediate result of a long-running call: shown, not sent to the model.
+    progress: dict[str, Any] | None = None
 
 
 @dataclass
@@ -110,8 +114,20 @@ class SessionStore:
         except SessionError:
             return await self.create(app_name, user_id, session_id)
 
-    async def append(self, session: Session, event: Event) -> None:
-        """Persist the event and its state delta (temp: keys stay in memory only)."""
+    async def append(
+        self,
+        session: Session,
+        event: Event,
+        *,
+        pending: Sequence[PendingCall] = (),
+        resolved: PendingCall | None = None,
+    ) -> None:
+        """Persist the event and its state delta (temp: keys stay in memory only).
+
+        In the same transaction: record long-running calls now `pending` (or update
+        them with progress), and remove the `resolved` one, marking its session as
+        owing the model a turn.
+        """
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
@@ -124,6 +140,11 @@ class SessionStore:
                 pipe.hdel(hash_key, key)
             else:
                 pipe.hset(hash_key, key, json.dumps(value))
+        for call in pending:
+            pipe.hset(self._keys.pending(), call.call_id, call.model_dump_json())
+        if resolved is not None:
+            pipe.hdel(self._keys.pending(), resolved.call_id)
+            pipe.sadd(self._keys.resume(), session.id)
         await pipe.execute()
         session.events.append(event)
         for key, value in event.state_delta.items():
@@ -138,6 +159,33 @@ class SessionStore:
         if key.startswith(USER_PREFIX):
             return self._keys.user_state(session.app_name, session.user_id)
         return self._keys.session_state(session.id)
+
+    async def pending_calls(self, session_id: str | None = None) -> list[PendingCall]:
+        raw = await self._redis.hgetall(self._keys.pending())
+        calls = [PendingCall.model_validate_json(v) for v in raw.values()]
+        return sorted(
+            (c for c in calls if session_id is None or c.session_id == session_id),
+            key=lambda c: c.created_at,
+        )
+
+    async def sessions_to_resume(self) -> list[str]:
+        return sorted(_text(m) for m in await self._redis.smembers(self._keys.resume()))
+
+    async def resumed(self, session_id: str) -> None:
+        await self._redis.srem(self._keys.resume(), session_id)
+
+    async def wait_for_lease(
+        self, session_id: str, owner: str, ttl_s: float, wait_s: float, poll_s: float = 0.05
+    ) -> None:
+        """Acquire the lease, waiting while another invocation of the session runs."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return await self.acquire_lease(session_id, owner, ttl_s)
+            except SessionError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(poll_s)  # the holder's invocation is still running
 
     async def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> None:
         """One replica runs a session at a time; raise if another holds it."""

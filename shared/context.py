@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
+from shared.errors import ToolfleetError
+from shared.jobs import Job, JobScheduler
 from shared.messages import ToolActions, ToolCall
 
 APP_PREFIX = "app:"
@@ -58,7 +60,7 @@ class State(MutableMapping[str, Any]):
 class ToolContext:
     """Injected into a tool that declares a `tool_context: ToolContext` parameter."""
 
-    def __init__(self, call: ToolCall) -> None:
+    def __init__(self, call: ToolCall, scheduler: JobScheduler | None = None) -> None:
         self.function_call_id = call.call_id
         self.invocation_id = call.invocation_id
         self.session_id = call.session_id
@@ -67,3 +69,14 @@ class ToolContext:
         self.agent_name = call.agent
         self.state = State(call.state)
         self.actions = ToolActions()
+        self._scheduler = scheduler
+
+    def schedule_job(self, job: Job, *, delay_s: float = 0.0, **kwargs: Any) -> None:
+        """Run `job(**kwargs)` on its pool's workers after `delay_s` seconds.
+
+        Long-running tools use this to finish their work in the background; the job
+        posts the final result with `job_context.post_result(call_id, ...)`.
+        """
+        if self._scheduler is None:
+            raise ToolfleetError("jobs can be scheduled only from tools running on a worker")
+        self._scheduler(job, delay_s, kwargs)

@@ -62,3 +62,23 @@ class Keys:
 
     def workers_pattern(self) -> str:
         return f"{self.prefix}:worker:*"
+
+    def pending(self) -> str:
+        """Hash call id -> PendingCall of every long-running call awaiting its result."""
+        return f"{self.prefix}:pending"
+
+    def applied(self, call_id: str) -> str:
+        """Set once when a call's final result is applied (the apply-once guard)."""
+        return f"{self.prefix}:applied:{call_id}"
+
+    def completions(self, app_name: str) -> str:
+        """Stream of posted long-running results for one app, read by a consumer group."""
+        return f"{self.prefix}:completions:{app_name}"
+
+    def dead_letters(self) -> str:
+        """Stream of refused completions, kept for inspection, never silently dropped."""
+        return f"{self.prefix}:dead-letters"
+
+    def resume(self) -> str:
+        """Set of session ids with an applied result the model has not answered yet."""
+        return f"{self.prefix}:resume"

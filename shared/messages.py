@@ -76,3 +76,36 @@ class ToolResult(BaseModel):
 def error_response(error_type: str, message: str, **extra: Any) -> dict[str, Any]:
     """The function response the model gets for any failed or refused call."""
     return {"status": "error", "error_type": error_type, "error_message": message, **extra}
+
+
+class PendingCall(BaseModel):
+    """A long-running call whose final result has not been applied yet."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str
+    tool: str
+    session_id: str
+    app_name: str
+    user_id: str
+    agent: str
+    invocation_id: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    ticket: dict[str, Any] = Field(description="The initial (pending) response.")
+    created_at: float
+    progress: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Completion(BaseModel):
+    """A result posted for a pending call: intermediate (progress) or final."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str
+    response: dict[str, Any]
+    final: bool = True
+    source: str = Field(default="api", description="Who posted it: cli, job, http, api.")
+    posted_at: float
+
+
+COMPLETION_FIELD = "completion"

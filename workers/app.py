@@ -9,24 +9,33 @@ import redis
 from celery import Celery
 
 from shared.celery_config import celery_config
+from shared.completions import Completions
 from shared.config import Settings
-from shared.discovery import load_tools
+from shared.discovery import load_definitions
+from shared.keys import Keys
 from shared.reporting import ResultReporter
 from workers.heartbeat import install_heartbeat
-from workers.tasks import register_tool_tasks
+from workers.tasks import make_scheduler, register_job_tasks, register_tool_tasks
 
 log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or Settings()
-    registry = load_tools(settings.tool_modules)
+    found = load_definitions(settings.tool_modules)
     app = Celery("toolfleet", set_as_current=False)
-    app.conf.update(celery_config(settings, list(registry.values())))
+    app.conf.update(celery_config(settings, list(found.tools.values())))
     client = redis.Redis.from_url(settings.require_redis_url())
-    register_tool_tasks(app, registry, settings, ResultReporter(client, settings.results_maxlen))
+    keys = Keys(settings.key_prefix)
+    reporter = ResultReporter(client, settings.results_maxlen)
+    register_tool_tasks(app, found.tools, settings, reporter, make_scheduler(app))
+    register_job_tasks(app, found.jobs, Completions(client, keys))
     install_heartbeat(app, client, settings)
-    log.info("toolfleet worker app with %d tools: %s", len(registry), ", ".join(sorted(registry)))
+    log.info(
+        "toolfleet worker: tools %s; jobs %s",
+        ", ".join(sorted(found.tools)),
+        ", ".join(sorted(found.jobs)) or "none",
+    )
     return app
 
 

@@ -15,6 +15,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from shared.context import ToolContext
 from shared.errors import ToolError
+from shared.jobs import JobScheduler
 from shared.messages import CallStatus, ToolCall, ToolResult, error_response
 from shared.tools import FunctionTool
 
@@ -47,9 +48,10 @@ def execute(
     attempt: int = 1,
     max_result_bytes: int,
     time_limit_s: float = 0.0,
+    scheduler: JobScheduler | None = None,
 ) -> Outcome:
     started = time.time()
-    context = ToolContext(call)
+    context = ToolContext(call, scheduler)
 
     def finish(
         status: CallStatus, response: dict[str, Any], exc: BaseException | None = None

@@ -1,4 +1,4 @@
-"""One Celery task per tool, named `tool.<name>`: decode, execute, report."""
+"""Celery tasks: `tool.<name>` per tool (decode, execute, report) and `job.<name>` per job."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from celery import Celery, Task
 from pydantic import ValidationError
 
 from shared.celery_config import tool_pool, tool_time_limit
+from shared.completions import Completions
 from shared.config import Settings
+from shared.jobs import Job, JobContext, JobScheduler
 from shared.keys import queue_name, task_name
 from shared.messages import ToolCall
 from shared.reporting import ResultReporter
@@ -20,14 +22,46 @@ log = logging.getLogger(__name__)
 
 
 def register_tool_tasks(
-    app: Celery, registry: ToolRegistry, settings: Settings, reporter: ResultReporter
+    app: Celery,
+    registry: ToolRegistry,
+    settings: Settings,
+    reporter: ResultReporter,
+    scheduler: JobScheduler,
 ) -> None:
     for tool in registry.values():
-        _register(app, tool, settings, reporter)
+        _register_tool(app, tool, settings, reporter, scheduler)
 
 
-def _register(
-    app: Celery, tool: FunctionTool, settings: Settings, reporter: ResultReporter
+def register_job_tasks(app: Celery, jobs: dict[str, Job], completions: Completions) -> None:
+    """`job.<name>` tasks: background work started by long-running tools."""
+
+    def post_result(call_id: str, response: dict[str, Any], *, final: bool = True) -> None:
+        completions.post_result(call_id, response, final=final, source="job")
+
+    context = JobContext(post_result=post_result)
+    for found in jobs.values():
+
+        def run_job(job: Job = found, **kwargs: Any) -> None:
+            if job.wants_context:
+                kwargs["job_context"] = context
+            job.func(**kwargs)
+
+        app.task(name=found.task_name, queue=queue_name(found.pool), acks_late=True)(run_job)
+
+
+def make_scheduler(app: Celery) -> JobScheduler:
+    def schedule(job: Job, delay_s: float, kwargs: dict[str, Any]) -> None:
+        app.send_task(job.task_name, kwargs=kwargs, queue=queue_name(job.pool), countdown=delay_s)
+
+    return schedule
+
+
+def _register_tool(
+    app: Celery,
+    tool: FunctionTool,
+    settings: Settings,
+    reporter: ResultReporter,
+    scheduler: JobScheduler,
 ) -> None:
     limit = tool_time_limit(tool, settings)
     options = tool.options
@@ -47,6 +81,7 @@ def _register(
             attempt=attempt,
             max_result_bytes=settings.max_payload_bytes,
             time_limit_s=limit,
+            scheduler=scheduler,
         )
         error = outcome.exception
         retries_left = self.request.retries < options.max_retries

@@ -1,0 +1,85 @@
+"""Post results for pending long-running calls (CLI, background jobs, Python callers).
+
+The poster checks the call is still pending and refuses with a clear error if not;
+the orchestrator's consumer checks again and applies each call's final result once.
+Every refusal is kept in the dead-letter stream.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from shared.errors import ToolfleetError
+from shared.keys import Keys
+from shared.messages import COMPLETION_FIELD, Completion, PendingCall
+
+DEAD_LETTERS_MAXLEN = 10_000
+# Applied entries are acknowledged; the stream keeps a bounded history of them.
+COMPLETIONS_MAXLEN = 100_000
+
+
+class CompletionError(ToolfleetError):
+    """The completion was refused (unknown call, already completed, bad payload)."""
+
+
+class Completions:
+    """Synchronous client for tickets: list, show, post."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._redis = client
+        self._keys = keys
+
+    def pending(self) -> list[PendingCall]:
+        raw = self._redis.hgetall(self._keys.pending())
+        calls = [PendingCall.model_validate_json(v) for v in raw.values()]
+        return sorted(calls, key=lambda c: c.created_at)
+
+    def get(self, call_id: str) -> PendingCall:
+        raw = self._redis.hget(self._keys.pending(), call_id)
+        if raw is None:
+            raise CompletionError(self._why_not_pending(call_id))
+        return PendingCall.model_validate_json(raw)
+
+    def post_result(
+        self, call_id: str, response: dict[str, Any], *, final: bool = True, source: str = "api"
+    ) -> str:
+        """Queue a result for a pending call; return the stream entry id."""
+        if not isinstance(response, dict):
+            raise CompletionError('a result must be a JSON object, e.g. {"status": "approved"}')
+        completion = Completion(
+            call_id=call_id, response=response, final=final, source=source, posted_at=time.time()
+        )
+        raw = self._redis.hget(self._keys.pending(), call_id)
+        if raw is None:
+            reason = self._why_not_pending(call_id)
+            dead_letter(self._redis, self._keys, completion, reason)
+            raise CompletionError(reason)
+        pending = PendingCall.model_validate_json(raw)
+        entry_id = self._redis.xadd(
+            self._keys.completions(pending.app_name),
+            {COMPLETION_FIELD: completion.model_dump_json()},
+        )
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    def _why_not_pending(self, call_id: str) -> str:
+        if self._redis.exists(self._keys.applied(call_id)):
+            return f"call {call_id!r} already has its final result; nothing was changed"
+        return f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
+
+
+def dead_letter_fields(completion_json: str | bytes, reason: str) -> dict[str, str | bytes]:
+    """The dead-letter entry: what was posted, why it was refused, when."""
+    return {"completion": completion_json, "reason": reason, "at": json.dumps(time.time())}
+
+
+def dead_letter(client: redis.Redis, keys: Keys, completion: Completion, reason: str) -> None:
+    client.xadd(
+        keys.dead_letters(),
+        dead_letter_fields(completion.model_dump_json(), reason),  # type: ignore[arg-type]
+        maxlen=DEAD_LETTERS_MAXLEN,
+        approximate=True,
+    )

@@ -1,0 +1,66 @@
+"""Background jobs: work a long-running tool starts and that finishes later.
+
+A job is a plain function run as the Celery task `job.<name>` on a pool's queue.
+Tools schedule one with `tool_context.schedule_job(job, delay_s=..., **kwargs)`;
+a job that declares `job_context: JobContext` can post the final result of the
+call that started it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from shared.errors import ToolDefinitionError
+
+JOB_TASK_PREFIX = "job."
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    func: Callable[..., Any]
+    pool: str = "default"
+    name: str = field(default="")
+
+    def __post_init__(self) -> None:
+        name = self.name or getattr(self.func, "__name__", "")
+        if not name.isidentifier():
+            raise ToolDefinitionError([f"job name {name!r} is not an identifier"])
+        object.__setattr__(self, "name", name)
+
+    @property
+    def task_name(self) -> str:
+        return f"{JOB_TASK_PREFIX}{self.name}"
+
+    @property
+    def wants_context(self) -> bool:
+        return "job_context" in inspect.signature(self.func).parameters
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+
+def job(pool: str = "default") -> Callable[[Callable[..., Any]], Job]:
+    """`@job(pool="tickets")` makes a function schedulable from tools."""
+
+    def wrap(func: Callable[..., Any]) -> Job:
+        return Job(func, pool)
+
+    return wrap
+
+
+class JobScheduler(Protocol):
+    def __call__(self, job: Job, delay_s: float, kwargs: dict[str, Any]) -> None: ...
+
+
+class PostResult(Protocol):
+    def __call__(self, call_id: str, response: dict[str, Any], *, final: bool = True) -> None: ...
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """Given to a job that asks for it: post results for pending calls."""
+
+    post_result: PostResult
