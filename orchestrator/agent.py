@@ -32,6 +32,9 @@ class Agent:
             raise ValueError(f"agent name {self.name!r} must be an identifier")
         self.function_tools = ToolRegistry(as_tool(t) for t in self.tools)
 
+    async def close(self) -> None:
+        """Release what the agent's tools hold (toolsets); called at orchestrator shutdown."""
+
     def all_tools(self) -> Iterable[FunctionTool]:
         """Every tool a worker must know to serve this agent (ToolSource)."""
         return self.function_tools.values()

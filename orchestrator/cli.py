@@ -1,71 +1,59 @@
-"""The `toolfleet` command: run an agent, start workers."""
+"""The `toolfleet` command: run agents, serve them, run workers, handle tickets."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
+import signal
 import sys
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 
+import redis
+
 from orchestrator.agent import Agent
 from orchestrator.console import ConsolePrinter
-from orchestrator.embedded import EmbeddedRedis
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.runner import Runner
-from shared.celery_config import tool_pool
+from orchestrator.launch import load_agent, pools_of, redis_url_or_embedded_file, start_local_fleet
+from orchestrator.loop import Update
+from orchestrator.service import Orchestrator
+from orchestrator.tickets_cli import add_ticket_commands
 from shared.config import Settings, gemini_api_key
 from shared.errors import ToolfleetError
 from shared.keys import queue_name
 
 
-def load_agent(spec: str) -> Agent:
-    module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise ToolfleetError(
-            f"--agent {spec!r}: expected module:attribute, e.g. examples.weather:agent"
-        )
-    agent = getattr(importlib.import_module(module_name), attr, None)
-    if not isinstance(agent, Agent):
-        raise ToolfleetError(f"--agent {spec!r}: {attr} in {module_name} is not an Agent")
-    return agent
-
-
-def pools_of(agent: Agent, settings: Settings) -> list[str]:
-    return sorted({tool_pool(t, settings) for t in agent.all_tools()} or {settings.default_pool})
-
-
-def describe_model(runner: Runner) -> str:
-    if gemini_api_key() and runner.agent.model is None:
-        return f"model: Gemini {runner.settings.model} (API key from the environment)"
-    return f"model: {runner.model.name} (no GOOGLE_API_KEY/GEMINI_API_KEY set)"
-
-
-def start_local_fleet(
-    stack: ExitStack, settings: Settings, pools: Sequence[str], concurrency: int
-) -> Settings:
-    """Embedded default: a private server and workers for `pools`, stopped with `stack`."""
-    server = stack.enter_context(EmbeddedRedis())
-    settings = settings.model_copy(update={"redis_url": server.url})
-    print(f"embedded server: {server.binary} on {server.url} (no TOOLFLEET_REDIS_URL set)")
-    group = stack.enter_context(WorkerGroup(settings))
-    for pool in pools:
-        worker = group.start([pool], concurrency=concurrency)
-        print(f"worker {worker.hostname}: pool {pool}, {concurrency} processes")
-    return settings
+def describe_model(agent: Agent, settings: Settings, model_name: str) -> str:
+    if gemini_api_key() and agent.model is None:
+        return f"model: Gemini {settings.model} (API key from the environment)"
+    return f"model: {model_name} (no GOOGLE_API_KEY/GEMINI_API_KEY set)"
 
 
 async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> None:
     printer = ConsolePrinter(sys.stdout)
-    async with Runner(agent, settings) as runner:
-        print(describe_model(runner))
+    session_id = args.session
+
+    def show_resumed(session: str, update: Update) -> None:
+        if session == session_id:
+            printer.show(update)
+
+    async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
+        runner = orch.runner(agent.name)
+        print(describe_model(agent, settings, runner.model.name))
         async for update in runner.run(
-            user_id=args.user, session_id=args.session, message=args.message
+            user_id=args.user, session_id=session_id, message=args.message
         ):
             printer.show(update)
+        pending = await runner.store.pending_calls(session_id)
+        if not pending or args.no_wait:
+            return
+        printer.pending(pending)
+        if not await orch.wait_until_settled(agent.name, session_id, args.wait):
+            print(
+                f"gave up waiting after {args.wait:g} s; "
+                "the session resumes when `toolfleet serve` runs"
+            )
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -82,11 +70,33 @@ def cmd_run(args: argparse.Namespace) -> None:
         asyncio.run(_run(agent, settings, args))
 
 
+async def _serve(agents: list[Agent], settings: Settings) -> None:
+    log = logging.getLogger("toolfleet.serve")
+
+    def log_update(session_id: str, update: Update) -> None:
+        log.info("session %s: %s", session_id, type(update).__name__)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Orchestrator(agents, settings, on_update=log_update) as orch:
+        print(f"toolfleet serve: {', '.join(orch.runners)} as {orch.replica_id}", flush=True)
+        await stop.wait()
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    settings = Settings()
+    settings = settings.model_copy(update={"redis_url": redis_url_or_embedded_file(settings)})
+    logging.getLogger().setLevel(logging.INFO)
+    asyncio.run(_serve([load_agent(spec) for spec in args.agent], settings))
+
+
 def cmd_worker(args: argparse.Namespace) -> None:
     settings = Settings()
     if args.tools:
         settings = settings.model_copy(update={"tool_modules": args.tools.split(",")})
-    from workers.app import create_app  # the orchestrator never imports workers otherwise
+    from workers.app import create_app  # the orchestrator imports worker code only here
 
     app = create_app(settings)
     queues = ",".join(queue_name(p) for p in args.pool or [settings.default_pool])
@@ -106,8 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--user", default="user", help="user id (default: user)")
     run.add_argument("--session", default=None, help="session id (default: a new session)")
     run.add_argument("--concurrency", type=int, default=4, help="processes per embedded worker")
+    run.add_argument("--no-wait", action="store_true", help="do not wait for pending tickets")
+    run.add_argument("--wait", type=float, default=3600, help="seconds to wait for tickets")
     run.add_argument("message")
     run.set_defaults(func=cmd_run)
+
+    serve = sub.add_parser("serve", help="run agents as a service: resume sessions on completions")
+    serve.add_argument(
+        "--agent", required=True, action="append", help="module:attribute (repeatable)"
+    )
+    serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run a tool worker (a Celery worker) for some pools")
     worker.add_argument("--pool", action="append", help="pool to serve (repeatable)")
@@ -116,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--name", "-n", help="Celery node name, e.g. heavy1@%%h")
     worker.add_argument("--loglevel", default="INFO")
     worker.set_defaults(func=cmd_worker)
+
+    add_ticket_commands(sub)
     return parser
 
 
@@ -126,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.session = uuid.uuid4().hex[:12]
     try:
         args.func(args)
-    except ToolfleetError as exc:
+    except (ToolfleetError, redis.ConnectionError) as exc:
         print(f"toolfleet: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

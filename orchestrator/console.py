@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from orchestrator.loop import CallFinished, CallsDispatched, Update
 from orchestrator.model import function_calls, text_of
 from orchestrator.sessions import Event
-from shared.messages import CallStatus, ToolResult
+from shared.messages import CallStatus, PendingCall, ToolResult
 
 MARKS = {CallStatus.SUCCESS: "ok", CallStatus.ERROR: "ERROR", CallStatus.PENDING: "pending"}
 
@@ -39,6 +39,20 @@ class ConsolePrinter:
         if event.error:
             self._line(f"[{event.author}] stopped: {event.error}")
             return
+        if event.progress is not None:
+            (record,) = event.calls
+            self._line(
+                f"  … progress of {record.tool} from {record.worker}: {short(event.progress)}"
+            )
+            return
+        if event.author == "completion":
+            for record, response in zip(event.calls, _responses(event), strict=True):
+                age = record.finished_at - record.started_at
+                self._line(
+                    f"  ← final result of {record.tool} posted by {record.worker} after "
+                    f"{age:.1f} s: {short(response)}"
+                )
+            return
         if event.content is None:
             return
         if event.author == "user":
@@ -52,6 +66,17 @@ class ConsolePrinter:
             self._line(f"[{event.author}] {text}")
         for call in function_calls(event.content):
             self._line(f"[{event.author}] calls {call.name}({short(call.args or {})})")
+
+    def pending(self, calls: list[PendingCall]) -> None:
+        for call in calls:
+            self._line(
+                f"  waiting for {call.tool} (call {call.call_id}, ticket {short(call.ticket, 60)})"
+            )
+            self._line(
+                f"    complete it: toolfleet tickets complete {call.call_id} --json '{{...}}'"
+            )
+            if "approval" in call.tool:
+                self._line(f"    or:          toolfleet tickets approve {call.call_id}")
 
     def _result(self, result: ToolResult) -> None:
         self._turn_results.append(result)
@@ -75,3 +100,8 @@ class ConsolePrinter:
 
     def _line(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+
+def _responses(event: Event) -> list[Any]:
+    parts = event.content.parts if event.content is not None else None
+    return [p.function_response.response for p in parts or () if p.function_response]

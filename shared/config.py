@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     model: str = Field(default="gemini-2.5-flash", description="Gemini model name.")
     worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
 
+    progress_to_model: bool = Field(
+        default=False,
+        description="Also send intermediate long-running results to the model (always shown).",
+    )
     secret_arg_names: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["api_key", "password", "secret", "token", "authorization"],
         description="Tool arguments shown as *** in Flower (task args) and toolfleet's output.",

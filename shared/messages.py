@@ -95,6 +95,21 @@ class PendingCall(BaseModel):
     created_at: float
     progress: list[dict[str, Any]] = Field(default_factory=list)
 
+    @classmethod
+    def starting(cls, call: ToolCall, ticket: dict[str, Any] | None = None) -> PendingCall:
+        return cls(
+            call_id=call.call_id,
+            tool=call.tool,
+            session_id=call.session_id,
+            app_name=call.app_name,
+            user_id=call.user_id,
+            agent=call.agent,
+            invocation_id=call.invocation_id,
+            args=call.args,
+            ticket=ticket or {},
+            created_at=call.dispatched_at,
+        )
+
 
 class Completion(BaseModel):
     """A result posted for a pending call: intermediate (progress) or final."""

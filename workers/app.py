@@ -15,7 +15,7 @@ from shared.discovery import load_definitions
 from shared.keys import Keys
 from shared.reporting import ResultReporter
 from workers.heartbeat import install_heartbeat
-from workers.tasks import make_scheduler, register_job_tasks, register_tool_tasks
+from workers.tasks import ToolTaskDeps, make_scheduler, register_job_tasks, register_tool_tasks
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,10 @@ def create_app(settings: Settings | None = None) -> Celery:
     client = redis.Redis.from_url(settings.require_redis_url())
     keys = Keys(settings.key_prefix)
     reporter = ResultReporter(client, settings.results_maxlen)
-    register_tool_tasks(app, found.tools, settings, reporter, make_scheduler(app))
-    register_job_tasks(app, found.jobs, Completions(client, keys))
+    completions = Completions(client, keys)
+    deps = ToolTaskDeps(settings, reporter, completions, make_scheduler(app))
+    register_tool_tasks(app, found.tools, deps)
+    register_job_tasks(app, found.jobs, completions)
     install_heartbeat(app, client, settings)
     log.info(
         "toolfleet worker: tools %s; jobs %s",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery, Task
@@ -13,7 +14,7 @@ from shared.completions import Completions
 from shared.config import Settings
 from shared.jobs import Job, JobContext, JobScheduler
 from shared.keys import queue_name, task_name
-from shared.messages import ToolCall
+from shared.messages import CallStatus, PendingCall, ToolCall
 from shared.reporting import ResultReporter
 from shared.tools import FunctionTool, ToolRegistry
 from workers.executor import execute
@@ -21,15 +22,19 @@ from workers.executor import execute
 log = logging.getLogger(__name__)
 
 
-def register_tool_tasks(
-    app: Celery,
-    registry: ToolRegistry,
-    settings: Settings,
-    reporter: ResultReporter,
-    scheduler: JobScheduler,
-) -> None:
+@dataclass(frozen=True)
+class ToolTaskDeps:
+    """What every tool task needs besides its tool."""
+
+    settings: Settings
+    reporter: ResultReporter
+    completions: Completions
+    scheduler: JobScheduler
+
+
+def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps) -> None:
     for tool in registry.values():
-        _register_tool(app, tool, settings, reporter, scheduler)
+        _register_tool(app, tool, deps)
 
 
 def register_job_tasks(app: Celery, jobs: dict[str, Job], completions: Completions) -> None:
@@ -56,13 +61,8 @@ def make_scheduler(app: Celery) -> JobScheduler:
     return schedule
 
 
-def _register_tool(
-    app: Celery,
-    tool: FunctionTool,
-    settings: Settings,
-    reporter: ResultReporter,
-    scheduler: JobScheduler,
-) -> None:
+def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
+    settings = deps.settings
     limit = tool_time_limit(tool, settings)
     options = tool.options
 
@@ -74,6 +74,9 @@ def _register_tool(
             log.error("rejected a malformed call envelope for %s: %s", tool.name, exc)
             return
         attempt = self.request.retries + 1
+        if tool.is_long_running:
+            # Before it runs: a job the tool starts may post its result at once.
+            deps.completions.register(PendingCall.starting(envelope))
         outcome = execute(
             tool,
             envelope,
@@ -81,7 +84,7 @@ def _register_tool(
             attempt=attempt,
             max_result_bytes=settings.max_payload_bytes,
             time_limit_s=limit,
-            scheduler=scheduler,
+            scheduler=deps.scheduler,
         )
         error = outcome.exception
         retries_left = self.request.retries < options.max_retries
@@ -96,7 +99,13 @@ def _register_tool(
                 countdown,
             )
             raise self.retry(countdown=countdown, exc=error)
-        reporter.post(envelope.reply_to, outcome.result)
+        result = outcome.result
+        if tool.is_long_running:
+            if result.status is CallStatus.PENDING:
+                deps.completions.register(PendingCall.starting(envelope, result.response))
+            else:
+                deps.completions.withdraw(envelope.call_id)
+        deps.reporter.post(envelope.reply_to, result)
 
     task_options: dict[str, Any] = dict(
         name=task_name(tool.name),

@@ -1,0 +1,65 @@
+"""What the CLI needs to start things: agents by name, the embedded fleet, the Redis URL."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from contextlib import ExitStack
+
+from orchestrator.agent import Agent
+from orchestrator.embedded import EmbeddedRedis, embedded_url
+from orchestrator.local_workers import WorkerGroup
+from shared.celery_config import tool_pool
+from shared.config import Settings
+from shared.discovery import load_definitions
+from shared.errors import ConfigError, ToolfleetError
+
+
+def load_agent(spec: str) -> Agent:
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ToolfleetError(
+            f"--agent {spec!r}: expected module:attribute, e.g. examples.weather:agent"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolfleetError(f"--agent {spec!r}: cannot import {module_name}: {exc}") from exc
+    agent = getattr(module, attr, None)
+    if not isinstance(agent, Agent):
+        raise ToolfleetError(f"--agent {spec!r}: {attr} in {module_name} is not an Agent")
+    return agent
+
+
+def pools_of(agent: Agent, settings: Settings) -> list[str]:
+    """Pools serving the agent's tools and the background jobs of its tool modules."""
+    pools = {tool_pool(t, settings) for t in agent.all_tools()}
+    pools |= {j.pool for j in load_definitions(settings.tool_modules).jobs.values()}
+    return sorted(pools or {settings.default_pool})
+
+
+def start_local_fleet(
+    stack: ExitStack, settings: Settings, pools: Sequence[str], concurrency: int
+) -> Settings:
+    """Embedded default: a private server and workers for `pools`, stopped with `stack`."""
+    server = stack.enter_context(EmbeddedRedis(publish_url=True))
+    settings = settings.model_copy(update={"redis_url": server.url})
+    print(f"embedded server: {server.binary} on {server.url} (no TOOLFLEET_REDIS_URL set)")
+    group = stack.enter_context(WorkerGroup(settings))
+    for pool in pools:
+        worker = group.start([pool], concurrency=concurrency)
+        print(f"worker {worker.hostname}: pool {pool}, {concurrency} processes")
+    return settings
+
+
+def redis_url_or_embedded_file(settings: Settings) -> str:
+    """TOOLFLEET_REDIS_URL, else the URL of an embedded server `toolfleet run` started."""
+    if settings.redis_url:
+        return settings.redis_url
+    url = embedded_url()
+    if url is None:
+        raise ConfigError(
+            "TOOLFLEET_REDIS_URL is not set and no embedded server is running: set it to "
+            "your Redis (redis://host:6379/0), or start `toolfleet run` first"
+        )
+    return url

@@ -1,0 +1,97 @@
+"""One orchestrator replica: runners for its agents plus the completions listener."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+
+import redis.asyncio as aioredis
+
+from orchestrator.agent import Agent
+from orchestrator.completions import CompletionListener, Notify
+from orchestrator.model import Model
+from orchestrator.runner import Runner
+from shared.config import Settings
+from shared.errors import ToolfleetError
+from shared.keys import Keys
+
+
+class Orchestrator:
+    """`async with Orchestrator([agent], settings) as orch:` - `toolfleet serve` and `run`."""
+
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        settings: Settings,
+        *,
+        on_update: Notify | None = None,
+        models: dict[str, Model] | None = None,
+        claim_idle_ms: int = 30_000,
+    ) -> None:
+        self.settings = settings
+        self.replica_id = f"orch-{uuid.uuid4().hex[:12]}"
+        models = models or {}
+        self.runners = {
+            a.name: Runner(a, settings, model=models.get(a.name), replica_id=self.replica_id)
+            for a in agents
+        }
+        self._listener_redis = aioredis.Redis.from_url(settings.require_redis_url())
+        self.listener = CompletionListener(
+            self.runners,
+            self._listener_redis,
+            Keys(settings.key_prefix),
+            self.replica_id,
+            on_update=on_update,
+            progress_to_model=settings.progress_to_model,
+            claim_idle_ms=claim_idle_ms,
+        )
+
+    def runner(self, app_name: str) -> Runner:
+        try:
+            return self.runners[app_name]
+        except KeyError as exc:
+            raise ToolfleetError(f"this orchestrator has no agent {app_name!r}") from exc
+
+    async def __aenter__(self) -> Orchestrator:
+        for runner in self.runners.values():
+            await runner.__aenter__()
+        await self.listener.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.listener.stop()
+        for runner in self.runners.values():
+            await runner.__aexit__(exc_type, exc, tb)
+        await self._listener_redis.aclose()
+        for agent in {id(r.agent): r.agent for r in self.runners.values()}.values():
+            await agent.close()
+
+    async def wait_until_settled(
+        self, app_name: str, session_id: str, timeout_s: float | None
+    ) -> bool:
+        """Wait until the session has no pending call and owes the model no turn."""
+        store = self.runner(app_name).store
+
+        async def settled() -> bool:
+            owed = session_id in await store.sessions_to_resume()
+            return not owed and not await store.pending_calls(session_id)
+
+        async def wait() -> None:
+            while True:
+                self.listener.handled.clear()
+                if await settled():
+                    return
+                await self.listener.handled.wait()
+
+        try:
+            await asyncio.wait_for(wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True

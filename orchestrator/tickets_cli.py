@@ -1,0 +1,96 @@
+"""`toolfleet tickets ...`: list, show and complete pending long-running calls."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import redis
+
+from orchestrator.launch import redis_url_or_embedded_file
+from shared.completions import CompletionError, Completions
+from shared.config import Settings
+from shared.keys import Keys
+
+
+def _completions() -> tuple[Completions, redis.Redis]:
+    settings = Settings()
+    client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
+    return Completions(client, Keys(settings.key_prefix)), client
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    completions, client = _completions()
+    with client:
+        calls = completions.pending()
+    if not calls:
+        print("no pending calls")
+        return
+    now = time.time()
+    print(f"{'CALL ID':<24} {'TOOL':<28} {'AGE':>6}  {'SESSION':<14} {'USER':<10} ARGS")
+    for c in calls:
+        age = _age(now - c.created_at)
+        args_text = json.dumps(c.args)[:60]
+        print(
+            f"{c.call_id:<24} {c.tool:<28} {age:>6}  {c.session_id:<14} {c.user_id:<10} {args_text}"
+        )
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    completions, client = _completions()
+    with client:
+        print(completions.get(args.call_id).model_dump_json(indent=2))
+
+
+def _post(call_id: str, response: dict[str, Any], final: bool) -> None:
+    completions, client = _completions()
+    with client:
+        completions.post_result(call_id, response, final=final, source="cli")
+    kind = "final result" if final else "progress"
+    print(f"posted the {kind} for {call_id}: {json.dumps(response)}")
+
+
+def cmd_complete(args: argparse.Namespace) -> None:
+    try:
+        response = json.loads(args.json)
+    except json.JSONDecodeError as exc:
+        raise CompletionError(f"--json is not valid JSON: {exc}") from exc
+    _post(args.call_id, response, final=not args.progress)
+
+
+def cmd_decide(args: argparse.Namespace) -> None:
+    response: dict[str, Any] = {"status": args.decision}
+    if args.note:
+        response["note"] = args.note
+    _post(args.call_id, response, final=True)
+
+
+def add_ticket_commands(sub: Any) -> None:
+    tickets = sub.add_parser("tickets", help="pending long-running calls: list, show, complete")
+    actions = tickets.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="pending calls across sessions, oldest first").set_defaults(
+        func=cmd_list
+    )
+    show = actions.add_parser("show", help="one pending call")
+    show.add_argument("call_id")
+    show.set_defaults(func=cmd_show)
+    complete = actions.add_parser("complete", help="post a result for a pending call")
+    complete.add_argument("call_id")
+    complete.add_argument("--json", required=True, help='the result, e.g. \'{"status": "done"}\'')
+    complete.add_argument("--progress", action="store_true", help="an intermediate result")
+    complete.set_defaults(func=cmd_complete)
+    for decision, verb in (("approved", "approve"), ("rejected", "reject")):
+        parser = actions.add_parser(verb, help=f'final result {{"status": "{decision}"}}')
+        parser.add_argument("call_id")
+        parser.add_argument("--note", help="added to the result as 'note'")
+        parser.set_defaults(func=cmd_decide, decision=decision)
