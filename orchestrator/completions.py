@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from google.genai import types
 from pydantic import ValidationError
 
+from orchestrator.connections import stop_task
 from orchestrator.loop import Update
 from orchestrator.runner import Runner
 from orchestrator.sessions import CallRecord, Event
@@ -59,6 +60,7 @@ class CompletionListener:
         self._block_ms = block_ms
         self._lease_wait_s = lease_wait_s
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._handlers: set[asyncio.Task[None]] = set()
         self._session_locks: dict[str, asyncio.Lock] = {}
         self.handled = asyncio.Event()  # set after each entry is handled (for waiters)
@@ -70,17 +72,14 @@ class CompletionListener:
         self._task = asyncio.create_task(self._run(), name="toolfleet-completions")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._handlers) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._stopping = True
+        for task in [self._task, *self._handlers]:
+            await stop_task(task, self._block_ms / 1000 + 1)
 
     async def _run(self) -> None:
         await self._resume_owed()
         last_claim = 0.0
-        while True:
+        while not self._stopping:
             try:
                 if time.monotonic() - last_claim > self._claim_idle_ms / 2000:
                     last_claim = time.monotonic()
@@ -89,7 +88,9 @@ class CompletionListener:
                 response: Any = await self._redis.xreadgroup(
                     GROUP, self._consumer, streams, count=100, block=self._block_ms
                 )
-            except aioredis.ConnectionError as exc:
+            except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+                if self._stopping:
+                    return
                 log.warning("completions read failed (%s); retrying", exc)
                 await asyncio.sleep(0.5)  # back off while Redis is away
                 continue

@@ -8,7 +8,6 @@ answered already) is logged and dropped - exactly one result per call id is deli
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
+from orchestrator.connections import stop_task
 from shared.keys import Keys
 from shared.messages import RESULT_FIELD, ToolResult
 
@@ -48,6 +48,7 @@ class ResultWaiter:
         self._pending: dict[str, tuple[str, asyncio.Future[ToolResult]]] = {}
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._reading = False
         self._block_ms = block_ms
 
@@ -56,10 +57,8 @@ class ResultWaiter:
         self._task = asyncio.create_task(self._run(), name="toolfleet-result-waiter")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self._stopping = True
+        await stop_task(self._task, self._block_ms / 1000 + 1)
         for _, future in self._pending.values():
             future.cancel()
         self._pending.clear()
@@ -105,14 +104,16 @@ class ResultWaiter:
         watch.settled = True
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._drop_idle_watches()
             streams = {stream: w.last_id for stream, w in self._watches.items()}
             streams[self._wake_key] = self._wake_last
             self._reading = True
             try:
                 response: Any = await self._reader.xread(streams, block=self._block_ms)  # type: ignore[arg-type]
-            except aioredis.ConnectionError as exc:
+            except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+                if self._stopping:
+                    return
                 log.warning("result stream read failed (%s); retrying", exc)
                 await asyncio.sleep(0.5)  # back off while Redis is away
                 continue

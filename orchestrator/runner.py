@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from orchestrator.agent import Agent
+from orchestrator.connections import blocking_client, command_client
 from orchestrator.dispatch import CeleryPublisher
 from orchestrator.fleet import CeleryFleet, ToolRunner
 from orchestrator.loop import Invocation, Update, run_invocation
@@ -21,9 +22,6 @@ from orchestrator.results import ResultWaiter
 from orchestrator.sessions import Event, Session, SessionStore
 from shared.config import Settings
 from shared.keys import Keys
-
-# redis-py's asyncio pool raises past 100 connections; a blocking pool waits instead.
-MAX_CONNECTIONS = 64
 
 
 class Runner:
@@ -44,11 +42,8 @@ class Runner:
         self.replica_id = replica_id or f"orch-{uuid.uuid4().hex[:12]}"
         self.keys = Keys(settings.key_prefix)
         url = settings.require_redis_url()
-        # from_pool: the client owns the pool and disconnects it when closed.
-        self._redis = aioredis.Redis.from_pool(
-            aioredis.BlockingConnectionPool.from_url(url, max_connections=MAX_CONNECTIONS)
-        )
-        self._reader = aioredis.Redis.from_url(url)
+        self._redis = command_client(url)
+        self._reader = blocking_client(url)
         self.store = SessionStore(self._redis, self.keys)
         self._waiter = ResultWaiter(self._reader, self._redis, self.keys, self.replica_id)
         self.tool_runner: ToolRunner = tool_runner or CeleryFleet(

@@ -7,10 +7,9 @@ import uuid
 from collections.abc import Sequence
 from types import TracebackType
 
-import redis.asyncio as aioredis
-
 from orchestrator.agent import Agent
 from orchestrator.completions import CompletionListener, Notify
+from orchestrator.connections import blocking_client
 from orchestrator.model import Model
 from orchestrator.runner import Runner
 from shared.config import Settings
@@ -37,7 +36,7 @@ class Orchestrator:
             a.name: Runner(a, settings, model=models.get(a.name), replica_id=self.replica_id)
             for a in agents
         }
-        self._listener_redis = aioredis.Redis.from_url(settings.require_redis_url())
+        self._listener_redis = blocking_client(settings.require_redis_url())
         self.listener = CompletionListener(
             self.runners,
             self._listener_redis,

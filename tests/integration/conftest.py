@@ -17,7 +17,12 @@ from orchestrator.embedded import EmbeddedRedis
 from orchestrator.local_workers import WorkerGroup
 from shared.config import Settings
 
-TOOL_MODULES = ["tests.integration.fleet_tools"]
+TOOL_MODULES = [
+    "tests.integration.fleet_tools",
+    "examples.reimbursement",
+    "examples.support_tickets",
+]
+TICKET_RESOLVE_AFTER_S = "0.5"
 
 
 @pytest.fixture(scope="session")
@@ -51,9 +56,27 @@ def settings(redis_url: str) -> Iterator[Settings]:
 
 @pytest.fixture(scope="session")
 def fleet(settings: Settings) -> Iterator[WorkerGroup]:
-    """Two processes of 2 slots on the default pool, one on `other`."""
-    with WorkerGroup(settings) as group:
+    """Two processes of 2 slots on the default pool, one on `other`, one on `tickets`."""
+    env = {"TOOLFLEET_TICKET_RESOLVE_AFTER_S": TICKET_RESOLVE_AFTER_S}
+    with WorkerGroup(settings, extra_env=env) as group:
         group.start(["default"], concurrency=2, name="w1")
         group.start(["default"], concurrency=2, name="w2")
         group.start(["other"], concurrency=1, name="w3")
+        group.start(["tickets"], concurrency=1, name="w4")
         yield group
+
+
+@pytest.fixture
+def orchestrator_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Environment for toolfleet commands (in-process CLI calls and subprocesses)."""
+    env = {
+        "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
+        "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
+        "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
+        "TOOLFLEET_LEASE_TTL_S": "3",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return {**os.environ, **env}

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from shared.context import ToolContext
-from shared.tools import tool
+from shared.tools import LongRunningFunctionTool, tool
 
 
 @tool
@@ -56,3 +56,11 @@ def flaky(counter_file: str, failures: int) -> dict[str, int]:
     if runs <= failures:
         raise ConnectionError(f"transient failure {runs}")
     return {"runs": runs}
+
+
+def open_case(name: str) -> dict[str, str]:
+    """Opens a case that someone completes later."""
+    return {"status": "pending", "case": name}
+
+
+open_case_tool = LongRunningFunctionTool(open_case)

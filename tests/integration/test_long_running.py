@@ -1,0 +1,270 @@
+"""Long-running tools: pending tickets, completions through Redis, resuming by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis
+from google.genai import types
+
+from examples import reimbursement, support_tickets
+from orchestrator import cli
+from orchestrator.agent import Agent
+from orchestrator.local_workers import WorkerGroup
+from orchestrator.model import function_calls, text_of
+from orchestrator.offline import Call, ScriptedModel, ScriptView, call, say
+from orchestrator.service import Orchestrator
+from orchestrator.sessions import Session, SessionStore
+from shared.completions import CompletionError, Completions
+from shared.config import Settings
+from shared.keys import Keys
+from tests.integration import fleet_tools
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 30
+
+
+def sync_completions(settings: Settings) -> Completions:
+    return Completions(
+        redis.Redis.from_url(settings.require_redis_url()), Keys(settings.key_prefix)
+    )
+
+
+@pytest.fixture
+async def orchestrator(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> AsyncIterator[Orchestrator]:
+    async with Orchestrator([reimbursement.agent, support_tickets.agent], settings) as orch:
+        yield orch
+
+
+async def ask(orch: Orchestrator, app: str, message: str) -> tuple[str, SessionStore]:
+    runner = orch.runner(app)
+    session_id = uuid.uuid4().hex
+    async for _ in runner.run(user_id="u1", session_id=session_id, message=message):
+        pass
+    return session_id, runner.store
+
+
+def calls_named(session: Session, name: str) -> list[types.FunctionCall]:
+    return [
+        c for e in session.events if e.content for c in function_calls(e.content) if c.name == name
+    ]
+
+
+def responses_for(session: Session, call_id: str) -> list[dict[str, object]]:
+    return [
+        dict(p.function_response.response or {})
+        for e in session.events
+        if e.content
+        for p in e.content.parts or ()
+        if p.function_response and p.function_response.id == call_id
+    ]
+
+
+def final_text(session: Session) -> str:
+    return text_of(session.events[-1].content)
+
+
+async def test_small_reimbursement_completes_in_one_invocation(orchestrator: Orchestrator) -> None:
+    session_id, store = await ask(
+        orchestrator, "reimbursement_agent", "Please reimburse 50$ for meals"
+    )
+    session = await store.get(session_id)
+    assert len(calls_named(session, "reimburse")) == 1
+    assert calls_named(session, "ask_for_approval") == []
+    assert final_text(session) == "Done: $50.00 for meals has been reimbursed."
+    assert await store.pending_calls(session_id) == []
+
+
+async def approve_via_cli(decision: str, call_id: str) -> int:
+    # The exact code path of `toolfleet tickets approve|reject ID`, in a thread.
+    return await asyncio.to_thread(cli.main, ["tickets", decision, call_id])
+
+
+@pytest.mark.parametrize(
+    ("decision", "status", "answer", "reimbursed"),
+    [
+        ("approve", "approved", "Approved and paid: $200.00 for meals.", 1),
+        ("reject", "rejected", "Your reimbursement was rejected; nothing was paid.", 0),
+    ],
+)
+async def test_large_reimbursement_waits_for_the_approver(
+    orchestrator: Orchestrator, decision: str, status: str, answer: str, reimbursed: int
+) -> None:
+    session_id, store = await ask(
+        orchestrator, "reimbursement_agent", "Please reimburse 200$ for meals"
+    )
+    (pending,) = await store.pending_calls(session_id)
+    assert pending.tool == "ask_for_approval" and pending.ticket["status"] == "pending"
+    assert pending.args == {"purpose": "meals", "amount": 200.0}
+    session = await store.get(session_id)
+    assert "asked Sean Zhou for approval" in final_text(session)
+    assert calls_named(session, "reimburse") == []
+
+    assert await approve_via_cli(decision, pending.call_id) == 0
+    assert await orchestrator.wait_until_settled("reimbursement_agent", session_id, WAIT_S)
+
+    session = await store.get(session_id)
+    assert final_text(session) == answer
+    assert len(calls_named(session, "reimburse")) == reimbursed
+    assert len(calls_named(session, "ask_for_approval")) == 1  # never re-run
+    assert responses_for(session, pending.call_id)[-1] == {"status": status}
+
+
+async def test_ticket_is_completed_in_the_background_without_user_action(
+    orchestrator: Orchestrator,
+) -> None:
+    session_id, store = await ask(orchestrator, "support_agent", "My login keeps failing")
+    (pending,) = await store.pending_calls(session_id)
+    assert await orchestrator.wait_until_settled("support_agent", session_id, WAIT_S)
+    session = await store.get(session_id)
+    ticket_id = pending.ticket["ticket_id"]
+    assert final_text(session).startswith(f"Ticket {ticket_id} is resolved:")
+    (final,) = [e for e in session.events if e.author == "completion"]
+    assert final.calls[0].worker == "job"  # posted by the background job, not a person
+
+
+async def test_same_completion_posted_concurrently_reaches_the_model_once(
+    orchestrator: Orchestrator, orchestrator_env: dict[str, str]
+) -> None:
+    session_id, store = await ask(
+        orchestrator, "reimbursement_agent", "Please reimburse 300$ for a laptop"
+    )
+    (pending,) = await store.pending_calls(session_id)
+    command = [sys.executable, "-m", "orchestrator.cli", "tickets", "approve", pending.call_id]
+    posters = [
+        subprocess.Popen(
+            command, env=orchestrator_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    outcomes = [p.communicate(timeout=WAIT_S) for p in posters]
+    assert await orchestrator.wait_until_settled("reimbursement_agent", session_id, WAIT_S)
+    # Posted again once everything settled: refused with a clear error.
+    with pytest.raises(CompletionError, match="already has its final result"):
+        sync_completions(orchestrator.settings).post_result(pending.call_id, {"status": "approved"})
+
+    session = await store.get(session_id)
+    finals = [r for r in responses_for(session, pending.call_id) if r["status"] == "approved"]
+    assert len(finals) == 1, outcomes
+    assert len(calls_named(session, "reimburse")) == 1
+    assert final_text(session) == "Approved and paid: $300.00 for expenses."
+
+
+async def test_unknown_call_id_is_refused_dead_lettered_and_changes_nothing(
+    orchestrator: Orchestrator, settings: Settings
+) -> None:
+    session_id, store = await ask(
+        orchestrator, "reimbursement_agent", "Please reimburse 500$ for meals"
+    )
+    before = await store.get(session_id)
+    client = redis.Redis.from_url(settings.require_redis_url())
+    dead_before = client.xlen(Keys(settings.key_prefix).dead_letters())
+
+    with pytest.raises(CompletionError, match="no pending call with id 'tf-nope'"):
+        sync_completions(settings).post_result("tf-nope", {"status": "approved"})
+
+    entries = client.xrange(Keys(settings.key_prefix).dead_letters())
+    assert len(entries) == dead_before + 1
+    assert b"tf-nope" in entries[-1][1][b"completion"]
+    assert b"no pending call" in entries[-1][1][b"reason"]
+    after = await store.get(session_id)
+    assert len(after.events) == len(before.events)
+    assert len(await store.pending_calls(session_id)) == 1
+    client.close()
+
+
+def _answer_case(view: ScriptView) -> str:
+    ((_, response),) = view.responses
+    return f"{response['case']} is {response['status']}"
+
+
+async def test_two_long_running_calls_completed_in_reverse_order_are_each_answered_once(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> None:
+    model = ScriptedModel(
+        [
+            call(Call("open_case", {"name": "A"}), Call("open_case", {"name": "B"})),
+            say("both cases are open"),
+            say(_answer_case),
+            say(_answer_case),
+        ]
+    )
+    agent = Agent(name="cases_agent", tools=[fleet_tools.open_case_tool], model=model)
+    async with Orchestrator([agent], settings) as orch:
+        session_id, store = await ask(orch, "cases_agent", "open two cases")
+        case_a, case_b = await store.pending_calls(session_id)
+        completions = sync_completions(settings)
+        completions.post_result(case_b.call_id, {"status": "closed", "case": "B"})
+        completions.post_result(case_a.call_id, {"status": "closed", "case": "A"})
+        assert await orch.wait_until_settled("cases_agent", session_id, WAIT_S)
+        session = await store.get(session_id)
+
+    for case in (case_a, case_b):
+        finals = [r for r in responses_for(session, case.call_id) if r["status"] == "closed"]
+        assert len(finals) == 1
+    answers = [
+        text_of(e.content)
+        for e in session.events
+        if e.author == "cases_agent" and text_of(e.content)
+    ]
+    assert answers == ["both cases are open", "B is closed", "A is closed"]
+    assert len(model.requests) == 4  # one model call per completion, none repeated
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float) -> None:
+    from orchestrator.embedded import wait_for
+
+    wait_for(predicate, timeout_s, "the condition")
+
+
+async def test_pending_call_survives_an_orchestrator_killed_with_sigkill(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> None:
+    session_id = uuid.uuid4().hex
+    first = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", "--agent", "examples.reimbursement:agent",
+         "--session", session_id, "Please reimburse 250$ for meals"],
+        env=orchestrator_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    completions = sync_completions(settings)
+    pending = lambda: [c for c in completions.pending() if c.session_id == session_id]  # noqa: E731
+    store_client = redis.Redis.from_url(settings.require_redis_url())
+    keys = Keys(settings.key_prefix)
+
+    def last_event_has(text: bytes) -> bool:
+        last = store_client.lindex(keys.events(session_id), -1)
+        return last is not None and text in last
+
+    # Killed while it waits for the approval (its invocation has ended).
+    await asyncio.to_thread(_wait, lambda: last_event_has(b"asked Sean Zhou"), WAIT_S)
+    first.send_signal(signal.SIGKILL)
+    first.wait(WAIT_S)
+    (call_pending,) = pending()
+
+    completions.post_result(call_pending.call_id, {"status": "approved"}, source="test")
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "serve",
+         "--agent", "examples.reimbursement:agent"],
+        env=orchestrator_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await asyncio.to_thread(_wait, lambda: last_event_has(b"Approved and paid"), WAIT_S)
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(WAIT_S)
+    async with Orchestrator([reimbursement.agent], settings) as orch:
+        session = await orch.runner("reimbursement_agent").store.get(session_id)
+    assert final_text(session) == "Approved and paid: $250.00 for meals."
+    assert len(calls_named(session, "ask_for_approval")) == 1  # not re-dispatched
+    assert len(calls_named(session, "reimburse")) == 1
+    store_client.close()
