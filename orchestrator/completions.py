@@ -130,12 +130,20 @@ class CompletionListener:
         except ValidationError as exc:
             await self._refuse(stream, entry_id, raw, f"malformed completion: {exc}")
             return
+        # First await of the task: completions of one session apply in posting order.
+        async with self._lock(completion.session_id or completion.call_id):
+            await self._handle_in_order(stream, entry_id, raw, completion)
+
+    async def _handle_in_order(
+        self, stream: str, entry_id: str, raw: bytes, completion: Completion
+    ) -> None:
         runner = self._runners[stream]
         owner = await self._redis.get(self._keys.applied(completion.call_id))
-        if owner is not None and json.loads(owner)["entry"] == entry_id:
+        claim = json.loads(owner) if owner is not None else None
+        if claim is not None and claim["entry"] == entry_id:
             # Applied by a replica that crashed before acknowledging: finish its work.
             await self._redis.xack(stream, GROUP, entry_id)
-            await self._resume_owed()
+            await self._resume_if_owed(runner, claim["session"])
             return
         pending_raw = await self._redis.hget(self._keys.pending(), completion.call_id)
         if pending_raw is None:
@@ -147,12 +155,14 @@ class CompletionListener:
             await self._refuse(stream, entry_id, raw, reason)
             return
         pending = PendingCall.model_validate_json(pending_raw)
-        lock = self._session_locks.setdefault(pending.session_id, asyncio.Lock())
-        async with lock, runner.lease(pending.session_id, wait_s=self._lease_wait_s):
+        async with runner.lease(pending.session_id, wait_s=self._lease_wait_s):
             if completion.final:
                 await self._apply_final(runner, stream, entry_id, raw, completion, pending)
             else:
                 await self._apply_progress(runner, stream, entry_id, completion, pending)
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        return self._session_locks.setdefault(session_id, asyncio.Lock())
 
     async def _apply_final(
         self,
@@ -217,10 +227,13 @@ class CompletionListener:
                 session = await runner.store.get(session_id)
                 if session.app_name != runner.app_name:
                     continue
-                lock = self._session_locks.setdefault(session_id, asyncio.Lock())
-                async with lock, runner.lease(session_id, wait_s=self._lease_wait_s):
-                    if session_id in await runner.store.sessions_to_resume():
-                        await self._continue(runner, session_id)
+                async with self._lock(session_id):
+                    await self._resume_if_owed(runner, session_id)
+
+    async def _resume_if_owed(self, runner: Runner, session_id: str) -> None:
+        async with runner.lease(session_id, wait_s=self._lease_wait_s):
+            if session_id in await runner.store.sessions_to_resume():
+                await self._continue(runner, session_id)
 
     async def _refuse(self, stream: str, entry_id: str, raw: bytes, reason: str) -> None:
         log.warning("refused completion %s: %s", entry_id, reason)

@@ -59,6 +59,7 @@ class Completions:
             dead_letter(self._redis, self._keys, completion, reason)
             raise CompletionError(reason)
         pending = PendingCall.model_validate_json(raw)
+        completion.session_id = pending.session_id
         entry_id = self._redis.xadd(
             self._keys.completions(pending.app_name),
             {COMPLETION_FIELD: completion.model_dump_json()},

@@ -117,6 +117,7 @@ class Completion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     call_id: str
+    session_id: str | None = Field(default=None, description="Orders a session's completions.")
     response: dict[str, Any]
     final: bool = True
     source: str = Field(default="api", description="Who posted it: cli, job, http, api.")
