@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from orchestrator.dispatch import CeleryPublisher, Dispatch
+from orchestrator.pools import LivePools
 from orchestrator.results import ResultWaiter
 from shared.celery_config import tool_pool, tool_time_limit
 from shared.config import Settings
@@ -55,14 +56,23 @@ def failed(call: ToolCall, error_type: str, message: str) -> ToolResult:
 
 class CeleryFleet:
     def __init__(
-        self, publisher: CeleryPublisher, waiter: ResultWaiter, settings: Settings, keys: Keys
+        self,
+        publisher: CeleryPublisher,
+        waiter: ResultWaiter,
+        settings: Settings,
+        keys: Keys,
+        pools: LivePools,
     ) -> None:
         self._publisher = publisher
         self._waiter = waiter
         self._settings = settings
         self._keys = keys
+        self._pools = pools
 
     async def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]:
+        calls, unserved = await self._split_by_pool_liveness(calls)
+        for planned, pool in unserved:
+            yield self._no_worker(planned, pool)
         if not calls:
             return
         stream = calls[0].call.reply_to
@@ -100,6 +110,34 @@ class CeleryFleet:
 
     async def settle(self, session_id: str) -> None:
         await self._waiter.settle(self._keys.results(session_id))
+
+    async def _split_by_pool_liveness(
+        self, calls: Sequence[PlannedCall]
+    ) -> tuple[list[PlannedCall], list[tuple[PlannedCall, str]]]:
+        """Calls whose pool has a live worker, and the others with their pool."""
+        served = await self._pools.served()
+        if any(tool_pool(p.tool, self._settings) not in served for p in calls):
+            self._pools.forget()  # a worker may have started since the last read
+            served = await self._pools.served()
+        live, unserved = [], []
+        for planned in calls:
+            pool = tool_pool(planned.tool, self._settings)
+            if pool in served:
+                live.append(planned)
+            else:
+                unserved.append((planned, pool))
+        return live, unserved
+
+    def _no_worker(self, planned: PlannedCall, pool: str) -> ToolResult:
+        log.error(
+            "no live worker serves pool %r (tool %s): start one with `toolfleet worker --pool %s`",
+            pool, planned.call.tool, pool,
+        )  # fmt: skip
+        return failed(
+            planned.call,
+            "NoWorkerError",
+            f"no worker serves pool {pool}: tool {planned.call.tool!r} is unavailable right now",
+        )
 
     def _dispatch(self, planned: PlannedCall) -> Dispatch:
         return Dispatch(planned.call, queue_name(tool_pool(planned.tool, self._settings)))

@@ -18,6 +18,7 @@ from orchestrator.fleet import CeleryFleet, ToolRunner
 from orchestrator.loop import Invocation, Update, run_invocation
 from orchestrator.model import Model, text_of
 from orchestrator.models import choose_model
+from orchestrator.pools import LivePools
 from orchestrator.results import ResultWaiter
 from orchestrator.sessions import Event, Session, SessionStore
 from shared.config import Settings
@@ -51,6 +52,7 @@ class Runner:
             self._waiter,
             settings,
             self.keys,
+            LivePools(self._redis, self.keys),
         )
 
     @property

@@ -19,6 +19,7 @@ from shared.config import Settings
 
 TOOL_MODULES = [
     "tests.integration.fleet_tools",
+    "tests.integration.heavy_tools",
     "examples.reimbursement",
     "examples.support_tickets",
 ]

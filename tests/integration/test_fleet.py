@@ -16,11 +16,11 @@ from orchestrator.runner import Runner
 from orchestrator.sessions import Event
 from shared.config import Settings
 from shared.discovery import tools_in_module
-from tests.integration import fleet_tools
+from tests.integration import fleet_tools, heavy_tools
 
 pytestmark = pytest.mark.integration
 
-TOOLS = tools_in_module(fleet_tools)
+TOOLS = [*tools_in_module(fleet_tools), *tools_in_module(heavy_tools)]
 
 
 async def run_script(
@@ -124,3 +124,32 @@ async def test_retries_are_bounded_and_the_last_error_reaches_the_model(
     (result,) = [u.result for u in updates if isinstance(u, CallFinished)]
     assert result.response["error_type"] == "ConnectionError"
     assert result.attempt == 4 and counter.read_text() == "4"  # first run + max_retries=3
+
+
+async def test_parallel_turn_answers_at_once_when_no_worker_serves_a_pool(
+    settings: Settings, fleet: WorkerGroup
+) -> None:
+    heavy = fleet.start(["heavy"], concurrency=1, name="heavy1")
+    script = [
+        call(Call("render_report", {"pages": 3}), Call("nap", {"seconds": 0.5, "label": "x"})),
+        say("done"),
+    ]
+    served = await run_script(settings, "report", *script)
+    assert response_parts(served)[0].response == {"pages": 3}, heavy.log()[-3000:]
+
+    heavy.stop()  # a warm shutdown removes its heartbeat
+    updates = await run_script(settings, "report", *script)
+
+    unserved, napped = response_parts(updates)
+    assert unserved.response == {
+        "status": "error",
+        "error_type": "NoWorkerError",
+        "error_message": (
+            "no worker serves pool heavy: tool 'render_report' is unavailable right now"
+        ),
+    }
+    assert napped.response == {"slept": 0.5, "label": "x"}
+    results = {u.result.tool: u.result for u in updates if isinstance(u, CallFinished)}
+    assert results["render_report"].worker == "orchestrator"  # answered without dispatch
+    # Answered before the 0.5 s nap ended: no waiting for a deadline.
+    assert results["render_report"].finished_at < results["nap"].finished_at

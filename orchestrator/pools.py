@@ -1,0 +1,52 @@
+"""Which pools have a live worker, from the workers' heartbeat keys (cached briefly)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from shared.keys import Keys
+
+# Heartbeats are read at most this often; a turn never pays for a scan of its own.
+CACHE_S = 0.5
+
+
+class WorkerInfo(BaseModel):
+    hostname: str
+    pools: list[str]
+    pid: int
+    started_at: float
+
+
+async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:
+    found = [key async for key in client.scan_iter(match=keys.workers_pattern(), count=500)]
+    if not found:
+        return []
+    values = await client.mget(found)
+    return sorted(
+        (WorkerInfo.model_validate(json.loads(v)) for v in values if v is not None),
+        key=lambda w: w.hostname,
+    )
+
+
+@dataclass
+class LivePools:
+    client: aioredis.Redis
+    keys: Keys
+    _served: frozenset[str] = frozenset()
+    _read_at: float = float("-inf")
+
+    async def served(self) -> frozenset[str]:
+        if time.monotonic() - self._read_at > CACHE_S:
+            workers = await live_workers(self.client, self.keys)
+            self._served = frozenset(p for w in workers for p in w.pools)
+            self._read_at = time.monotonic()
+        return self._served
+
+    def forget(self) -> None:
+        """Read again on the next call (a pool was missing: maybe a worker just started)."""
+        self._read_at = float("-inf")
