@@ -14,20 +14,18 @@ from contextlib import ExitStack
 import redis
 
 from orchestrator.agent import Agent
+from orchestrator.cli_common import describe_model
 from orchestrator.console import ConsolePrinter
+from orchestrator.demo import cmd_demo
 from orchestrator.launch import load_agent, pools_of, redis_url_or_embedded_file, start_local_fleet
+from orchestrator.local_workers import WorkerSpec
 from orchestrator.loop import Update
 from orchestrator.service import Orchestrator
+from orchestrator.status_cli import cmd_status
 from orchestrator.tickets_cli import add_ticket_commands
-from shared.config import Settings, gemini_api_key
+from shared.config import Settings
 from shared.errors import ToolfleetError
 from shared.keys import queue_name
-
-
-def describe_model(agent: Agent, settings: Settings, model_name: str) -> str:
-    if gemini_api_key() and agent.model is None:
-        return f"model: Gemini {settings.model} (API key from the environment)"
-    return f"model: {model_name} (no GOOGLE_API_KEY/GEMINI_API_KEY set)"
 
 
 async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> None:
@@ -64,9 +62,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         settings = settings.model_copy(update={"tool_modules": [*settings.tool_modules, module]})
     with ExitStack() as stack:
         if not settings.redis_url:
-            settings = start_local_fleet(
-                stack, settings, pools_of(agent, settings), args.concurrency
-            )
+            specs = [WorkerSpec([p], args.concurrency) for p in pools_of(agent, settings)]
+            settings = start_local_fleet(stack, settings, specs)
         asyncio.run(_run(agent, settings, args))
 
 
@@ -111,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    demo = sub.add_parser("demo", help="the whole system on this machine: fan-out and a ticket")
+    demo.add_argument("--timeout", type=float, default=60, help="seconds to wait for the ticket")
+    demo.set_defaults(func=cmd_demo)
+
     run = sub.add_parser("run", help="send one message to an agent and print the conversation")
     run.add_argument("--agent", required=True, help="module:attribute of an Agent")
     run.add_argument("--user", default="user", help="user id (default: user)")
@@ -136,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     add_ticket_commands(sub)
+    status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
+    status.set_defaults(func=cmd_status)
     return parser
 
 

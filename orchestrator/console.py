@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from orchestrator.loop import CallFinished, CallsDispatched, Update
@@ -19,11 +20,28 @@ def short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+@dataclass(frozen=True)
+class TurnStats:
+    calls: int
+    processes: int
+    wall_s: float
+    tool_s: float
+
+
+@dataclass(frozen=True)
+class CompletionStats:
+    tool: str
+    source: str
+    after_s: float
+
+
 class ConsolePrinter:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._turn_started = 0.0
         self._turn_results: list[ToolResult] = []
+        self.turns: list[TurnStats] = []
+        self.completions: list[CompletionStats] = []
 
     def show(self, update: Update) -> None:
         if isinstance(update, CallsDispatched):
@@ -48,6 +66,7 @@ class ConsolePrinter:
         if event.author == "completion":
             for record, response in zip(event.calls, _responses(event), strict=True):
                 age = record.finished_at - record.started_at
+                self.completions.append(CompletionStats(record.tool, record.worker, age))
                 self._line(
                     f"  ← final result of {record.tool} posted by {record.worker} after "
                     f"{age:.1f} s: {short(response)}"
@@ -66,6 +85,12 @@ class ConsolePrinter:
             self._line(f"[{event.author}] {text}")
         for call in function_calls(event.content):
             self._line(f"[{event.author}] calls {call.name}({short(call.args or {})})")
+
+    def pending_quietly(self, calls: list[PendingCall]) -> None:
+        for call in calls:
+            self._line(
+                f"  waiting for {call.tool} (call {call.call_id}) to finish in the background"
+            )
 
     def pending(self, calls: list[PendingCall]) -> None:
         for call in calls:
@@ -93,6 +118,7 @@ class ConsolePrinter:
         wall = time.time() - self._turn_started
         total = sum(r.duration_s for r in ran)
         processes = len({(r.worker, r.pid) for r in ran})
+        self.turns.append(TurnStats(len(ran), processes, wall, total))
         self._line(
             f"  turn: {len(ran)} calls on {processes} worker processes, wall {wall * 1000:.0f} ms "
             f"vs {total * 1000:.0f} ms of tool time (x{total / wall if wall else 0:.1f} parallel)"

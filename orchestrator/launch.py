@@ -8,7 +8,7 @@ from contextlib import ExitStack
 
 from orchestrator.agent import Agent
 from orchestrator.embedded import EmbeddedRedis, embedded_url
-from orchestrator.local_workers import WorkerGroup
+from orchestrator.local_workers import WorkerGroup, WorkerSpec
 from shared.celery_config import tool_pool
 from shared.config import Settings
 from shared.discovery import load_definitions
@@ -39,16 +39,16 @@ def pools_of(agent: Agent, settings: Settings) -> list[str]:
 
 
 def start_local_fleet(
-    stack: ExitStack, settings: Settings, pools: Sequence[str], concurrency: int
+    stack: ExitStack, settings: Settings, specs: Sequence[WorkerSpec]
 ) -> Settings:
     """Embedded default: a private server and workers for `pools`, stopped with `stack`."""
     server = stack.enter_context(EmbeddedRedis(publish_url=True))
     settings = settings.model_copy(update={"redis_url": server.url})
     print(f"embedded server: {server.binary} on {server.url} (no TOOLFLEET_REDIS_URL set)")
     group = stack.enter_context(WorkerGroup(settings))
-    for pool in pools:
-        worker = group.start([pool], concurrency=concurrency)
-        print(f"worker {worker.hostname}: pool {pool}, {concurrency} processes")
+    for spec, worker in zip(specs, group.start_all(specs), strict=True):
+        pools = ", ".join(spec.pools)
+        print(f"worker {worker.hostname}: pool {pools}, {spec.concurrency} processes")
     return settings
 
 

@@ -41,10 +41,16 @@ class WorkerProcess:
         return self.process.poll() is None
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        if not self.alive():
-            return
-        # Warm shutdown first; then the whole process group (prefork children too).
-        self.process.send_signal(signal.SIGTERM)
+        self.request_stop()
+        self.wait_stopped(timeout_s)
+
+    def request_stop(self) -> None:
+        """Warm shutdown: finish the task at hand, remove the heartbeat, exit."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout_s: float) -> None:
+        """Wait for the exit; past the timeout, kill the process group (prefork children)."""
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -54,6 +60,13 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    pools: Sequence[str]
+    concurrency: int = 2
+    name: str | None = None
 
 
 @dataclass
@@ -69,6 +82,19 @@ class WorkerGroup:
     def start(
         self, pools: Sequence[str], concurrency: int = 2, name: str | None = None
     ) -> WorkerProcess:
+        """Start one worker process and wait until it serves its pools."""
+        worker = self._spawn(pools, concurrency, name)
+        self._wait_ready(worker)
+        return worker
+
+    def start_all(self, specs: Sequence[WorkerSpec]) -> list[WorkerProcess]:
+        """Start several workers at once (they boot in parallel), then wait for all."""
+        workers = [self._spawn(s.pools, s.concurrency, s.name) for s in specs]
+        for worker in workers:
+            self._wait_ready(worker)
+        return workers
+
+    def _spawn(self, pools: Sequence[str], concurrency: int, name: str | None) -> WorkerProcess:
         if self._log_dir is None:
             self._log_dir = tempfile.TemporaryDirectory(prefix="toolfleet-workers-")
         label = name or f"{'-'.join(pools)}-{uuid.uuid4().hex[:6]}"
@@ -111,7 +137,6 @@ class WorkerGroup:
             )
         worker = WorkerProcess(hostname, list(pools), process, log_path)
         self.workers.append(worker)
-        self._wait_ready(worker)
         return worker
 
     def _wait_ready(self, worker: WorkerProcess) -> None:
@@ -131,8 +156,10 @@ class WorkerGroup:
             )
 
     def stop(self) -> None:
+        for worker in self.workers:  # all at once: each warm shutdown takes a second or two
+            worker.request_stop()
         for worker in self.workers:
-            worker.stop()
+            worker.wait_stopped(10.0)
         self.workers.clear()
         if self._log_dir is not None:
             self._log_dir.cleanup()

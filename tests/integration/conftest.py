@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from orchestrator.embedded import EmbeddedRedis
-from orchestrator.local_workers import WorkerGroup
+from orchestrator.local_workers import WorkerGroup, WorkerSpec
 from shared.config import Settings
 
 TOOL_MODULES = [
@@ -60,10 +60,14 @@ def fleet(settings: Settings) -> Iterator[WorkerGroup]:
     """Two processes of 2 slots on the default pool, one on `other`, one on `tickets`."""
     env = {"TOOLFLEET_TICKET_RESOLVE_AFTER_S": TICKET_RESOLVE_AFTER_S}
     with WorkerGroup(settings, extra_env=env) as group:
-        group.start(["default"], concurrency=2, name="w1")
-        group.start(["default"], concurrency=2, name="w2")
-        group.start(["other"], concurrency=1, name="w3")
-        group.start(["tickets"], concurrency=1, name="w4")
+        group.start_all(
+            [
+                WorkerSpec(["default"], 2, "w1"),
+                WorkerSpec(["default"], 2, "w2"),
+                WorkerSpec(["other"], 1, "w3"),
+                WorkerSpec(["tickets"], 1, "w4"),
+            ]
+        )
         yield group
 
 

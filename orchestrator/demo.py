@@ -1,0 +1,85 @@
+"""`toolfleet demo`: the whole system on this machine in one command.
+
+A private server, worker processes for each pool, the trip planner agent: one turn
+fans out five tool calls across the workers, then a booking is confirmed in the
+background by a job and the agent resumes by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from contextlib import ExitStack
+
+from orchestrator.cli_common import describe_model
+from orchestrator.console import ConsolePrinter
+from orchestrator.launch import load_agent, pools_of, start_local_fleet
+from orchestrator.local_workers import WorkerSpec
+from orchestrator.loop import Update
+from orchestrator.service import Orchestrator
+from shared.config import Settings
+
+DEMO_AGENT = "examples.demo:agent"
+NEXT_STEPS = """\
+next:
+  toolfleet run --agent examples.weather:agent "Weather in London, Paris and Tokyo?"
+  toolfleet run --agent examples.reimbursement:agent "Please reimburse 200$ for meals"
+      then, in another terminal: toolfleet tickets list / toolfleet tickets approve <call-id>
+  docker compose up --scale worker=8      scale tool workers (README: Scaling with compose)
+  celery -A workers.app flower            watch the fleet in Flower (README: Flower)"""
+
+
+async def _demo(settings: Settings, printer: ConsolePrinter, timeout_s: float) -> None:
+    from examples.demo import MESSAGE
+
+    agent = load_agent(DEMO_AGENT)
+    session_id = f"demo-{uuid.uuid4().hex[:8]}"
+
+    def show_resumed(session: str, update: Update) -> None:
+        if session == session_id:
+            printer.show(update)
+
+    async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
+        runner = orch.runner(agent.name)
+        print(describe_model(agent, settings, runner.model.name))
+        async for update in runner.run(user_id="demo", session_id=session_id, message=MESSAGE):
+            printer.show(update)
+        pending = await runner.store.pending_calls(session_id)
+        printer.pending_quietly(pending)
+        if not await orch.wait_until_settled(agent.name, session_id, timeout_s):
+            raise TimeoutError(f"the booking was not confirmed within {timeout_s:g} s")
+
+
+def summary(printer: ConsolePrinter) -> str:
+    lines = ["", "summary:"]
+    for turn in printer.turns:
+        lines.append(
+            f"  {turn.calls} tool calls in one model turn ran on {turn.processes} worker "
+            f"processes: {turn.wall_s:.2f} s wall for {turn.tool_s:.2f} s of tool time "
+            f"({turn.tool_s / turn.wall_s:.1f}x)"
+        )
+    for done in printer.completions:
+        lines.append(
+            f"  {done.tool} was completed in the background by a worker {done.source} after "
+            f"{done.after_s:.1f} s; the agent resumed by itself and answered"
+        )
+    return "\n".join([*lines, "", NEXT_STEPS])
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    settings = Settings()
+    settings = settings.model_copy(update={"tool_modules": [DEMO_AGENT.partition(":")[0]]})
+    printer = ConsolePrinter(sys.stdout)
+    with ExitStack() as stack:
+        if not settings.redis_url:
+            # Two worker processes for the fan-out pool show calls spreading across them.
+            specs = [
+                WorkerSpec([pool], 3) if pool == settings.default_pool else WorkerSpec([pool], 1)
+                for pool in pools_of(load_agent(DEMO_AGENT), settings)
+            ]
+            specs.append(WorkerSpec([settings.default_pool], 3))
+            settings = start_local_fleet(stack, settings, specs)
+        asyncio.run(_demo(settings, printer, args.timeout))
+    print(summary(printer))
