@@ -29,7 +29,7 @@ from shared.keys import queue_name
 
 
 async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> None:
-    printer = ConsolePrinter(sys.stdout)
+    printer = ConsolePrinter(sys.stdout, settings.secret_arg_names)
     session_id = args.session
 
     def show_resumed(session: str, update: Update) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -11,6 +12,7 @@ from orchestrator.loop import CallFinished, CallsDispatched, Update
 from orchestrator.model import function_calls, text_of
 from orchestrator.sessions import Event
 from shared.messages import CallStatus, PendingCall, ToolResult
+from shared.redaction import redact_args
 
 MARKS = {CallStatus.SUCCESS: "ok", CallStatus.ERROR: "ERROR", CallStatus.PENDING: "pending"}
 
@@ -36,8 +38,9 @@ class CompletionStats:
 
 
 class ConsolePrinter:
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, secret_arg_names: Sequence[str] = ()) -> None:
         self.out = out
+        self._secret_names = secret_arg_names
         self._turn_started = 0.0
         self._turn_results: list[ToolResult] = []
         self.turns: list[TurnStats] = []
@@ -84,7 +87,8 @@ class ConsolePrinter:
         if text:
             self._line(f"[{event.author}] {text}")
         for call in function_calls(event.content):
-            self._line(f"[{event.author}] calls {call.name}({short(call.args or {})})")
+            args = redact_args(call.args or {}, self._secret_names)
+            self._line(f"[{event.author}] calls {call.name}({short(args)})")
 
     def pending_quietly(self, calls: list[PendingCall]) -> None:
         for call in calls:

@@ -13,23 +13,19 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis.asyncio as aioredis
 from celery import Celery
 
 from shared.keys import task_name
 from shared.messages import ToolCall
+from shared.redaction import redact_args
 
 
 @dataclass(frozen=True)
 class Dispatch:
     call: ToolCall
     queue: str
-
-
-def redacted(args: dict[str, Any], secret_names: frozenset[str]) -> dict[str, Any]:
-    return {k: ("***" if k.lower() in secret_names else v) for k, v in args.items()}
 
 
 class CeleryPublisher:
@@ -43,7 +39,7 @@ class CeleryPublisher:
     def encode(self, dispatch: Dispatch) -> str:
         call = dispatch.call
         task_id = uuid.uuid4().hex
-        shown = redacted(call.args, self._secret_names)
+        shown = redact_args(call.args, self._secret_names)
         message = self._celery.amqp.create_task_message(
             task_id,
             task_name(call.tool),

@@ -6,6 +6,7 @@ scripted model and an in-process runner can drive it in unit tests.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -144,6 +145,15 @@ async def _run_calls(
                 envelope,
                 "UnknownTool",
                 f"there is no tool named {envelope.tool!r}; available tools: {available}",
+            )
+            continue
+        size = len(json.dumps(envelope.args, default=str).encode())
+        if size > inv.settings.max_payload_bytes:
+            results[envelope.call_id] = failed(
+                envelope,
+                "InvalidArguments",
+                f"the arguments are {size} bytes, over the {inv.settings.max_payload_bytes}-byte "
+                "limit; pass less data (or a reference to it)",
             )
             continue
         _, problems = tool.validate(envelope.args)

@@ -188,3 +188,12 @@ async def test_exhausted_script_is_a_model_error(store: SessionStore) -> None:
     agent, _ = make_agent(call(Call("add", {"a": 1, "b": 1})))
     with pytest.raises(ModelError, match="has 1 steps and step 2 was asked for"):
         await run(store, agent, "go")
+
+
+async def test_oversized_arguments_are_refused_before_dispatch(store: SessionStore) -> None:
+    agent, _ = make_agent(call(Call("add", {"a": 1, "b": 2, "pad": "x" * 5000})), say("ok"))
+    updates, runner, _ = await run(store, agent, "go", max_payload_bytes=1024)
+    (big,) = responses(updates)
+    assert big.response is not None and big.response["error_type"] == "InvalidArguments"
+    assert "over the 1024-byte limit" in big.response["error_message"]
+    assert runner.batches == []

@@ -1,0 +1,46 @@
+"""The Celery message the orchestrator writes straight onto a pool's Redis list."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+from orchestrator.dispatch import CeleryPublisher, Dispatch
+from shared.messages import ToolCall
+
+
+def make_call(args: dict[str, object]) -> ToolCall:
+    return ToolCall(
+        call_id="c1", tool="call_api", args=args, session_id="s", app_name="a", user_id="u",
+        invocation_id="i", agent="a", state={"user:token_cache": "x"}, reply_to="r",
+        dispatched_at=time.time(),
+    )  # fmt: skip
+
+
+def test_message_is_a_celery_protocol_2_task_with_the_envelope_as_kwarg(fake_redis: object) -> None:
+    publisher = CeleryPublisher(fake_redis, ["api_key"])  # type: ignore[arg-type]
+    call = make_call({"endpoint": "/v1/x", "api_key": "sk-canary"})
+    message = json.loads(publisher.encode(Dispatch(call, "tools.default")))
+
+    assert message["headers"]["task"] == "tool.call_api"
+    assert message["content-type"] == "application/json"
+    assert message["properties"]["delivery_info"]["routing_key"] == "tools.default"
+    args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+    assert args == [] and ToolCall.model_validate(kwargs["call"]) == call
+    # What Flower shows: the arguments with secrets masked, never the state snapshot.
+    shown = message["headers"]["argsrepr"] + message["headers"]["kwargsrepr"]
+    assert "sk-canary" not in shown and "'api_key': '***'" in shown
+    assert "/v1/x" in shown and "token_cache" not in shown
+
+
+async def test_publish_pushes_each_message_on_its_queue(fake_redis: object) -> None:
+    publisher = CeleryPublisher(fake_redis)  # type: ignore[arg-type]
+    await publisher.publish(
+        [
+            Dispatch(make_call({"n": 1}), "tools.default"),
+            Dispatch(make_call({"n": 2}), "tools.heavy"),
+        ]
+    )
+    assert await fake_redis.llen("tools.default") == 1  # type: ignore[attr-defined]
+    assert await fake_redis.llen("tools.heavy") == 1  # type: ignore[attr-defined]
