@@ -13,6 +13,7 @@ from typing import Any
 
 import redis
 
+from shared.config import Settings
 from shared.errors import ToolfleetError
 from shared.keys import Keys
 from shared.messages import COMPLETION_FIELD, Completion, PendingCall
@@ -93,3 +94,22 @@ def dead_letter(client: redis.Redis, keys: Keys, completion: Completion, reason:
         maxlen=DEAD_LETTERS_MAXLEN,
         approximate=True,
     )
+
+
+def post_result(
+    call_id: str,
+    response: dict[str, Any],
+    final: bool = True,
+    *,
+    settings: Settings | None = None,
+    source: str = "api",
+) -> str:
+    """Post a result for a pending call, with the Redis and prefix from settings.
+
+    The one-call form of `Completions.post_result` for scripts and other services.
+    """
+    settings = settings or Settings()
+    with redis.Redis.from_url(settings.require_redis_url()) as client:
+        return Completions(client, Keys(settings.key_prefix)).post_result(
+            call_id, response, final=final, source=source
+        )

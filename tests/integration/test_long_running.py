@@ -21,7 +21,7 @@ from orchestrator.model import function_calls, text_of
 from orchestrator.offline import Call, ScriptedModel, ScriptView, call, say
 from orchestrator.service import Orchestrator
 from orchestrator.sessions import Session, SessionStore
-from shared.completions import CompletionError, Completions
+from shared.completions import CompletionError, Completions, post_result
 from shared.config import Settings
 from shared.keys import Keys
 from tests.integration import fleet_tools
@@ -268,3 +268,59 @@ async def test_pending_call_survives_an_orchestrator_killed_with_sigkill(
     assert len(calls_named(session, "ask_for_approval")) == 1  # not re-dispatched
     assert len(calls_named(session, "reimburse")) == 1
     store_client.close()
+
+
+async def test_progress_is_recorded_and_shown_then_the_final_result_resumes(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> None:
+    model = ScriptedModel(
+        [call(Call("open_case", {"name": "P"})), say("opened"), say(_answer_case)]
+    )
+    agent = Agent(name="progress_agent", tools=[fleet_tools.open_case_tool], model=model)
+    seen: list[object] = []
+    async with Orchestrator([agent], settings, on_update=lambda _, u: seen.append(u)) as orch:
+        session_id, store = await ask(orch, "progress_agent", "open a case")
+        (case,) = await store.pending_calls(session_id)
+        post_result(case.call_id, {"done": 0.5}, final=False, settings=settings)
+
+        def has_progress(events: list[object]) -> bool:
+            return any(getattr(e, "progress", None) == {"done": 0.5} for e in events)
+
+        while not has_progress(seen):  # the listener's notifications, in order
+            orch.listener.handled.clear()
+            await asyncio.wait_for(orch.listener.handled.wait(), WAIT_S)
+        (still_pending,) = await store.pending_calls(session_id)
+        assert still_pending.progress == [{"done": 0.5}]
+        assert len(model.requests) == 2  # progress is not sent to the model by default
+
+        post_result(case.call_id, {"status": "closed", "case": "P"}, settings=settings)
+        assert await orch.wait_until_settled("progress_agent", session_id, WAIT_S)
+        session = await store.get(session_id)
+    assert final_text(session) == "P is closed"
+    assert [e.progress for e in session.events if e.progress] == [{"done": 0.5}]
+
+
+async def test_completion_read_by_a_crashed_replica_is_taken_over(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> None:
+    model = ScriptedModel(
+        [call(Call("open_case", {"name": "Z"})), say("opened"), say(_answer_case)]
+    )
+    agent = Agent(name="takeover_agent", tools=[fleet_tools.open_case_tool], model=model)
+    keys = Keys(settings.key_prefix)
+    client = redis.Redis.from_url(settings.require_redis_url())
+    async with Orchestrator([agent], settings) as first:
+        session_id, _ = await ask(first, "takeover_agent", "open a case")
+    (case,) = [c for c in sync_completions(settings).pending() if c.session_id == session_id]
+    post_result(case.call_id, {"status": "closed", "case": "Z"}, settings=settings)
+    # A replica reads the entry and dies before acknowledging it.
+    stream = keys.completions("takeover_agent")
+    taken = client.xreadgroup("orchestrators", "crashed-replica", {stream: ">"}, count=10)
+    assert taken and len(taken[0][1]) == 1
+
+    async with Orchestrator([agent], settings, claim_idle_ms=200) as second:
+        assert await second.wait_until_settled("takeover_agent", session_id, WAIT_S)
+        session = await second.runner("takeover_agent").store.get(session_id)
+    assert final_text(session) == "Z is closed"
+    assert client.xpending(stream, "orchestrators")["pending"] == 0
+    client.close()

