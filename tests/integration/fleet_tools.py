@@ -64,3 +64,15 @@ def open_case(name: str) -> dict[str, str]:
 
 
 open_case_tool = LongRunningFunctionTool(open_case)
+
+
+@tool
+def call_api(endpoint: str, api_key: str) -> dict[str, object]:
+    """Calls an API with a key; the result never contains the key (a redaction test).
+
+    Args:
+        endpoint: The API path.
+        api_key: A secret: shown as *** in Flower and worker logs.
+    """
+    # The key's length proves the real key arrived (not "***") without revealing it.
+    return {"endpoint": endpoint, "key_length": len(api_key)}

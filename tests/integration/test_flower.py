@@ -1,0 +1,216 @@
+"""Flower on the real fleet: tool tasks listed with their arguments, secrets redacted.
+
+Flower knows only the tasks whose events it receives while it runs, so it starts first
+and the turn runs once its event receiver hears the fleet's workers.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from orchestrator.agent import Agent
+from orchestrator.embedded import free_port, wait_for
+from orchestrator.local_workers import WorkerGroup
+from orchestrator.loop import CallFinished
+from orchestrator.offline import Call, ScriptedModel, call, say
+from orchestrator.runner import Runner
+from shared.config import Settings
+from shared.discovery import tools_in_module
+from tests.integration import fleet_tools
+
+pytestmark = pytest.mark.integration
+
+USER, PASSWORD = "user", "pw"
+START_TIMEOUT_S = 20.0
+EVENTS_TIMEOUT_S = 20.0
+
+
+@dataclass
+class Response:
+    status: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+@dataclass
+class Flower:
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def get(self, path: str, credentials: tuple[str, str] | None = (USER, PASSWORD)) -> Response:
+        headers = {}
+        if credentials is not None:
+            token = base64.b64encode(":".join(credentials).encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        try:
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            return Response(response.status, response.read().decode(errors="replace"))
+        finally:
+            conn.close()
+
+    def answers(self, path: str) -> Response | None:
+        """The response, or None while nothing listens yet."""
+        try:
+            return self.get(path)
+        except OSError:
+            return None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def until(probe: Any, timeout_s: float, what: str) -> Any:
+    """Poll `probe()` until it returns something truthy; return that."""
+    found: list[Any] = []
+
+    def check() -> bool:
+        value = probe()
+        if value:
+            found.append(value)
+        return bool(value)
+
+    wait_for(check, timeout_s, what, interval_s=0.1)
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def flower(
+    settings: Settings, fleet: WorkerGroup, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Flower]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
+        "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
+        "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
+    }
+    env.pop("FLOWER_UNAUTHENTICATED_API", None)  # the API must need the credentials
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.app",
+        "flower",
+        f"--port={port}",
+        "--address=127.0.0.1",
+        f"--basic-auth={USER}:{PASSWORD}",
+    ]
+    log_path = tmp_path_factory.mktemp("flower") / "flower.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    server = Flower(port, process, log_path)
+    control = Celery("flower-test", broker=settings.require_redis_url(), set_as_current=False)
+    try:
+        # Ready once its event receiver is subscribed, which its HTTP server says nothing
+        # about. Flower's own wake-up call to the workers goes out before it subscribes
+        # (events are Redis pub/sub), so ask the workers for heartbeat events until it
+        # lists them: from then on it receives every task event.
+        hostnames = {w.hostname for w in fleet.workers if "default" in w.pools}
+        with control.connection_for_write() as conn:
+
+            def sees_workers() -> bool:
+                if process.poll() is not None:
+                    raise AssertionError(f"flower exited at start:\n{server.log()[-3000:]}")
+                control.control.broadcast("heartbeat", connection=conn)
+                response = server.answers("/api/workers?status=true")
+                if response is None or response.status != 200:
+                    return False
+                return hostnames <= set(response.json())
+
+            wait_for(sees_workers, START_TIMEOUT_S, "flower to see the workers", interval_s=0.2)
+        yield server
+    finally:
+        control.close()
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+
+def test_api_refuses_requests_without_the_credentials(flower: Flower) -> None:
+    assert flower.get("/api/tasks", credentials=None).status == 401
+    assert flower.get("/api/tasks", credentials=(USER, "wrong")).status == 401
+    assert flower.get("/api/tasks").status == 200
+
+
+async def test_tool_tasks_are_listed_with_their_arguments_and_secrets_redacted(
+    settings: Settings, fleet: WorkerGroup, flower: Flower
+) -> None:
+    canary = f"canary-{uuid.uuid4().hex}"
+    label = f"flower-{uuid.uuid4().hex[:8]}"
+    endpoint = f"/v1/{label}"
+    script = [
+        call(
+            Call("nap", {"seconds": 0.2, "label": f"{label}-a"}),
+            Call("nap", {"seconds": 0.2, "label": f"{label}-b"}),
+            Call("call_api", {"endpoint": endpoint, "api_key": canary}),
+        ),
+        say("done"),
+    ]
+    agent = Agent(
+        name="flower_agent",
+        tools=tools_in_module(fleet_tools),
+        model=ScriptedModel(script),  # type: ignore[arg-type]
+    )
+    async with Runner(agent, settings) as runner:
+        updates = [
+            u async for u in runner.run(user_id="u1", session_id=uuid.uuid4().hex, message="go")
+        ]
+    results = {u.result.tool: u.result for u in updates if isinstance(u, CallFinished)}
+    # The tool got the real key; only what is shown of the task is redacted.
+    assert results["call_api"].response == {"endpoint": endpoint, "key_length": len(canary)}
+
+    def ours(tasks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        return [t for t in tasks.values() if label in str(t.get("args"))]
+
+    def all_succeeded() -> Response | None:
+        # SUCCESS comes with the last event of a task, so runtime and worker are in.
+        response = flower.get("/api/tasks")
+        assert response.status == 200, response.text
+        mine = ours(response.json())
+        done = len(mine) == 3 and all(t["state"] == "SUCCESS" for t in mine)
+        return response if done else None
+
+    response = until(all_succeeded, EVENTS_TIMEOUT_S, "flower to list the 3 tasks as SUCCESS")
+    mine = ours(response.json())
+    naps = [t for t in mine if t["name"] == "tool.nap"]
+    (api_call,) = [t for t in mine if t["name"] == "tool.call_api"]
+    assert len(naps) == 2
+    default_workers = {w.hostname for w in fleet.workers if "default" in w.pools}
+    for task in mine:
+        assert task["runtime"] > 0, task
+        assert task["worker"] in default_workers, task
+        # kwargs shows where the call belongs, never the session state snapshot.
+        assert "call_id" in task["kwargs"] and "state" not in task["kwargs"], task
+    assert {"'seconds': 0.2" in t["args"] for t in naps} == {True}, naps
+    assert f"'endpoint': '{endpoint}'" in api_call["args"], api_call
+    assert "'api_key': '***'" in api_call["args"], api_call
+    assert canary not in response.text
+    assert canary not in flower.log()
+    for worker in fleet.workers:
+        assert canary not in worker.log(), worker.hostname
