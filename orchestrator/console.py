@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from orchestrator.loop import CallFinished, CallsDispatched, Update
 from orchestrator.model import function_calls, text_of
-from orchestrator.sessions import Event
+from orchestrator.sessions import Event, answer_of
 from shared.messages import CallStatus, PendingCall, ToolResult
 from shared.redaction import redact_args
 
@@ -82,6 +82,8 @@ class ConsolePrinter:
             return
         if event.calls:  # function responses: the turn is complete
             self._turn_summary()
+            if event.actions.skip_summarization:
+                self._line(f"[{event.author}] {answer_of(event)}")
             return
         text = text_of(event.content)
         if text:

@@ -24,6 +24,8 @@ class ModelRequest:
     instruction: str
     contents: Sequence[types.Content]
     tools: Sequence[FunctionTool]
+    # Who wrote each content ("user", an agent's name, "completion"); may be empty.
+    authors: Sequence[str] = ()
 
 
 class Model(Protocol):

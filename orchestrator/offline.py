@@ -83,7 +83,7 @@ class ScriptedModel:
 
     async def generate(self, request: ModelRequest) -> types.Content:
         self.requests.append(request)
-        view = _view(request.contents)
+        view = _view(request)
         script = self._script_for(view.user_text)
         if view.step >= len(script):
             raise ModelError(
@@ -103,7 +103,10 @@ class ScriptedModel:
         return self._default
 
 
-def _view(contents: Sequence[types.Content]) -> ScriptView:
+def _view(request: ModelRequest) -> ScriptView:
+    """The step is the number of this agent's model turns since the user's last text."""
+    contents = request.contents
+    authors = list(request.authors) or [request.agent_name] * len(contents)
     user_index = -1
     for i, content in enumerate(contents):
         if content.role == "user" and any(p.text for p in content.parts or ()):
@@ -112,7 +115,11 @@ def _view(contents: Sequence[types.Content]) -> ScriptView:
         "".join(p.text or "" for p in contents[user_index].parts or ()) if user_index >= 0 else ""
     )
     after = contents[user_index + 1 :]
-    step = sum(1 for c in after if c.role == "model")
+    step = sum(
+        1
+        for c, author in zip(after, authors[user_index + 1 :], strict=True)
+        if c.role == "model" and author == request.agent_name
+    )
     responses: list[tuple[str, dict[str, Any]]] = []
     if after and after[-1].role == "user":
         for part in after[-1].parts or ():

@@ -16,11 +16,11 @@ from orchestrator.connections import blocking_client, command_client
 from orchestrator.dispatch import CeleryPublisher
 from orchestrator.fleet import CeleryFleet, ToolRunner
 from orchestrator.loop import Invocation, Update, run_invocation
-from orchestrator.model import Model, text_of
+from orchestrator.model import Model
 from orchestrator.models import choose_model
 from orchestrator.pools import LivePools
 from orchestrator.results import ResultWaiter
-from orchestrator.sessions import Event, Session, SessionStore
+from orchestrator.sessions import Event, Session, SessionStore, answer_of
 from shared.config import Settings
 from shared.keys import Keys
 
@@ -36,10 +36,13 @@ class Runner:
         model: Model | None = None,
         tool_runner: ToolRunner | None = None,
         replica_id: str | None = None,
+        depth: int = 0,
     ) -> None:
         self.agent = agent
         self.settings = settings
         self.model = model or choose_model(agent, settings)
+        self.depth = depth
+        self._models: dict[str, Model] = {agent.name: self.model}
         self.replica_id = replica_id or f"orch-{uuid.uuid4().hex[:12]}"
         self.keys = Keys(settings.key_prefix)
         url = settings.require_redis_url()
@@ -90,16 +93,23 @@ class Runner:
     ) -> AsyncIterator[Update]:
         """Run the loop on a session whose lease this replica holds."""
         invocation = Invocation(
-            agent=self.agent,
-            model=self.model,
+            agent=self.agent.find_agent(session.active_agent or "") or self.agent,
+            models=self.model_for,
             session=session,
             store=self.store,
             runner=self.tool_runner,
             settings=self.settings,
             keys=self.keys,
+            depth=self.depth,
         )
         async for update in run_invocation(invocation, message):
             yield update
+
+    def model_for(self, agent: Agent) -> Model:
+        """Each agent of the tree keeps one model (its offline script, or Gemini)."""
+        if agent.name not in self._models:
+            self._models[agent.name] = choose_model(agent, self.settings)
+        return self._models[agent.name]
 
     @contextlib.asynccontextmanager
     async def lease(self, session_id: str, wait_s: float = 0.0) -> AsyncIterator[None]:
@@ -128,10 +138,6 @@ class Runner:
         """Run one invocation and return the agent's last text."""
         answer = ""
         async for update in self.run(user_id=user_id, session_id=session_id, message=message):
-            if (
-                isinstance(update, Event)
-                and update.author == self.agent.name
-                and text_of(update.content)
-            ):
-                answer = text_of(update.content)
+            if isinstance(update, Event) and answer_of(update):
+                answer = answer_of(update)
         return answer

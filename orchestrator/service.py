@@ -69,8 +69,11 @@ class Orchestrator:
         for runner in self.runners.values():
             await runner.__aexit__(exc_type, exc, tb)
         await self._listener_redis.aclose()
-        for agent in {id(r.agent): r.agent for r in self.runners.values()}.values():
-            await agent.close()
+        toolsets = {
+            id(t): t for r in self.runners.values() for a in r.agent.walk() for t in a.toolsets
+        }
+        for toolset in toolsets.values():  # each once, even when shared by agents
+            await toolset.close()
 
     async def wait_until_settled(
         self, app_name: str, session_id: str, timeout_s: float | None

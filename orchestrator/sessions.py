@@ -47,6 +47,25 @@ class Event(BaseModel):
     progress: dict[str, Any] | None = None
 
 
+def answer_of(event: Event) -> str:
+    """The user-facing text of an event: the model's text, or - when the model is not
+    asked to summarize (skip_summarization) - the tools' responses themselves."""
+    if event.content is None:
+        return ""
+    if event.actions.skip_summarization:
+        responses = [
+            p.function_response.response or {}
+            for p in event.content.parts or ()
+            if p.function_response
+        ]
+        return "\n".join(
+            str(r["result"]) if set(r) == {"result"} else json.dumps(r) for r in responses
+        )
+    if event.content.role != "model":
+        return ""
+    return "".join(p.text for p in event.content.parts or () if p.text and not p.thought)
+
+
 @dataclass
 class Session:
     id: str
@@ -55,8 +74,14 @@ class Session:
     events: list[Event] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
 
+    active_agent: str | None = None  # the agent answering this session (after a transfer)
+
     def contents(self) -> list[types.Content]:
         return [e.content for e in self.events if e.content is not None]
+
+    def authored_contents(self) -> tuple[list[str], list[types.Content]]:
+        with_content = [e for e in self.events if e.content is not None]
+        return [e.author for e in with_content], [e.content for e in with_content if e.content]
 
 
 def merge_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
@@ -106,7 +131,11 @@ class SessionStore:
         for scope in (app_state, user_state, session_state):
             state.update({_text(k): json.loads(v) for k, v in scope.items()})
         events = [Event.model_validate_json(raw) for raw in raw_events]
-        return Session(session_id, app, user, events, state)
+        active = meta.get(b"active_agent")
+        return Session(session_id, app, user, events, state, _text(active) if active else None)
+
+    async def set_active_agent(self, session_id: str, agent_name: str) -> None:
+        await self._redis.hset(self._keys.session(session_id), "active_agent", agent_name)
 
     async def get_or_create(self, app_name: str, user_id: str, session_id: str) -> Session:
         try:

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from google.genai import types
 
 from shared.errors import ToolfleetError
 from shared.jobs import Job, JobScheduler
 from shared.messages import ToolActions, ToolCall
+
+if TYPE_CHECKING:
+    from shared.artifacts import ArtifactStore
+    from shared.memory import MemoryStore, SearchMemoryResponse
+
+_S = TypeVar("_S")
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
@@ -57,19 +66,29 @@ class State(MutableMapping[str, Any]):
         return bool(self._delta)
 
 
+@dataclass(frozen=True)
+class ToolServices:
+    """What a worker gives its tools: job scheduling, artifacts, memory."""
+
+    scheduler: JobScheduler | None = None
+    artifacts: ArtifactStore | None = None
+    memory: MemoryStore | None = None
+
+
 class ToolContext:
     """Injected into a tool that declares a `tool_context: ToolContext` parameter."""
 
-    def __init__(self, call: ToolCall, scheduler: JobScheduler | None = None) -> None:
+    def __init__(self, call: ToolCall, services: ToolServices | None = None) -> None:
         self.function_call_id = call.call_id
         self.invocation_id = call.invocation_id
         self.session_id = call.session_id
         self.app_name = call.app_name
         self.user_id = call.user_id
         self.agent_name = call.agent
+        self.depth = call.depth
         self.state = State(call.state)
         self.actions = ToolActions()
-        self._scheduler = scheduler
+        self._services = services or ToolServices()
 
     def schedule_job(self, job: Job, *, delay_s: float = 0.0, **kwargs: Any) -> None:
         """Run `job(**kwargs)` on its pool's workers after `delay_s` seconds.
@@ -77,6 +96,32 @@ class ToolContext:
         Long-running tools use this to finish their work in the background; the job
         posts the final result with `job_context.post_result(call_id, ...)`.
         """
-        if self._scheduler is None:
+        if self._services.scheduler is None:
             raise ToolfleetError("jobs can be scheduled only from tools running on a worker")
-        self._scheduler(job, delay_s, kwargs)
+        self._services.scheduler(job, delay_s, kwargs)
+
+    async def save_artifact(self, filename: str, artifact: types.Part) -> int:
+        """Store a new version of `filename` (`user:` names are per user); return it (from 0)."""
+        store = self._need(self._services.artifacts, "artifacts")
+        return store.save(self.app_name, self.user_id, self.session_id, filename, artifact)
+
+    async def load_artifact(self, filename: str, version: int | None = None) -> types.Part | None:
+        """The latest (or given) version of an artifact, or None if there is none."""
+        store = self._need(self._services.artifacts, "artifacts")
+        return store.load(self.app_name, self.user_id, self.session_id, filename, version)
+
+    async def list_artifacts(self) -> list[str]:
+        """Names of the session's and the user's artifacts."""
+        store = self._need(self._services.artifacts, "artifacts")
+        return store.list(self.app_name, self.user_id, self.session_id)
+
+    async def search_memory(self, query: str) -> SearchMemoryResponse:
+        """Past events of this user's sessions that share a word with `query`."""
+        store = self._need(self._services.memory, "memory")
+        return store.search(self.app_name, self.user_id, query)
+
+    @staticmethod
+    def _need(service: _S | None, what: str) -> _S:
+        if service is None:
+            raise ToolfleetError(f"{what} are available only to tools running on a worker")
+        return service

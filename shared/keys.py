@@ -79,6 +79,13 @@ class Keys:
         """Stream of refused completions, kept for inspection, never silently dropped."""
         return f"{self.prefix}:dead-letters"
 
+    def artifact(self, scope: str, filename: str) -> str:
+        """List of an artifact's versions (JSON Parts); scope is app:user[:session]."""
+        return f"{self.prefix}:artifact:{scope}:{filename}"
+
+    def artifact_names(self, scope: str) -> str:
+        return f"{self.prefix}:artifacts:{scope}"
+
     def resume(self) -> str:
         """Set of session ids with an applied result the model has not answered yet."""
         return f"{self.prefix}:resume"

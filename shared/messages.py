@@ -47,6 +47,7 @@ class ToolCall(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict, description="Snapshot, all scopes.")
     reply_to: str = Field(description="Redis stream the ToolResult is posted to.")
     dispatched_at: float = Field(description="Epoch seconds when the orchestrator sent it.")
+    depth: int = Field(default=0, ge=0, description="Agent-tool nesting level of the caller.")
 
 
 class ToolResult(BaseModel):

@@ -13,9 +13,10 @@ from workers.executor import execute
 class InProcessRunner:
     """Runs planned calls in this process (threads), concurrently, yielding as they finish."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, reverse: bool = False) -> None:
         self.batches: list[list[str]] = []  # call ids of each run(), to check what was dispatched
         self.settled: list[str] = []
+        self.reverse = reverse  # yield results in reverse call order (arrival != call order)
 
     async def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]:
         self.batches.append([p.call.call_id for p in calls])
@@ -29,6 +30,10 @@ class InProcessRunner:
             )
             for p in calls
         ]
+        if self.reverse:
+            for task in reversed(tasks):
+                yield await task
+            return
         for next_done in asyncio.as_completed(tasks):
             yield await next_done
 

@@ -8,11 +8,14 @@ from typing import Any
 import redis
 from celery import Celery
 
+from shared.artifacts import ArtifactStore
 from shared.celery_config import celery_config
 from shared.completions import Completions
 from shared.config import Settings
+from shared.context import ToolServices
 from shared.discovery import load_definitions
 from shared.keys import Keys
+from shared.memory import MemoryStore
 from shared.reporting import ResultReporter
 from workers.heartbeat import install_heartbeat
 from workers.tasks import ToolTaskDeps, make_scheduler, register_job_tasks, register_tool_tasks
@@ -29,7 +32,12 @@ def create_app(settings: Settings | None = None) -> Celery:
     keys = Keys(settings.key_prefix)
     reporter = ResultReporter(client, settings.results_maxlen)
     completions = Completions(client, keys)
-    deps = ToolTaskDeps(settings, reporter, completions, make_scheduler(app))
+    services = ToolServices(
+        scheduler=make_scheduler(app),
+        artifacts=ArtifactStore(client, keys),
+        memory=MemoryStore(client, keys),
+    )
+    deps = ToolTaskDeps(settings, reporter, completions, services)
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions)
     install_heartbeat(app, client, settings)

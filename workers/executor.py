@@ -13,9 +13,8 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from shared.context import ToolContext
+from shared.context import ToolContext, ToolServices
 from shared.errors import ToolError
-from shared.jobs import JobScheduler
 from shared.messages import CallStatus, ToolCall, ToolResult, error_response
 from shared.tools import FunctionTool
 
@@ -48,10 +47,10 @@ def execute(
     attempt: int = 1,
     max_result_bytes: int,
     time_limit_s: float = 0.0,
-    scheduler: JobScheduler | None = None,
+    services: ToolServices | None = None,
 ) -> Outcome:
     started = time.time()
-    context = ToolContext(call, scheduler)
+    context = ToolContext(call, services)
 
     def finish(
         status: CallStatus, response: dict[str, Any], exc: BaseException | None = None

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from shared.celery_config import tool_pool, tool_time_limit
 from shared.completions import Completions
 from shared.config import Settings
+from shared.context import ToolServices
 from shared.jobs import Job, JobContext, JobScheduler
 from shared.keys import queue_name, task_name
 from shared.messages import CallStatus, PendingCall, ToolCall
@@ -29,7 +30,7 @@ class ToolTaskDeps:
     settings: Settings
     reporter: ResultReporter
     completions: Completions
-    scheduler: JobScheduler
+    services: ToolServices
 
 
 def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps) -> None:
@@ -84,7 +85,7 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             attempt=attempt,
             max_result_bytes=settings.max_payload_bytes,
             time_limit_s=limit,
-            scheduler=deps.scheduler,
+            services=deps.services,
         )
         error = outcome.exception
         retries_left = self.request.retries < options.max_retries

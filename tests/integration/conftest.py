@@ -22,6 +22,11 @@ TOOL_MODULES = [
     "tests.integration.heavy_tools",
     "examples.reimbursement",
     "examples.support_tickets",
+    "examples.customer_support",
+    "examples.calculator",
+    "examples.summarizer",
+    "examples.documents",
+    "examples.preferences",
 ]
 TICKET_RESOLVE_AFTER_S = "0.5"
 
@@ -57,7 +62,7 @@ def settings(redis_url: str) -> Iterator[Settings]:
 
 @pytest.fixture(scope="session")
 def fleet(settings: Settings) -> Iterator[WorkerGroup]:
-    """Two processes of 2 slots on the default pool, one on `other`, one on `tickets`."""
+    """Two processes of 2 slots on the default pool, one each on `other`, `tickets`, `agents`."""
     env = {"TOOLFLEET_TICKET_RESOLVE_AFTER_S": TICKET_RESOLVE_AFTER_S}
     with WorkerGroup(settings, extra_env=env) as group:
         group.start_all(
@@ -66,6 +71,7 @@ def fleet(settings: Settings) -> Iterator[WorkerGroup]:
                 WorkerSpec(["default"], 2, "w2"),
                 WorkerSpec(["other"], 1, "w3"),
                 WorkerSpec(["tickets"], 1, "w4"),
+                WorkerSpec(["agents"], 1, "w5"),
             ]
         )
         yield group

@@ -76,3 +76,23 @@ def call_api(endpoint: str, api_key: str) -> dict[str, object]:
     """
     # The key's length proves the real key arrived (not "***") without revealing it.
     return {"endpoint": endpoint, "key_length": len(api_key)}
+
+
+@tool
+def remember_after(key: str, value: str, delay_s: float, tool_context: ToolContext) -> str:
+    """Waits, then stores a value in the state (to finish after a later call)."""
+    time.sleep(delay_s)  # ok: the tool under test sleeps on purpose
+    tool_context.state[key] = value
+    return "stored"
+
+
+@tool(pool="other")
+async def load_note(
+    filename: str, tool_context: ToolContext, version: int | None = None
+) -> dict[str, object]:
+    """Loads an artifact (runs on the `other` pool, away from where it was saved)."""
+    part = await tool_context.load_artifact(filename, version)
+    return {
+        "text": None if part is None else part.text,
+        "names": await tool_context.list_artifacts(),
+    }

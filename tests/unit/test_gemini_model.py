@@ -447,7 +447,9 @@ async def test_the_loop_drives_gemini_through_a_parallel_turn(
         name="weather", instruction="Be brief.", tools=[get_weather, get_time], model=model
     )
     session = await store.create("app", "u1")
-    invocation = Invocation(agent, model, session, store, InProcessRunner(), Settings(), Keys("t"))
+    invocation = Invocation(
+        agent, lambda _: model, session, store, InProcessRunner(), Settings(), Keys("t")
+    )
 
     updates = [u async for u in run_invocation(invocation, _user("Paris weather and UTC time?"))]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -19,21 +18,17 @@ from shared.errors import ModelError
 from shared.keys import Keys
 from tests.support import InProcessRunner
 
-first_may_finish = threading.Event()
-
 
 def slow_writer(value: str, tool_context: ToolContext) -> str:
-    """Writes after the fast writer has finished."""
-    first_may_finish.wait(5)
+    """Writes (its result arrives last: the runner yields in reverse)."""
     tool_context.state["color"] = value
     tool_context.state["slow"] = True
     return value
 
 
 def fast_writer(value: str, tool_context: ToolContext) -> str:
-    """Writes at once."""
+    """Writes (its result arrives first)."""
     tool_context.state["color"] = value
-    first_may_finish.set()
     return value
 
 
@@ -70,12 +65,15 @@ def make_agent(*steps: Any) -> tuple[Agent, ScriptedModel]:
 
 
 async def run(
-    store: SessionStore, agent: Agent, message: str, **settings: Any
+    store: SessionStore, agent: Agent, message: str, reverse: bool = False, **settings: Any
 ) -> tuple[list[Update], InProcessRunner, str]:
     session = await store.get_or_create("app", "u1", "s1")
-    runner = InProcessRunner()
+    runner = InProcessRunner(reverse=reverse)
     assert agent.model is not None
-    inv = Invocation(agent, agent.model, session, store, runner, Settings(**settings), Keys("t"))
+    model = agent.model
+    inv = Invocation(
+        agent, lambda _: model, session, store, runner, Settings(**settings), Keys("t")
+    )
     content = types.Content(role="user", parts=[types.Part(text=message)])
     updates = [u async for u in run_invocation(inv, content)]
     return updates, runner, session.id
@@ -95,12 +93,11 @@ def responses(updates: list[Update], turn: int = 0) -> list[types.FunctionRespon
 async def test_parallel_results_reach_the_model_in_call_order_and_deltas_merge_in_call_order(
     store: SessionStore,
 ) -> None:
-    first_may_finish.clear()
     agent, model = make_agent(
         call(Call("slow_writer", {"value": "red"}), Call("fast_writer", {"value": "blue"})),
         say("done"),
     )
-    updates, runner, session_id = await run(store, agent, "go")
+    updates, runner, session_id = await run(store, agent, "go", reverse=True)
 
     finished = [u.result.tool for u in updates if isinstance(u, CallFinished)]
     assert finished == ["fast_writer", "slow_writer"]  # arrival order

@@ -1,0 +1,133 @@
+"""AgentTool: another agent as a tool, run as a task on a worker pool (`agents`).
+
+The wrapped agent runs its own model loop on the worker, in a child session of the
+caller's (same app and user, so `user:`/`app:` state is shared); its tool calls are
+dispatched to the fleet like any other. Its final text - or, with an output schema,
+the parsed object - is the function response; its state writes come back as the
+calling tool's delta.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.genai import types
+from pydantic import ValidationError
+
+from orchestrator.agent import Agent
+from orchestrator.sessions import Event, answer_of
+from shared.config import Settings
+from shared.context import TEMP_PREFIX, ToolContext
+from shared.errors import ToolError
+from shared.tools import FunctionTool, ToolOptions
+
+DEFAULT_POOL = "agents"
+DEFAULT_TIMEOUT_S = 300.0
+MAX_DEPTH = 3  # an agent tool may call agent tools this many levels deep
+
+
+@dataclass(frozen=True, eq=False)
+class AgentToolSpec(FunctionTool):
+    """A FunctionTool that remembers its agent, so workers register the agent's tools."""
+
+    agent: Agent | None = field(default=None, kw_only=True)
+    skip_summarization: bool = field(default=False, kw_only=True)
+
+    def renamed(self, name: str) -> FunctionTool:
+        return AgentToolSpec(
+            self.func,
+            name,
+            self.options,
+            agent=self.agent,
+            skip_summarization=self.skip_summarization,
+        )
+
+
+def AgentTool(
+    agent: Agent,
+    skip_summarization: bool = False,
+    *,
+    pool: str = DEFAULT_POOL,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> AgentToolSpec:
+    return AgentToolSpec(
+        _runner_function(agent),
+        agent.name,
+        ToolOptions(pool=pool, timeout_s=timeout_s),
+        agent=agent,
+        skip_summarization=skip_summarization,
+    )
+
+
+_FUNCTIONS: dict[int, Callable[..., Any]] = {}
+
+
+def _runner_function(agent: Agent) -> Callable[..., Any]:
+    """One function per agent, so two AgentTools of one agent are the same worker task
+    (skip_summarization is applied by the calling orchestrator, not on the worker)."""
+    if id(agent) not in _FUNCTIONS:
+
+        async def run_agent(request: str, tool_context: ToolContext) -> dict[str, Any]:
+            return await run_agent_as_tool(agent, request, tool_context)
+
+        run_agent.__name__ = agent.name
+        run_agent.__doc__ = (
+            f"{agent.description or f'Agent {agent.name}.'}\n\n"
+            "Args:\n    request: Everything the agent needs to know to do its job."
+        )
+        _FUNCTIONS[id(agent)] = run_agent
+    return _FUNCTIONS[id(agent)]
+
+
+async def run_agent_as_tool(
+    agent: Agent, request: str, tool_context: ToolContext
+) -> dict[str, Any]:
+    """Runs on a worker: the agent's whole loop, in a child session."""
+    from orchestrator.runner import Runner  # runner imports agent; keep the cycle lazy
+
+    if tool_context.depth >= MAX_DEPTH:
+        raise ToolError(
+            f"agent tool {agent.name!r} would nest deeper than {MAX_DEPTH} levels; answer directly"
+        )
+    settings = Settings()  # the worker's own: its Redis, prefix and pools
+    child_id = f"{tool_context.session_id}.{tool_context.function_call_id}"
+    async with Runner(agent, settings, depth=tool_context.depth + 1) as runner:
+        session = await runner.store.get_or_create(
+            tool_context.app_name, tool_context.user_id, child_id
+        )
+        session.state.update(tool_context.state)  # the caller's snapshot, temp: included
+        before = dict(session.state)
+        message = types.Content(role="user", parts=[types.Part(text=request)])
+        answer = ""
+        async for update in runner.invoke(session, message):
+            if isinstance(update, Event) and answer_of(update):
+                answer = answer_of(update)
+        for key, value in session.state.items():
+            if before.get(key) != value or key not in before:
+                tool_context.state[key] = value
+        for key, value in _temp_writes(session.events).items():
+            tool_context.state[key] = value
+    return _response(agent, answer)
+
+
+def _temp_writes(events: list[Event]) -> dict[str, Any]:
+    """temp: keys written inside the child invocation (cleared from its state at the end)."""
+    writes: dict[str, Any] = {}
+    for event in events:
+        writes.update({k: v for k, v in event.state_delta.items() if k.startswith(TEMP_PREFIX)})
+    return writes
+
+
+def _response(agent: Agent, answer: str) -> dict[str, Any]:
+    if agent.output_schema is None:
+        return {"result": answer}
+    try:
+        return agent.output_schema.model_validate_json(answer).model_dump(mode="json")
+    except ValidationError as exc:
+        raise ToolError(
+            f"agent {agent.name!r} answered {answer[:200]!r}, not JSON of its output schema: "
+            f"{json.dumps(exc.errors(include_url=False), default=str)[:500]}"
+        ) from exc

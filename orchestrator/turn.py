@@ -1,0 +1,155 @@
+"""The calls of one model turn: validate, dispatch together, collect, answer in order."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from google.genai import types
+
+from orchestrator.fleet import PlannedCall, failed
+from orchestrator.sessions import CallRecord, Event, merge_deltas
+from shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
+from shared.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from orchestrator.loop import Invocation
+
+
+@dataclass(frozen=True)
+class CallsDispatched:
+    """Progress: the calls of a turn left for the fleet."""
+
+    invocation_id: str
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
+class CallFinished:
+    """Progress: one call's result arrived (in arrival order, not call order)."""
+
+    invocation_id: str
+    result: ToolResult
+
+
+async def run_calls(
+    inv: Invocation,
+    tools: ToolRegistry,
+    calls: list[types.FunctionCall],
+    results: dict[str, ToolResult],
+) -> AsyncIterator[CallsDispatched | CallFinished]:
+    """Validate all calls, dispatch the valid ones at once, collect every result."""
+    planned: list[PlannedCall] = []
+    for fc in calls:
+        envelope = ToolCall(
+            call_id=fc.id or "",
+            tool=fc.name or "",
+            args=dict(fc.args or {}),
+            session_id=inv.session.id,
+            app_name=inv.session.app_name,
+            user_id=inv.session.user_id,
+            invocation_id=inv.id,
+            agent=inv.agent.name,
+            state=dict(inv.session.state),
+            reply_to=inv.keys.results(inv.session.id),
+            dispatched_at=time.time(),
+            depth=inv.depth,
+        )
+        tool = tools.get(envelope.tool)
+        if tool is None:
+            available = ", ".join(sorted(tools)) or "none"
+            results[envelope.call_id] = failed(
+                envelope,
+                "UnknownTool",
+                f"there is no tool named {envelope.tool!r}; available tools: {available}",
+            )
+            continue
+        size = len(json.dumps(envelope.args, default=str).encode())
+        if size > inv.settings.max_payload_bytes:
+            results[envelope.call_id] = failed(
+                envelope,
+                "InvalidArguments",
+                f"the arguments are {size} bytes, over the {inv.settings.max_payload_bytes}-byte "
+                "limit; pass less data (or a reference to it)",
+            )
+            continue
+        _, problems = tool.validate(envelope.args)
+        if problems:
+            detail = "; ".join(str(p) for p in problems)
+            results[envelope.call_id] = failed(
+                envelope, "InvalidArguments", f"invalid arguments for {tool.name}: {detail}"
+            )
+            continue
+        planned.append(PlannedCall(envelope, tool))
+    for result in results.values():
+        yield CallFinished(inv.id, result)
+    if planned:
+        yield CallsDispatched(inv.id, [p.call for p in planned])
+        skipping = {p.call.call_id for p in planned if getattr(p.tool, "skip_summarization", False)}
+        async for result in inv.runner.run(planned):
+            if result.call_id in skipping:  # AgentTool(skip_summarization=True)
+                result.actions.skip_summarization = True
+            results[result.call_id] = result
+            yield CallFinished(inv.id, result)
+
+
+def pending_calls(
+    inv: Invocation, calls: list[types.FunctionCall], ordered: list[ToolResult]
+) -> list[PendingCall]:
+    """Long-running calls that answered 'pending': their final result comes later."""
+    return [
+        PendingCall(
+            call_id=result.call_id,
+            tool=result.tool,
+            session_id=inv.session.id,
+            app_name=inv.session.app_name,
+            user_id=inv.session.user_id,
+            agent=inv.agent.name,
+            invocation_id=inv.id,
+            args=dict(call.args or {}),
+            ticket=result.response,
+            created_at=result.finished_at or time.time(),
+        )
+        for call, result in zip(calls, ordered, strict=True)
+        if result.status is CallStatus.PENDING
+    ]
+
+
+def responses_event(inv: Invocation, ordered: list[ToolResult]) -> Event:
+    """One Content with every function response, in call order."""
+    parts = [
+        types.Part(
+            function_response=types.FunctionResponse(id=r.call_id, name=r.tool, response=r.response)
+        )
+        for r in ordered
+    ]
+    actions = ToolActions(
+        skip_summarization=bool(ordered) and all(r.actions.skip_summarization for r in ordered),
+        transfer_to_agent=next(
+            (r.actions.transfer_to_agent for r in ordered if r.actions.transfer_to_agent), None
+        ),
+        escalate=any(r.actions.escalate for r in ordered),
+    )
+    return Event(
+        invocation_id=inv.id,
+        author=inv.agent.name,
+        content=types.Content(role="user", parts=parts),
+        state_delta=merge_deltas([r.state_delta for r in ordered]),
+        actions=actions,
+        calls=[
+            CallRecord(
+                call_id=r.call_id,
+                tool=r.tool,
+                status=r.status,
+                worker=r.worker,
+                pid=r.pid,
+                started_at=r.started_at,
+                finished_at=r.finished_at,
+                attempt=r.attempt,
+            )
+            for r in ordered
+        ],
+    )

@@ -1,0 +1,43 @@
+"""Versioned artifacts in Redis, so any worker reads what another wrote.
+
+Filenames starting with `user:` belong to the user (all their sessions of the app);
+others to the session, as in ADK. Versions count from 0.
+"""
+
+from __future__ import annotations
+
+import redis
+from google.genai import types
+
+from shared.context import USER_PREFIX
+from shared.keys import Keys
+
+
+class ArtifactStore:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._redis = client
+        self._keys = keys
+
+    def _scope(self, app: str, user: str, session: str, filename: str) -> str:
+        return f"{app}:{user}" if filename.startswith(USER_PREFIX) else f"{app}:{user}:{session}"
+
+    def save(self, app: str, user: str, session: str, filename: str, part: types.Part) -> int:
+        scope = self._scope(app, user, session, filename)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.rpush(self._keys.artifact(scope, filename), part.model_dump_json(exclude_none=True))
+        pipe.sadd(self._keys.artifact_names(scope), filename)
+        length, _ = pipe.execute()
+        return int(length) - 1
+
+    def load(
+        self, app: str, user: str, session: str, filename: str, version: int | None = None
+    ) -> types.Part | None:
+        key = self._keys.artifact(self._scope(app, user, session, filename), filename)
+        raw = self._redis.lindex(key, -1 if version is None else version)
+        return None if raw is None else types.Part.model_validate_json(raw)
+
+    def list(self, app: str, user: str, session: str) -> list[str]:
+        names: set[bytes] = set()
+        for scope in (f"{app}:{user}:{session}", f"{app}:{user}"):
+            names |= self._redis.smembers(self._keys.artifact_names(scope))  # type: ignore[arg-type]
+        return sorted(n.decode() for n in names)

@@ -1,0 +1,67 @@
+"""search_memory: a plain word match over the text of a user's sessions.
+
+Like ADK's in-memory memory service, a past event matches when it contains any word
+of the query (case-insensitive); no embeddings, no ranking beyond recency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from google.genai import types
+
+from shared.keys import Keys
+
+_WORD = re.compile(r"[\w']+")
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    session_id: str
+    author: str
+    timestamp: float
+    content: types.Content
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text or "" for p in self.content.parts or ())
+
+
+@dataclass(frozen=True)
+class SearchMemoryResponse:
+    memories: list[MemoryEntry] = field(default_factory=list)
+
+
+class MemoryStore:
+    def __init__(self, client: redis.Redis, keys: Keys, limit: int = 20) -> None:
+        self._redis = client
+        self._keys = keys
+        self._limit = limit
+
+    def search(self, app: str, user: str, query: str) -> SearchMemoryResponse:
+        words = {w.lower() for w in _WORD.findall(query)}
+        found: list[MemoryEntry] = []
+        for raw_id in self._redis.smembers(self._keys.user_sessions(app, user)):
+            session_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            for raw in self._redis.lrange(self._keys.events(session_id), 0, -1):
+                entry = _entry(session_id, json.loads(raw))
+                if entry and words & {w.lower() for w in _WORD.findall(entry.text)}:
+                    found.append(entry)
+        found.sort(key=lambda e: e.timestamp, reverse=True)
+        return SearchMemoryResponse(found[: self._limit])
+
+
+def _entry(session_id: str, event: dict[str, Any]) -> MemoryEntry | None:
+    content = event.get("content")
+    if not isinstance(content, dict):
+        return None
+    parsed = types.Content.model_validate(content)
+    if not any(p.text for p in parsed.parts or ()):
+        return None
+    return MemoryEntry(
+        session_id, str(event.get("author", "")), float(event.get("timestamp", 0.0)), parsed
+    )
