@@ -14,7 +14,7 @@ from contextlib import ExitStack
 import redis
 
 from orchestrator.agent import Agent
-from orchestrator.cli_common import describe_model
+from orchestrator.cli_common import converse
 from orchestrator.console import ConsolePrinter
 from orchestrator.demo import cmd_demo
 from orchestrator.launch import load_agent, pools_of, redis_url_or_embedded_file, start_local_fleet
@@ -30,28 +30,20 @@ from shared.keys import queue_name
 
 async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> None:
     printer = ConsolePrinter(sys.stdout, settings.secret_arg_names)
-    session_id = args.session
-
-    def show_resumed(session: str, update: Update) -> None:
-        if session == session_id:
-            printer.show(update)
-
-    async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
-        runner = orch.runner(agent.name)
-        print(describe_model(agent, settings, runner.model.name))
-        async for update in runner.run(
-            user_id=args.user, session_id=session_id, message=args.message
-        ):
-            printer.show(update)
-        pending = await runner.store.pending_calls(session_id)
-        if not pending or args.no_wait:
-            return
-        printer.pending(pending)
-        if not await orch.wait_until_settled(agent.name, session_id, args.wait):
-            print(
-                f"gave up waiting after {args.wait:g} s; "
-                "the session resumes when `toolfleet serve` runs"
-            )
+    settled = await converse(
+        agent,
+        settings,
+        printer,
+        user_id=args.user,
+        session_id=args.session,
+        message=args.message,
+        wait_s=None if args.no_wait else args.wait,
+    )
+    if not settled and not args.no_wait:
+        print(
+            f"gave up waiting after {args.wait:g} s; "
+            "the session resumes when `toolfleet serve` runs"
+        )
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -67,7 +59,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         asyncio.run(_run(agent, settings, args))
 
 
-async def _serve(agents: list[Agent], settings: Settings) -> None:
+async def _serve(
+    agents: list[Agent], settings: Settings, bind: tuple[str, int] | None = None
+) -> None:
     log = logging.getLogger("toolfleet.serve")
 
     def log_update(session_id: str, update: Update) -> None:
@@ -77,8 +71,19 @@ async def _serve(agents: list[Agent], settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Orchestrator(agents, settings, on_update=log_update) as orch:
-        print(f"toolfleet serve: {', '.join(orch.runners)} as {orch.replica_id}", flush=True)
+    if bind is None:
+        async with Orchestrator(agents, settings, on_update=log_update) as orch:
+            print(f"toolfleet serve: {', '.join(orch.runners)} as {orch.replica_id}", flush=True)
+            await stop.wait()
+        return
+    from orchestrator.httpapi import HttpSettings, serve_http  # FastAPI only when asked for
+
+    http = HttpSettings()
+    async with serve_http(agents, settings, http, *bind, on_update=log_update) as running:
+        names = ", ".join(running.orch.runners)
+        print(f"toolfleet serve: {names} as {running.orch.replica_id}", flush=True)
+        auth = "bearer token required" if http.auth_required() else "no token (loopback only)"
+        print(f"http: {running.url} ({auth}; approvals page {running.url}/approvals)", flush=True)
         await stop.wait()
 
 
@@ -86,7 +91,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
     settings = Settings()
     settings = settings.model_copy(update={"redis_url": redis_url_or_embedded_file(settings)})
     logging.getLogger().setLevel(logging.INFO)
-    asyncio.run(_serve([load_agent(spec) for spec in args.agent], settings))
+    bind = None
+    if args.http is not None:
+        from orchestrator.httpapi import HttpSettings, parse_bind
+
+        bind = parse_bind(args.http, HttpSettings())
+    asyncio.run(_serve([load_agent(spec) for spec in args.agent], settings, bind))
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
@@ -125,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run agents as a service: resume sessions on completions")
     serve.add_argument(
         "--agent", required=True, action="append", help="module:attribute (repeatable)"
+    )
+    serve.add_argument(
+        "--http",
+        nargs="?",
+        const="",
+        metavar="HOST:PORT",
+        help="also serve the HTTP API and approvals page (alone: TOOLFLEET_HTTP_HOST:PORT, "
+        "127.0.0.1:8080); beyond loopback it needs TOOLFLEET_HTTP_TOKEN",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -13,12 +13,10 @@ import sys
 import uuid
 from contextlib import ExitStack
 
-from orchestrator.cli_common import describe_model
+from orchestrator.cli_common import converse
 from orchestrator.console import ConsolePrinter
 from orchestrator.launch import load_agent, pools_of, start_local_fleet
 from orchestrator.local_workers import WorkerSpec
-from orchestrator.loop import Update
-from orchestrator.service import Orchestrator
 from shared.config import Settings
 
 DEMO_AGENT = "examples.demo:agent"
@@ -34,22 +32,18 @@ next:
 async def _demo(settings: Settings, printer: ConsolePrinter, timeout_s: float) -> None:
     from examples.demo import MESSAGE
 
-    agent = load_agent(DEMO_AGENT)
-    session_id = f"demo-{uuid.uuid4().hex[:8]}"
-
-    def show_resumed(session: str, update: Update) -> None:
-        if session == session_id:
-            printer.show(update)
-
-    async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
-        runner = orch.runner(agent.name)
-        print(describe_model(agent, settings, runner.model.name))
-        async for update in runner.run(user_id="demo", session_id=session_id, message=MESSAGE):
-            printer.show(update)
-        pending = await runner.store.pending_calls(session_id)
-        printer.pending_quietly(pending)
-        if not await orch.wait_until_settled(agent.name, session_id, timeout_s):
-            raise TimeoutError(f"the booking was not confirmed within {timeout_s:g} s")
+    settled = await converse(
+        load_agent(DEMO_AGENT),
+        settings,
+        printer,
+        user_id="demo",
+        session_id=f"demo-{uuid.uuid4().hex[:8]}",
+        message=MESSAGE,
+        wait_s=timeout_s,
+        explain_pending=False,
+    )
+    if not settled:
+        raise TimeoutError(f"the booking was not confirmed within {timeout_s:g} s")
 
 
 def summary(printer: ConsolePrinter) -> str:

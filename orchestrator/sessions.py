@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from shared.context import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from shared.errors import SessionError
 from shared.keys import Keys
-from shared.messages import CallStatus, PendingCall, ToolActions
+from shared.messages import CallStatus, PendingCall, ToolActions, ToolResult
 
 
 class CallRecord(BaseModel):
@@ -31,6 +31,19 @@ class CallRecord(BaseModel):
     started_at: float = 0.0
     finished_at: float = 0.0
     attempt: int = 1
+
+    @classmethod
+    def of(cls, result: ToolResult) -> CallRecord:
+        return cls(
+            call_id=result.call_id,
+            tool=result.tool,
+            status=result.status,
+            worker=result.worker,
+            pid=result.pid,
+            started_at=result.started_at,
+            finished_at=result.finished_at,
+            attempt=result.attempt,
+        )
 
 
 class Event(BaseModel):

@@ -139,17 +139,5 @@ def responses_event(inv: Invocation, ordered: list[ToolResult]) -> Event:
         content=types.Content(role="user", parts=parts),
         state_delta=merge_deltas([r.state_delta for r in ordered]),
         actions=actions,
-        calls=[
-            CallRecord(
-                call_id=r.call_id,
-                tool=r.tool,
-                status=r.status,
-                worker=r.worker,
-                pid=r.pid,
-                started_at=r.started_at,
-                finished_at=r.finished_at,
-                attempt=r.attempt,
-            )
-            for r in ordered
-        ],
+        calls=[CallRecord.of(r) for r in ordered],
     )
