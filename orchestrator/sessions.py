@@ -97,6 +97,10 @@ class Session:
         return [e.author for e in with_content], [e.content for e in with_content if e.content]
 
 
+class SessionExistsError(SessionError):
+    """create() of an id that is taken."""
+
+
 def merge_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
     """Later calls win: deltas are applied in call order, never arrival order."""
     merged: dict[str, Any] = {}
@@ -119,7 +123,7 @@ class SessionStore:
         session_id = session_id or uuid.uuid4().hex
         created = await self._redis.hsetnx(self._keys.session(session_id), "app_name", app_name)
         if not created:
-            raise SessionError(f"session {session_id!r} exists already")
+            raise SessionExistsError(f"session {session_id!r} exists already")
         pipe = self._redis.pipeline(transaction=True)
         pipe.hset(
             self._keys.session(session_id),
@@ -154,7 +158,11 @@ class SessionStore:
         try:
             return await self.get(session_id)
         except SessionError:
+            pass
+        try:
             return await self.create(app_name, user_id, session_id)
+        except SessionExistsError:  # created by a concurrent request meanwhile
+            return await self.get(session_id)
 
     async def append(
         self,
