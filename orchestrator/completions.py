@@ -22,9 +22,11 @@ from google.genai import types
 from pydantic import ValidationError
 
 from orchestrator.connections import stop_task
+from orchestrator.credentials import complete_parked_turn, rerun_with_credential
 from orchestrator.loop import Update
 from orchestrator.runner import Runner
 from orchestrator.sessions import CallRecord, Event
+from orchestrator.turn import responses_event
 from shared.completions import DEAD_LETTERS_MAXLEN, dead_letter_fields
 from shared.keys import Keys
 from shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
@@ -156,7 +158,14 @@ class CompletionListener:
             return
         pending = PendingCall.model_validate_json(pending_raw)
         async with runner.lease(pending.session_id, wait_s=self._lease_wait_s):
-            if completion.final:
+            if completion.kind == "credential" or pending.kind == "credential":
+                if completion.kind != pending.kind:
+                    await self._refuse(
+                        stream, entry_id, raw, f"{pending.call_id!r} expects a {pending.kind}"
+                    )
+                    return
+                await self._apply_credential(runner, stream, entry_id, pending)
+            elif completion.final:
                 await self._apply_final(runner, stream, entry_id, raw, completion, pending)
             else:
                 await self._apply_progress(runner, stream, entry_id, completion, pending)
@@ -192,6 +201,38 @@ class CompletionListener:
         )
         await self._notify(session.id, event)
         await self._continue(runner, pending.session_id)
+
+    async def _apply_credential(
+        self, runner: Runner, stream: str, entry_id: str, pending: PendingCall
+    ) -> None:
+        """The user supplied a credential: run the call again; finish the turn if complete."""
+        session = await runner.store.get(pending.session_id)
+        result = await rerun_with_credential(runner, session, pending)
+        if result.actions.requested_auth:  # still missing, or rejected by the tool
+            updated = pending.model_copy(update={"ticket": result.actions.requested_auth})
+            event = Event(
+                invocation_id=pending.invocation_id,
+                author=pending.agent,
+                credential_requests=[
+                    {
+                        "call_id": pending.call_id,
+                        "tool": pending.tool,
+                        "auth_config": updated.ticket,
+                    }
+                ],
+            )
+            await runner.store.append(session, event, pending=[updated])
+            await self._redis.xack(stream, GROUP, entry_id)
+            await self._notify(session.id, event)
+            return
+        ordered = await complete_parked_turn(runner, pending, result)
+        await self._redis.xack(stream, GROUP, entry_id)
+        if ordered is None:
+            return  # another call of the turn still waits for its credential
+        event = responses_event(pending.invocation_id, pending.agent, ordered)
+        await runner.store.append(session, event, resolved=pending)
+        await self._notify(session.id, event)
+        await self._continue(runner, session.id)
 
     async def _apply_progress(
         self,

@@ -60,6 +60,14 @@ class ConsolePrinter:
         if event.error:
             self._line(f"[{event.author}] stopped: {event.error}")
             return
+        for request in event.credential_requests:
+            config = request["auth_config"]
+            self._line(
+                f"[{event.author}] {request['tool']} needs a credential ({config.get('scheme')} "
+                f"'{config.get('key')}': {config.get('description') or 'no description'})"
+            )
+        if event.credential_requests:
+            return
         if event.progress is not None:
             (record,) = event.calls
             self._line(
@@ -100,6 +108,10 @@ class ConsolePrinter:
 
     def pending(self, calls: list[PendingCall]) -> None:
         for call in calls:
+            if call.kind == "credential":
+                self._line(f"  waiting for a credential for {call.tool} (call {call.call_id})")
+                self._line(f"    supply it: toolfleet tickets credential {call.call_id}")
+                continue
             self._line(
                 f"  waiting for {call.tool} (call {call.call_id}, ticket {short(call.ticket, 60)})"
             )

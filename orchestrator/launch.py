@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from orchestrator.agent import Agent
 from orchestrator.embedded import EmbeddedRedis, embedded_url
 from orchestrator.local_workers import WorkerGroup, WorkerSpec
+from shared.auth import new_credential_key
 from shared.celery_config import tool_pool
 from shared.config import Settings
 from shared.discovery import load_definitions
@@ -43,7 +44,9 @@ def start_local_fleet(
 ) -> Settings:
     """Embedded default: a private server and workers for `pools`, stopped with `stack`."""
     server = stack.enter_context(EmbeddedRedis(publish_url=True))
-    settings = settings.model_copy(update={"redis_url": server.url})
+    # Credentials supplied in this run are encrypted with a key that lives as long as it.
+    key = settings.credential_key or new_credential_key()
+    settings = settings.model_copy(update={"redis_url": server.url, "credential_key": key})
     print(f"embedded server: {server.binary} on {server.url} (no TOOLFLEET_REDIS_URL set)")
     group = stack.enter_context(WorkerGroup(settings))
     for spec, worker in zip(specs, group.start_all(specs), strict=True):

@@ -108,6 +108,7 @@ class WorkerGroup:
             "TOOLFLEET_DEFAULT_POOL": self.settings.default_pool,
             "TOOLFLEET_DEFAULT_TIMEOUT_S": str(self.settings.default_timeout_s),
             "TOOLFLEET_WORKER_HEARTBEAT_S": str(self.settings.worker_heartbeat_s),
+            "TOOLFLEET_CREDENTIAL_KEY": self.settings.credential_key or "",
             **self.extra_env,
         }
         command = [

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from google.genai import types
 
 from orchestrator.agent import Agent
+from orchestrator.credentials import park_turn
 from orchestrator.fleet import ToolRunner
 from orchestrator.instructions import render_instruction
 from orchestrator.model import CLIENT_CALL_ID_PREFIX, Model, ModelRequest, function_calls
@@ -94,7 +95,11 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
             async for update in run_calls(inv, tools, calls, results):
                 yield update
             ordered = [results[c.id or ""] for c in calls]
-            response_event = responses_event(inv, ordered)
+            if any(r.actions.requested_auth for r in ordered):
+                # The model sees these results only once the credentials are supplied.
+                yield await park_turn(inv, model_event.id, calls, ordered)
+                return
+            response_event = responses_event(inv.id, agent.name, ordered)
             pending = pending_calls(inv, calls, ordered)
             await inv.store.append(inv.session, response_event, pending=pending)
             await inv.runner.settle(inv.session.id)

@@ -58,6 +58,8 @@ class Event(BaseModel):
     error: str | None = None
     # An intermediate result of a long-running call: shown, not sent to the model.
     progress: dict[str, Any] | None = None
+    # Tools waiting for a credential (call id, tool, auth config): shown, not sent.
+    credential_requests: list[dict[str, Any]] = Field(default_factory=list)
 
 
 def answer_of(event: Event) -> str:
@@ -118,6 +120,10 @@ class SessionStore:
     def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
         self._redis = client
         self._keys = keys
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        return self._redis
 
     async def create(self, app_name: str, user_id: str, session_id: str | None = None) -> Session:
         session_id = session_id or uuid.uuid4().hex

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import sys
 import time
 from typing import Any
 
 import redis
 
 from orchestrator.launch import redis_url_or_embedded_file
+from shared.auth import CredentialStore
 from shared.completions import CompletionError, Completions
 from shared.config import Settings
 from shared.keys import Keys
@@ -40,9 +43,10 @@ def cmd_list(args: argparse.Namespace) -> None:
     print(f"{'CALL ID':<24} {'TOOL':<28} {'AGE':>6}  {'SESSION':<14} {'USER':<10} ARGS")
     for c in calls:
         age = _age(now - c.created_at)
+        tool = f"{c.tool} (credential)" if c.kind == "credential" else c.tool
         args_text = json.dumps(c.args)[:60]
         print(
-            f"{c.call_id:<24} {c.tool:<28} {age:>6}  {c.session_id:<14} {c.user_id:<10} {args_text}"
+            f"{c.call_id:<24} {tool:<28} {age:>6}  {c.session_id:<14} {c.user_id:<10} {args_text}"
         )
 
 
@@ -75,6 +79,19 @@ def cmd_decide(args: argparse.Namespace) -> None:
     _post(args.call_id, response, final=True)
 
 
+def cmd_credential(args: argparse.Namespace) -> None:
+    settings = Settings()
+    completions, client = _completions()
+    # Read from stdin, not the command line, so the secret stays out of shell history.
+    credential = sys.stdin.readline().strip() if args.stdin else getpass.getpass("credential: ")
+    if not credential:
+        raise CompletionError("an empty credential was given; nothing was changed")
+    with client:
+        store = CredentialStore(client, Keys(settings.key_prefix), settings.credential_key)
+        completions.supply_credential(args.call_id, credential, store, source="cli")
+    print(f"stored the credential for {args.call_id}; the call runs again")
+
+
 def add_ticket_commands(sub: Any) -> None:
     tickets = sub.add_parser("tickets", help="pending long-running calls: list, show, complete")
     actions = tickets.add_subparsers(dest="action", required=True)
@@ -89,6 +106,10 @@ def add_ticket_commands(sub: Any) -> None:
     complete.add_argument("--json", required=True, help='the result, e.g. \'{"status": "done"}\'')
     complete.add_argument("--progress", action="store_true", help="an intermediate result")
     complete.set_defaults(func=cmd_complete)
+    credential = actions.add_parser("credential", help="supply the credential a tool asked for")
+    credential.add_argument("call_id")
+    credential.add_argument("--stdin", action="store_true", help="read it from standard input")
+    credential.set_defaults(func=cmd_credential)
     for decision, verb in (("approved", "approve"), ("rejected", "reject")):
         parser = actions.add_parser(verb, help=f'final result {{"status": "{decision}"}}')
         parser.add_argument("call_id")

@@ -6,7 +6,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
@@ -44,20 +44,7 @@ async def run_calls(
     """Validate all calls, dispatch the valid ones at once, collect every result."""
     planned: list[PlannedCall] = []
     for fc in calls:
-        envelope = ToolCall(
-            call_id=fc.id or "",
-            tool=fc.name or "",
-            args=dict(fc.args or {}),
-            session_id=inv.session.id,
-            app_name=inv.session.app_name,
-            user_id=inv.session.user_id,
-            invocation_id=inv.id,
-            agent=inv.agent.name,
-            state=dict(inv.session.state),
-            reply_to=inv.keys.results(inv.session.id),
-            dispatched_at=time.time(),
-            depth=inv.depth,
-        )
+        envelope = make_envelope(inv, fc.id or "", fc.name or "", dict(fc.args or {}))
         tool = tools.get(envelope.tool)
         if tool is None:
             available = ", ".join(sorted(tools)) or "none"
@@ -96,6 +83,23 @@ async def run_calls(
             yield CallFinished(inv.id, result)
 
 
+def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]) -> ToolCall:
+    return ToolCall(
+        call_id=call_id,
+        tool=tool,
+        args=args,
+        session_id=inv.session.id,
+        app_name=inv.session.app_name,
+        user_id=inv.session.user_id,
+        invocation_id=inv.id,
+        agent=inv.agent.name,
+        state=dict(inv.session.state),
+        reply_to=inv.keys.results(inv.session.id),
+        dispatched_at=time.time(),
+        depth=inv.depth,
+    )
+
+
 def pending_calls(
     inv: Invocation, calls: list[types.FunctionCall], ordered: list[ToolResult]
 ) -> list[PendingCall]:
@@ -118,7 +122,7 @@ def pending_calls(
     ]
 
 
-def responses_event(inv: Invocation, ordered: list[ToolResult]) -> Event:
+def responses_event(invocation_id: str, author: str, ordered: list[ToolResult]) -> Event:
     """One Content with every function response, in call order."""
     parts = [
         types.Part(
@@ -134,8 +138,8 @@ def responses_event(inv: Invocation, ordered: list[ToolResult]) -> Event:
         escalate=any(r.actions.escalate for r in ordered),
     )
     return Event(
-        invocation_id=inv.id,
-        author=inv.agent.name,
+        invocation_id=invocation_id,
+        author=author,
         content=types.Content(role="user", parts=parts),
         state_delta=merge_deltas([r.state_delta for r in ordered]),
         actions=actions,

@@ -13,6 +13,7 @@ from typing import Any
 
 import redis
 
+from shared.auth import AuthConfig, CredentialStore
 from shared.config import Settings
 from shared.errors import ToolfleetError
 from shared.keys import Keys
@@ -60,10 +61,43 @@ class Completions:
             dead_letter(self._redis, self._keys, completion, reason)
             raise CompletionError(reason)
         pending = PendingCall.model_validate_json(raw)
+        if pending.kind == "credential":
+            raise CompletionError(
+                f"call {call_id!r} waits for a credential: `toolfleet tickets credential {call_id}`"
+            )
         completion.session_id = pending.session_id
         entry_id = self._redis.xadd(
             self._keys.completions(pending.app_name),
             {COMPLETION_FIELD: completion.model_dump_json()},
+        )
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    def supply_credential(
+        self, call_id: str, credential: str, store: CredentialStore, *, source: str = "api"
+    ) -> str:
+        """Store the user's credential (encrypted, per user) and re-run the waiting call.
+
+        The credential itself never enters the completions stream or the session.
+        """
+        pending = self.get(call_id)
+        if pending.kind != "credential":
+            raise CompletionError(f"call {call_id!r} waits for a result, not a credential")
+        store.put(
+            pending.app_name, pending.user_id, AuthConfig.model_validate(pending.ticket), credential
+        )
+        completion = Completion(
+            call_id=call_id,
+            session_id=pending.session_id,
+            response={},
+            kind="credential",
+            source=source,
+            posted_at=time.time(),
+        )
+        entry_id = self._redis.xadd(
+            self._keys.completions(pending.app_name),
+            {COMPLETION_FIELD: completion.model_dump_json()},
+            maxlen=COMPLETIONS_MAXLEN,
+            approximate=True,
         )
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 

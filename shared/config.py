@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     model: str = Field(default="gemini-2.5-flash", description="Gemini model name.")
     worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
 
+    credential_key: str | None = Field(
+        default=None,
+        description="Fernet key encrypting credentials supplied for tools (same on all hosts).",
+    )
     progress_to_model: bool = Field(
         default=False,
         description="Also send intermediate long-running results to the model (always shown).",

@@ -14,6 +14,7 @@ from shared.messages import ToolActions, ToolCall
 
 if TYPE_CHECKING:
     from shared.artifacts import ArtifactStore
+    from shared.auth import AuthConfig, CredentialStore
     from shared.memory import MemoryStore, SearchMemoryResponse
 
 _S = TypeVar("_S")
@@ -73,6 +74,7 @@ class ToolServices:
     scheduler: JobScheduler | None = None
     artifacts: ArtifactStore | None = None
     memory: MemoryStore | None = None
+    credentials: CredentialStore | None = None
 
 
 class ToolContext:
@@ -119,6 +121,22 @@ class ToolContext:
         """Past events of this user's sessions that share a word with `query`."""
         store = self._need(self._services.memory, "memory")
         return store.search(self.app_name, self.user_id, query)
+
+    def get_auth_response(self, auth_config: AuthConfig) -> str | None:
+        """The credential the user supplied for `auth_config`, or None: then call
+        `request_credential(auth_config)` and return (the call runs again with it)."""
+        store = self._need(self._services.credentials, "credentials")
+        return store.get(self.app_name, self.user_id, auth_config)
+
+    def request_credential(self, auth_config: AuthConfig) -> None:
+        """Ask the user for a credential; a stored one (rejected, say) is forgotten.
+
+        The model does not see this call's response: it sees the response of the run
+        made once the credential is supplied.
+        """
+        store = self._need(self._services.credentials, "credentials")
+        store.forget(self.app_name, self.user_id, auth_config)
+        self.actions.requested_auth = auth_config.model_dump(mode="json")
 
     @staticmethod
     def _need(service: _S | None, what: str) -> _S:

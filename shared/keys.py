@@ -86,6 +86,14 @@ class Keys:
     def artifact_names(self, scope: str) -> str:
         return f"{self.prefix}:artifacts:{scope}"
 
+    def credential(self, app: str, user: str, auth_key: str) -> str:
+        """A user's encrypted credential for one AuthConfig key."""
+        return f"{self.prefix}:credential:{app}:{user}:{auth_key}"
+
+    def parked(self, turn_id: str) -> str:
+        """Hash call id -> ToolResult of a turn waiting for a credential."""
+        return f"{self.prefix}:parked:{turn_id}"
+
     def resume(self) -> str:
         """Set of session ids with an applied result the model has not answered yet."""
         return f"{self.prefix}:resume"

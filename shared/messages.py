@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,9 +26,8 @@ class ToolActions(BaseModel):
     skip_summarization: bool = False
     transfer_to_agent: str | None = None
     escalate: bool = False
-
-    def any(self) -> bool:
-        return self.skip_summarization or self.escalate or self.transfer_to_agent is not None
+    # An AuthConfig as JSON: the tool needs a credential the user has not supplied.
+    requested_auth: dict[str, Any] | None = None
 
 
 class ToolCall(BaseModel):
@@ -95,6 +94,11 @@ class PendingCall(BaseModel):
     ticket: dict[str, Any] = Field(description="The initial (pending) response.")
     created_at: float
     progress: list[dict[str, Any]] = Field(default_factory=list)
+    # A credential request: the call runs again once the user supplies what `ticket`
+    # (an AuthConfig) describes; the turn's other results wait in `turn_id`'s record.
+    kind: Literal["result", "credential"] = "result"
+    turn_id: str | None = None
+    envelope: ToolCall | None = None
 
     @classmethod
     def starting(cls, call: ToolCall, ticket: dict[str, Any] | None = None) -> PendingCall:
@@ -121,6 +125,7 @@ class Completion(BaseModel):
     session_id: str | None = Field(default=None, description="Orders a session's completions.")
     response: dict[str, Any]
     final: bool = True
+    kind: Literal["result", "credential"] = "result"
     source: str = Field(default="api", description="Who posted it: cli, job, http, api.")
     posted_at: float
 

@@ -9,6 +9,7 @@ import redis
 from celery import Celery
 
 from shared.artifacts import ArtifactStore
+from shared.auth import CredentialStore
 from shared.celery_config import celery_config
 from shared.completions import Completions
 from shared.config import Settings
@@ -36,6 +37,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         scheduler=make_scheduler(app),
         artifacts=ArtifactStore(client, keys),
         memory=MemoryStore(client, keys),
+        credentials=CredentialStore(client, keys, settings.credential_key),
     )
     deps = ToolTaskDeps(settings, reporter, completions, services)
     register_tool_tasks(app, found.tools, deps)

@@ -15,7 +15,9 @@ import redis
 
 from orchestrator.embedded import EmbeddedRedis
 from orchestrator.local_workers import WorkerGroup, WorkerSpec
+from shared.auth import new_credential_key
 from shared.config import Settings
+from tests.integration.bank_api import BankApi, serve_bank_api
 
 TOOL_MODULES = [
     "tests.integration.fleet_tools",
@@ -27,6 +29,7 @@ TOOL_MODULES = [
     "examples.summarizer",
     "examples.documents",
     "examples.preferences",
+    "examples.bank_account",
 ]
 TICKET_RESOLVE_AFTER_S = "0.5"
 
@@ -51,6 +54,7 @@ def settings(redis_url: str) -> Iterator[Settings]:
         default_timeout_s=10,
         result_grace_s=1.0,
         worker_heartbeat_s=0.5,
+        credential_key=new_credential_key(),
     )
     client = redis.Redis.from_url(redis_url)
     # Ours, the tool queues, and kombu's bookkeeping (the database is the tests' own).
@@ -61,9 +65,12 @@ def settings(redis_url: str) -> Iterator[Settings]:
 
 
 @pytest.fixture(scope="session")
-def fleet(settings: Settings) -> Iterator[WorkerGroup]:
+def fleet(settings: Settings, bank_api: BankApi) -> Iterator[WorkerGroup]:
     """Two processes of 2 slots on the default pool, one each on `other`, `tickets`, `agents`."""
-    env = {"TOOLFLEET_TICKET_RESOLVE_AFTER_S": TICKET_RESOLVE_AFTER_S}
+    env = {
+        "TOOLFLEET_TICKET_RESOLVE_AFTER_S": TICKET_RESOLVE_AFTER_S,
+        "TOOLFLEET_EXAMPLE_API_URL": bank_api.url,
+    }
     with WorkerGroup(settings, extra_env=env) as group:
         group.start_all(
             [
@@ -91,3 +98,10 @@ def orchestrator_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dic
     for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     return {**os.environ, **env}
+
+
+@pytest.fixture(scope="session")
+def bank_api() -> Iterator[BankApi]:
+    """A local API that wants a bearer token (examples.bank_account calls it)."""
+    with serve_bank_api() as api:
+        yield api

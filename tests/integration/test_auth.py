@@ -1,0 +1,142 @@
+"""Tool authentication: request_credential, supplying it, reuse per user, no leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis
+
+from examples import bank_account
+from orchestrator.local_workers import WorkerGroup
+from orchestrator.offline import ScriptedModel
+from orchestrator.service import Orchestrator
+from orchestrator.sessions import SessionStore
+from shared.auth import CredentialStore
+from shared.completions import CompletionError, Completions
+from shared.config import Settings
+from shared.keys import Keys
+from tests.integration.bank_api import BankApi
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 30
+
+
+@pytest.fixture
+async def orchestrator(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> AsyncIterator[Orchestrator]:
+    model = ScriptedModel(bank_account.agent.offline_script or [])
+    async with Orchestrator([bank_account.agent], settings, models={"bank_agent": model}) as orch:
+        yield orch
+
+
+async def ask(orch: Orchestrator, user: str) -> tuple[str, SessionStore]:
+    runner = orch.runner("bank_agent")
+    session_id = uuid.uuid4().hex
+    await runner.ask(user_id=user, session_id=session_id, message="Balance of ACC-7?")
+    return session_id, runner.store
+
+
+def every_value(client: redis.Redis) -> bytes:
+    """All of Redis's data, as one blob to search for a canary."""
+    blobs: list[bytes] = []
+    for key in client.scan_iter("*"):
+        kind = client.type(key)
+        if kind == b"string":
+            blobs.append(client.get(key) or b"")
+        elif kind == b"list":
+            blobs.extend(client.lrange(key, 0, -1))
+        elif kind == b"hash":
+            blobs.extend(client.hgetall(key).values())
+        elif kind == b"set":
+            blobs.extend(client.smembers(key))
+        elif kind == b"stream":
+            blobs.extend(v for _, fields in client.xrange(key) for v in fields.values())
+    return b"\n".join(blobs)
+
+
+async def test_credential_is_requested_supplied_reused_per_user_and_never_leaks(
+    orchestrator: Orchestrator, settings: Settings, bank_api: BankApi, fleet: WorkerGroup
+) -> None:
+    canary = f"canary-{uuid.uuid4().hex}"
+    bank_api.valid_tokens.add(canary)
+    user = f"ann-{uuid.uuid4().hex[:6]}"
+    model = orchestrator.runner("bank_agent").model_for(bank_account.agent)
+
+    # First call: the tool asks; the invocation pauses; the model has seen no response.
+    session_a, store = await ask(orchestrator, user)
+    (request,) = await store.pending_calls(session_a)
+    assert request.kind == "credential" and request.tool == "get_account_balance"
+    assert request.ticket["key"] == "bank_api" and request.ticket["scheme"] == "bearer"
+    assert len(model.requests) == 1  # type: ignore[attr-defined]
+    session = await store.get(session_a)
+    assert [
+        e.credential_requests[0]["call_id"] for e in session.events if e.credential_requests
+    ] == [request.call_id]
+
+    # It is listed with the tickets, and a plain result is refused for it.
+    client = redis.Redis.from_url(settings.require_redis_url())
+    completions = Completions(client, Keys(settings.key_prefix))
+    assert request.call_id in [c.call_id for c in completions.pending()]
+    with pytest.raises(CompletionError, match="waits for a credential"):
+        completions.post_result(request.call_id, {"token": "x"})
+
+    # The user supplies it: the call runs again with it and the model answers.
+    store_sync = CredentialStore(client, Keys(settings.key_prefix), settings.credential_key)
+    completions.supply_credential(request.call_id, canary, store_sync)
+    assert await orchestrator.wait_until_settled("bank_agent", session_a, WAIT_S)
+    session = await store.get(session_a)
+    assert session.events[-1].content is not None
+    assert "Account ACC-7 holds 1234.5 EUR." in json.dumps(
+        session.events[-1].model_dump(mode="json")
+    )
+    assert bank_api.seen_tokens[-1] == canary
+
+    # A later session of the same user is not asked again; another user is.
+    session_b, _ = await ask(orchestrator, user)
+    assert await store.pending_calls(session_b) == []
+    later = await store.get(session_b)
+    assert "Account ACC-7 holds 1234.5 EUR." in str(later.events[-1].content)
+    session_c, _ = await ask(orchestrator, f"bob-{uuid.uuid4().hex[:6]}")
+    (other,) = await store.pending_calls(session_c)
+    assert other.kind == "credential"
+
+    # The token is nowhere: not in Redis (sessions, streams, queues), worker logs, the model.
+    assert canary.encode() not in every_value(client)
+    for worker in fleet.workers:
+        assert canary not in worker.log()
+    seen_by_model = json.dumps([r.contents for r in model.requests], default=str)  # type: ignore[attr-defined]
+    assert canary not in seen_by_model
+    client.close()
+
+
+async def test_a_rejected_credential_is_asked_for_again(
+    orchestrator: Orchestrator, settings: Settings, bank_api: BankApi
+) -> None:
+    user = f"cy-{uuid.uuid4().hex[:6]}"
+    session_id, store = await ask(orchestrator, user)
+    (request,) = await store.pending_calls(session_id)
+    client = redis.Redis.from_url(settings.require_redis_url())
+    keys = Keys(settings.key_prefix)
+    completions = Completions(client, keys)
+    completions.supply_credential(
+        request.call_id, "wrong-token", CredentialStore(client, keys, settings.credential_key)
+    )
+    runner = orchestrator.runner("bank_agent")
+
+    async def asked_again() -> bool:
+        pending = await store.pending_calls(session_id)
+        session = await store.get(session_id)
+        return bool(pending) and len([e for e in session.events if e.credential_requests]) == 2
+
+    while not await asked_again():
+        orchestrator.listener.handled.clear()
+        await asyncio.wait_for(orchestrator.listener.handled.wait(), WAIT_S)
+    assert "wrong-token" in bank_api.seen_tokens
+    assert await runner.store.pending_calls(session_id)  # still waiting, nothing answered
+    client.close()
