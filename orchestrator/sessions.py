@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,10 @@ class Session:
         return [e.author for e in with_content], [e.content for e in with_content if e.content]
 
 
+# Parsed events of this many recently read sessions are kept in memory.
+EVENTS_CACHE_SESSIONS = 1024
+
+
 class SessionExistsError(SessionError):
     """create() of an id that is taken."""
 
@@ -120,6 +125,7 @@ class SessionStore:
     def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
         self._redis = client
         self._keys = keys
+        self._events: OrderedDict[str, list[Event]] = OrderedDict()
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -144,16 +150,25 @@ class SessionStore:
         if not meta:
             raise SessionError(f"unknown session {session_id!r}")
         app, user = _text(meta[b"app_name"]), _text(meta[b"user_id"])
+        # Events are append-only: read (and parse) only those not seen before.
+        cached = self._events.pop(session_id, [])
         pipe = self._redis.pipeline(transaction=False)
-        pipe.lrange(self._keys.events(session_id), 0, -1)
+        pipe.llen(self._keys.events(session_id))
+        pipe.lrange(self._keys.events(session_id), len(cached), -1)
         pipe.hgetall(self._keys.session_state(session_id))
         pipe.hgetall(self._keys.user_state(app, user))
         pipe.hgetall(self._keys.app_state(app))
-        raw_events, session_state, user_state, app_state = await pipe.execute()
+        length, raw_events, session_state, user_state, app_state = await pipe.execute()
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
             state.update({_text(k): json.loads(v) for k, v in scope.items()})
-        events = [Event.model_validate_json(raw) for raw in raw_events]
+        if length < len(cached):  # Redis lost data: trust only what it has
+            cached, raw_events = [], await self._redis.lrange(self._keys.events(session_id), 0, -1)
+        events = cached + [Event.model_validate_json(raw) for raw in raw_events]
+        self._events[session_id] = events
+        while len(self._events) > EVENTS_CACHE_SESSIONS:
+            self._events.popitem(last=False)  # least recently read
+        events = list(events)
         active = meta.get(b"active_agent")
         return Session(session_id, app, user, events, state, _text(active) if active else None)
 

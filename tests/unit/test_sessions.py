@@ -1,0 +1,56 @@
+"""SessionStore on fakeredis: scoped state, incremental event reads, leases."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+from google.genai import types
+
+from orchestrator.sessions import Event, SessionStore
+from shared.errors import SessionError
+from shared.keys import Keys
+
+KEYS = Keys("t")
+
+
+def text_event(text: str, delta: dict[str, object] | None = None) -> Event:
+    content = types.Content(role="user", parts=[types.Part(text=text)])
+    return Event(invocation_id="i", author="user", content=content, state_delta=delta or {})
+
+
+async def test_state_scopes_land_in_their_own_hashes(store: SessionStore) -> None:
+    mine = await store.create("app", "ann", "s1")
+    await store.append(mine, text_event("x", {"k": 1, "user:lang": "fr", "app:v": 2, "temp:t": 3}))
+    other_session = await store.create("app", "ann", "s2")
+    other_user = await store.create("app", "bob", "s3")
+    assert other_session.state == {"user:lang": "fr", "app:v": 2}
+    assert other_user.state == {"app:v": 2}
+    assert (await store.get("s1")).state == {"k": 1, "user:lang": "fr", "app:v": 2}
+
+
+async def test_events_written_by_another_replica_are_read_incrementally_in_order(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    writer, reader = SessionStore(fake_redis, KEYS), SessionStore(fake_redis, KEYS)
+    session = await writer.create("app", "ann", "s1")
+    await writer.append(session, text_event("one"))
+    assert [e.content.parts[0].text for e in (await reader.get("s1")).events] == ["one"]  # type: ignore[union-attr, index]
+    await writer.append(session, text_event("two"))
+    await writer.append(session, text_event("three"))
+    texts = [e.content.parts[0].text for e in (await reader.get("s1")).events]  # type: ignore[union-attr, index]
+    assert texts == ["one", "two", "three"]
+    # Redis lost events (a restart without persistence): the reader trusts Redis.
+    await fake_redis.ltrim(KEYS.events("s1"), 0, 0)
+    assert len((await reader.get("s1")).events) == 1
+
+
+async def test_a_session_lease_excludes_other_holders_until_released(store: SessionStore) -> None:
+    await store.create("app", "ann", "s1")
+    await store.acquire_lease("s1", "replica-a/1", 5)
+    with pytest.raises(SessionError, match="being run by another orchestrator"):
+        await store.acquire_lease("s1", "replica-b/1", 5)
+    await store.release_lease("s1", "replica-b/1")  # not the holder: nothing happens
+    with pytest.raises(SessionError):
+        await store.acquire_lease("s1", "replica-b/1", 5)
+    await store.release_lease("s1", "replica-a/1")
+    await store.acquire_lease("s1", "replica-b/1", 5)
