@@ -13,12 +13,16 @@ log = logging.getLogger(__name__)
 
 # redis-py's asyncio pool raises past 100 connections; a blocking pool waits instead.
 MAX_CONNECTIONS = 64
+# How long a command waits for a free connection under load before it fails.
+POOL_WAIT_S = 120
 
 
 def command_client(url: str) -> aioredis.Redis:
     """A shared client for short commands (owns its pool and closes it)."""
     return aioredis.Redis.from_pool(
-        aioredis.BlockingConnectionPool.from_url(url, max_connections=MAX_CONNECTIONS)
+        aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S
+        )
     )
 
 

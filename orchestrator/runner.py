@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from orchestrator.agent import Agent
-from orchestrator.connections import blocking_client, command_client
+from orchestrator.connections import blocking_client, command_client, stop_task
 from orchestrator.dispatch import CeleryPublisher
 from orchestrator.fleet import CeleryFleet, ToolRunner
 from orchestrator.loop import Invocation, Update, run_invocation
@@ -120,19 +120,25 @@ class Runner:
         ttl = self.settings.lease_ttl_s
         token = f"{self.replica_id}/{uuid.uuid4().hex[:8]}"
         await self.store.wait_for_lease(session_id, token, ttl, wait_s)
-        renewer = asyncio.create_task(self._renew_lease(session_id, token, ttl))
+        held = asyncio.Event()
+        held.set()
+        renewer = asyncio.create_task(self._renew_lease(session_id, token, ttl, held))
         try:
             yield
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            held.clear()
+            # Never wait on the renewer unbounded: redis-py can swallow a cancellation
+            # that lands inside a command, and the loop above also checks `held`.
+            await stop_task(renewer, timeout_s=1.0)
             await self.store.release_lease(session_id, token)
 
-    async def _renew_lease(self, session_id: str, token: str, ttl_s: float) -> None:
-        while True:
+    async def _renew_lease(
+        self, session_id: str, token: str, ttl_s: float, held: asyncio.Event
+    ) -> None:
+        while held.is_set():
             await asyncio.sleep(ttl_s / 3)  # renew well before the lease expires
-            await self.store.acquire_lease(session_id, token, ttl_s)
+            if held.is_set():
+                await self.store.acquire_lease(session_id, token, ttl_s)
 
     async def ask(self, *, user_id: str, session_id: str, message: str) -> str:
         """Run one invocation and return the agent's last text."""
