@@ -32,7 +32,8 @@ def blocking_client(url: str) -> aioredis.Redis:
     No retries: redis-py can turn a cancelled blocking read into a TimeoutError and
     retry it, swallowing the cancellation; the reading loop handles errors itself.
     """
-    return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0))
+    # No socket timeout either: an idle XREAD BLOCK is not a dead connection.
+    return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
 
 
 async def stop_task(task: asyncio.Task[None] | None, timeout_s: float) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
@@ -39,12 +40,15 @@ class LivePools:
     keys: Keys
     _served: frozenset[str] = frozenset()
     _read_at: float = float("-inf")
+    _refreshing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def served(self) -> frozenset[str]:
         if time.monotonic() - self._read_at > CACHE_S:
-            workers = await live_workers(self.client, self.keys)
-            self._served = frozenset(p for w in workers for p in w.pools)
-            self._read_at = time.monotonic()
+            async with self._refreshing:  # one scan per replica, not one per waiting turn
+                if time.monotonic() - self._read_at > CACHE_S:
+                    workers = await live_workers(self.client, self.keys)
+                    self._served = frozenset(p for w in workers for p in w.pools)
+                    self._read_at = time.monotonic()
         return self._served
 
     def forget(self) -> None:
