@@ -1,0 +1,1 @@
+"""toolfleet's benchmark suite: `python -m bench.run` (see bench/RESULTS.md)."""

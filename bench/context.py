@@ -1,0 +1,122 @@
+"""The sizes of a run, and what the benchmarks of one run share (Redis, settings, workers)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from bench.harness import RawWorkers, start_toolfleet, toolfleet_workers
+from orchestrator.local_workers import WorkerGroup
+from shared.config import Settings
+
+
+@dataclass(frozen=True)
+class Sizes:
+    # 1. per-call overhead: `rounds` alternating rounds of `per_round` calls per path
+    overhead_rounds: int = 3
+    overhead_per_round: int = 200
+    overhead_session_turns: int = 10  # turns per session in the Runner-turn measurement
+    # 2. fan-out
+    fanout_ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    fanout_slots: tuple[int, ...] = (8, 16)
+    fanout_slots_per_process: int = 8
+    fanout_ms: int = 200
+    fanout_repeat: int = 3
+    # 3. throughput
+    tput_sessions: int = 200
+    tput_turns: int = 10  # per session: calls = sessions x turns
+    tput_processes: tuple[int, ...] = (1, 2)
+    tput_concurrency: int = 1  # prefork children per worker process
+    tput_rounds: int = 2
+    # 4. scale
+    scale_sessions: int = 1000
+    scale_turns: int = 3
+    scale_calls: int = 3
+    scale_ms: int = 100
+    scale_processes: int = 2
+    scale_threads: int = 100  # `-P threads -c N` per worker process
+    scale_mem_sessions: int = 200  # a second, traced pass: Python heap per session
+    # 5. resume
+    resume_n: int = 200
+    # 6. ADK
+    adk_sync_ms: int = 1000
+    adk_async_ms: int = 500
+    adk_cpu_s: float = 1.0
+    adk_slots: int = 4
+    adk_repeat: int = 3
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FULL = Sizes()
+SMOKE = Sizes(
+    overhead_rounds=2,
+    overhead_per_round=10,
+    overhead_session_turns=5,
+    fanout_ks=(1, 2, 4),
+    fanout_slots=(2,),
+    fanout_slots_per_process=2,
+    fanout_ms=50,
+    fanout_repeat=1,
+    tput_sessions=10,
+    tput_turns=3,
+    tput_processes=(1,),
+    tput_rounds=1,
+    scale_sessions=20,
+    scale_turns=2,
+    scale_calls=3,
+    scale_ms=20,
+    scale_processes=1,
+    scale_threads=20,
+    scale_mem_sessions=10,
+    resume_n=5,
+    adk_sync_ms=200,
+    adk_async_ms=100,
+    adk_cpu_s=0.2,
+    adk_repeat=1,
+)
+
+
+@dataclass
+class Context:
+    redis_url: str
+    settings: Settings
+    sizes: Sizes
+    aio: asyncio.Runner
+    smoke: bool = False
+    adk_python: str | None = None
+    shared: dict[str, Any] = field(default_factory=dict)  # figures' results others may use
+    _tf: WorkerGroup | None = None
+    _raw: RawWorkers | None = None
+
+    def baseline(self, processes: int, concurrency: int = 1) -> tuple[WorkerGroup, RawWorkers]:
+        """`processes` toolfleet and as many raw Celery worker processes (prefork, -c 1),
+        kept between the figures that use the same ones (1, 3, 5)."""
+        if self._tf is None or self._raw is None:
+            self._tf = toolfleet_workers(self.settings)
+            self._raw = RawWorkers(self.settings)
+        missing = processes - len(self._tf.workers)
+        if missing > 0:
+            start_toolfleet(self._tf, missing, concurrency, "tf")
+            self._raw.start(missing, concurrency)
+        return self._tf, self._raw
+
+    def stop_baseline(self) -> None:
+        if self._tf is not None:
+            self._tf.stop()
+            self._tf = None
+        if self._raw is not None:
+            self._raw.stop()
+            self._raw = None
+
+    def redis_memory(self) -> int:
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            info: Any = client.info("memory")
+            return int(info["used_memory"])
+        finally:
+            client.close()

@@ -1,0 +1,418 @@
+"""What every benchmark needs: statistics, the machine, worker processes, loop lag, memory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis
+
+from orchestrator.embedded import wait_for
+from orchestrator.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
+from orchestrator.model import ModelRequest
+from orchestrator.offline import ScriptedModel
+from shared.config import Settings
+from shared.errors import ToolfleetError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+POOL = "bench"
+TOOL_MODULES = ["bench.tools"]
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
+    if not values:
+        raise ValueError("percentile of an empty sample")
+    ordered = sorted(values)
+    rank = max(1, int(-(-q * len(ordered) // 100)))  # ceil(q/100 * n), at least 1
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99/max/mean of a sample of seconds, in milliseconds."""
+    return {
+        "n": float(len(seconds)),
+        "p50": percentile(seconds, 50) * 1000,
+        "p95": percentile(seconds, 95) * 1000,
+        "p99": percentile(seconds, 99) * 1000,
+        "max": max(seconds) * 1000,
+        "mean": sum(seconds) / len(seconds) * 1000,
+    }
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (the mean of the two middle ones for an even count)."""
+    return statistics.median(values)
+
+
+# ---------------------------------------------------------------- the machine
+
+
+def machine_info(redis_url: str) -> dict[str, Any]:
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    client = redis.Redis.from_url(redis_url)
+    try:
+        server: Any = client.info("server")
+    finally:
+        client.close()
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "-"
+
+    mem_total = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem_total = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory": mem_total,
+        "loadavg_at_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "redis_server": f"{server.get('redis_version', '?')}"
+        + (f" (valkey {server['valkey_version']})" if "valkey_version" in server else ""),
+        "celery": version("celery"),
+        "kombu": version("kombu"),
+        "redis_py": version("redis"),
+        "google_genai": version("google-genai"),
+        "toolfleet": version("toolfleet"),
+    }
+
+
+# ---------------------------------------------------------------- orchestrator process
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class LoopLag:
+    """Sleeps `tick_s` in a loop and records how late each wake-up is; samples RSS and
+    times the garbage collector's pauses (a cause of lag that is not our code)."""
+
+    tick_s: float = 0.010
+    lags: list[float] = field(default_factory=list)
+    peak_rss: int = 0
+    gc_pauses: list[float] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+    _gc_started: float = 0.0
+
+    async def __aenter__(self) -> LoopLag:
+        gc.callbacks.append(self._on_gc)
+        self._task = asyncio.create_task(self._run(), name="bench-loop-lag")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        gc.callbacks.remove(self._on_gc)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started:
+            self.gc_pauses.append(time.perf_counter() - self._gc_started)
+
+    async def _run(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(self.tick_s)
+            self.lags.append(max(0.0, time.perf_counter() - started - self.tick_s))
+            self.peak_rss = max(self.peak_rss, rss_bytes())
+
+    def stats_ms(self) -> dict[str, float]:
+        stats = {"max": 0.0, "p99": 0.0, "p50": 0.0, "gc_max": 0.0, "gc_total": 0.0}
+        if self.lags:
+            stats["max"] = max(self.lags) * 1000
+            stats["p99"] = percentile(self.lags, 99) * 1000
+            stats["p50"] = percentile(self.lags, 50) * 1000
+        if self.gc_pauses:
+            stats["gc_max"] = max(self.gc_pauses) * 1000
+            stats["gc_total"] = sum(self.gc_pauses) * 1000
+        return stats
+
+
+class BenchModel(ScriptedModel):
+    """ScriptedModel that keeps no history of requests (it would grow with every turn)."""
+
+    async def generate(self, request: ModelRequest) -> Any:
+        content = await super().generate(request)
+        self.requests.clear()
+        return content
+
+
+# ---------------------------------------------------------------- worker processes
+
+
+def bench_settings(redis_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = dict(
+        redis_url=redis_url,
+        key_prefix=f"tfbench-{uuid.uuid4().hex[:8]}",
+        tool_modules=TOOL_MODULES,
+        default_pool=POOL,
+        default_timeout_s=60.0,
+        result_grace_s=5.0,
+        worker_heartbeat_s=1.0,
+    )
+    values.update(overrides)
+    return Settings(**values)
+
+
+def worker_env(pool_impl: str = "prefork") -> dict[str, str]:
+    """Environment for worker processes: bench/ importable, and the Celery pool.
+
+    `celery worker` reads its options from CELERY_WORKER_<OPTION> (click's
+    auto_envvar_prefix), so CELERY_WORKER_POOL=threads is `-P threads`.
+    """
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "CELERY_WORKER_POOL": pool_impl}
+
+
+def toolfleet_workers(settings: Settings, pool_impl: str = "prefork") -> WorkerGroup:
+    return WorkerGroup(settings, extra_env=worker_env(pool_impl), start_timeout_s=60.0)
+
+
+def start_toolfleet(
+    group: WorkerGroup, processes: int, concurrency: int, label: str
+) -> list[WorkerProcess]:
+    base = len(group.workers)
+    specs = [
+        WorkerSpec([POOL], concurrency, f"{label}{base + i + 1}-{uuid.uuid4().hex[:4]}")
+        for i in range(processes)
+    ]
+    return group.start_all(specs)
+
+
+@dataclass
+class RawWorkers:
+    """`celery -A bench.raw_celery worker` processes with the same flags as WorkerGroup's."""
+
+    settings: Settings
+    pool_impl: str = "prefork"
+    start_timeout_s: float = 60.0
+    processes: list[WorkerProcess] = field(default_factory=list)
+    _log_dir: tempfile.TemporaryDirectory[str] | None = None
+
+    def start(self, processes: int, concurrency: int, label: str = "raw") -> None:
+        from bench.raw_celery import QUEUE, READY_KEY
+
+        if self._log_dir is None:
+            self._log_dir = tempfile.TemporaryDirectory(prefix="toolfleet-bench-raw-")
+        env = {
+            **os.environ,
+            "TOOLFLEET_REDIS_URL": self.settings.require_redis_url(),
+            "TOOLFLEET_KEY_PREFIX": self.settings.key_prefix,
+            **worker_env(self.pool_impl),
+        }
+        started = []
+        for _ in range(processes):
+            name = f"{label}{len(self.processes) + 1}-{uuid.uuid4().hex[:4]}"
+            hostname = f"{name}@{socket.gethostname()}"
+            log_path = Path(self._log_dir.name) / f"{name}.log"
+            command = [
+                sys.executable, "-m", "celery", "-A", "bench.raw_celery", "worker",
+                "-Q", QUEUE, "-c", str(concurrency), "-n", hostname, "-E",
+                "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+                "--without-heartbeat",
+            ]  # fmt: skip
+            with log_path.open("wb") as log:
+                process = subprocess.Popen(
+                    command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            worker = WorkerProcess(hostname, [QUEUE], process, log_path)
+            self.processes.append(worker)
+            started.append(worker)
+        client = redis.Redis.from_url(self.settings.require_redis_url())
+        try:
+            for worker in started:
+                key = READY_KEY.format(hostname=worker.hostname)
+                wait_for(
+                    lambda w=worker, k=key: bool(client.exists(k)) or not w.alive(),
+                    self.start_timeout_s,
+                    f"raw Celery worker {worker.hostname} to start",
+                )
+                if not worker.alive():
+                    raise ToolfleetError(f"raw worker exited at start:\n{worker.log()[-3000:]}")
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        for worker in self.processes:
+            worker.request_stop()
+        for worker in self.processes:
+            worker.wait_stopped(15.0)
+        self.processes.clear()
+        if self._log_dir is not None:
+            self._log_dir.cleanup()
+            self._log_dir = None
+
+    def __enter__(self) -> RawWorkers:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- where the CPU goes
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, user+system CPU seconds) of a live process, from /proc."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def tree_cpu_s(roots: Sequence[int]) -> float:
+    """CPU seconds of the given processes and all their descendants (prefork children)."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            found = _stat(int(entry.name))
+            if found is not None:
+                parents[int(entry.name)], cpu[int(entry.name)] = found
+    wanted = set(roots)
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in wanted and pid not in wanted:
+                wanted.add(pid)
+                changed = True
+    return sum(cpu.get(pid, 0.0) for pid in wanted)
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all cores of the machine spent busy since boot (/proc/stat)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    values = [int(v) for v in fields]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    return (sum(values[:8]) - idle) / CLOCK_TICKS
+
+
+def redis_pid(url: str) -> int | None:
+    """The Redis server's pid when it runs on this machine (for its CPU time)."""
+    client = redis.Redis.from_url(url)
+    try:
+        info: Any = client.info("server")
+    finally:
+        client.close()
+    pid = int(info.get("process_id", 0))
+    return pid if pid and _stat(pid) is not None else None
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds used between start() and stop() by this process, by each group of
+    processes (with their children) and by the whole machine: where the time goes on a
+    shared machine. "other" is what the machine spent outside all of these."""
+
+    groups: Mapping[str, Sequence[int]]
+    start_values: dict[str, float] = field(default_factory=dict)
+    used: dict[str, float] = field(default_factory=dict)
+    _wall: float = 0.0
+
+    def sample(self) -> tuple[dict[str, float], float]:
+        """A reading that stop() can use as its end (e.g. taken when the work last moved)."""
+        return self._sample(), time.perf_counter()
+
+    def _sample(self) -> dict[str, float]:
+        usage = os.times()
+        values = {"this process": usage.user + usage.system}
+        values.update({name: tree_cpu_s(pids) for name, pids in self.groups.items()})
+        values["machine"] = machine_busy_s()
+        return values
+
+    def start(self) -> CpuMeter:
+        self.start_values = self._sample()
+        self._wall = time.perf_counter()
+        return self
+
+    def stop(self, at: tuple[dict[str, float], float] | None = None) -> dict[str, float]:
+        end, end_wall = at or self.sample()
+        self.used = {k: end[k] - self.start_values[k] for k in end}
+        known = sum(v for k, v in self.used.items() if k != "machine")
+        self.used["other"] = max(0.0, self.used["machine"] - known)
+        self.used["wall"] = end_wall - self._wall
+        return self.used
+
+
+def pids(workers: Sequence[WorkerProcess]) -> list[int]:
+    return [w.process.pid for w in workers]
+
+
+def cpu_groups(redis_url: str, **groups: Sequence[WorkerProcess]) -> dict[str, list[int]]:
+    found = {name.replace("_", " "): pids(workers) for name, workers in groups.items()}
+    server = redis_pid(redis_url)
+    if server is not None:
+        found["redis"] = [server]
+    return found
+
+
+def cpu_note(used: dict[str, float], calls: int) -> str:
+    """'this process 1.2 ms, workers 2.0 ms, ... CPU per call' for a table note."""
+    parts = [
+        f"{name} {seconds / calls * 1000:.2f}"
+        for name, seconds in used.items()
+        if name not in ("wall", "machine")
+    ]
+    return ", ".join(parts) + f" (machine {used['machine'] / used['wall']:.2f} cores busy)"

@@ -1,0 +1,57 @@
+"""The benchmark suite at tiny sizes, so that it never rots (`python -m bench.run --smoke`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+TABLES = ["per_call", "fanout", "throughput", "scale", "resume", "adk"]
+
+
+def numbers(row: list[object]) -> list[float]:
+    return [v for v in row if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLFLEET_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--smoke", "--json", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["errors"] == {}
+    assert sorted(result["tables"]) == sorted(TABLES)
+    for key, table in result["tables"].items():
+        assert table["rows"], key
+        for row in table["rows"]:
+            if key == "adk" and table["skipped"] and str(row[0]).startswith("ADK"):
+                continue  # google-adk not installed here: those rows say so, with no numbers
+            assert numbers(row), (key, row)
+        assert f"### {table['title']}" in done.stdout  # the markdown table was printed
+
+    per_call = result["tables"]["per_call"]["data"]["stats_ms"]
+    assert all(per_call[path]["p50"] > 0 for path in ("raw", "fleet", "turn"))
+    scale = result["tables"]["scale"]["data"]
+    assert scale["lost"] == 0 and scale["duplicated"] == 0
+    assert scale["stuck_sessions"] == 0
+    sizes = result["sizes"]
+    assert scale["answered_turns"] == sizes["scale_sessions"] * sizes["scale_turns"]
+    fanout = result["tables"]["fanout"]
+    assert len(fanout["rows"]) == len(sizes["fanout_ks"]) * len(sizes["fanout_slots"])
+    adk = result["tables"]["adk"]
+    assert adk["data"]["toolfleet_s"] and all(t > 0 for t in adk["data"]["toolfleet_s"])
