@@ -1,0 +1,183 @@
+"""Pending tickets and their completion (the webhook), and health."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+import redis
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
+
+from orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
+from orchestrator.httpapi.wire import (
+    ID_PATTERN,
+    Accepted,
+    Decision,
+    Health,
+    PoolHealth,
+    PostResult,
+    Ticket,
+)
+from orchestrator.pools import live_workers
+from shared.celery_config import tool_pool
+from shared.completions import CompletionError
+from shared.messages import PendingCall
+
+if TYPE_CHECKING:
+    from orchestrator.httpapi.api import HttpApi
+
+CallId = Annotated[str, Path(pattern=ID_PATTERN, description="The pending call's id.")]
+HEALTH_TIMEOUT_S = 2.0
+
+
+def tickets_router(api: HttpApi) -> APIRouter:
+    router = APIRouter(prefix="/tickets", tags=["tickets"], responses=documented(*COMMON_ERRORS))
+    names = api.settings.secret_arg_names
+
+    @router.get("", response_model=list[Ticket], summary="Pending long-running calls, oldest first")
+    async def list_tickets(
+        app: Annotated[str | None, Query(description="Only this app's.")] = None,
+        session_id: Annotated[str | None, Query(description="Only this session's.")] = None,
+        tool: Annotated[str | None, Query(description="Only tools whose name contains it.")] = None,
+    ) -> list[Ticket]:
+        now = time.time()
+        return [
+            Ticket.of(c, names, now)
+            for c in await api.store.pending_calls()
+            if (app is None or c.app_name == app)
+            and (session_id is None or c.session_id == session_id)
+            and (tool is None or tool in c.tool)
+        ]
+
+    @router.get(
+        "/{call_id}", response_model=Ticket, responses=documented(404), summary="One pending call"
+    )
+    async def get_ticket(call_id: CallId) -> Ticket:
+        try:
+            call = await asyncio.to_thread(api.completions.get, call_id)
+        except CompletionError as exc:
+            raise ApiError(404, str(exc)) from exc
+        return Ticket.of(call, names)
+
+    async def post(call_id: str, response: dict[str, Any], final: bool) -> Accepted:
+        size = len(json.dumps(response).encode())
+        if size > api.settings.max_payload_bytes:
+            raise ApiError(
+                413,
+                f"the result is {size} bytes of JSON, over the {api.settings.max_payload_bytes}"
+                "-byte limit (TOOLFLEET_MAX_PAYLOAD_BYTES)",
+            )
+
+        def post_sync() -> tuple[str, PendingCall | None]:
+            try:
+                call: PendingCall | None = api.completions.get(call_id)
+            except CompletionError:
+                call = None  # post_result refuses it below, and dead-letters it
+            # The CLI's code path: a refused completion is dead-lettered and raises.
+            entry = api.completions.post_result(call_id, response, final=final, source="http")
+            return entry, call
+
+        entry_id, call = await asyncio.to_thread(post_sync)
+        kind = "final result" if final else "progress"
+        return Accepted(
+            call_id=call_id,
+            session_id=call.session_id if call else "",
+            final=final,
+            entry_id=entry_id,
+            detail=f"{kind} queued; the orchestrator applies it once and resumes the agent",
+        )
+
+    completion_errors = documented(404, 409)
+
+    @router.post(
+        "/{call_id}/result",
+        status_code=202,
+        response_model=Accepted,
+        responses=completion_errors,
+        summary="Post a result for a pending call (intermediate or final)",
+        description=(
+            "The webhook an external ticket system calls. A final result is applied once: "
+            "a call that already has its final result answers 409, an unknown call 404; "
+            "both are kept in the dead-letter stream."
+        ),
+    )
+    async def post_result(call_id: CallId, body: PostResult) -> Accepted:
+        return await post(call_id, body.response, body.final)
+
+    for verb, status in (("approve", "approved"), ("reject", "rejected")):
+        router.add_api_route(
+            f"/{{call_id}}/{verb}",
+            _decision_route(post, status),
+            methods=["POST"],
+            status_code=202,
+            response_model=Accepted,
+            responses=completion_errors,
+            summary=f'Post the final result {{"status": "{status}"}}',
+            name=f"{verb}_ticket",
+            operation_id=f"{verb}_ticket",
+        )
+    return router
+
+
+def _decision_route(
+    post: Callable[[str, dict[str, Any], bool], Awaitable[Accepted]], status: str
+) -> Callable[..., Awaitable[Accepted]]:
+    async def decide(call_id: CallId, body: Decision | None = None) -> Accepted:
+        response: dict[str, Any] = {"status": status}
+        if body is not None and body.note:
+            response["note"] = body.note
+        return await post(call_id, response, True)
+
+    return decide
+
+
+def health_router(api: HttpApi) -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    @router.get(
+        "/health",
+        response_model=Health,
+        responses={503: {"model": Health, "description": "Redis is unreachable"}},
+        summary="Redis reachable, live workers per pool (no token needed)",
+    )
+    async def health() -> Any:
+        agents = sorted(api.orch.runners)
+        needed = {
+            tool_pool(t, api.settings)
+            for r in api.orch.runners.values()
+            for t in r.agent.all_tools()
+        }
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                await api.redis.ping()
+                workers = await live_workers(api.redis, api.keys)
+        except (TimeoutError, redis.RedisError) as exc:
+            down = Health(
+                status="unavailable",
+                redis=False,
+                detail=f"Redis is unreachable: {exc or 'no answer'}",
+                replica_id=api.orch.replica_id,
+                agents=agents,
+                pools={},
+            )
+            return JSONResponse(down.model_dump(), status_code=503)
+        pools = {
+            pool: PoolHealth(workers=sum(pool in w.pools for w in workers), needed=pool in needed)
+            for pool in sorted(needed | {p for w in workers for p in w.pools})
+        }
+        missing = [p for p, h in pools.items() if h.needed and not h.workers]
+        detail = f"no live worker serves pool {', '.join(missing)}" if missing else "ok"
+        return Health(
+            status="degraded" if missing else "ok",
+            redis=True,
+            detail=detail,
+            replica_id=api.orch.replica_id,
+            agents=agents,
+            pools=pools,
+        )
+
+    return router

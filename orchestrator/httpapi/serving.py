@@ -1,0 +1,132 @@
+"""Run an orchestrator replica with its HTTP API on uvicorn, in the caller's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import socket
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+
+import uvicorn
+
+from orchestrator.agent import Agent
+from orchestrator.completions import Notify
+from orchestrator.httpapi.api import HttpApi
+from orchestrator.httpapi.hub import SessionHub
+from orchestrator.httpapi.settings import HttpSettings
+from orchestrator.loop import Update
+from orchestrator.model import Model
+from orchestrator.service import Orchestrator
+from shared.config import Settings
+from shared.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&]*")
+
+
+class HideTokens(logging.Filter):
+    """Mask `?token=` (the approvals page's link) in uvicorn's access log lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], TOKEN_IN_QUERY.sub(r"\1***", args[2]), *args[3:])
+        return True
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The caller owns SIGINT/SIGTERM (`toolfleet serve` stops the orchestrator and
+        # the server together); uvicorn would stop only itself, and re-raise them after.
+        yield
+
+
+@dataclass(frozen=True)
+class RunningHttp:
+    url: str
+    orch: Orchestrator
+    api: HttpApi
+    server: uvicorn.Server
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket, bound before anything starts (port 0: a free one)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ConfigError(f"--http {host}:{port}: cannot resolve {host!r}: {exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"--http {host}:{port}: cannot listen there: {exc}") from exc
+    sock.setblocking(False)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve_http(
+    agents: Sequence[Agent],
+    settings: Settings,
+    http: HttpSettings,
+    host: str,
+    port: int,
+    *,
+    on_update: Notify | None = None,
+    models: dict[str, Model] | None = None,
+) -> AsyncIterator[RunningHttp]:
+    """`async with serve_http(...) as running:` serves until the block ends.
+
+    Connections are accepted from the moment it yields (the socket listens already).
+    """
+    http.check_bind(host)
+    access_log = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, HideTokens) for f in access_log.filters):
+        access_log.addFilter(HideTokens())
+    sock = listen(host, port)
+    hub = SessionHub()
+
+    async def notify(session_id: str, update: Update) -> None:
+        hub.publish(session_id, update)
+        if on_update is not None:
+            result = on_update(session_id, update)
+            if result is not None:
+                await result
+
+    try:
+        async with (
+            Orchestrator(agents, settings, on_update=notify, models=models) as orch,
+            HttpApi(orch, hub, http) as api,
+        ):
+            config = uvicorn.Config(
+                api.app,
+                lifespan="off",
+                log_config=None,
+                server_header=False,
+                http="h11",
+                ws="none",
+                timeout_graceful_shutdown=5,
+            )
+            server = _Server(config)
+            task = asyncio.create_task(server.serve(sockets=[sock]), name="toolfleet-http")
+            bound_host, bound_port = sock.getsockname()[:2]
+            shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            try:
+                yield RunningHttp(f"http://{shown}:{bound_port}", orch, api, server)
+            finally:
+                api.close_streams()
+                server.should_exit = True
+                await task
+    finally:
+        sock.close()

@@ -1,0 +1,157 @@
+// The approvals page: pending tickets, approve or reject with one click.
+// The list is read again every REFRESH_MS, so a ticket completed elsewhere (the CLI,
+// a webhook, a job) disappears by itself. A token given in the link as #token=...
+// (never sent to the server, so never in its logs) or ?token=... is kept in this
+// browser's localStorage, removed from the address bar, and sent as
+// `Authorization: Bearer`; without one, the page asks for it on the first 401.
+"use strict";
+
+const REFRESH_MS = 1500;
+const TOKEN_KEY = "toolfleet.token";
+const decided = new Map(); // call id -> "approved" | "rejected", sent from this page
+
+function takeTokenFromUrl() {
+  const url = new URL(window.location.href);
+  const token = new URLSearchParams(url.hash.slice(1)).get("token") ?? url.searchParams.get("token");
+  if (token !== null) {
+    localStorage.setItem(TOKEN_KEY, token);
+    url.searchParams.delete("token");
+    url.hash = "";
+    history.replaceState(null, "", url); // keep it out of the address bar and history
+    document.getElementById("login").hidden = true;
+  }
+}
+
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json" };
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = "Bearer " + token;
+  const response = await fetch(path, { ...options, headers });
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401) {
+    document.getElementById("login").hidden = false;
+  }
+  if (!response.ok) throw new Error(body.detail || response.status + " " + response.statusText);
+  return body;
+}
+
+function showStatus(text, problem = false) {
+  const status = document.getElementById("status");
+  status.textContent = text;
+  status.classList.toggle("problem", problem);
+}
+
+function age(seconds) {
+  if (seconds < 120) return Math.round(seconds) + " s";
+  if (seconds < 7200) return Math.round(seconds / 60) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
+function cell(row, className, text) {
+  const td = row.insertCell();
+  td.className = className;
+  if (text !== undefined) td.textContent = text;
+  return td;
+}
+
+function newRow(ticket) {
+  const row = document.createElement("tr");
+  row.dataset.callId = ticket.call_id;
+  cell(row, "tool", ticket.tool);
+  const args = document.createElement("pre");
+  args.textContent = JSON.stringify(ticket.args, null, 1);
+  cell(row, "args").append(args);
+  cell(row, "age");
+  cell(row, "who", ticket.session_id + " · " + ticket.user_id);
+  const decision = cell(row, "decision");
+  if (ticket.kind === "credential") {
+    // The user's secret is never typed into this page: it goes through the CLI.
+    decision.textContent = "needs the user's credential: toolfleet tickets credential " + ticket.call_id;
+    return row;
+  }
+  const note = document.createElement("input");
+  note.placeholder = "note (optional)";
+  note.maxLength = 2000;
+  decision.append(note);
+  for (const verb of ["approve", "reject"]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = verb;
+    button.dataset.decision = verb;
+    button.textContent = verb === "approve" ? "Approve" : "Reject";
+    button.addEventListener("click", () => decide(ticket.call_id, verb, note.value, row));
+    decision.append(button);
+  }
+  return row;
+}
+
+function render(tickets) {
+  const showAll = document.getElementById("all").checked;
+  const shown = tickets.filter((t) => showAll || t.tool.includes("approval"));
+  const body = document.querySelector("#tickets tbody");
+  const rows = new Map([...body.rows].map((row) => [row.dataset.callId, row]));
+  for (const ticket of shown) {
+    let row = rows.get(ticket.call_id);
+    if (row === undefined) {
+      row = newRow(ticket);
+      body.append(row);
+    }
+    rows.delete(ticket.call_id);
+    const sent = decided.get(ticket.call_id);
+    row.querySelector("td.age").textContent = sent ? sent + ", applying…" : age(ticket.age_s);
+  }
+  for (const [callId, row] of rows) {
+    row.remove(); // completed (here or elsewhere) or filtered out
+    decided.delete(callId);
+  }
+  document.getElementById("empty").hidden = shown.length > 0;
+}
+
+async function refresh() {
+  try {
+    render(await api("tickets"));
+    showStatus("updated " + new Date().toLocaleTimeString());
+  } catch (error) {
+    showStatus(error.message, true);
+  }
+}
+
+async function decide(callId, verb, note, row) {
+  row.classList.add("sent");
+  for (const button of row.querySelectorAll("button")) button.disabled = true;
+  try {
+    const body = note ? { note } : {};
+    await api(`tickets/${encodeURIComponent(callId)}/${verb}`, {
+      method: "POST",
+      body: JSON.stringify(body),
+    });
+    const outcome = verb === "approve" ? "approved" : "rejected";
+    decided.set(callId, outcome);
+    showStatus(`${outcome} ${callId}`);
+  } catch (error) {
+    row.classList.remove("sent");
+    for (const button of row.querySelectorAll("button")) button.disabled = false;
+    showStatus(error.message, true);
+  }
+  await refresh();
+}
+
+function start() {
+  takeTokenFromUrl();
+  document.getElementById("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    localStorage.setItem(TOKEN_KEY, document.getElementById("token").value);
+    document.getElementById("login").hidden = true;
+    refresh();
+  });
+  document.getElementById("all").addEventListener("change", refresh);
+  window.addEventListener("hashchange", () => {
+    takeTokenFromUrl();
+    refresh();
+  });
+  refresh();
+  setInterval(refresh, REFRESH_MS);
+}
+
+start();

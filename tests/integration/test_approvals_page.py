@@ -1,0 +1,113 @@
+"""The approvals page in a real browser (headless Chromium): approve with one click.
+
+Screenshots go to TOOLFLEET_TEST_ARTIFACTS (default build/test-artifacts/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from examples import reimbursement
+from orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from orchestrator.local_workers import WorkerGroup
+from shared.config import Settings
+from tests.integration.browser import chromium_page, find_chromium
+from tests.integration.http_support import TOKEN, bearer
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 30
+APP = "reimbursement_agent"
+ARTIFACTS = Path(
+    os.environ.get("TOOLFLEET_TEST_ARTIFACTS")
+    or Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
+)
+
+
+@pytest.fixture
+def chromium() -> str:
+    binary = find_chromium()
+    if binary is None:
+        reason = "no chromium on PATH (apt-get install -y chromium, or TOOLFLEET_TEST_CHROMIUM)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser test: {reason}")
+        pytest.skip(reason)
+    return binary
+
+
+@pytest.fixture
+async def served(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> AsyncIterator[RunningHttp]:
+    http = HttpSettings(token=TOKEN)
+    async with serve_http([reimbursement.agent], settings, http, "127.0.0.1", 0) as running:
+        yield running
+
+
+async def ask_for_reimbursement(client: httpx.AsyncClient, user: str, text: str) -> tuple[str, str]:
+    """A session waiting for approval: (session id, pending call id)."""
+    created = await client.post(f"/apps/{APP}/users/{user}/sessions")
+    session_id = created.json()["id"]
+    answered = await client.post(
+        f"/apps/{APP}/users/{user}/sessions/{session_id}/messages", json={"text": text}
+    )
+    (ticket,) = answered.json()["pending"]
+    return session_id, ticket["call_id"]
+
+
+def row(call_id: str) -> str:
+    return f"document.querySelector('tr[data-call-id=\"{call_id}\"]')"
+
+
+async def test_approving_on_the_page_resumes_the_agent_and_the_ticket_disappears(
+    served: RunningHttp, chromium: str, tmp_path: Path
+) -> None:
+    async with (
+        httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as client,
+        chromium_page(chromium, tmp_path / "profile") as page,
+    ):
+        user = f"emp-{uuid.uuid4().hex[:6]}"
+        meals_session, meals = await ask_for_reimbursement(
+            client, user, "Please reimburse 200$ for meals"
+        )
+        _, laptop = await ask_for_reimbursement(client, user, "Please reimburse 900$ for a laptop")
+
+        # Without the token the page asks for it.
+        await page.goto(f"{served.url}/approvals")
+        await page.wait_for("!document.getElementById('login').hidden", WAIT_S)
+
+        # A link with #token= (never sent to the server): kept, and both approvals listed.
+        await page.goto("about:blank")
+        await page.goto(f"{served.url}/approvals#token={TOKEN}")
+        await page.wait_for(f"{row(meals)} && {row(laptop)}", WAIT_S)
+        assert "token" not in await page.evaluate("location.href")
+        args = json.loads(await page.evaluate(f"{row(meals)}.querySelector('pre').textContent"))
+        assert args == {"purpose": "meals", "amount": 200.0}
+        assert (await page.evaluate(f"{row(meals)}.cells[2].textContent")).endswith(" s")
+        await page.screenshot(ARTIFACTS / "approvals-pending.png")
+
+        # Approve with one click: the row goes once the orchestrator has applied it.
+        await page.click(f'tr[data-call-id="{meals}"] button[data-decision="approve"]')
+        await page.wait_for(f"!{row(meals)}", WAIT_S)
+        assert await page.evaluate(f"Boolean({row(laptop)})")
+
+        # Rejected elsewhere (the API, as the CLI or a webhook would): the page follows.
+        rejected = await client.post(f"/tickets/{laptop}/reject", json={"note": "no receipt"})
+        assert rejected.status_code == 202
+        await page.wait_for(f"!{row(laptop)}", WAIT_S)
+        await page.screenshot(ARTIFACTS / "approvals-done.png")
+
+        assert await served.orch.wait_until_settled(APP, meals_session, WAIT_S)
+        session = (await client.get(f"/apps/{APP}/users/{user}/sessions/{meals_session}")).json()
+    assert session["pending"] == []
+    assert session["events"][-1]["content"]["parts"][0]["text"] == (
+        "Approved and paid: $200.00 for meals."
+    )
+    assert (ARTIFACTS / "approvals-done.png").stat().st_size > 1000

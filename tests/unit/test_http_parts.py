@@ -1,0 +1,157 @@
+"""The HTTP API's parts that need no Redis: settings, guards, event translation, the hub."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from google.genai import types
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from orchestrator.agent import Agent
+from orchestrator.httpapi.events import encode, ends_invocation, event_json, event_kind
+from orchestrator.httpapi.guards import BodyLimitMiddleware, OriginMiddleware
+from orchestrator.httpapi.hub import MAX_QUEUED, SessionHub, StreamClosed
+from orchestrator.httpapi.serving import HideTokens
+from orchestrator.httpapi.settings import HttpSettings, is_loopback, parse_bind
+from orchestrator.sessions import Event
+from shared.errors import ConfigError
+from shared.messages import ToolActions
+
+DEFAULTS = HttpSettings(host="127.0.0.1", port=8080, token=None)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", ("127.0.0.1", 8080)),
+        ("0.0.0.0:9000", ("0.0.0.0", 9000)),
+        (":9001", ("127.0.0.1", 9001)),
+        ("localhost", ("localhost", 8080)),
+        ("[::1]:9002", ("::1", 9002)),
+        ("::1", ("::1", 8080)),
+    ],
+)
+def test_bind_addresses_are_parsed_with_defaults(value: str, expected: tuple[str, int]) -> None:
+    assert parse_bind(value, DEFAULTS) == expected
+
+
+def test_a_bad_port_is_a_config_error_naming_the_option() -> None:
+    with pytest.raises(ConfigError, match="--http 'host:http'"):
+        parse_bind("host:http", DEFAULTS)
+
+
+def test_listening_beyond_loopback_needs_a_token_unless_allowed() -> None:
+    assert is_loopback("127.0.0.5") and is_loopback("[::1]") and not is_loopback("0.0.0.0")
+    DEFAULTS.check_bind("127.0.0.1")
+    with pytest.raises(ConfigError, match="TOOLFLEET_HTTP_TOKEN"):
+        DEFAULTS.check_bind("0.0.0.0")
+    HttpSettings(token="t").check_bind("0.0.0.0")
+    HttpSettings(token=None, allow_no_auth=True).check_bind("0.0.0.0")
+    assert not HttpSettings(token="").auth_required()
+
+
+async def _echo(request: Request) -> JSONResponse:
+    return JSONResponse({"bytes": len(await request.body())})
+
+
+def _guarded(max_bytes: int, open_api: bool) -> httpx.AsyncClient:
+    app = Starlette(routes=[Route("/", _echo, methods=["GET", "POST"])])
+    app.add_middleware(OriginMiddleware, open_api=open_api)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_bytes)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://localhost")
+
+
+async def test_bodies_over_the_limit_get_413_declared_or_streamed() -> None:
+    async with _guarded(1024, open_api=False) as client:
+        assert (await client.post("/", content=b"x" * 1024)).json() == {"bytes": 1024}
+        declared = await client.post("/", content=b"x" * 1025)
+        assert declared.status_code == 413
+        assert "TOOLFLEET_HTTP_MAX_BODY_BYTES" in declared.json()["detail"]
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(3):
+                yield b"x" * 600
+
+        streamed = await client.post("/", content=chunks())  # no Content-Length
+        assert streamed.status_code == 413 and streamed.json()["status"] == 413
+
+
+async def test_cross_origin_writes_and_foreign_hosts_of_an_open_api_are_refused() -> None:
+    async with _guarded(1024, open_api=True) as client:
+        assert (await client.post("/", headers={"Origin": "http://localhost"})).status_code == 200
+        forged = await client.post("/", headers={"Origin": "http://evil.example"})
+        assert forged.status_code == 403 and "cross-origin" in forged.json()["detail"]
+        assert (await client.get("/", headers={"Origin": "http://evil.example"})).status_code == 200
+        rebound = await client.get("/", headers={"Host": "evil.example"})
+        assert rebound.status_code == 403 and "localhost" in rebound.json()["detail"]
+    async with _guarded(1024, open_api=False) as client:  # a token guards it: any host
+        assert (await client.get("/", headers={"Host": "api.example"})).status_code == 200
+
+
+def _model(*parts: types.Part) -> types.Content:
+    return types.Content(role="model", parts=list(parts))
+
+
+def test_secret_call_arguments_are_masked_in_event_json() -> None:
+    call = types.FunctionCall(id="c1", name="call_api", args={"api_key": "sk-1", "q": "x"})
+    event = Event(invocation_id="i", author="a", content=_model(types.Part(function_call=call)))
+    data = event_json(event, ["api_key"])
+    assert data["content"]["parts"][0]["function_call"]["args"] == {"api_key": "***", "q": "x"}
+    assert event.content is not None and call.args == {"api_key": "sk-1", "q": "x"}
+    assert b"event: event\nid: 3\ndata: {" in encode("event", data, 3)
+
+
+def test_the_events_that_end_an_invocation() -> None:
+    root = Agent(name="root", sub_agents=[Agent(name="helper")])
+    text = Event(invocation_id="i", author="root", content=_model(types.Part(text="done")))
+    call = types.Part(function_call=types.FunctionCall(id="c", name="t", args={}))
+    calling = Event(invocation_id="i", author="root", content=_model(call))
+    responses = types.Content(role="user", parts=[types.Part(text="r")])
+
+    def turn(author: str, **actions: bool) -> Event:
+        return Event(
+            invocation_id="i", author=author, content=responses, actions=ToolActions(**actions)
+        )
+
+    assert ends_invocation(text, root) and event_kind(text) == "model"
+    assert not ends_invocation(calling, root)
+    assert not ends_invocation(turn("root"), root) and event_kind(turn("root")) == "responses"
+    assert ends_invocation(turn("root", skip_summarization=True), root)
+    assert ends_invocation(turn("root", escalate=True), root)
+    assert not ends_invocation(turn("helper", escalate=True), root)  # back to its parent
+    stopped = Event(invocation_id="i", author="root", error="stopped after max_steps=3 ...")
+    assert ends_invocation(stopped, root) and event_kind(stopped) == "error"
+    parked = Event(invocation_id="i", author="root", credential_requests=[{"call_id": "c"}])
+    assert ends_invocation(parked, root) and event_kind(parked) == "credential"
+    user = Event(invocation_id="i", author="user", content=types.Content(role="user", parts=[]))
+    assert not ends_invocation(user, root) and event_kind(user) == "user"
+
+
+async def test_the_hub_fans_out_by_session_and_cuts_off_a_subscriber_far_behind() -> None:
+    hub = SessionHub()
+    a, b, other = hub.subscribe("s1"), hub.subscribe("s1"), hub.subscribe("s2")
+    closing = StreamClosed("x")
+    hub.publish("s1", closing)
+    assert a.queue.get_nowait() is closing and b.queue.get_nowait() is closing
+    assert other.queue.empty()
+    hub.unsubscribe(b)
+    for _ in range(MAX_QUEUED + 1):
+        hub.publish("s1", closing)
+    (cut,) = [a.queue.get_nowait() for _ in range(a.queue.qsize())]
+    assert isinstance(cut, StreamClosed) and "fell more than" in cut.reason
+    assert hub.watchers("s1") == 0 and hub.watchers("s2") == 1
+    hub.close()
+    assert isinstance(other.queue.get_nowait(), StreamClosed)
+
+
+def test_tokens_in_links_are_masked_in_access_log_lines() -> None:
+    args = ("1.2.3.4:5", "GET", "/approvals?x=1&token=s3cret&y=2", "1.1", 200)
+    record = logging.LogRecord("uvicorn.access", 20, "", 0, '%s - "%s %s HTTP/%s" %d', args, None)
+    assert HideTokens().filter(record)
+    assert record.getMessage() == '1.2.3.4:5 - "GET /approvals?x=1&token=***&y=2 HTTP/1.1" 200'
