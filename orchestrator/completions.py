@@ -269,7 +269,11 @@ class CompletionListener:
                 if session.app_name != runner.app_name:
                     continue
                 async with self._lock(session_id):
-                    await self._resume_if_owed(runner, session_id)
+                    try:
+                        await self._resume_if_owed(runner, session_id)
+                    except Exception:
+                        # One broken session must not stop the listener; it stays owed.
+                        log.exception("resuming session %s failed; it stays owed", session_id)
 
     async def _resume_if_owed(self, runner: Runner, session_id: str) -> None:
         async with runner.lease(session_id, wait_s=self._lease_wait_s):

@@ -22,6 +22,7 @@ from orchestrator.loop import Update
 from orchestrator.runner import Runner
 from orchestrator.service import Orchestrator
 from orchestrator.sessions import Session, SessionStore
+from shared.auth import CredentialStore
 from shared.completions import Completions
 from shared.keys import Keys
 
@@ -57,6 +58,9 @@ class HttpApi:
         # The CLI's own client, run in a thread: the same checks and dead letters.
         self._sync_redis = redis.Redis.from_url(url)
         self.completions = Completions(self._sync_redis, self.keys)
+        self.credentials = CredentialStore(
+            self._sync_redis, self.keys, self.settings.credential_key
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._streams: set[asyncio.Queue[RunItem]] = set()
         self.app = self._build()

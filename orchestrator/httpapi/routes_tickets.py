@@ -20,6 +20,7 @@ from orchestrator.httpapi.wire import (
     Health,
     PoolHealth,
     PostResult,
+    SuppliedCredential,
     Ticket,
 )
 from orchestrator.pools import live_workers
@@ -107,6 +108,35 @@ def tickets_router(api: HttpApi) -> APIRouter:
     )
     async def post_result(call_id: CallId, body: PostResult) -> Accepted:
         return await post(call_id, body.response, body.final)
+
+    @router.post(
+        "/{call_id}/credential",
+        status_code=202,
+        response_model=Accepted,
+        responses=completion_errors,
+        summary="Supply the credential a tool asked for (request_credential)",
+        description=(
+            "Stores the credential encrypted for the ticket's user and runs the call again; "
+            "the credential never appears in sessions, task messages or the model's input. "
+            "A call that waits for a result, not a credential, answers 409."
+        ),
+    )
+    async def supply_credential(call_id: CallId, body: SuppliedCredential) -> Accepted:
+        def supply() -> tuple[str, PendingCall]:
+            call = api.completions.get(call_id)
+            entry = api.completions.supply_credential(
+                call_id, body.credential, api.credentials, source="http"
+            )
+            return entry, call
+
+        entry_id, call = await asyncio.to_thread(supply)
+        return Accepted(
+            call_id=call_id,
+            session_id=call.session_id,
+            final=True,
+            entry_id=entry_id,
+            detail="credential stored; the call runs again and the agent resumes",
+        )
 
     for verb, status in (("approve", "approved"), ("reject", "rejected")):
         router.add_api_route(

@@ -72,6 +72,16 @@ class PostResult(BaseModel):
     final: bool = Field(default=True, description="false: an intermediate result (progress).")
 
 
+class SuppliedCredential(BaseModel):
+    model_config = REQUEST
+
+    credential: str = Field(
+        min_length=1,
+        max_length=8192,
+        description="The token or key the tool asked for; stored encrypted for the user.",
+    )
+
+
 class Decision(BaseModel):
     model_config = REQUEST
 

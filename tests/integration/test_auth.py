@@ -7,10 +7,12 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 import redis
 
 from examples import bank_account
+from orchestrator.httpapi import HttpSettings, serve_http
 from orchestrator.local_workers import WorkerGroup
 from orchestrator.offline import ScriptedModel
 from orchestrator.service import Orchestrator
@@ -20,6 +22,7 @@ from shared.completions import CompletionError, Completions
 from shared.config import Settings
 from shared.keys import Keys
 from tests.integration.bank_api import BankApi
+from tests.integration.http_support import TOKEN, bearer
 
 pytestmark = pytest.mark.integration
 
@@ -140,3 +143,38 @@ async def test_a_rejected_credential_is_asked_for_again(
     assert "wrong-token" in bank_api.seen_tokens
     assert await runner.store.pending_calls(session_id)  # still waiting, nothing answered
     client.close()
+
+
+async def test_credential_requests_are_listed_and_answered_over_http(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], bank_api: BankApi
+) -> None:
+    canary = f"canary-http-{uuid.uuid4().hex}"
+    bank_api.valid_tokens.add(canary)
+    http = HttpSettings(token=TOKEN)
+    async with (
+        serve_http([bank_account.agent], settings, http, "127.0.0.1", 0) as served,
+        httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as client,
+    ):
+        user = f"dee-{uuid.uuid4().hex[:6]}"
+        created = await client.post(f"/apps/bank_agent/users/{user}/sessions", json={})
+        session_id = created.json()["id"]
+        url = f"/apps/bank_agent/users/{user}/sessions/{session_id}/messages"
+        first = await client.post(url, json={"text": "Balance of ACC-9?"})
+        assert first.status_code == 200, first.text
+        tickets = (await client.get("/tickets", params={"session_id": session_id})).json()
+        (ticket,) = tickets
+        assert ticket["tool"] == "get_account_balance"
+        wrong_kind = await client.post(
+            f"/tickets/{ticket['call_id']}/result", json={"response": {}}
+        )
+        assert wrong_kind.status_code == 409
+
+        supplied = await client.post(
+            f"/tickets/{ticket['call_id']}/credential", json={"credential": canary}
+        )
+        assert supplied.status_code == 202, supplied.text
+        runner = served.orch.runner("bank_agent")
+        assert await served.orch.wait_until_settled("bank_agent", session_id, WAIT_S)
+        session = await runner.store.get(session_id)
+        assert "Account ACC-9 holds 1234.5 EUR." in str(session.events[-1].content)
+        assert bank_api.seen_tokens[-1] == canary
