@@ -17,7 +17,7 @@ from google.genai import types
 
 from orchestrator.fleet import PlannedCall, failed
 from orchestrator.sessions import Event, Session
-from orchestrator.turn import make_envelope
+from orchestrator.turn import make_envelope, pending_call
 from shared.messages import PendingCall, ToolResult
 
 if TYPE_CHECKING:
@@ -33,16 +33,12 @@ async def park_turn(
 ) -> Event:
     """Keep the turn's results, record its credential requests, tell the client."""
     needing = [r for r in ordered if r.actions.requested_auth]
+    args = {c.id: dict(c.args or {}) for c in calls}
     requests = [
-        PendingCall(
-            call_id=r.call_id,
-            tool=r.tool,
-            session_id=inv.session.id,
-            app_name=inv.session.app_name,
-            user_id=inv.session.user_id,
-            agent=inv.agent.name,
-            invocation_id=inv.id,
-            args=dict(next(c.args or {} for c in calls if c.id == r.call_id)),
+        pending_call(
+            inv,
+            r,
+            args[r.call_id],
             ticket=r.actions.requested_auth or {},
             created_at=time.time(),
             kind="credential",
@@ -70,21 +66,8 @@ async def rerun_with_credential(
     runner: Runner, session: Session, pending: PendingCall
 ) -> ToolResult:
     """Dispatch the call again, as it was; the tool now finds the supplied credential."""
-    from orchestrator.loop import Invocation  # the loop imports this module
-
-    agent = runner.agent.find_agent(pending.agent) or runner.agent
-    invocation = Invocation(
-        agent=agent,
-        models=runner.model_for,
-        session=session,
-        store=runner.store,
-        runner=runner.tool_runner,
-        settings=runner.settings,
-        keys=runner.keys,
-        id=pending.invocation_id,
-        depth=runner.depth,
-    )
-    tools = await agent.tools_for(invocation.readonly_context())
+    invocation = runner.new_invocation(session, pending.agent, pending.invocation_id)
+    tools = await invocation.agent.tools_for(invocation.readonly_context())
     tool = tools.get(pending.tool)
     envelope = make_envelope(invocation, pending.call_id, pending.tool, pending.args)
     if tool is None:

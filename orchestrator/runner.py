@@ -92,18 +92,26 @@ class Runner:
         self, session: Session, message: types.Content | None
     ) -> AsyncIterator[Update]:
         """Run the loop on a session whose lease this replica holds."""
-        invocation = Invocation(
-            agent=self.agent.find_agent(session.active_agent or "") or self.agent,
+        async for update in run_invocation(self.new_invocation(session), message):
+            yield update
+
+    def new_invocation(
+        self, session: Session, agent_name: str | None = None, invocation_id: str = ""
+    ) -> Invocation:
+        """An invocation of `agent_name` (default: the session's active agent) on this
+        replica's store, fleet and models."""
+        name = agent_name or session.active_agent or ""
+        return Invocation(
+            agent=self.agent.find_agent(name) or self.agent,
             models=self.model_for,
             session=session,
             store=self.store,
             runner=self.tool_runner,
             settings=self.settings,
             keys=self.keys,
+            id=invocation_id,
             depth=self.depth,
         )
-        async for update in run_invocation(invocation, message):
-            yield update
 
     def model_for(self, agent: Agent) -> Model:
         """Each agent of the tree keeps one model (its offline script, or Gemini)."""

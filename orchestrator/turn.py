@@ -105,21 +105,31 @@ def pending_calls(
 ) -> list[PendingCall]:
     """Long-running calls that answered 'pending': their final result comes later."""
     return [
-        PendingCall(
-            call_id=result.call_id,
-            tool=result.tool,
-            session_id=inv.session.id,
-            app_name=inv.session.app_name,
-            user_id=inv.session.user_id,
-            agent=inv.agent.name,
-            invocation_id=inv.id,
-            args=dict(call.args or {}),
-            ticket=result.response,
-            created_at=result.finished_at or time.time(),
-        )
+        pending_call(inv, result, dict(call.args or {}))
         for call, result in zip(calls, ordered, strict=True)
         if result.status is CallStatus.PENDING
     ]
+
+
+def pending_call(
+    inv: Invocation, result: ToolResult, args: dict[str, Any], **fields: Any
+) -> PendingCall:
+    """The record of a call that waits (for its final result, or a credential)."""
+    defaults: dict[str, Any] = {
+        "ticket": result.response,
+        "created_at": result.finished_at or time.time(),
+    }
+    return PendingCall(
+        call_id=result.call_id,
+        tool=result.tool,
+        session_id=inv.session.id,
+        app_name=inv.session.app_name,
+        user_id=inv.session.user_id,
+        agent=inv.agent.name,
+        invocation_id=inv.id,
+        args=args,
+        **{**defaults, **fields},
+    )
 
 
 def responses_event(invocation_id: str, author: str, ordered: list[ToolResult]) -> Event:
