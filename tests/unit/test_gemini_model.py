@@ -115,6 +115,32 @@ def _text_reply(text: str) -> dict[str, Any]:
     }
 
 
+def _two_parallel_calls_reply() -> dict[str, Any]:
+    """A turn of two parallel calls: the first with an id and a thought signature, the
+    second with neither (as Gemini sends them)."""
+    return {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {
+                            "functionCall": {
+                                "id": "call-abc",
+                                "name": "get_weather",
+                                "args": {"city": "Paris"},
+                            },
+                            "thoughtSignature": _b64(b"sig-1"),
+                        },
+                        {"functionCall": {"name": "get_time", "args": {"tz": "UTC"}}},
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+
+
 def _declaration(sent: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """(name, description, schema) of a function declaration as sent on the wire.
 
@@ -160,29 +186,7 @@ def _request(contents: list[types.Content], tools: list[FunctionTool]) -> ModelR
 
 
 async def test_parallel_calls_round_trip_ids_and_thought_signature(gemini: FakeGemini) -> None:
-    gemini.reply(
-        {
-            "candidates": [
-                {
-                    "content": {
-                        "role": "model",
-                        "parts": [
-                            {
-                                "functionCall": {
-                                    "id": "call-abc",
-                                    "name": "get_weather",
-                                    "args": {"city": "Paris"},
-                                },
-                                "thoughtSignature": _b64(b"sig-1"),
-                            },
-                            {"functionCall": {"name": "get_time", "args": {"tz": "UTC"}}},
-                        ],
-                    },
-                    "finishReason": "STOP",
-                }
-            ]
-        }
-    )
+    gemini.reply(_two_parallel_calls_reply())
     gemini.reply(_text_reply("Sunny in Paris; it is noon UTC."))
     tools = [FunctionTool(get_weather), FunctionTool(get_time)]
     model = gemini.model()
@@ -418,29 +422,7 @@ async def test_the_loop_drives_gemini_through_a_parallel_turn(
     gemini: FakeGemini, store: SessionStore
 ) -> None:
     """The whole loop, not a hand-made exchange: ids, signature and responses on the wire."""
-    gemini.reply(
-        {
-            "candidates": [
-                {
-                    "content": {
-                        "role": "model",
-                        "parts": [
-                            {
-                                "functionCall": {
-                                    "id": "call-abc",
-                                    "name": "get_weather",
-                                    "args": {"city": "Paris"},
-                                },
-                                "thoughtSignature": _b64(b"sig-1"),
-                            },
-                            {"functionCall": {"name": "get_time", "args": {"tz": "UTC"}}},
-                        ],
-                    },
-                    "finishReason": "STOP",
-                }
-            ]
-        }
-    )
+    gemini.reply(_two_parallel_calls_reply())
     gemini.reply(_text_reply("Sunny in Paris; it is UTC there."))
     model = gemini.model()
     agent = Agent(
