@@ -108,6 +108,10 @@ class WorkerGroup:
             "TOOLFLEET_DEFAULT_POOL": self.settings.default_pool,
             "TOOLFLEET_DEFAULT_TIMEOUT_S": str(self.settings.default_timeout_s),
             "TOOLFLEET_WORKER_HEARTBEAT_S": str(self.settings.worker_heartbeat_s),
+            "TOOLFLEET_REDELIVERY_MARGIN_S": str(self.settings.redelivery_margin_s),
+            "TOOLFLEET_RESTORE_INTERVAL_S": str(self.settings.restore_interval_s),
+            "TOOLFLEET_MAX_DELIVERIES": str(self.settings.max_deliveries),
+            "TOOLFLEET_SECRET_ARG_NAMES": ",".join(self.settings.secret_arg_names),
             "TOOLFLEET_CREDENTIAL_KEY": self.settings.credential_key or "",
             **self.extra_env,
         }

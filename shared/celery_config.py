@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from shared.config import Settings
 from shared.keys import queue_name
 from shared.tools import FunctionTool
-
-# The broker must not redeliver a message while its tool may still be running.
-VISIBILITY_MARGIN_S = 30.0
 
 
 def tool_time_limit(tool: FunctionTool, settings: Settings) -> float:
@@ -20,14 +18,30 @@ def tool_pool(tool: FunctionTool, settings: Settings) -> str:
     return tool.options.pool or settings.default_pool
 
 
-def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, Any]:
+def broker_visibility_timeout_s(settings: Settings, tools: list[FunctionTool]) -> int:
+    """The broker must not redeliver a message while its tool may still be running."""
     longest = max((tool_time_limit(t, settings) for t in tools), default=settings.default_timeout_s)
     # Hard limit = soft limit + 1 s (see workers.tasks), so this stays above it.
-    visibility_timeout = int(longest + 1 + VISIBILITY_MARGIN_S)
+    return math.ceil(longest + 1 + settings.redelivery_margin_s)
+
+
+def recovery_bound_s(settings: Settings, tools: list[FunctionTool]) -> float:
+    """At most this long after a worker dies, its unfinished calls run elsewhere."""
+    return broker_visibility_timeout_s(settings, tools) + settings.restore_interval_s
+
+
+def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, Any]:
+    visibility_timeout = broker_visibility_timeout_s(settings, tools)
     return {
         "broker_url": settings.require_redis_url(),
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": {"visibility_timeout": visibility_timeout},
+        "broker_transport_options": {
+            "visibility_timeout": visibility_timeout,
+            # kombu sweeps for messages of dead workers every interval x throttle seconds
+            # (10 x 10 by default): sweep every interval, so the bound is what we state.
+            "unacked_restore_interval": settings.restore_interval_s,
+            "unacked_restore_throttle": 1,
+        },
         "task_serializer": "json",
         "accept_content": ["json"],
         "result_accept_content": ["json"],

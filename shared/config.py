@@ -42,6 +42,24 @@ class Settings(BaseSettings):
         default=10_000, ge=100, description="Approximate cap on each results stream."
     )
     lease_ttl_s: float = Field(default=30.0, gt=0, description="Session lease lifetime.")
+    redelivery_margin_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Broker visibility timeout beyond the longest tool time limit: a call "
+        "taken by a worker that died is redelivered this long after its hard limit.",
+    )
+    restore_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often workers look for calls of dead workers to redeliver "
+        "(recovery bound = longest time limit + 1 + redelivery margin + this).",
+    )
+    max_deliveries: int = Field(
+        default=3,
+        ge=1,
+        description="Deliveries of one call before it is answered with an error instead "
+        "of run again (a tool that kills its worker must not loop forever).",
+    )
     model: str = Field(default="gemini-2.5-flash", description="Gemini model name.")
     worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
 

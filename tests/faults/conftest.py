@@ -1,0 +1,62 @@
+"""Fault tests: a private redis-server (append-only) and worker processes a test may kill.
+
+Timings are short so faults resolve in seconds: tool limit 3 s, redelivery margin 1 s,
+restore sweep every 1 s - a dead worker's call runs elsewhere within
+`recovery_bound_s(settings, tools)` (about 6 s here; 96 s with the defaults).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator.local_workers import WorkerGroup
+from shared.auth import new_credential_key
+from shared.config import Settings
+from tests.faults.servers import RedisServer
+
+FAULT_TOOL_MODULES = [
+    "tests.faults.fault_tools",
+    "tests.faults.worker_fault_tools",
+    "tests.faults.input_tools",
+]
+
+
+def fault_settings(url: str, **overrides: object) -> Settings:
+    values: dict[str, object] = dict(
+        redis_url=url,
+        key_prefix=f"tffault-{uuid.uuid4().hex[:8]}",
+        tool_modules=FAULT_TOOL_MODULES,
+        default_timeout_s=3,
+        result_grace_s=1.0,
+        redelivery_margin_s=1,
+        restore_interval_s=1,
+        max_deliveries=3,
+        worker_heartbeat_s=0.5,
+        lease_ttl_s=2,
+        credential_key=new_credential_key(),
+    )
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    """One server per test module: modules that restart or reconfigure it stay apart."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def settings(redis_server: RedisServer) -> Settings:
+    """Fresh key prefix per test (keys are left for the module's server to drop)."""
+    return fault_settings(redis_server.url())
+
+
+@pytest.fixture
+def workers(settings: Settings) -> Iterator[WorkerGroup]:
+    """An empty group: each test starts (and may kill) the workers it needs."""
+    with WorkerGroup(settings) as group:
+        yield group

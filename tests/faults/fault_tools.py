@@ -1,0 +1,1 @@
+"""Tools and agents of the orchestrator fault tests (kills, restarts, replicas)."""

@@ -1,0 +1,1 @@
+"""Tools of the bad-input and security fault tests."""

@@ -1,0 +1,1 @@
+"""Tools of the worker fault tests (pool child and worker kills, crashes, timeouts)."""
