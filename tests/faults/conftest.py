@@ -8,9 +8,10 @@ restore sweep every 1 s - a dead worker's call runs elsewhere within
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
+from _pytest.terminal import TerminalReporter
 
 from orchestrator.local_workers import WorkerGroup
 from shared.auth import new_credential_key
@@ -60,3 +61,25 @@ def workers(settings: Settings) -> Iterator[WorkerGroup]:
     """An empty group: each test starts (and may kill) the workers it needs."""
     with WorkerGroup(settings) as group:
         yield group
+
+
+_FIGURES: list[tuple[str, str]] = []
+
+
+@pytest.fixture
+def report_figure(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
+    """`report_figure("kill -> response", "1.23 s")`: listed at the end of the run."""
+
+    def report(name: str, value: object) -> None:
+        _FIGURES.append((f"{request.node.name}: {name}", str(value)))
+
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    if not _FIGURES:
+        return
+    terminalreporter.section("fault figures")
+    width = max(len(name) for name, _ in _FIGURES)
+    for name, value in _FIGURES:
+        terminalreporter.write_line(f"{name.ljust(width)}  {value}")
