@@ -76,7 +76,12 @@ class CeleryFleet:
         if not calls:
             return
         stream = calls[0].call.reply_to
-        futures = await self._waiter.expect(stream, [p.call.call_id for p in calls])
+        futures = await self._waiter.expect(
+            stream,
+            [p.call.call_id for p in calls],
+            session_id=calls[0].call.session_id,
+            tools={p.call.call_id: p.call.tool for p in calls},
+        )
         waiting = list(calls)
         in_flight: dict[asyncio.Future[ToolResult], tuple[PlannedCall, float]] = {}
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,8 @@ class ResultWaiter:
         self._wake_key = keys.wake(replica_id)
         self._wake_last = "0-0"
         self._pending: dict[str, tuple[str, asyncio.Future[ToolResult]]] = {}
+        # What a result must claim to be accepted for an awaited call: (session, tool).
+        self._claims: dict[str, tuple[str | None, str | None]] = {}
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -65,13 +68,24 @@ class ResultWaiter:
         await self._writer.delete(self._wake_key)
 
     async def expect(
-        self, stream: str, call_ids: list[str]
+        self,
+        stream: str,
+        call_ids: list[str],
+        *,
+        session_id: str | None = None,
+        tools: Mapping[str, str] | None = None,
     ) -> dict[str, asyncio.Future[ToolResult]]:
-        """Register futures before dispatching, so no result can slip past."""
+        """Register futures before dispatching, so no result can slip past.
+
+        A result is accepted for a call only on `stream`, and only if it names
+        `session_id` and the call's tool in `tools` (call id -> tool), when given.
+        """
         loop = asyncio.get_running_loop()
         futures = {call_id: loop.create_future() for call_id in call_ids}
         for call_id, future in futures.items():
             self._pending[call_id] = (stream, future)
+            if session_id is not None or tools is not None:
+                self._claims[call_id] = (session_id, tools.get(call_id) if tools else None)
         watch = self._watches.get(stream)
         if watch is not None:
             watch.settled = False
@@ -85,6 +99,7 @@ class ResultWaiter:
     def forget(self, call_id: str) -> None:
         """Stop waiting for a call (deadline passed); a late result will be dropped."""
         entry = self._pending.pop(call_id, None)
+        self._claims.pop(call_id, None)
         if entry is not None and not entry[1].done():
             entry[1].cancel()
 
@@ -142,7 +157,19 @@ class ResultWaiter:
                 "ignored a result for call %s (%s) that nobody awaits", result.call_id, result.tool
             )
             return
+        session_id, tool = self._claims.get(result.call_id, (None, None))
+        if (session_id is not None and result.session_id != session_id) or (
+            tool is not None and result.tool != tool
+        ):
+            # Forged or misrouted: the call still waits for its real result.
+            log.error(
+                "rejected entry %s on %s: a result for call %s of session %r, tool %r; "
+                "the call awaited there is of session %r, tool %r",
+                entry_id, stream, result.call_id, result.session_id, result.tool, session_id, tool,
+            )  # fmt: skip
+            return
         del self._pending[result.call_id]
+        self._claims.pop(result.call_id, None)
         watch.delivered_up_to = entry_id
         if not entry[1].done():
             entry[1].set_result(result)

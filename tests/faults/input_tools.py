@@ -1,1 +1,88 @@
 """Tools of the bad-input and security fault tests."""
+
+from __future__ import annotations
+
+import functools
+
+import redis
+
+from shared.config import Settings
+from shared.context import ToolContext
+from shared.tools import LongRunningFunctionTool, tool
+from tests.faults.probe import record_execution
+
+
+@tool
+def typed_echo(text: str, count: int, tool_context: ToolContext) -> dict[str, object]:
+    """Counts its execution, then echoes `text` `count` times.
+
+    Args:
+        text: What to echo.
+        count: How many times.
+    """
+    record_execution(tool_context.function_call_id)
+    return {"echo": [text] * count}
+
+
+@tool
+def big_result(size: int, tool_context: ToolContext) -> dict[str, object]:
+    """Counts its execution, then returns `size` bytes of text.
+
+    Args:
+        size: How many characters to return.
+    """
+    record_execution(tool_context.function_call_id)
+    return {"blob": "x" * size}
+
+
+@tool
+def use_secret(api_key: str, note: str, tool_context: ToolContext) -> dict[str, object]:
+    """Uses a secret: returns it under a secret-named key and its length.
+
+    Args:
+        api_key: The secret.
+        note: Something to echo.
+    """
+    record_execution(tool_context.function_call_id)
+    return {"note": note, "length": len(api_key), "token": api_key, "nested": {"secret": api_key}}
+
+
+def open_ticket(subject: str, tool_context: ToolContext) -> dict[str, object]:
+    """Opens a ticket whose final result is posted later.
+
+    Args:
+        subject: What the ticket is about.
+    """
+    record_execution(tool_context.function_call_id)
+    return {"status": "pending", "subject": subject}
+
+
+ticket_tool = LongRunningFunctionTool(open_ticket)
+
+
+@tool
+def gated(name: str, tool_context: ToolContext) -> dict[str, object]:
+    """Counts its execution, then waits (under its time limit) for the test to open `name`.
+
+    Args:
+        name: The gate to wait for.
+    """
+    record_execution(tool_context.function_call_id)
+    opened = wait_for_gate(name, timeout_s=2.5)
+    return {"gate": name, "opened": opened}
+
+
+@functools.cache
+def _gate_client() -> tuple[redis.Redis, str]:
+    settings = Settings()
+    return redis.Redis.from_url(settings.require_redis_url()), settings.key_prefix
+
+
+def gate_key(prefix: str, name: str) -> str:
+    return f"{prefix}:probe:gate:{name}"
+
+
+def wait_for_gate(name: str, timeout_s: float) -> bool:
+    """Block until the test pushes to the gate (BLPOP), at most `timeout_s`."""
+    client, prefix = _gate_client()
+    return client.blpop([gate_key(prefix, name)], timeout=timeout_s) is not None
