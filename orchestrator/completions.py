@@ -5,6 +5,9 @@ replica is one consumer. Per entry: claim the call (`SET NX` on the call id), re
 the function response in the session under its lease, acknowledge, and run the
 model on it. Entries a crashed replica left unacknowledged are taken over with
 XAUTOCLAIM; refused completions go to the dead-letter stream.
+
+The listener also finishes the work of replicas that died: every `owed_scan_s` it
+continues each session that owes the model a turn and whose lease nobody holds.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from orchestrator.connections import stop_task
 from orchestrator.credentials import complete_parked_turn, rerun_with_credential
 from orchestrator.loop import Update
 from orchestrator.runner import Runner
-from orchestrator.sessions import CallRecord, Event
+from orchestrator.sessions import CallRecord, Event, SessionStore
 from orchestrator.turn import responses_event
 from shared.completions import DEAD_LETTERS_MAXLEN, dead_letter_fields
+from shared.errors import SessionError
 from shared.keys import Keys
 from shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
 
@@ -51,6 +55,7 @@ class CompletionListener:
         claim_idle_ms: int = 30_000,
         block_ms: int = 2_000,
         lease_wait_s: float = 600.0,
+        owed_scan_s: float = 10.0,
     ) -> None:
         self._runners = {keys.completions(app): runner for app, runner in runners.items()}
         self._redis = client  # dedicated: it blocks in XREADGROUP
@@ -61,6 +66,8 @@ class CompletionListener:
         self._claim_idle_ms = claim_idle_ms
         self._block_ms = block_ms
         self._lease_wait_s = lease_wait_s
+        self._owed_scan_s = owed_scan_s
+        self._resuming: set[str] = set()  # sessions a task of this listener is continuing
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._handlers: set[asyncio.Task[None]] = set()
@@ -79,10 +86,12 @@ class CompletionListener:
             await stop_task(task, self._block_ms / 1000 + 1)
 
     async def _run(self) -> None:
-        await self._resume_owed()
-        last_claim = 0.0
+        last_claim = last_scan = 0.0
         while not self._stopping:
             try:
+                if time.monotonic() - last_scan > self._owed_scan_s:
+                    last_scan = time.monotonic()
+                    await self._resume_owed()
                 if time.monotonic() - last_claim > self._claim_idle_ms / 2000:
                     last_claim = time.monotonic()
                     await self._take_over_stale()
@@ -112,7 +121,13 @@ class CompletionListener:
                     self._spawn(stream, _text(entry_id), fields)
 
     def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
-        task = asyncio.create_task(self._handle_safely(stream, entry_id, fields))
+        self._start(self._handle_safely(stream, entry_id, fields))
+
+    def _start(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            await work
+
+        task = asyncio.create_task(run())
         self._handlers.add(task)
         task.add_done_callback(self._handlers.discard)
 
@@ -251,29 +266,44 @@ class CompletionListener:
         await self._redis.xack(stream, GROUP, entry_id)
         await self._notify(session.id, event)
         if self._progress_to_model:
-            await self._continue(runner, session.id, owed=False)
+            await self._continue(runner, session.id)
 
-    async def _continue(self, runner: Runner, session_id: str, owed: bool = True) -> None:
+    async def _continue(self, runner: Runner, session_id: str) -> None:
         """Run the model on the session as it stands (lease held by the caller)."""
         session = await runner.store.get(session_id)
         async for update in runner.invoke(session, None):
             await self._notify(session_id, update)
-        if owed:
-            await runner.store.resumed(session_id)
 
     async def _resume_owed(self) -> None:
-        """Sessions whose result was applied but never answered (a crash in between)."""
-        for runner in self._runners.values():
-            for session_id in await runner.store.sessions_to_resume():
-                session = await runner.store.get(session_id)
-                if session.app_name != runner.app_name:
-                    continue
-                async with self._lock(session_id):
-                    try:
-                        await self._resume_if_owed(runner, session_id)
-                    except Exception:
-                        # One broken session must not stop the listener; it stays owed.
-                        log.exception("resuming session %s failed; it stays owed", session_id)
+        """Continue sessions owing the model a turn that no replica is running: their
+        invocation died with its replica, or a result was applied and never answered."""
+        owed = await self._any_store().sessions_to_resume()
+        for session_id in await self._any_store().unleased(owed):
+            if session_id in self._resuming:
+                continue
+            app = await self._any_store().app_of(session_id)
+            runner = self._runners.get(self._keys.completions(app or ""))
+            if runner is None:
+                continue  # another app's session: its own orchestrator finishes it
+            self._resuming.add(session_id)
+            self._start(self._resume_one(runner, session_id))
+
+    def _any_store(self) -> SessionStore:
+        return next(iter(self._runners.values())).store
+
+    async def _resume_one(self, runner: Runner, session_id: str) -> None:
+        try:
+            async with self._lock(session_id), runner.lease(session_id):
+                if session_id in await runner.store.sessions_to_resume():
+                    log.info("continuing session %s (its invocation did not finish)", session_id)
+                    await self._continue(runner, session_id)
+        except SessionError:
+            pass  # another replica took it first
+        except Exception:
+            # One broken session must not stop the listener; it stays owed.
+            log.exception("continuing session %s failed; it stays owed", session_id)
+        finally:
+            self._resuming.discard(session_id)
 
     async def _resume_if_owed(self, runner: Runner, session_id: str) -> None:
         async with runner.lease(session_id, wait_s=self._lease_wait_s):

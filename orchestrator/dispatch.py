@@ -21,6 +21,9 @@ from shared.keys import task_name
 from shared.messages import ToolCall
 from shared.redaction import redact_args
 
+# Forgotten when the turn is answered (settle); this only bounds what a crash leaves.
+DISPATCHED_TTL_S = 7 * 24 * 3600
+
 
 @dataclass(frozen=True)
 class Dispatch:
@@ -35,6 +38,10 @@ class CeleryPublisher:
         # Used only to build messages (pure); it never connects anywhere.
         self._celery = Celery("toolfleet-orchestrator", set_as_current=False)
         self._origin = f"orchestrator@{socket.gethostname()}"
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        return self._redis
 
     def encode(self, dispatch: Dispatch) -> str:
         call = dispatch.call
@@ -68,10 +75,14 @@ class CeleryPublisher:
             }
         )
 
-    async def publish(self, dispatches: Sequence[Dispatch]) -> None:
+    async def publish(self, dispatches: Sequence[Dispatch], *, record_in: str) -> None:
+        """Push the messages and add their call ids to the set `record_in`, atomically:
+        a replica that takes over the turn knows exactly what was sent."""
         if not dispatches:
             return
-        pipe = self._redis.pipeline(transaction=False)
+        pipe = self._redis.pipeline(transaction=True)
         for dispatch in dispatches:
             pipe.lpush(dispatch.queue, self.encode(dispatch))
+        pipe.sadd(record_in, *(d.call.call_id for d in dispatches))
+        pipe.expire(record_in, DISPATCHED_TTL_S)
         await pipe.execute()

@@ -32,7 +32,12 @@ class PlannedCall:
 class ToolRunner(Protocol):
     """Runs validated calls somewhere and yields one result per call, as they finish."""
 
-    def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]: ...
+    def run(
+        self, calls: Sequence[PlannedCall], *, resume: bool = False
+    ) -> AsyncIterator[ToolResult]:
+        """`resume`: the calls are those of a turn whose invocation died; run only what
+        was never sent, and collect the results of the others."""
+        ...
 
     async def settle(self, session_id: str) -> None:
         """The results yielded so far are persisted; their transport may forget them."""
@@ -69,32 +74,38 @@ class CeleryFleet:
         self._keys = keys
         self._pools = pools
 
-    async def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]:
-        calls, unserved = await self._split_by_pool_liveness(calls)
+    async def run(
+        self, calls: Sequence[PlannedCall], *, resume: bool = False
+    ) -> AsyncIterator[ToolResult]:
+        sent: set[str] = set()
+        if resume and calls:
+            sent = await self._dispatched(calls[0].call.session_id)
+            log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(calls))
+        calls, unserved = await self._split_by_pool_liveness(calls, sent)
         for planned, pool in unserved:
             yield self._no_worker(planned, pool)
         if not calls:
             return
         stream = calls[0].call.reply_to
+        record_in = self._keys.dispatched(calls[0].call.session_id)
         futures = await self._waiter.expect(
             stream,
             [p.call.call_id for p in calls],
             session_id=calls[0].call.session_id,
             tools={p.call.call_id: p.call.tool for p in calls},
         )
-        waiting = list(calls)
+        # Results of calls sent before a takeover are on the stream or on their way.
+        waiting = [p for p in calls if p.call.call_id not in sent]
         in_flight: dict[asyncio.Future[ToolResult], tuple[PlannedCall, float]] = {}
+        self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
         try:
             while waiting or in_flight:
                 room = self._settings.max_parallel_calls - len(in_flight)
                 batch, waiting = waiting[:room], waiting[room:]
                 if batch:
-                    await self._publisher.publish([self._dispatch(p) for p in batch])
-                    now = time.monotonic()
-                    for planned in batch:
-                        deadline = now + tool_time_limit(planned.tool, self._settings)
-                        deadline += self._settings.result_grace_s
-                        in_flight[futures[planned.call.call_id]] = (planned, deadline)
+                    dispatches = [self._dispatch(p) for p in batch]
+                    await self._publisher.publish(dispatches, record_in=record_in)
+                    self._track(in_flight, futures, batch)
                 next_deadline = min(deadline for _, deadline in in_flight.values())
                 done, _ = await asyncio.wait(
                     in_flight,
@@ -113,13 +124,32 @@ class CeleryFleet:
             for planned in calls:  # a consumer that stops early must not leak futures
                 self._waiter.forget(planned.call.call_id)
 
+    def _track(
+        self,
+        in_flight: dict[asyncio.Future[ToolResult], tuple[PlannedCall, float]],
+        futures: dict[str, asyncio.Future[ToolResult]],
+        sent: Sequence[PlannedCall],
+    ) -> None:
+        now = time.monotonic()
+        for planned in sent:
+            deadline = now + tool_time_limit(planned.tool, self._settings)
+            deadline += self._settings.result_grace_s
+            in_flight[futures[planned.call.call_id]] = (planned, deadline)
+
+    async def _dispatched(self, session_id: str) -> set[str]:
+        members = await self._publisher.redis.smembers(self._keys.dispatched(session_id))
+        return {m.decode() if isinstance(m, bytes) else m for m in members}
+
     async def settle(self, session_id: str) -> None:
-        await self._waiter.settle(self._keys.results(session_id))
+        await self._waiter.settle(
+            self._keys.results(session_id), forget=self._keys.dispatched(session_id)
+        )
 
     async def _split_by_pool_liveness(
-        self, calls: Sequence[PlannedCall]
+        self, calls: Sequence[PlannedCall], sent: set[str]
     ) -> tuple[list[PlannedCall], list[tuple[PlannedCall, str]]]:
-        """Calls whose pool has a live worker, and the others with their pool."""
+        """Calls whose pool has a live worker (or that were sent already), and the
+        others with their pool."""
         served = await self._pools.served()
         if any(tool_pool(p.tool, self._settings) not in served for p in calls):
             self._pools.forget()  # a worker may have started since the last read
@@ -127,7 +157,7 @@ class CeleryFleet:
         live, unserved = [], []
         for planned in calls:
             pool = tool_pool(planned.tool, self._settings)
-            if pool in served:
+            if pool in served or planned.call.call_id in sent:
                 live.append(planned)
             else:
                 unserved.append((planned, pool))

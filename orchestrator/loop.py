@@ -29,6 +29,7 @@ from shared.config import Settings
 from shared.context import TEMP_PREFIX
 from shared.keys import Keys
 from shared.messages import ToolResult
+from shared.tools import ToolRegistry
 from shared.toolsets import ReadonlyContext
 
 __all__ = ["CallFinished", "CallsDispatched", "Invocation", "Update", "run_invocation"]
@@ -65,34 +66,33 @@ class Invocation:
 async def run_invocation(inv: Invocation, message: types.Content | None) -> AsyncIterator[Update]:
     """Run the loop for one message; yield events and progress as they happen.
 
-    `message=None` continues a session whose last event is already the model's input
-    (a long-running call's final result, applied by the completions listener).
+    `message=None` continues a session as it stands: its last event is the model's
+    input (a long-running call's final result, applied by the completions listener), or
+    a model turn whose calls were running when its invocation died - that turn is
+    finished first, without sending again what was sent.
     """
     try:
+        open_turn = None
         if message is not None:
             user_event = Event(invocation_id=inv.id, author="user", content=message)
-            await inv.store.append(inv.session, user_event)
+            await inv.store.append(inv.session, user_event, owes_turn=True)
             yield user_event
+        else:
+            open_turn = inv.session.open_turn()
         for _ in range(inv.settings.max_steps):
             agent = inv.agent
             tools = await agent.tools_for(inv.readonly_context())
-            authors, contents = inv.session.authored_contents()
-            request = ModelRequest(
-                agent_name=agent.name,
-                instruction=render_instruction(agent, inv.session.state),
-                contents=contents,
-                tools=list(tools.values()),
-                authors=authors,
-            )
-            content = with_call_ids(await inv.models(agent).generate(request))
-            model_event = Event(invocation_id=inv.id, author=agent.name, content=content)
-            await inv.store.append(inv.session, model_event)
-            yield model_event
-            calls = function_calls(content)
+            resuming = open_turn is not None
+            if open_turn is not None:
+                model_event, open_turn = open_turn, None
+            else:
+                model_event = await _model_turn(inv, agent, tools)
+                yield model_event
+            calls = function_calls(model_event.content) if model_event.content else []
             if not calls:
                 return
             results: dict[str, ToolResult] = {}
-            async for update in run_calls(inv, tools, calls, results):
+            async for update in run_calls(inv, tools, calls, results, resume=resuming):
                 yield update
             ordered = [results[c.id or ""] for c in calls]
             if any(r.actions.requested_auth for r in ordered):
@@ -120,6 +120,22 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
         # temp: state lives for one invocation only.
         for key in [k for k in inv.session.state if k.startswith(TEMP_PREFIX)]:
             del inv.session.state[key]
+
+
+async def _model_turn(inv: Invocation, agent: Agent, tools: ToolRegistry) -> Event:
+    """Ask the agent's model for its next turn and persist it."""
+    authors, contents = inv.session.authored_contents()
+    request = ModelRequest(
+        agent_name=agent.name,
+        instruction=render_instruction(agent, inv.session.state),
+        contents=contents,
+        tools=list(tools.values()),
+        authors=authors,
+    )
+    content = with_call_ids(await inv.models(agent).generate(request))
+    model_event = Event(invocation_id=inv.id, author=agent.name, content=content)
+    await inv.store.append(inv.session, model_event)
+    return model_event
 
 
 async def _apply_actions(inv: Invocation, event: Event) -> AsyncIterator[Event]:

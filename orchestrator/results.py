@@ -103,20 +103,23 @@ class ResultWaiter:
         if entry is not None and not entry[1].done():
             entry[1].cancel()
 
-    async def settle(self, stream: str) -> None:
-        """The caller persisted what it was given: trim the stream up to it.
+    async def settle(self, stream: str, forget: str | None = None) -> None:
+        """The caller persisted what it was given: trim the stream up to it (and delete
+        the key `forget`, in the same round trip).
 
         Trimming only after persisting means a crash in between loses nothing: the
         next reader finds the results still on the stream.
         """
         watch = self._watches.get(stream)
-        if watch is None:
-            return
-        if watch.delivered_up_to is not None:
-            await self._writer.xtrim(
-                stream, minid=_next_id(watch.delivered_up_to), approximate=False
-            )
-        watch.settled = True
+        pipe = self._writer.pipeline(transaction=False)
+        if watch is not None and watch.delivered_up_to is not None:
+            pipe.xtrim(stream, minid=_next_id(watch.delivered_up_to), approximate=False)
+        if forget is not None:
+            pipe.delete(forget)
+        if len(pipe):
+            await pipe.execute()
+        if watch is not None:
+            watch.settled = True
 
     async def _run(self) -> None:
         while not self._stopping:

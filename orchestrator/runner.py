@@ -48,7 +48,7 @@ class Runner:
         url = settings.require_redis_url()
         self._redis = command_client(url)
         self._reader = blocking_client(url)
-        self.store = SessionStore(self._redis, self.keys)
+        self.store = SessionStore(self._redis, self.keys, settings.secret_arg_names)
         self._waiter = ResultWaiter(self._reader, self._redis, self.keys, self.replica_id)
         self.tool_runner: ToolRunner = tool_runner or CeleryFleet(
             CeleryPublisher(self._redis, settings.secret_arg_names),
@@ -91,9 +91,22 @@ class Runner:
     async def invoke(
         self, session: Session, message: types.Content | None
     ) -> AsyncIterator[Update]:
-        """Run the loop on a session whose lease this replica holds."""
-        async for update in run_invocation(self.new_invocation(session), message):
-            yield update
+        """Run the loop on a session whose lease this replica holds.
+
+        Once the invocation ends (or fails: a retry would fail alike), the session owes
+        the model nothing; if this process dies first, another replica finishes it.
+        """
+        open_turn = session.open_turn() if message is None else None
+        invocation = self.new_invocation(
+            session, invocation_id=open_turn.invocation_id if open_turn else ""
+        )
+        try:
+            async for update in run_invocation(invocation, message):
+                yield update
+        except Exception:
+            await self.store.resumed(session.id)
+            raise
+        await self.store.resumed(session.id)
 
     def new_invocation(
         self, session: Session, agent_name: str | None = None, invocation_id: str = ""

@@ -27,7 +27,7 @@ class Orchestrator:
         *,
         on_update: Notify | None = None,
         models: dict[str, Model] | None = None,
-        claim_idle_ms: int = 30_000,
+        claim_idle_ms: int | None = None,
     ) -> None:
         self.settings = settings
         self.replica_id = f"orch-{uuid.uuid4().hex[:12]}"
@@ -44,7 +44,9 @@ class Orchestrator:
             self.replica_id,
             on_update=on_update,
             progress_to_model=settings.progress_to_model,
-            claim_idle_ms=claim_idle_ms,
+            claim_idle_ms=claim_idle_ms or int(settings.completion_claim_idle_s * 1000),
+            # A dead replica's lease expires after lease_ttl_s: look about as often.
+            owed_scan_s=settings.lease_ttl_s,
         )
 
     def runner(self, app_name: str) -> Runner:

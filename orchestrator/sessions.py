@@ -19,6 +19,7 @@ from shared.context import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from shared.errors import SessionError
 from shared.keys import Keys
 from shared.messages import CallStatus, PendingCall, ToolActions, ToolResult
+from shared.redaction import redacted_event_fields, secret_name_set
 
 
 class CallRecord(BaseModel):
@@ -95,6 +96,16 @@ class Session:
     def contents(self) -> list[types.Content]:
         return [e.content for e in self.events if e.content is not None]
 
+    def open_turn(self) -> Event | None:
+        """The last event, if it is a model turn whose function calls have no responses
+        yet: its invocation died while the calls ran."""
+        last = self.events[-1] if self.events else None
+        if last is None or last.content is None or last.content.role != "model":
+            return None
+        if not any(p.function_call for p in last.content.parts or ()):
+            return None
+        return last
+
     def authored_contents(self) -> tuple[list[str], list[types.Content]]:
         with_content = [e for e in self.events if e.content is not None]
         return [e.author for e in with_content], [e.content for e in with_content if e.content]
@@ -122,9 +133,12 @@ _RELEASE_LUA = (
 
 
 class SessionStore:
-    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+    def __init__(
+        self, client: aioredis.Redis, keys: Keys, secret_arg_names: Sequence[str] = ()
+    ) -> None:
         self._redis = client
         self._keys = keys
+        self._secrets = secret_name_set(secret_arg_names)  # masked in stored events
         self._events: OrderedDict[str, list[Event]] = OrderedDict()
 
     @property
@@ -192,17 +206,20 @@ class SessionStore:
         *,
         pending: Sequence[PendingCall] = (),
         resolved: PendingCall | None = None,
+        owes_turn: bool = False,
     ) -> None:
         """Persist the event and its state delta (temp: keys stay in memory only).
 
         In the same transaction: record long-running calls now `pending` (or update
-        them with progress), and remove the `resolved` one, marking its session as
-        owing the model a turn.
+        them with progress), and remove the `resolved` one; with `resolved` or
+        `owes_turn` (a user's message), mark the session as owing the model a turn until
+        `resumed()` - so a replica that dies meanwhile leaves it for another to finish.
         """
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
-        stored = event.model_copy(update={"state_delta": durable_delta})
+        redacted = redacted_event_fields(event, self._secrets)
+        stored = event.model_copy(update={"state_delta": durable_delta, **redacted})
         pipe = self._redis.pipeline(transaction=True)
         pipe.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
         for key, value in durable_delta.items():
@@ -215,6 +232,7 @@ class SessionStore:
             pipe.hset(self._keys.pending(), call.call_id, call.model_dump_json())
         if resolved is not None:
             pipe.hdel(self._keys.pending(), resolved.call_id)
+        if resolved is not None or owes_turn:
             pipe.sadd(self._keys.resume(), session.id)
         await pipe.execute()
         session.events.append(event)
@@ -244,6 +262,17 @@ class SessionStore:
 
     async def resumed(self, session_id: str) -> None:
         await self._redis.srem(self._keys.resume(), session_id)
+
+    async def unleased(self, session_ids: Sequence[str]) -> list[str]:
+        """Those of the sessions no replica holds the lease of."""
+        if not session_ids:
+            return []
+        holders = await self._redis.mget([self._keys.lease(s) for s in session_ids])
+        return [s for s, holder in zip(session_ids, holders, strict=True) if holder is None]
+
+    async def app_of(self, session_id: str) -> str | None:
+        app = await self._redis.hget(self._keys.session(session_id), "app_name")
+        return _text(app) if app is not None else None
 
     async def wait_for_lease(
         self, session_id: str, owner: str, ttl_s: float, wait_s: float, poll_s: float = 0.05

@@ -40,8 +40,13 @@ async def run_calls(
     tools: ToolRegistry,
     calls: list[types.FunctionCall],
     results: dict[str, ToolResult],
+    *,
+    resume: bool = False,
 ) -> AsyncIterator[CallsDispatched | CallFinished]:
-    """Validate all calls, dispatch the valid ones at once, collect every result."""
+    """Validate all calls, dispatch the valid ones at once, collect every result.
+
+    `resume`: the turn's invocation died after dispatching some of them (ToolRunner.run).
+    """
     planned: list[PlannedCall] = []
     for fc in calls:
         envelope = make_envelope(inv, fc.id or "", fc.name or "", dict(fc.args or {}))
@@ -76,7 +81,7 @@ async def run_calls(
     if planned:
         yield CallsDispatched(inv.id, [p.call for p in planned])
         skipping = {p.call.call_id for p in planned if getattr(p.tool, "skip_summarization", False)}
-        async for result in inv.runner.run(planned):
+        async for result in inv.runner.run(planned, resume=resume):
             if result.call_id in skipping:  # AgentTool(skip_summarization=True)
                 result.actions.skip_summarization = True
             results[result.call_id] = result

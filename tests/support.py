@@ -18,7 +18,10 @@ class InProcessRunner:
         self.settled: list[str] = []
         self.reverse = reverse  # yield results in reverse call order (arrival != call order)
 
-    async def run(self, calls: Sequence[PlannedCall]) -> AsyncIterator[ToolResult]:
+    async def run(
+        self, calls: Sequence[PlannedCall], *, resume: bool = False
+    ) -> AsyncIterator[ToolResult]:
+        # In process nothing outlives a crash: a resumed turn runs all its calls.
         self.batches.append([p.call.call_id for p in calls])
         tasks = [
             asyncio.create_task(

@@ -40,7 +40,10 @@ async def test_publish_pushes_each_message_on_its_queue(fake_redis: object) -> N
         [
             Dispatch(make_call({"n": 1}), "tools.default"),
             Dispatch(make_call({"n": 2}), "tools.heavy"),
-        ]
+        ],
+        record_in="sent",
     )
     assert await fake_redis.llen("tools.default") == 1  # type: ignore[attr-defined]
     assert await fake_redis.llen("tools.heavy") == 1  # type: ignore[attr-defined]
+    # What a replica taking over the turn must not send again (both calls have id c1).
+    assert await fake_redis.smembers("sent") == {b"c1"}  # type: ignore[attr-defined]

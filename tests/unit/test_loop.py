@@ -194,3 +194,32 @@ async def test_oversized_arguments_are_refused_before_dispatch(store: SessionSto
     assert big.response is not None and big.response["error_type"] == "InvalidArguments"
     assert "over the 1024-byte limit" in big.response["error_message"]
     assert runner.batches == []
+
+
+async def test_a_turn_whose_invocation_died_is_finished_without_asking_the_model_again(
+    store: SessionStore,
+) -> None:
+    agent, model = make_agent(call(Call("add", {"a": 1, "b": 2})), say("3"))
+    session = await store.get_or_create("app", "u1", "s1")
+    user = types.Content(role="user", parts=[types.Part(text="add")])
+    await store.append(
+        session, Event(invocation_id="inv-1", author="user", content=user), owes_turn=True
+    )
+    turn = types.Content(
+        role="model",
+        parts=[
+            types.Part(function_call=types.FunctionCall(id="c1", name="add", args={"a": 1, "b": 2}))
+        ],
+    )
+    await store.append(session, Event(invocation_id="inv-1", author="tester", content=turn))
+    assert await store.sessions_to_resume() == ["s1"]  # the replica "died" here
+
+    runner = InProcessRunner()
+    inv = Invocation(agent, lambda _: model, session, store, runner, Settings(), Keys("t"))
+    updates = [u async for u in run_invocation(inv, None)]
+
+    assert runner.batches == [["c1"]]  # the open turn's call, with its id
+    assert [r.response for r in responses(updates)] == [{"result": 3}]
+    assert len(model.requests) == 1  # only for the answer after the responses
+    stored = await store.get("s1")
+    assert [text_of(e.content) for e in stored.events if e.content][-1] == "3"

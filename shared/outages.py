@@ -1,0 +1,38 @@
+"""Ride out a short Redis outage (a restart, a failover) instead of failing the work.
+
+redis-py 8 clients made with `from_url` do not retry: a command sent while Redis
+restarts raises at once, and a tool's result or a session event would be lost. The
+clients of workers and orchestrators retry such commands with backoff for about
+RIDE_OUT_S; a write whose reply was lost may be applied twice, which the readers
+tolerate (one result per call id is delivered; completions apply once).
+"""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio.retry as async_retry
+import redis.backoff
+import redis.retry
+
+# 0.05, 0.1, 0.2, 0.4, 0.8 s, then 1 s per retry (with jitter): about 15 s in all.
+_RETRIES = 15
+_BACKOFF_BASE_S = 0.05
+_BACKOFF_CAP_S = 1.0
+RIDE_OUT_S = 15.0
+
+
+def _backoff() -> redis.backoff.AbstractBackoff:
+    return redis.backoff.ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)
+
+
+def sync_retry() -> redis.retry.Retry:
+    return redis.retry.Retry(_backoff(), _RETRIES)
+
+
+def async_retry_policy() -> async_retry.Retry:
+    return async_retry.Retry(_backoff(), _RETRIES)
+
+
+def resilient_client(url: str) -> redis.Redis:
+    """A synchronous client (workers, the CLI) that retries through an outage."""
+    return redis.Redis.from_url(url, retry=sync_retry())

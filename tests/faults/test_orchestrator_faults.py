@@ -1,0 +1,245 @@
+"""The orchestrator dies mid-turn; two replicas share the sessions.
+
+Invariant under test: per function call id exactly one function response reaches the
+model, finished calls are not sent again, and the transcript is the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from orchestrator.embedded import wait_for
+from orchestrator.local_workers import WorkerGroup
+from orchestrator.runner import Runner
+from orchestrator.sessions import Event
+from shared.config import Settings
+from shared.errors import SessionError
+from shared.keys import Keys
+from tests.faults import probe
+from tests.faults.fault_tools import three_steps
+
+AGENT = "tests.faults.fault_tools:three_steps"
+
+Figure = Callable[[str, object], None]
+
+
+def toolfleet_env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
+        "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
+        "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
+        "TOOLFLEET_DEFAULT_TIMEOUT_S": str(settings.default_timeout_s),
+        "TOOLFLEET_RESULT_GRACE_S": str(settings.result_grace_s),
+        "TOOLFLEET_LEASE_TTL_S": str(settings.lease_ttl_s),
+    }
+
+
+def toolfleet(settings: Settings, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """A replica: `toolfleet run` or `toolfleet serve`, its output in `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "-v", *args],
+            env=toolfleet_env(settings),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.require_redis_url())
+    yield client
+    client.close()
+
+
+def stored_events(client: redis.Redis, settings: Settings, session_id: str) -> list[Event]:
+    raw = client.lrange(Keys(settings.key_prefix).events(session_id), 0, -1)
+    return [Event.model_validate_json(e) for e in raw]
+
+
+def transcript(events: list[Event]) -> list[tuple[Any, ...]]:
+    """What the model saw, without ids and times."""
+    lines: list[tuple[Any, ...]] = []
+    for event in events:
+        for part in event.content.parts or () if event.content else ():
+            if part.text:
+                lines.append((event.author, "text", part.text))
+            if part.function_call:
+                fc = part.function_call
+                lines.append((event.author, "call", fc.name, dict(fc.args or {})))
+            if part.function_response:
+                fr = part.function_response
+                lines.append((event.author, "response", fr.name, dict(fr.response or {})))
+    return lines
+
+
+def response_ids(events: list[Event]) -> list[str]:
+    return [
+        part.function_response.id or ""
+        for event in events
+        for part in (event.content.parts or () if event.content else ())
+        if part.function_response
+    ]
+
+
+def call_ids(events: list[Event]) -> list[str]:
+    return [
+        part.function_call.id or ""
+        for event in events
+        for part in (event.content.parts or () if event.content else ())
+        if part.function_call
+    ]
+
+
+def answered(client: redis.Redis, settings: Settings, session_id: str) -> bool:
+    events = stored_events(client, settings, session_id)
+    last = events[-1].content if events else None
+    return last is not None and last.role == "model" and any(p.text for p in last.parts or ())
+
+
+def kill_mid_turn(
+    process: subprocess.Popen[bytes], client: redis.Redis, settings: Settings, session_id: str
+) -> list[str]:
+    """SIGKILL the replica once two calls have answered and the slow third one runs."""
+    results = Keys(settings.key_prefix).results(session_id)
+
+    def slow_call_running() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the replica exited early (exit code {process.returncode})")
+        ids = call_ids(stored_events(client, settings, session_id))
+        started = [i for i in ids if probe.executions(client, settings.key_prefix, i)]
+        return len(ids) == 3 and len(started) == 3 and client.xlen(results) >= 2
+
+    wait_for(slow_call_running, 20, "two calls answered and the third running")
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    return call_ids(stored_events(client, settings, session_id))
+
+
+async def uninterrupted(settings: Settings, session_id: str) -> list[Event]:
+    async with Runner(three_steps, settings) as runner:
+        await runner.ask(user_id="u", session_id=session_id, message="go")
+        return (await runner.store.get(session_id)).events
+
+
+def assert_one_response_per_call(
+    client: redis.Redis, settings: Settings, events: list[Event], ids: list[str]
+) -> None:
+    assert sorted(response_ids(events)) == sorted(ids)  # each call answered exactly once
+    runs = {i: probe.executions(client, settings.key_prefix, i) for i in ids}
+    assert runs == dict.fromkeys(ids, 1), f"executions per call: {runs}"  # none sent again
+
+
+def test_an_orchestrator_killed_mid_turn_is_continued_from_redis_by_the_next_one(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    report_figure: Figure,
+    tmp_path: Path,
+) -> None:
+    workers.start(["default"], concurrency=3)
+    first = toolfleet(
+        settings,
+        tmp_path / "first.log",
+        "run",
+        "--agent",
+        AGENT,
+        "--session",
+        "s-killed",
+        "--no-wait",
+        "go",
+    )
+    ids = kill_mid_turn(first, client, settings, "s-killed")
+    killed_at = time.monotonic()
+    assert not answered(client, settings, "s-killed")
+
+    restarted = toolfleet(settings, tmp_path / "restarted.log", "serve", "--agent", AGENT)
+    try:
+        wait_for(lambda: answered(client, settings, "s-killed"), 30, "the restarted replica")
+        recovered_s = time.monotonic() - killed_at
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        restarted.wait(15)
+
+    events = stored_events(client, settings, "s-killed")
+    assert_one_response_per_call(client, settings, events, ids)
+    reference = asyncio.run(uninterrupted(settings, "s-reference"))
+    assert transcript(events) == transcript(reference)
+    # The continued turn keeps its invocation: one invocation, as if nothing happened.
+    assert len({e.invocation_id for e in events}) == 1
+    report_figure("kill -> answer (restart + lease expiry + rest)", f"{recovered_s:.2f} s")
+    report_figure("calls sent again", 0)
+
+
+def test_a_live_replica_takes_over_the_sessions_of_a_replica_that_died(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    report_figure: Figure,
+    tmp_path: Path,
+) -> None:
+    workers.start(["default"], concurrency=3)
+    survivor_log = tmp_path / "survivor.log"
+    survivor = toolfleet(settings, survivor_log, "serve", "--agent", AGENT)
+    try:
+        # Up before the other dies.
+        wait_for(lambda: b"toolfleet serve" in survivor_log.read_bytes(), 20, "the survivor")
+        doomed = toolfleet(
+            settings,
+            tmp_path / "doomed.log",
+            "run",
+            "--agent",
+            AGENT,
+            "--session",
+            "s-orphan",
+            "--no-wait",
+            "go",
+        )
+        ids = kill_mid_turn(doomed, client, settings, "s-orphan")
+        killed_at = time.monotonic()
+        wait_for(lambda: answered(client, settings, "s-orphan"), 30, "the surviving replica")
+        takeover_s = time.monotonic() - killed_at
+    finally:
+        survivor.send_signal(signal.SIGTERM)
+        survivor.wait(15)
+
+    assert_one_response_per_call(client, settings, stored_events(client, settings, "s-orphan"), ids)
+    bound = 2 * settings.lease_ttl_s  # lease expiry, then at most one scan period
+    report_figure("kill -> answer (takeover by a live replica)", f"{takeover_s:.2f} s")
+    report_figure("takeover bound: lease TTL + scan period", f"{bound:g} s + the slow call")
+
+
+async def test_two_replicas_never_run_one_session_at_once(
+    settings: Settings, workers: WorkerGroup
+) -> None:
+    workers.start(["default"], concurrency=3)
+    async with Runner(three_steps, settings) as one, Runner(three_steps, settings) as two:
+
+        async def ask(runner: Runner) -> str:
+            return await runner.ask(user_id="u", session_id="s-contended", message="go")
+
+        outcomes = await asyncio.gather(ask(one), ask(two), return_exceptions=True)
+        refused = [o for o in outcomes if isinstance(o, SessionError)]
+        assert len(refused) == 1, outcomes
+        assert "being run by another orchestrator" in str(refused[0])
+        assert "finished steps [1, 2, 3]" in outcomes
+
+        events = (await one.store.get("s-contended")).events
+        assert len({e.invocation_id for e in events}) == 1  # one invocation ran
+        assert len(response_ids(events)) == 3
+        # Once the lease is released, the other replica may run the session.
+        assert await two.ask(user_id="u", session_id="s-contended", message="go") == (
+            "finished steps [1, 2, 3]"
+        )
