@@ -42,6 +42,12 @@ class Settings(BaseSettings):
         default=10_000, ge=100, description="Approximate cap on each results stream."
     )
     lease_ttl_s: float = Field(default=30.0, gt=0, description="Session lease lifetime.")
+    completion_claim_idle_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A completion a replica read but did not acknowledge for this long "
+        "(it died) is taken over by another.",
+    )
     redelivery_margin_s: float = Field(
         default=30.0,
         gt=0,

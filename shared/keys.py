@@ -71,6 +71,10 @@ class Keys:
         """Set once when a call's final result is applied (the apply-once guard)."""
         return f"{self.prefix}:applied:{call_id}"
 
+    def deliveries(self, call_id: str, retries: int) -> str:
+        """Counter of the broker's deliveries of one attempt of a call (the crash guard)."""
+        return f"{self.prefix}:deliveries:{call_id}:{retries}"
+
     def completions(self, app_name: str) -> str:
         """Stream of posted long-running results for one app, read by a consumer group."""
         return f"{self.prefix}:completions:{app_name}"
@@ -95,5 +99,10 @@ class Keys:
         return f"{self.prefix}:parked:{turn_id}"
 
     def resume(self) -> str:
-        """Set of session ids with an applied result the model has not answered yet."""
+        """Set of session ids owing the model a turn: an invocation is running (or died
+        running), or a long-running call's final result was applied and not yet answered."""
         return f"{self.prefix}:resume"
+
+    def dispatched(self, session_id: str) -> str:
+        """Set of call ids of the session's open turn already published to the broker."""
+        return f"{self.prefix}:dispatched:{session_id}"
