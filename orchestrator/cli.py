@@ -26,6 +26,7 @@ from orchestrator.tickets_cli import add_ticket_commands
 from shared.config import Settings
 from shared.errors import ToolfleetError
 from shared.keys import queue_name
+from shared.redis_check import check_redis
 
 
 async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> None:
@@ -56,6 +57,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         if not settings.redis_url:
             specs = [WorkerSpec([p], args.concurrency) for p in pools_of(agent, settings)]
             settings = start_local_fleet(stack, settings, specs)
+        else:
+            check_redis(settings.redis_url)
         asyncio.run(_run(agent, settings, args))
 
 
@@ -90,6 +93,7 @@ async def _serve(
 def cmd_serve(args: argparse.Namespace) -> None:
     settings = Settings()
     settings = settings.model_copy(update={"redis_url": redis_url_or_embedded_file(settings)})
+    check_redis(settings.require_redis_url())
     logging.getLogger().setLevel(logging.INFO)
     bind = None
     if args.http is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import ssl
 from typing import Any
 
 from shared.config import Settings
@@ -30,10 +31,20 @@ def recovery_bound_s(settings: Settings, tools: list[FunctionTool]) -> float:
     return broker_visibility_timeout_s(settings, tools) + settings.restore_interval_s
 
 
+def broker_tls(url: str) -> dict[str, Any] | None:
+    """TLS options of the broker for a rediss:// URL: verify the server's certificate,
+    as redis-py does (kombu alone would not verify). `ssl_*` parameters in the URL's query
+    (ssl_ca_certs, ssl_cert_reqs, ssl_certfile, ssl_keyfile) replace these."""
+    if not url.startswith("rediss://"):
+        return None
+    return {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+
+
 def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, Any]:
     visibility_timeout = broker_visibility_timeout_s(settings, tools)
     return {
         "broker_url": settings.require_redis_url(),
+        "broker_use_ssl": broker_tls(settings.require_redis_url()),
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": {
             "visibility_timeout": visibility_timeout,

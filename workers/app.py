@@ -17,6 +17,7 @@ from shared.context import ToolServices
 from shared.discovery import load_definitions
 from shared.keys import Keys
 from shared.memory import MemoryStore
+from shared.redis_check import check_redis
 from shared.reporting import ResultReporter
 from workers.heartbeat import install_heartbeat
 from workers.tasks import ToolTaskDeps, make_scheduler, register_job_tasks, register_tool_tasks
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or Settings()
+    check_redis(settings.require_redis_url())  # Celery would retry a wrong URL forever
     found = load_definitions(settings.tool_modules)
     app = Celery("toolfleet", set_as_current=False)
     app.conf.update(celery_config(settings, list(found.tools.values())))
