@@ -12,7 +12,7 @@ from typing import Protocol
 from orchestrator.dispatch import CeleryPublisher, Dispatch
 from orchestrator.pools import LivePools
 from orchestrator.results import ResultWaiter
-from shared.celery_config import tool_pool, tool_time_limit
+from shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from shared.config import Settings
 from shared.keys import Keys, queue_name
 from shared.messages import CallStatus, ToolCall, ToolResult, error_response
@@ -27,6 +27,16 @@ class PlannedCall:
 
     call: ToolCall
     tool: FunctionTool
+
+
+@dataclass
+class _Flight:
+    """A sent call: when it left and when the orchestrator stops waiting for it."""
+
+    planned: PlannedCall
+    sent_at: float
+    deadline: float
+    extended: bool = False  # once, by the recovery bound, after a Redis outage
 
 
 class ToolRunner(Protocol):
@@ -96,7 +106,7 @@ class CeleryFleet:
         )
         # Results of calls sent before a takeover are on the stream or on their way.
         waiting = [p for p in calls if p.call.call_id not in sent]
-        in_flight: dict[asyncio.Future[ToolResult], tuple[PlannedCall, float]] = {}
+        in_flight: dict[asyncio.Future[ToolResult], _Flight] = {}
         self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
         try:
             while waiting or in_flight:
@@ -106,7 +116,7 @@ class CeleryFleet:
                     dispatches = [self._dispatch(p) for p in batch]
                     await self._publisher.publish(dispatches, record_in=record_in)
                     self._track(in_flight, futures, batch)
-                next_deadline = min(deadline for _, deadline in in_flight.values())
+                next_deadline = min(flight.deadline for flight in in_flight.values())
                 done, _ = await asyncio.wait(
                     in_flight,
                     timeout=max(0.0, next_deadline - time.monotonic()),
@@ -116,17 +126,18 @@ class CeleryFleet:
                     in_flight.pop(future)
                     yield future.result()
                 now = time.monotonic()
-                for future, (planned, deadline) in list(in_flight.items()):
-                    if deadline <= now:
-                        in_flight.pop(future)
-                        yield self._timed_out(planned)
+                for future, flight in list(in_flight.items()):
+                    if flight.deadline > now or self._outage_extends(flight):
+                        continue
+                    in_flight.pop(future)
+                    yield self._timed_out(flight.planned)
         finally:
             for planned in calls:  # a consumer that stops early must not leak futures
                 self._waiter.forget(planned.call.call_id)
 
     def _track(
         self,
-        in_flight: dict[asyncio.Future[ToolResult], tuple[PlannedCall, float]],
+        in_flight: dict[asyncio.Future[ToolResult], _Flight],
         futures: dict[str, asyncio.Future[ToolResult]],
         sent: Sequence[PlannedCall],
     ) -> None:
@@ -134,7 +145,22 @@ class CeleryFleet:
         for planned in sent:
             deadline = now + tool_time_limit(planned.tool, self._settings)
             deadline += self._settings.result_grace_s
-            in_flight[futures[planned.call.call_id]] = (planned, deadline)
+            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline)
+
+    def _outage_extends(self, flight: _Flight) -> bool:
+        """A Redis outage while the call was out may have stranded its message in a
+        worker's reservation: the broker redelivers it within the recovery bound, so
+        wait that long (once) before answering with a timeout."""
+        outage_at = self._waiter.last_outage_at
+        if flight.extended or outage_at < flight.sent_at:
+            return False
+        flight.extended = True
+        bound = recovery_bound_s(self._settings, [flight.planned.tool])
+        flight.deadline = max(time.monotonic(), outage_at) + bound + self._settings.result_grace_s
+        log.info(
+            "call %s: waiting out a Redis outage (%.0f s more)", flight.planned.call.call_id, bound
+        )
+        return True
 
     async def _dispatched(self, session_id: str) -> set[str]:
         members = await self._publisher.redis.smembers(self._keys.dispatched(session_id))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ class ResultWaiter:
         self._stopping = False
         self._reading = False
         self._block_ms = block_ms
+        self.last_outage_at = 0.0  # monotonic time of the last failed read (Redis away)
 
     async def start(self) -> None:
         await self._writer.delete(self._wake_key)
@@ -132,6 +134,7 @@ class ResultWaiter:
             except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
                 if self._stopping:
                     return
+                self.last_outage_at = time.monotonic()
                 log.warning("result stream read failed (%s); retrying", exc)
                 await asyncio.sleep(0.5)  # back off while Redis is away
                 continue
