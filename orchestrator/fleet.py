@@ -16,6 +16,7 @@ from shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from shared.config import Settings
 from shared.keys import Keys, queue_name
 from shared.messages import CallStatus, ToolCall, ToolResult, error_response
+from shared.redaction import redact_deep, secret_name_set
 from shared.tools import FunctionTool
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,14 @@ class CeleryFleet:
         if resume and calls:
             sent = await self._dispatched(calls[0].call.session_id)
             log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(calls))
+            calls, unsendable = self._split_by_stored_secrets(calls, sent)
+            for planned in unsendable:
+                yield failed(
+                    planned.call,
+                    "Interrupted",
+                    "the orchestrator restarted before this call was sent, and its secret "
+                    "arguments are not stored: call the tool again",
+                )
         calls, unserved = await self._split_by_pool_liveness(calls, sent)
         for planned, pool in unserved:
             yield self._no_worker(planned, pool)
@@ -161,6 +170,20 @@ class CeleryFleet:
             "call %s: waiting out a Redis outage (%.0f s more)", flight.planned.call.call_id, bound
         )
         return True
+
+    def _split_by_stored_secrets(
+        self, calls: Sequence[PlannedCall], sent: set[str]
+    ) -> tuple[list[PlannedCall], list[PlannedCall]]:
+        """Calls of a resumed turn come from the stored event, where the values of
+        secret-named arguments are masked: those never sent cannot be sent now."""
+        secrets = secret_name_set(self._settings.secret_arg_names)
+        ok: list[PlannedCall] = []
+        unsendable: list[PlannedCall] = []
+        for planned in calls:
+            args = planned.call.args
+            masked = planned.call.call_id not in sent and redact_deep(args, secrets) is not args
+            (unsendable if masked else ok).append(planned)
+        return ok, unsendable
 
     async def _dispatched(self, session_id: str) -> set[str]:
         members = await self._publisher.redis.smembers(self._keys.dispatched(session_id))

@@ -1,0 +1,92 @@
+"""CeleryFleet.run(resume=True): a turn taken over after its replica died."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import fakeredis
+
+from orchestrator.dispatch import CeleryPublisher
+from orchestrator.fleet import CeleryFleet, PlannedCall
+from orchestrator.pools import LivePools
+from orchestrator.results import ResultWaiter
+from shared.config import Settings
+from shared.keys import Keys
+from shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
+from shared.tools import FunctionTool
+
+KEYS = Keys("t")
+
+
+def lookup(endpoint: str, api_key: str = "") -> dict[str, str]:
+    """Looks something up."""
+    return {"endpoint": endpoint}
+
+
+TOOL = FunctionTool(lookup)
+
+
+def planned(call_id: str, args: dict[str, Any]) -> PlannedCall:
+    call = ToolCall(
+        call_id=call_id, tool="lookup", args=args, session_id="s1", app_name="a", user_id="u",
+        invocation_id="i", agent="a", reply_to=KEYS.results("s1"), dispatched_at=time.time(),
+    )  # fmt: skip
+    return PlannedCall(call, TOOL)
+
+
+async def test_a_resumed_turn_sends_only_what_was_never_sent_and_collects_the_rest(
+    fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    reader = fakeredis.FakeAsyncRedis(server=fake_server)
+    waiter = ResultWaiter(reader, fake_redis, KEYS, "r1", block_ms=20)
+    await waiter.start()
+    await fake_redis.set(
+        KEYS.worker("w1"),
+        json.dumps({"hostname": "w1", "pools": ["default"], "pid": 1, "started_at": 0.0}),
+    )
+    fleet = CeleryFleet(
+        CeleryPublisher(fake_redis, ["api_key"]),
+        waiter,
+        Settings(default_timeout_s=5),
+        KEYS,
+        LivePools(fake_redis, KEYS),
+    )
+    # The dead replica sent c1 (its result is on the stream) and c2 (still running).
+    await fake_redis.sadd(KEYS.dispatched("s1"), "c1", "c2")
+    done = ToolResult(
+        call_id="c1", tool="lookup", session_id="s1", invocation_id="i",
+        status=CallStatus.SUCCESS, response={"endpoint": "/a"}, started_at=0, finished_at=0,
+    )  # fmt: skip
+    await fake_redis.xadd(KEYS.results("s1"), {RESULT_FIELD: done.model_dump_json()})
+    calls = [
+        planned("c1", {"endpoint": "/a"}),
+        planned("c2", {"endpoint": "/b"}),
+        planned("c3", {"endpoint": "/c"}),  # never sent: sent now
+        planned("c4", {"endpoint": "/d", "api_key": "***"}),  # never sent, secret not stored
+    ]
+    results: list[ToolResult] = []
+    two_results = asyncio.Event()
+
+    async def collect() -> None:
+        async for result in fleet.run(calls, resume=True):
+            results.append(result)
+            if len(results) == 2:
+                two_results.set()
+
+    running = asyncio.create_task(collect())
+    try:
+        await asyncio.wait_for(two_results.wait(), 5)
+        assert [r.call_id for r in results] == ["c4", "c1"]
+        assert results[0].response["error_type"] == "Interrupted"
+        assert results[1].response == {"endpoint": "/a"}
+        # Only c3 went to the broker; c2's message is still with the worker that runs it.
+        sent = [json.loads(m) for m in await fake_redis.lrange("tools.default", 0, -1)]
+        assert [m["headers"]["task"] for m in sent] == ["tool.lookup"]
+        assert await fake_redis.smembers(KEYS.dispatched("s1")) == {b"c1", b"c2", b"c3"}
+    finally:
+        running.cancel()
+        await waiter.stop()
+        await reader.aclose()
