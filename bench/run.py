@@ -25,6 +25,7 @@ import redis
 from bench.context import FULL, SMOKE, Context
 from bench.harness import bench_settings, machine_info
 from bench.report import Table, machine_markdown
+from orchestrator.cli import freeze_startup_heap
 from orchestrator.embedded import EmbeddedRedis
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         info = machine_info(url)
         print(f"# toolfleet benchmarks{' (smoke sizes)' if args.smoke else ''}\n")
         print(machine_markdown(info, sizes.as_dict()) + "\n", flush=True)
+        freeze_startup_heap()  # as `toolfleet serve` and `run` do
         with asyncio.Runner() as aio:
             ctx = Context(url, settings, sizes, aio, smoke=args.smoke, adk_python=args.adk_python)
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -47,6 +48,14 @@ async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> No
         )
 
 
+def freeze_startup_heap() -> None:
+    """Keep what was loaded at start (modules, agents, schemas) out of every later
+    garbage collection: at 1,000 sessions, full collections over it paused the event
+    loop for hundreds of milliseconds (bench/RESULTS.md, figure 4)."""
+    gc.collect()
+    gc.freeze()
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     settings = Settings()
     agent = load_agent(args.agent)
@@ -59,6 +68,7 @@ def cmd_run(args: argparse.Namespace) -> None:
             settings = start_local_fleet(stack, settings, specs)
         else:
             check_redis(settings.redis_url)
+        freeze_startup_heap()
         asyncio.run(_run(agent, settings, args))
 
 
@@ -100,7 +110,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         from orchestrator.httpapi import HttpSettings, parse_bind
 
         bind = parse_bind(args.http, HttpSettings())
-    asyncio.run(_serve([load_agent(spec) for spec in args.agent], settings, bind))
+    agents = [load_agent(spec) for spec in args.agent]
+    freeze_startup_heap()
+    asyncio.run(_serve(agents, settings, bind))
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

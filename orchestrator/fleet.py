@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from redis.asyncio.client import Pipeline
+
 from orchestrator.dispatch import CeleryPublisher, Dispatch
 from orchestrator.pools import LivePools
 from orchestrator.results import ResultWaiter
@@ -52,6 +54,9 @@ class ToolRunner(Protocol):
 
     async def settle(self, session_id: str) -> None:
         """The results yielded so far are persisted; their transport may forget them."""
+
+    def stage_settle(self, session_id: str, pipe: Pipeline) -> None:
+        """`settle` as commands of the transaction that persists the results."""
 
 
 def failed(call: ToolCall, error_type: str, message: str) -> ToolResult:
@@ -192,6 +197,11 @@ class CeleryFleet:
     async def settle(self, session_id: str) -> None:
         await self._waiter.settle(
             self._keys.results(session_id), forget=self._keys.dispatched(session_id)
+        )
+
+    def stage_settle(self, session_id: str, pipe: Pipeline) -> None:
+        self._waiter.stage_settle(
+            pipe, self._keys.results(session_id), forget=self._keys.dispatched(session_id)
         )
 
     async def _split_by_pool_liveness(

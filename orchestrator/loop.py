@@ -6,6 +6,7 @@ scripted model and an in-process runner can drive it in unit tests.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ class Invocation:
     keys: Keys
     id: str = ""
     depth: int = 0  # agent-tool nesting: 0 for a user's invocation
+    answered: bool = False  # the model's answer is stored (and the session owes nothing)
 
     def __post_init__(self) -> None:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"
@@ -101,8 +103,9 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
                 return
             response_event = responses_event(inv.id, agent.name, ordered)
             pending = pending_calls(inv, calls, ordered)
-            await inv.store.append(inv.session, response_event, pending=pending)
-            await inv.runner.settle(inv.session.id)
+            # The results' transport forgets them in the transaction that stores them.
+            settle = functools.partial(inv.runner.stage_settle, inv.session.id)
+            await inv.store.append(inv.session, response_event, pending=pending, also=settle)
             yield response_event
             async for action_event in _apply_actions(inv, response_event):
                 yield action_event
@@ -134,7 +137,9 @@ async def _model_turn(inv: Invocation, agent: Agent, tools: ToolRegistry) -> Eve
     )
     content = with_call_ids(await inv.models(agent).generate(request))
     model_event = Event(invocation_id=inv.id, author=agent.name, content=content)
-    await inv.store.append(inv.session, model_event)
+    # An answer without calls ends the invocation: the session owes nothing from here.
+    inv.answered = not function_calls(content)
+    await inv.store.append(inv.session, model_event, owes_turn=False if inv.answered else None)
     return model_event
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from pydantic import ValidationError
+from redis.asyncio.client import Pipeline
 
 from orchestrator.connections import stop_task
 from shared.keys import Keys
@@ -107,19 +108,21 @@ class ResultWaiter:
 
     async def settle(self, stream: str, forget: str | None = None) -> None:
         """The caller persisted what it was given: trim the stream up to it (and delete
-        the key `forget`, in the same round trip).
-
-        Trimming only after persisting means a crash in between loses nothing: the
-        next reader finds the results still on the stream.
-        """
-        watch = self._watches.get(stream)
+        the key `forget`, in the same round trip)."""
         pipe = self._writer.pipeline(transaction=False)
+        self.stage_settle(pipe, stream, forget)
+        if len(pipe):
+            await pipe.execute()
+
+    def stage_settle(self, pipe: Pipeline, stream: str, forget: str | None = None) -> None:
+        """`settle` as commands in the caller's transaction - the one that persists what
+        was delivered, so trimming never runs ahead of persisting: a crash in between
+        leaves the results on the stream for the next reader."""
+        watch = self._watches.get(stream)
         if watch is not None and watch.delivered_up_to is not None:
             pipe.xtrim(stream, minid=_next_id(watch.delivered_up_to), approximate=False)
         if forget is not None:
             pipe.delete(forget)
-        if len(pipe):
-            await pipe.execute()
         if watch is not None:
             watch.settled = True
 

@@ -106,7 +106,8 @@ class Runner:
         except Exception:
             await self.store.resumed(session.id)
             raise
-        await self.store.resumed(session.id)
+        if not invocation.answered:  # ended otherwise (an action, max_steps, a credential)
+            await self.store.resumed(session.id)
 
     def new_invocation(
         self, session: Session, agent_name: str | None = None, invocation_id: str = ""
@@ -141,25 +142,12 @@ class Runner:
         ttl = self.settings.lease_ttl_s
         token = f"{self.replica_id}/{uuid.uuid4().hex[:8]}"
         await self.store.wait_for_lease(session_id, token, ttl, wait_s)
-        held = asyncio.Event()
-        held.set()
-        renewer = asyncio.create_task(self._renew_lease(session_id, token, ttl, held))
+        renewal = _LeaseRenewal(self.store, session_id, token, ttl)
         try:
             yield
         finally:
-            held.clear()
-            # Never wait on the renewer unbounded: redis-py can swallow a cancellation
-            # that lands inside a command, and the loop above also checks `held`.
-            await stop_task(renewer, timeout_s=1.0)
+            await renewal.stop()
             await self.store.release_lease(session_id, token)
-
-    async def _renew_lease(
-        self, session_id: str, token: str, ttl_s: float, held: asyncio.Event
-    ) -> None:
-        while held.is_set():
-            await asyncio.sleep(ttl_s / 3)  # renew well before the lease expires
-            if held.is_set():
-                await self.store.acquire_lease(session_id, token, ttl_s)
 
     async def ask(self, *, user_id: str, session_id: str, message: str) -> str:
         """Run one invocation and return the agent's last text."""
@@ -168,3 +156,33 @@ class Runner:
             if isinstance(update, Event) and answer_of(update):
                 answer = answer_of(update)
         return answer
+
+
+class _LeaseRenewal:
+    """Renews a held lease every third of its lifetime. A timer, not a task, until a
+    renewal is due: most invocations end before that and cost nothing here."""
+
+    def __init__(self, store: SessionStore, session_id: str, token: str, ttl_s: float) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._token = token
+        self._ttl_s = ttl_s
+        self._loop = asyncio.get_running_loop()
+        self._stopped = False
+        self._task: asyncio.Task[None] | None = None
+        self._timer = self._loop.call_later(ttl_s / 3, self._due)
+
+    def _due(self) -> None:
+        self._task = asyncio.create_task(self._renew(), name=f"lease {self._session_id}")
+
+    async def _renew(self) -> None:
+        await self._store.acquire_lease(self._session_id, self._token, self._ttl_s)
+        if not self._stopped:
+            self._timer = self._loop.call_later(self._ttl_s / 3, self._due)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._timer.cancel()
+        # Never wait on a renewal unbounded: redis-py can swallow a cancellation that
+        # lands inside a command (the renewal also checks `_stopped`).
+        await stop_task(self._task, timeout_s=1.0)

@@ -7,13 +7,14 @@ import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
 from google.genai import types
 from pydantic import BaseModel, Field
+from redis.asyncio.client import Pipeline
 
 from shared.context import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from shared.errors import SessionError
@@ -115,6 +116,13 @@ class Session:
 EVENTS_CACHE_SESSIONS = 1024
 
 
+@dataclass
+class _Cached:
+    app_name: str
+    user_id: str
+    events: list[Event]
+
+
 class SessionExistsError(SessionError):
     """create() of an id that is taken."""
 
@@ -139,7 +147,8 @@ class SessionStore:
         self._redis = client
         self._keys = keys
         self._secrets = secret_name_set(secret_arg_names)  # masked in stored events
-        self._events: OrderedDict[str, list[Event]] = OrderedDict()
+        # Per recently used session: app, user and the events stored so far (as stored).
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -160,31 +169,38 @@ class SessionStore:
         return await self.get(session_id)
 
     async def get(self, session_id: str) -> Session:
-        meta = await self._redis.hgetall(self._keys.session(session_id))
-        if not meta:
-            raise SessionError(f"unknown session {session_id!r}")
-        app, user = _text(meta[b"app_name"]), _text(meta[b"user_id"])
-        # Events are append-only: read (and parse) only those not seen before.
-        cached = self._events.pop(session_id, [])
+        """The session as stored. One round trip for a session read before: its app and
+        user never change, and events are append-only, so only new ones are read."""
+        cached = self._cache.pop(session_id, None)
+        if cached is None:
+            meta = await self._redis.hgetall(self._keys.session(session_id))
+            if not meta:
+                raise SessionError(f"unknown session {session_id!r}")
+            cached = _Cached(_text(meta[b"app_name"]), _text(meta[b"user_id"]), [])
+        app, user = cached.app_name, cached.user_id
         pipe = self._redis.pipeline(transaction=False)
+        pipe.hget(self._keys.session(session_id), "active_agent")
         pipe.llen(self._keys.events(session_id))
-        pipe.lrange(self._keys.events(session_id), len(cached), -1)
+        pipe.lrange(self._keys.events(session_id), len(cached.events), -1)
         pipe.hgetall(self._keys.session_state(session_id))
         pipe.hgetall(self._keys.user_state(app, user))
         pipe.hgetall(self._keys.app_state(app))
-        length, raw_events, session_state, user_state, app_state = await pipe.execute()
+        active, length, raw_events, session_state, user_state, app_state = await pipe.execute()
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
             state.update({_text(k): json.loads(v) for k, v in scope.items()})
-        if length < len(cached):  # Redis lost data: trust only what it has
-            cached, raw_events = [], await self._redis.lrange(self._keys.events(session_id), 0, -1)
-        events = cached + [Event.model_validate_json(raw) for raw in raw_events]
-        self._events[session_id] = events
-        while len(self._events) > EVENTS_CACHE_SESSIONS:
-            self._events.popitem(last=False)  # least recently read
-        events = list(events)
-        active = meta.get(b"active_agent")
+        if length < len(cached.events):  # Redis lost data: trust only what it has
+            cached.events.clear()
+            raw_events = await self._redis.lrange(self._keys.events(session_id), 0, -1)
+        cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
+        self._remember(session_id, cached)
+        events = list(cached.events)
         return Session(session_id, app, user, events, state, _text(active) if active else None)
+
+    def _remember(self, session_id: str, cached: _Cached) -> None:
+        self._cache[session_id] = cached
+        while len(self._cache) > EVENTS_CACHE_SESSIONS:
+            self._cache.popitem(last=False)  # least recently used
 
     async def set_active_agent(self, session_id: str, agent_name: str) -> None:
         await self._redis.hset(self._keys.session(session_id), "active_agent", agent_name)
@@ -206,14 +222,17 @@ class SessionStore:
         *,
         pending: Sequence[PendingCall] = (),
         resolved: PendingCall | None = None,
-        owes_turn: bool = False,
+        owes_turn: bool | None = None,
+        also: Callable[[Pipeline], None] | None = None,
     ) -> None:
         """Persist the event and its state delta (temp: keys stay in memory only).
 
         In the same transaction: record long-running calls now `pending` (or update
         them with progress), and remove the `resolved` one; with `resolved` or
-        `owes_turn` (a user's message), mark the session as owing the model a turn until
-        `resumed()` - so a replica that dies meanwhile leaves it for another to finish.
+        `owes_turn=True` (a user's message), mark the session as owing the model a turn
+        until `resumed()` (or an append with `owes_turn=False`, the invocation's answer) -
+        so a replica that dies meanwhile leaves it for another to finish. `also` adds
+        commands of the caller's to the transaction.
         """
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
@@ -222,6 +241,8 @@ class SessionStore:
         stored = event.model_copy(update={"state_delta": durable_delta, **redacted})
         pipe = self._redis.pipeline(transaction=True)
         pipe.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
+        if also is not None:
+            also(pipe)
         for key, value in durable_delta.items():
             hash_key = self._state_hash(session, key)
             if value is None:
@@ -234,7 +255,15 @@ class SessionStore:
             pipe.hdel(self._keys.pending(), resolved.call_id)
         if resolved is not None or owes_turn:
             pipe.sadd(self._keys.resume(), session.id)
-        await pipe.execute()
+        elif owes_turn is False:
+            pipe.srem(self._keys.resume(), session.id)
+        length = (await pipe.execute())[0]
+        cached = self._cache.get(session.id)
+        if cached is not None:
+            if length == len(cached.events) + 1:
+                cached.events.append(stored)  # what the next read would parse
+            else:
+                del self._cache[session.id]  # written elsewhere meanwhile: read it all
         session.events.append(event)
         for key, value in event.state_delta.items():
             if value is None:

@@ -44,6 +44,18 @@ async def test_events_written_by_another_replica_are_read_incrementally_in_order
     assert len((await reader.get("s1")).events) == 1
 
 
+async def test_appends_interleaved_with_another_replica_are_read_back_whole_and_in_order(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    one, two = SessionStore(fake_redis, KEYS), SessionStore(fake_redis, KEYS)
+    session = await one.create("app", "ann", "s1")
+    await one.append(session, text_event("a"))  # cached by `one` as written
+    await two.append(await two.get("s1"), text_event("b"))
+    await one.append(session, text_event("c"))  # `one` missed "b": it must not trust its cache
+    texts = [e.content.parts[0].text for e in (await one.get("s1")).events]  # type: ignore[union-attr, index]
+    assert texts == ["a", "b", "c"]
+
+
 async def test_a_session_lease_excludes_other_holders_until_released(store: SessionStore) -> None:
     await store.create("app", "ann", "s1")
     await store.acquire_lease("s1", "replica-a/1", 5)
