@@ -20,7 +20,13 @@ from shared.memory import MemoryStore
 from shared.redis_check import check_redis
 from shared.reporting import ResultReporter
 from workers.heartbeat import install_heartbeat
-from workers.tasks import ToolTaskDeps, make_scheduler, register_job_tasks, register_tool_tasks
+from workers.tasks import (
+    DeliveryGuard,
+    ToolTaskDeps,
+    make_scheduler,
+    register_job_tasks,
+    register_tool_tasks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +47,8 @@ def create_app(settings: Settings | None = None) -> Celery:
         memory=MemoryStore(client, keys),
         credentials=CredentialStore(client, keys, settings.credential_key),
     )
-    deps = ToolTaskDeps(settings, reporter, completions, services)
+    guard = DeliveryGuard(client, keys, settings.max_deliveries)
+    deps = ToolTaskDeps(settings, reporter, completions, services, guard)
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions)
     install_heartbeat(app, client, settings)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from celery import Celery, Task
 from pydantic import ValidationError
 
@@ -14,13 +17,64 @@ from shared.completions import Completions
 from shared.config import Settings
 from shared.context import ToolServices
 from shared.jobs import Job, JobContext, JobScheduler
-from shared.keys import queue_name, task_name
-from shared.messages import CallStatus, PendingCall, ToolCall
+from shared.keys import Keys, queue_name, task_name
+from shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_response
 from shared.reporting import ResultReporter
 from shared.tools import FunctionTool, ToolRegistry
 from workers.executor import execute
 
 log = logging.getLogger(__name__)
+
+# A delivery counter outlives any redelivery of its call, then goes.
+DELIVERIES_TTL_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class DeliveryGuard:
+    """Counts the broker's deliveries of a call, so a tool that kills its worker stops.
+
+    With acks_late and task_reject_on_worker_lost, Celery requeues a call whose worker
+    process died - forever, if the tool itself kills it. Each attempt (`retries`: a
+    retry via `self.retry` is a new message, not a crash) is allowed `max_deliveries`.
+    """
+
+    client: redis.Redis
+    keys: Keys
+    max_deliveries: int
+
+    def count(self, call_id: str, retries: int) -> int:
+        """Count one delivery; return how many this attempt of the call has had."""
+        key = self.keys.deliveries(call_id, retries)
+        pipe = self.client.pipeline()
+        pipe.incr(key)
+        pipe.expire(key, DELIVERIES_TTL_S)
+        count, _ = pipe.execute()
+        return int(count)
+
+    def exhausted(self, count: int) -> bool:
+        return count > self.max_deliveries
+
+
+def worker_lost(call: ToolCall, deliveries: int, *, worker: str, attempt: int) -> ToolResult:
+    """The answer to a call not run again: every earlier delivery lost its worker."""
+    now = time.time()
+    message = (
+        f"tool {call.tool!r} was delivered {deliveries} times and its worker died each "
+        "time, so it was not run again"
+    )
+    return ToolResult(
+        call_id=call.call_id,
+        tool=call.tool,
+        session_id=call.session_id,
+        invocation_id=call.invocation_id,
+        status=CallStatus.ERROR,
+        response=error_response("WorkerLost", message),
+        worker=worker,
+        pid=os.getpid(),
+        started_at=now,
+        finished_at=now,
+        attempt=attempt,
+    )
 
 
 @dataclass(frozen=True)
@@ -31,6 +85,7 @@ class ToolTaskDeps:
     reporter: ResultReporter
     completions: Completions
     services: ToolServices
+    deliveries: DeliveryGuard | None = None  # None: no crash guard (in-process tests)
 
 
 def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps) -> None:
@@ -75,13 +130,28 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             log.error("rejected a malformed call envelope for %s: %s", tool.name, exc)
             return
         attempt = self.request.retries + 1
+        worker = self.request.hostname or "unknown"
+        if deps.deliveries is not None:
+            count = deps.deliveries.count(envelope.call_id, self.request.retries)
+            if deps.deliveries.exhausted(count):
+                log.error(
+                    "call %s (%s) delivered %d times, its worker lost each time: not run again",
+                    envelope.call_id,
+                    tool.name,
+                    count - 1,
+                )
+                if tool.is_long_running:
+                    deps.completions.withdraw(envelope.call_id)
+                lost = worker_lost(envelope, count - 1, worker=worker, attempt=attempt)
+                deps.reporter.post(envelope.reply_to, lost)
+                return
         if tool.is_long_running:
             # Before it runs: a job the tool starts may post its result at once.
             deps.completions.register(PendingCall.starting(envelope))
         outcome = execute(
             tool,
             envelope,
-            worker=self.request.hostname or "unknown",
+            worker=worker,
             attempt=attempt,
             max_result_bytes=settings.max_payload_bytes,
             time_limit_s=limit,

@@ -1,0 +1,96 @@
+"""The crash guard of tool tasks: a call is delivered at most max_deliveries times."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import fakeredis
+import pytest
+from celery import Celery
+
+from shared.completions import Completions
+from shared.config import Settings
+from shared.context import ToolServices
+from shared.keys import Keys, task_name
+from shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
+from shared.reporting import ResultReporter
+from shared.tools import FunctionTool
+from workers.tasks import DELIVERIES_TTL_S, DeliveryGuard, ToolTaskDeps, register_tool_tasks
+
+KEYS = Keys("t")
+
+
+@pytest.fixture
+def client() -> fakeredis.FakeRedis:
+    return fakeredis.FakeRedis()
+
+
+def test_counts_each_delivery_of_an_attempt_and_refuses_past_the_limit(
+    client: fakeredis.FakeRedis,
+) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3)
+    counts = [guard.count("c1", 0) for _ in range(4)]
+    assert counts == [1, 2, 3, 4]
+    assert [guard.exhausted(n) for n in counts] == [False, False, False, True]
+    ttl = client.ttl(KEYS.deliveries("c1", 0))
+    assert 0 < ttl <= DELIVERIES_TTL_S  # the counter goes by itself
+
+
+def test_a_retry_and_another_call_have_counters_of_their_own(client: fakeredis.FakeRedis) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=1)
+    assert guard.count("c1", 0) == 1
+    assert guard.count("c1", 1) == 1  # self.retry sends a new message: not a crash
+    assert guard.count("c2", 0) == 1
+    assert guard.count("c1", 0) == 2
+
+
+def _envelope(tool: str) -> dict[str, Any]:
+    call = ToolCall(
+        call_id="c1", tool=tool, args={}, session_id="s", app_name="app", user_id="u",
+        invocation_id="inv", agent="a", reply_to="t:results:s", dispatched_at=time.time(),
+    )  # fmt: skip
+    return call.model_dump(mode="json")
+
+
+# The tasks name their queue (celery deprecates the attribute for 6.0; the workers use it).
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_the_delivery_past_the_limit_answers_worker_lost_and_does_not_run_the_tool(
+    client: fakeredis.FakeRedis,
+) -> None:
+    runs: list[int] = []
+
+    def crashy() -> str:
+        """Counts its runs (a real one would kill its worker)."""
+        runs.append(1)
+        return "ran"
+
+    settings = Settings(redis_url="redis://unused", key_prefix="t", max_deliveries=2)
+    deps = ToolTaskDeps(
+        settings,
+        ResultReporter(client, 1000),
+        Completions(client, KEYS),
+        ToolServices(),
+        DeliveryGuard(client, KEYS, settings.max_deliveries),
+    )
+    app = Celery("guard-test", set_as_current=False)
+    register_tool_tasks(app, {"crashy": FunctionTool(crashy)}, deps)
+    task = app.tasks[task_name("crashy")]
+
+    for _ in range(3):  # what a broker redelivering the same message does
+        task.apply(args=[_envelope("crashy")])
+
+    assert len(runs) == 2
+    entries = client.xrange("t:results:s")
+    results = [
+        ToolResult.model_validate_json(fields[RESULT_FIELD.encode()]) for _, fields in entries
+    ]
+    assert [r.status for r in results] == [CallStatus.SUCCESS, CallStatus.SUCCESS, CallStatus.ERROR]
+    assert results[-1].response == {
+        "status": "error",
+        "error_type": "WorkerLost",
+        "error_message": (
+            "tool 'crashy' was delivered 2 times and its worker died each time, "
+            "so it was not run again"
+        ),
+    }
