@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import redis
 from celery import Celery
 
 from shared.artifacts import ArtifactStore
@@ -17,6 +16,7 @@ from shared.context import ToolServices
 from shared.discovery import load_definitions
 from shared.keys import Keys
 from shared.memory import MemoryStore
+from shared.outages import resilient_client
 from shared.redis_check import check_redis
 from shared.reporting import ResultReporter
 from workers.heartbeat import install_heartbeat
@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None) -> Celery:
     found = load_definitions(settings.tool_modules)
     app = Celery("toolfleet", set_as_current=False)
     app.conf.update(celery_config(settings, list(found.tools.values())))
-    client = redis.Redis.from_url(settings.require_redis_url())
+    client = resilient_client(settings.require_redis_url())  # results survive a Redis restart
     keys = Keys(settings.key_prefix)
     reporter = ResultReporter(client, settings.results_maxlen)
     completions = Completions(client, keys)
