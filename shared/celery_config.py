@@ -19,6 +19,10 @@ def tool_pool(tool: FunctionTool, settings: Settings) -> str:
     return tool.options.pool or settings.default_pool
 
 
+# A sweep takes milliseconds; this only bounds how long a dead holder blocks the next.
+UNACKED_MUTEX_EXPIRE_S = 10
+
+
 def broker_visibility_timeout_s(settings: Settings, tools: list[FunctionTool]) -> int:
     """The broker must not redeliver a message while its tool may still be running."""
     longest = max((tool_time_limit(t, settings) for t in tools), default=settings.default_timeout_s)
@@ -52,6 +56,9 @@ def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, An
             # (10 x 10 by default): sweep every interval, so the bound is what we state.
             "unacked_restore_interval": settings.restore_interval_s,
             "unacked_restore_throttle": 1,
+            # The sweep holds a lock; a worker killed holding it would stall every
+            # sweep for kombu's default 300 s.
+            "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
         },
         "task_serializer": "json",
         "accept_content": ["json"],

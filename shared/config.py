@@ -31,7 +31,11 @@ class Settings(BaseSettings):
     default_pool: str = Field(default="default", description="Pool of tools that name none.")
     default_timeout_s: float = Field(default=60.0, gt=0, description="Tool time limit.")
     result_grace_s: float = Field(
-        default=5.0, ge=0, description="Extra wait for a result after a tool's time limit."
+        default=15.0,
+        ge=0,
+        description="Extra wait for a result after a tool's time limit. Above 1 + "
+        "redelivery margin + restore interval, a call whose worker died is run again "
+        "before the model is told it timed out.",
     )
     max_parallel_calls: int = Field(default=64, ge=1, description="Calls dispatched at once.")
     max_steps: int = Field(default=16, ge=1, description="Model calls per invocation.")
@@ -49,13 +53,13 @@ class Settings(BaseSettings):
         "(it died) is taken over by another.",
     )
     redelivery_margin_s: float = Field(
-        default=30.0,
+        default=10.0,
         gt=0,
         description="Broker visibility timeout beyond the longest tool time limit: a call "
         "taken by a worker that died is redelivered this long after its hard limit.",
     )
     restore_interval_s: float = Field(
-        default=5.0,
+        default=2.0,
         gt=0,
         description="How often workers look for calls of dead workers to redeliver "
         "(recovery bound = longest time limit + 1 + redelivery margin + this).",
