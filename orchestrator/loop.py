@@ -17,6 +17,7 @@ from orchestrator.agent import Agent
 from orchestrator.credentials import park_turn
 from orchestrator.fleet import ToolRunner
 from orchestrator.instructions import render_instruction
+from orchestrator.leases import LeaseHold
 from orchestrator.model import CLIENT_CALL_ID_PREFIX, Model, ModelRequest, function_calls
 from orchestrator.sessions import Event, Session, SessionStore
 from orchestrator.turn import (
@@ -50,6 +51,7 @@ class Invocation:
     id: str = ""
     depth: int = 0  # agent-tool nesting: 0 for a user's invocation
     answered: bool = False  # the model's answer is stored (and the session owes nothing)
+    lease: LeaseHold | None = None  # released in the answer's transaction when given
 
     def __post_init__(self) -> None:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"
@@ -137,9 +139,16 @@ async def _model_turn(inv: Invocation, agent: Agent, tools: ToolRegistry) -> Eve
     )
     content = with_call_ids(await inv.models(agent).generate(request))
     model_event = Event(invocation_id=inv.id, author=agent.name, content=content)
-    # An answer without calls ends the invocation: the session owes nothing from here.
+    # An answer without calls ends the invocation: the session owes nothing from here,
+    # and the lease can go in the same transaction.
     inv.answered = not function_calls(content)
-    await inv.store.append(inv.session, model_event, owes_turn=False if inv.answered else None)
+    if not inv.answered:
+        await inv.store.append(inv.session, model_event)
+        return model_event
+    release = await inv.lease.release_in() if inv.lease is not None else None
+    await inv.store.append(inv.session, model_event, owes_turn=False, also=release)
+    if inv.lease is not None:
+        inv.lease.released = True
     return model_event
 
 

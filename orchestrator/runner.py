@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -12,15 +11,16 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from orchestrator.agent import Agent
-from orchestrator.connections import blocking_client, command_client, stop_task
+from orchestrator.connections import blocking_client, command_client
 from orchestrator.dispatch import CeleryPublisher
 from orchestrator.fleet import CeleryFleet, ToolRunner
+from orchestrator.leases import LeaseHold, LeaseRenewal
 from orchestrator.loop import Invocation, Update, run_invocation
 from orchestrator.model import Model
 from orchestrator.models import choose_model
 from orchestrator.pools import LivePools
 from orchestrator.results import ResultWaiter
-from orchestrator.sessions import Event, Session, SessionStore, answer_of
+from orchestrator.sessions import Event, LeaseClaim, Session, SessionStore, answer_of
 from shared.config import Settings
 from shared.keys import Keys
 
@@ -82,16 +82,19 @@ class Runner:
 
     async def run(self, *, user_id: str, session_id: str, message: str) -> AsyncIterator[Update]:
         """Run one invocation, creating the session on first use; yield what happens."""
-        session = await self.store.get_or_create(self.app_name, user_id, session_id)
-        async with self.lease(session.id):
+        token = self._lease_token()
+        claim = LeaseClaim(token, self.settings.lease_ttl_s)  # taken with the session read
+        session = await self.store.get_or_create(self.app_name, user_id, session_id, lease=claim)
+        async with self.lease(session.id, held_as=token) as hold:
             content = types.Content(role="user", parts=[types.Part(text=message)])
-            async for update in self.invoke(session, content):
+            async for update in self.invoke(session, content, lease=hold):
                 yield update
 
     async def invoke(
-        self, session: Session, message: types.Content | None
+        self, session: Session, message: types.Content | None, *, lease: LeaseHold | None = None
     ) -> AsyncIterator[Update]:
-        """Run the loop on a session whose lease this replica holds.
+        """Run the loop on a session whose lease this replica holds (`lease`: released
+        with the answer's append, one round trip less).
 
         Once the invocation ends (or fails: a retry would fail alike), the session owes
         the model nothing; if this process dies first, another replica finishes it.
@@ -100,6 +103,7 @@ class Runner:
         invocation = self.new_invocation(
             session, invocation_id=open_turn.invocation_id if open_turn else ""
         )
+        invocation.lease = lease
         try:
             async for update in run_invocation(invocation, message):
                 yield update
@@ -133,21 +137,28 @@ class Runner:
             self._models[agent.name] = choose_model(agent, self.settings)
         return self._models[agent.name]
 
-    @contextlib.asynccontextmanager
-    async def lease(self, session_id: str, wait_s: float = 0.0) -> AsyncIterator[None]:
-        """Hold the session's lease (renewed while held); wait up to `wait_s` for it.
+    def _lease_token(self) -> str:
+        # Each hold has its own token, so two tasks of one replica exclude each other too.
+        return f"{self.replica_id}/{uuid.uuid4().hex[:8]}"
 
-        Each hold has its own token, so two tasks of one replica exclude each other too.
-        """
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, session_id: str, wait_s: float = 0.0, *, held_as: str | None = None
+    ) -> AsyncIterator[LeaseHold]:
+        """Hold the session's lease (renewed while held); wait up to `wait_s` for it.
+        `held_as`: the token it was already taken with (SessionStore.get's `lease`)."""
         ttl = self.settings.lease_ttl_s
-        token = f"{self.replica_id}/{uuid.uuid4().hex[:8]}"
-        await self.store.wait_for_lease(session_id, token, ttl, wait_s)
-        renewal = _LeaseRenewal(self.store, session_id, token, ttl)
+        token = held_as or self._lease_token()
+        if held_as is None:
+            await self.store.wait_for_lease(session_id, token, ttl, wait_s)
+        renewal = LeaseRenewal(self.store, session_id, token, ttl)
+        hold = LeaseHold(self.store, session_id, token, renewal)
         try:
-            yield
+            yield hold
         finally:
-            await renewal.stop()
-            await self.store.release_lease(session_id, token)
+            await hold.renewal.stop()
+            if not hold.released:
+                await self.store.release_lease(session_id, token)
 
     async def ask(self, *, user_id: str, session_id: str, message: str) -> str:
         """Run one invocation and return the agent's last text."""
@@ -156,33 +167,3 @@ class Runner:
             if isinstance(update, Event) and answer_of(update):
                 answer = answer_of(update)
         return answer
-
-
-class _LeaseRenewal:
-    """Renews a held lease every third of its lifetime. A timer, not a task, until a
-    renewal is due: most invocations end before that and cost nothing here."""
-
-    def __init__(self, store: SessionStore, session_id: str, token: str, ttl_s: float) -> None:
-        self._store = store
-        self._session_id = session_id
-        self._token = token
-        self._ttl_s = ttl_s
-        self._loop = asyncio.get_running_loop()
-        self._stopped = False
-        self._task: asyncio.Task[None] | None = None
-        self._timer = self._loop.call_later(ttl_s / 3, self._due)
-
-    def _due(self) -> None:
-        self._task = asyncio.create_task(self._renew(), name=f"lease {self._session_id}")
-
-    async def _renew(self) -> None:
-        await self._store.acquire_lease(self._session_id, self._token, self._ttl_s)
-        if not self._stopped:
-            self._timer = self._loop.call_later(self._ttl_s / 3, self._due)
-
-    async def stop(self) -> None:
-        self._stopped = True
-        self._timer.cancel()
-        # Never wait on a renewal unbounded: redis-py can swallow a cancellation that
-        # lands inside a command (the renewal also checks `_stopped`).
-        await stop_task(self._task, timeout_s=1.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -127,6 +128,18 @@ class SessionExistsError(SessionError):
     """create() of an id that is taken."""
 
 
+class SessionNotFoundError(SessionError):
+    """get() of an id that does not exist."""
+
+
+@dataclass(frozen=True)
+class LeaseClaim:
+    """Take the session's lease in the same round trip as reading it."""
+
+    owner: str
+    ttl_s: float
+
+
 def merge_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
     """Later calls win: deltas are applied in call order, never arrival order."""
     merged: dict[str, Any] = {}
@@ -168,24 +181,38 @@ class SessionStore:
         await pipe.execute()
         return await self.get(session_id)
 
-    async def get(self, session_id: str) -> Session:
+    async def get(self, session_id: str, *, lease: LeaseClaim | None = None) -> Session:
         """The session as stored. One round trip for a session read before: its app and
-        user never change, and events are append-only, so only new ones are read."""
+        user never change, and events are append-only, so only new ones are read.
+
+        With `lease`, take the session's lease first in that same round trip (raise
+        SessionError if another holder has it): nobody else writes what is read after.
+        """
         cached = self._cache.pop(session_id, None)
         if cached is None:
             meta = await self._redis.hgetall(self._keys.session(session_id))
             if not meta:
-                raise SessionError(f"unknown session {session_id!r}")
+                raise SessionNotFoundError(f"unknown session {session_id!r}")
             cached = _Cached(_text(meta[b"app_name"]), _text(meta[b"user_id"]), [])
         app, user = cached.app_name, cached.user_id
         pipe = self._redis.pipeline(transaction=False)
+        if lease is not None:
+            lease_key = self._keys.lease(session_id)
+            pipe.set(lease_key, lease.owner, nx=True, px=int(lease.ttl_s * 1000))
+            pipe.get(lease_key)
         pipe.hget(self._keys.session(session_id), "active_agent")
         pipe.llen(self._keys.events(session_id))
         pipe.lrange(self._keys.events(session_id), len(cached.events), -1)
         pipe.hgetall(self._keys.session_state(session_id))
         pipe.hgetall(self._keys.user_state(app, user))
         pipe.hgetall(self._keys.app_state(app))
-        active, length, raw_events, session_state, user_state, app_state = await pipe.execute()
+        replies = await pipe.execute()
+        if lease is not None:
+            acquired, holder, *replies = replies
+            if not acquired and (holder is None or _text(holder) != lease.owner):
+                self._remember(session_id, cached)
+                raise _lease_held(session_id, holder)
+        active, length, raw_events, session_state, user_state, app_state = replies
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
             state.update({_text(k): json.loads(v) for k, v in scope.items()})
@@ -205,15 +232,16 @@ class SessionStore:
     async def set_active_agent(self, session_id: str, agent_name: str) -> None:
         await self._redis.hset(self._keys.session(session_id), "active_agent", agent_name)
 
-    async def get_or_create(self, app_name: str, user_id: str, session_id: str) -> Session:
+    async def get_or_create(
+        self, app_name: str, user_id: str, session_id: str, *, lease: LeaseClaim | None = None
+    ) -> Session:
         try:
-            return await self.get(session_id)
-        except SessionError:
+            return await self.get(session_id, lease=lease)
+        except SessionNotFoundError:
             pass
-        try:
-            return await self.create(app_name, user_id, session_id)
-        except SessionExistsError:  # created by a concurrent request meanwhile
-            return await self.get(session_id)
+        with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
+            await self.create(app_name, user_id, session_id)
+        return await self.get(session_id, lease=lease)
 
     async def append(
         self,
@@ -325,20 +353,23 @@ class SessionStore:
         if holder is not None and _text(holder) == owner:
             await self._redis.pexpire(key, int(ttl_s * 1000))
             return
-        raise SessionError(
-            f"session {session_id!r} is being run by another orchestrator "
-            f"({_text(holder or b'?')}); wait for its invocation to end"
-        )
+        raise _lease_held(session_id, holder)
 
     async def release_lease(self, session_id: str, owner: str) -> None:
-        key = self._keys.lease(session_id)
+        pipe = self._redis.pipeline(transaction=False)
+        self.stage_release_lease(pipe, session_id, owner)
+        await pipe.execute()
+
+    def stage_release_lease(self, pipe: Pipeline, session_id: str, owner: str) -> None:
         # Delete only our own lease: compare-and-delete in one step.
-        await self._redis.eval(
-            _RELEASE_LUA,
-            1,
-            key,
-            owner,
-        )
+        pipe.eval(_RELEASE_LUA, 1, self._keys.lease(session_id), owner)
+
+
+def _lease_held(session_id: str, holder: bytes | str | None) -> SessionError:
+    return SessionError(
+        f"session {session_id!r} is being run by another orchestrator "
+        f"({_text(holder or b'?')}); wait for its invocation to end"
+    )
 
 
 def _text(value: bytes | str) -> str:

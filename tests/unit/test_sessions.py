@@ -6,7 +6,7 @@ import fakeredis
 import pytest
 from google.genai import types
 
-from orchestrator.sessions import Event, SessionStore
+from orchestrator.sessions import Event, LeaseClaim, SessionStore
 from shared.errors import SessionError
 from shared.keys import Keys
 
@@ -66,3 +66,18 @@ async def test_a_session_lease_excludes_other_holders_until_released(store: Sess
         await store.acquire_lease("s1", "replica-b/1", 5)
     await store.release_lease("s1", "replica-a/1")
     await store.acquire_lease("s1", "replica-b/1", 5)
+
+
+async def test_reading_a_session_can_take_its_lease_in_the_same_round_trip(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    await store.create("app", "ann", "s1")
+    await store.get("s1", lease=LeaseClaim("replica-a/1", 5))
+    assert await fake_redis.get(KEYS.lease("s1")) == b"replica-a/1"
+    await store.get("s1", lease=LeaseClaim("replica-a/1", 5))  # its own: fine
+    with pytest.raises(SessionError, match=r"being run by another orchestrator \(replica-a/1\)"):
+        await store.get("s1", lease=LeaseClaim("replica-b/1", 5))
+    # A session that does not exist is created, then read under the lease.
+    created = await store.get_or_create("app", "bob", "s2", lease=LeaseClaim("replica-b/1", 5))
+    assert created.user_id == "bob"
+    assert await fake_redis.get(KEYS.lease("s2")) == b"replica-b/1"
