@@ -126,7 +126,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             enabled=True,
             passwords=[f"+{ACL_PW}"],
             keys=["~*"],
-            channels=["&*"],
+            channels=["*"],  # redis-py adds the "&": all channels (Celery's pidbox)
             commands=["+@all"],
         )
         admin.close()
@@ -375,17 +375,25 @@ async def test_worker_and_orchestrator_work_over_tls(
 ) -> None:
     settings = fault_settings(secured.tls_url())
     assert celery_config(settings, [])["broker_use_ssl"] == broker_tls(secured.tls_url())
+    admin = secured.admin()
     with WorkerGroup(settings) as group:
         group.start(["default"], concurrency=1, name="tls")
+        consumers = tls_clients(admin, secured.tls_port)  # the worker's, alone so far
         started = time.monotonic()
-        assert await echo_turn(settings) == {"echo": ["hi"]}
-        elapsed = time.monotonic() - started
-        admin = secured.admin()
-        clients = admin.client_list()
-        admin.close()
-    over_tls = [c for c in clients if c.get("laddr", "").endswith(f":{secured.tls_port}")]
-    assert len(over_tls) >= 2, clients  # the worker's and the orchestrator's connections
+        async with Runner(agent_with(echo_script()), settings) as runner:
+            updates = [u async for u in runner.run(user_id="u1", session_id="tls", message="go")]
+            elapsed = time.monotonic() - started
+            # While the orchestrator is up: its connections join the worker's on the TLS port.
+            during = tls_clients(admin, secured.tls_port)
+    admin.close()
+    (finished,) = [u.result for u in updates if isinstance(u, CallFinished)]
+    assert finished.response == {"echo": ["hi"]}
+    assert consumers and len(during) > len(consumers), (consumers, during)
     report_figure("rediss:// turn (worker + orchestrator over TLS)", f"{elapsed:.2f} s")
+
+
+def tls_clients(admin: redis.Redis, tls_port: int) -> list[dict[str, str]]:
+    return [c for c in admin.client_list() if c.get("laddr", "").endswith(f":{tls_port}")]
 
 
 def test_broker_tls_verifies_certificates_unless_the_url_says_otherwise() -> None:
