@@ -60,8 +60,10 @@ class Keys:
         """A live worker's heartbeat: its pools, refreshed with a TTL."""
         return f"{self.prefix}:worker:{hostname}"
 
-    def workers_pattern(self) -> str:
-        return f"{self.prefix}:worker:*"
+    def workers(self) -> str:
+        """Sorted set of worker hostnames, scored by when their heartbeat expires: live
+        workers are found without scanning the keyspace."""
+        return f"{self.prefix}:workers"
 
     def pending(self) -> str:
         """Hash call id -> PendingCall of every long-running call awaiting its result."""

@@ -41,7 +41,10 @@ class Heartbeat:
     def _beat(self) -> None:
         # Three missed beats and the worker counts as gone.
         ttl_ms = int(self._period_s * 3000)
-        self._client.set(self._keys.worker(self._hostname), self._value, px=ttl_ms)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.set(self._keys.worker(self._hostname), self._value, px=ttl_ms)
+        pipe.zadd(self._keys.workers(), {self._hostname: time.time() + ttl_ms / 1000})
+        pipe.execute()
 
     def _run(self) -> None:
         while not self._stop.wait(self._period_s):
@@ -54,7 +57,10 @@ class Heartbeat:
         self._stop.set()
         if self._hostname:
             try:
-                self._client.delete(self._keys.worker(self._hostname))
+                pipe = self._client.pipeline(transaction=False)
+                pipe.delete(self._keys.worker(self._hostname))
+                pipe.zrem(self._keys.workers(), self._hostname)
+                pipe.execute()
             except redis.RedisError as exc:
                 log.warning("could not remove heartbeat key: %s", exc)
 

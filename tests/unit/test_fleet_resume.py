@@ -47,6 +47,7 @@ async def test_a_resumed_turn_sends_only_what_was_never_sent_and_collects_the_re
         KEYS.worker("w1"),
         json.dumps({"hostname": "w1", "pools": ["default"], "pid": 1, "started_at": 0.0}),
     )
+    await fake_redis.zadd(KEYS.workers(), {"w1": time.time() + 60})
     fleet = CeleryFleet(
         CeleryPublisher(fake_redis, ["api_key"]),
         waiter,
