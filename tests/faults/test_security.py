@@ -7,11 +7,8 @@ API wants its credentials.
 
 from __future__ import annotations
 
-import base64
 import datetime
-import http.client
 import ipaddress
-import json
 import logging
 import os
 import signal
@@ -26,7 +23,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery import Celery
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -46,6 +42,7 @@ from shared.keys import Keys
 from tests.faults import input_tools
 from tests.faults.conftest import fault_settings
 from tests.faults.servers import RedisServer
+from tests.flower import Flower, running_flower
 
 ADMIN_PW = "admin-" + uuid.uuid4().hex[:8]
 ACL_USER, ACL_PW = "toolfleet", "acl-" + uuid.uuid4().hex[:8]
@@ -153,28 +150,6 @@ async def echo_turn(settings: Settings) -> dict[str, object]:
 # --- Flower -------------------------------------------------------------------------
 
 
-@dataclass
-class Flower:
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def get(self, path: str, auth: tuple[str, str] | None = FLOWER_AUTH) -> tuple[int, str]:
-        headers = {}
-        if auth is not None:
-            headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-        try:
-            conn.request("GET", path, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.read().decode(errors="replace")
-        finally:
-            conn.close()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
 @pytest.fixture(scope="module")
 def admin_settings(secured: Secured) -> Settings:
     return fault_settings(secured.url(password=ADMIN_PW))
@@ -191,57 +166,17 @@ def admin_fleet(admin_settings: Settings) -> Iterator[WorkerGroup]:
 def flower(
     admin_settings: Settings, admin_fleet: WorkerGroup, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Flower]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "TOOLFLEET_REDIS_URL": admin_settings.require_redis_url(),
-        "TOOLFLEET_KEY_PREFIX": admin_settings.key_prefix,
-        "TOOLFLEET_TOOL_MODULES": ",".join(admin_settings.tool_modules),
-    }
-    env.pop("FLOWER_UNAUTHENTICATED_API", None)
-    command = [
-        sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--port={port}",
-        "--address=127.0.0.1", f"--basic-auth={':'.join(FLOWER_AUTH)}",
-    ]  # fmt: skip
-    log_path = tmp_path_factory.mktemp("flower") / "flower.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    server = Flower(port, process, log_path)
-    control = Celery("sec-flower", broker=admin_settings.require_redis_url(), set_as_current=False)
-    hostnames = {w.hostname for w in admin_fleet.workers}
-    try:
-        with control.connection_for_write() as conn:
-
-            def sees_workers() -> bool:
-                if process.poll() is not None:
-                    raise AssertionError(f"flower exited at start:\n{server.log()[-3000:]}")
-                control.control.broadcast("heartbeat", connection=conn)
-                try:
-                    status, text = server.get("/api/workers?status=true")
-                except OSError:
-                    return False
-                return status == 200 and hostnames <= set(json.loads(text))
-
-            wait_for(sees_workers, WAIT_S, "flower to see the worker", interval_s=0.2)
+    hostnames = [w.hostname for w in admin_fleet.workers]
+    log_dir = tmp_path_factory.mktemp("flower")
+    with running_flower(admin_settings, hostnames, log_dir, FLOWER_AUTH, WAIT_S) as server:
         yield server
-    finally:
-        control.close()
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
 
 
 def test_flower_api_refuses_requests_without_its_credentials(flower: Flower) -> None:
-    assert flower.get("/api/tasks", auth=None)[0] == 401
-    assert flower.get("/api/tasks", auth=(FLOWER_AUTH[0], "wrong"))[0] == 401
-    assert flower.get("/api/workers", auth=None)[0] == 401
-    assert flower.get("/api/tasks")[0] == 200
+    assert flower.get("/api/tasks", credentials=None).status == 401
+    assert flower.get("/api/tasks", credentials=(FLOWER_AUTH[0], "wrong")).status == 401
+    assert flower.get("/api/workers", credentials=None).status == 401
+    assert flower.get("/api/tasks").status == 200
 
 
 # --- Secrets ------------------------------------------------------------------------
@@ -322,13 +257,14 @@ async def test_secret_argument_never_reaches_logs_flower_or_stored_events(
     assert note.encode() in stored and canary.encode() not in stored
 
     def flower_lists_it() -> bool:
-        status, text = flower.get("/api/tasks")
-        assert status == 200, text
-        return note in text and '"SUCCESS"' in text
+        response = flower.get("/api/tasks")
+        assert response.status == 200, response.text
+        return note in response.text and '"SUCCESS"' in response.text
 
     wait_until(flower_lists_it, "flower to list the task as SUCCESS")
-    status, tasks_text = flower.get("/api/tasks")
-    assert status == 200
+    tasks = flower.get("/api/tasks")
+    assert tasks.status == 200
+    tasks_text = tasks.text
     assert "'api_key': '***'" in tasks_text and canary not in tasks_text
 
     # The broker's copy of the message (kombu's unacked hash) goes once the task is acked.

@@ -6,30 +6,21 @@ and the turn runs once its event receiver hears the fleet's workers.
 
 from __future__ import annotations
 
-import base64
-import http.client
-import json
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from celery import Celery
 
 from orchestrator.agent import Agent
-from orchestrator.embedded import free_port, wait_for
+from orchestrator.embedded import wait_for
 from orchestrator.local_workers import WorkerGroup
 from orchestrator.loop import CallFinished
 from orchestrator.offline import Call, ScriptedModel, call, say
 from orchestrator.runner import Runner
 from shared.config import Settings
 from shared.discovery import tools_in_module
+from tests.flower import Flower, Response, running_flower
 from tests.integration import fleet_tools
 
 pytestmark = pytest.mark.integration
@@ -37,45 +28,6 @@ pytestmark = pytest.mark.integration
 USER, PASSWORD = "user", "pw"
 START_TIMEOUT_S = 20.0
 EVENTS_TIMEOUT_S = 20.0
-
-
-@dataclass
-class Response:
-    status: int
-    text: str
-
-    def json(self) -> Any:
-        return json.loads(self.text)
-
-
-@dataclass
-class Flower:
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def get(self, path: str, credentials: tuple[str, str] | None = (USER, PASSWORD)) -> Response:
-        headers = {}
-        if credentials is not None:
-            token = base64.b64encode(":".join(credentials).encode()).decode()
-            headers["Authorization"] = f"Basic {token}"
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-        try:
-            conn.request("GET", path, headers=headers)
-            response = conn.getresponse()
-            return Response(response.status, response.read().decode(errors="replace"))
-        finally:
-            conn.close()
-
-    def answers(self, path: str) -> Response | None:
-        """The response, or None while nothing listens yet."""
-        try:
-            return self.get(path)
-        except OSError:
-            return None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
 
 def until(probe: Any, timeout_s: float, what: str) -> Any:
@@ -96,60 +48,10 @@ def until(probe: Any, timeout_s: float, what: str) -> Any:
 def flower(
     settings: Settings, fleet: WorkerGroup, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Flower]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
-        "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
-        "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
-    }
-    env.pop("FLOWER_UNAUTHENTICATED_API", None)  # the API must need the credentials
-    command = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "workers.app",
-        "flower",
-        f"--port={port}",
-        "--address=127.0.0.1",
-        f"--basic-auth={USER}:{PASSWORD}",
-    ]
-    log_path = tmp_path_factory.mktemp("flower") / "flower.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    server = Flower(port, process, log_path)
-    control = Celery("flower-test", broker=settings.require_redis_url(), set_as_current=False)
-    try:
-        # Ready once its event receiver is subscribed, which its HTTP server says nothing
-        # about. Flower's own wake-up call to the workers goes out before it subscribes
-        # (events are Redis pub/sub), so ask the workers for heartbeat events until it
-        # lists them: from then on it receives every task event.
-        hostnames = {w.hostname for w in fleet.workers if "default" in w.pools}
-        with control.connection_for_write() as conn:
-
-            def sees_workers() -> bool:
-                if process.poll() is not None:
-                    raise AssertionError(f"flower exited at start:\n{server.log()[-3000:]}")
-                control.control.broadcast("heartbeat", connection=conn)
-                response = server.answers("/api/workers?status=true")
-                if response is None or response.status != 200:
-                    return False
-                return hostnames <= set(response.json())
-
-            wait_for(sees_workers, START_TIMEOUT_S, "flower to see the workers", interval_s=0.2)
-        yield server
-    finally:
-        control.close()
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
+    hostnames = [w.hostname for w in fleet.workers if "default" in w.pools]
+    log_dir = tmp_path_factory.mktemp("flower")
+    with running_flower(settings, hostnames, log_dir, (USER, PASSWORD), START_TIMEOUT_S) as f:
+        yield f
 
 
 def test_api_refuses_requests_without_the_credentials(flower: Flower) -> None:
