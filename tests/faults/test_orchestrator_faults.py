@@ -57,6 +57,15 @@ def toolfleet(settings: Settings, log: Path, *args: str) -> subprocess.Popen[byt
         )
 
 
+def replica_running_a_turn(
+    settings: Settings, log: Path, session_id: str
+) -> subprocess.Popen[bytes]:
+    """`toolfleet run`: one message to the agent in `session_id` (an orchestrator)."""
+    return toolfleet(
+        settings, log, "run", "--agent", AGENT, "--session", session_id, "--no-wait", "go"
+    )
+
+
 @pytest.fixture
 def client(settings: Settings) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(settings.require_redis_url())
@@ -150,17 +159,7 @@ def test_an_orchestrator_killed_mid_turn_is_continued_from_redis_by_the_next_one
     tmp_path: Path,
 ) -> None:
     workers.start(["default"], concurrency=3)
-    first = toolfleet(
-        settings,
-        tmp_path / "first.log",
-        "run",
-        "--agent",
-        AGENT,
-        "--session",
-        "s-killed",
-        "--no-wait",
-        "go",
-    )
+    first = replica_running_a_turn(settings, tmp_path / "first.log", "s-killed")
     ids = kill_mid_turn(first, client, settings, "s-killed")
     killed_at = time.monotonic()
     assert not answered(client, settings, "s-killed")
@@ -196,17 +195,7 @@ def test_a_live_replica_takes_over_the_sessions_of_a_replica_that_died(
     try:
         # Up before the other dies.
         wait_for(lambda: b"toolfleet serve" in survivor_log.read_bytes(), 20, "the survivor")
-        doomed = toolfleet(
-            settings,
-            tmp_path / "doomed.log",
-            "run",
-            "--agent",
-            AGENT,
-            "--session",
-            "s-orphan",
-            "--no-wait",
-            "go",
-        )
+        doomed = replica_running_a_turn(settings, tmp_path / "doomed.log", "s-orphan")
         ids = kill_mid_turn(doomed, client, settings, "s-orphan")
         killed_at = time.monotonic()
         wait_for(lambda: answered(client, settings, "s-orphan"), 30, "the surviving replica")
