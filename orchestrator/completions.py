@@ -17,18 +17,18 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
 from google.genai import types
 from pydantic import ValidationError
 
-from orchestrator.connections import stop_task
+from orchestrator.connections import decoded, stop_task
 from orchestrator.credentials import complete_parked_turn, rerun_with_credential
 from orchestrator.loop import Update
 from orchestrator.runner import Runner
-from orchestrator.sessions import CallRecord, Event, SessionStore
+from orchestrator.sessions import CallRecord, Event
 from orchestrator.turn import responses_event
 from shared.completions import DEAD_LETTERS_MAXLEN, dead_letter_fields
 from shared.errors import SessionError
@@ -107,7 +107,7 @@ class CompletionListener:
                 continue
             for stream, entries in response or []:
                 for entry_id, fields in entries:
-                    self._spawn(_text(stream), _text(entry_id), fields)
+                    self._spawn(decoded(stream), decoded(entry_id), fields)
 
     async def _take_over_stale(self) -> None:
         """Claim entries another (crashed) replica read but never acknowledged."""
@@ -117,17 +117,14 @@ class CompletionListener:
             )
             for entry_id, fields in reply[1]:
                 if fields:  # None for entries trimmed away meanwhile
-                    log.info("took over completion %s from a stale consumer", _text(entry_id))
-                    self._spawn(stream, _text(entry_id), fields)
+                    log.info("took over completion %s from a stale consumer", decoded(entry_id))
+                    self._spawn(stream, decoded(entry_id), fields)
 
     def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         self._start(self._handle_safely(stream, entry_id, fields))
 
-    def _start(self, work: Awaitable[None]) -> None:
-        async def run() -> None:
-            await work
-
-        task = asyncio.create_task(run())
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self._handlers.add(task)
         task.add_done_callback(self._handlers.discard)
 
@@ -277,19 +274,17 @@ class CompletionListener:
     async def _resume_owed(self) -> None:
         """Continue sessions owing the model a turn that no replica is running: their
         invocation died with its replica, or a result was applied and never answered."""
-        owed = await self._any_store().sessions_to_resume()
-        for session_id in await self._any_store().unleased(owed):
+        store = next(iter(self._runners.values())).store  # all share one Redis and prefix
+        owed = await store.sessions_to_resume()
+        for session_id in await store.unleased(owed):
             if session_id in self._resuming:
                 continue
-            app = await self._any_store().app_of(session_id)
+            app = await store.app_of(session_id)
             runner = self._runners.get(self._keys.completions(app or ""))
             if runner is None:
                 continue  # another app's session: its own orchestrator finishes it
             self._resuming.add(session_id)
             self._start(self._resume_one(runner, session_id))
-
-    def _any_store(self) -> SessionStore:
-        return next(iter(self._runners.values())).store
 
     async def _resume_one(self, runner: Runner, session_id: str) -> None:
         try:
@@ -347,7 +342,3 @@ def _response_event(pending: PendingCall, completion: Completion) -> Event:
             )
         ],
     )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

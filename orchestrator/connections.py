@@ -39,6 +39,11 @@ def blocking_client(url: str) -> aioredis.Redis:
     return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
 
 
+def decoded(value: bytes | str) -> str:
+    """A Redis reply as text (the clients return bytes)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 async def stop_task(task: asyncio.Task[None] | None, timeout_s: float) -> None:
     """Cancel a reader task and wait for it (its loop also checks a stop flag)."""
     if task is None or task.done():

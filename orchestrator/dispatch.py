@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from celery import Celery
 
+from orchestrator.connections import decoded
 from shared.keys import task_name
 from shared.messages import ToolCall
 from shared.redaction import redact_args
@@ -38,10 +39,6 @@ class CeleryPublisher:
         # Used only to build messages (pure); it never connects anywhere.
         self._celery = Celery("toolfleet-orchestrator", set_as_current=False)
         self._origin = f"orchestrator@{socket.gethostname()}"
-
-    @property
-    def redis(self) -> aioredis.Redis:
-        return self._redis
 
     def encode(self, dispatch: Dispatch) -> str:
         call = dispatch.call
@@ -86,3 +83,7 @@ class CeleryPublisher:
         pipe.sadd(record_in, *(d.call.call_id for d in dispatches))
         pipe.expire(record_in, DISPATCHED_TTL_S)
         await pipe.execute()
+
+    async def recorded(self, record_in: str) -> set[str]:
+        """The call ids `publish` added to `record_in` (and not forgotten since)."""
+        return {decoded(m) for m in await self._redis.smembers(record_in)}

@@ -95,7 +95,7 @@ class CeleryFleet:
     ) -> AsyncIterator[ToolResult]:
         sent: set[str] = set()
         if resume and calls:
-            sent = await self._dispatched(calls[0].call.session_id)
+            sent = await self._publisher.recorded(self._keys.dispatched(calls[0].call.session_id))
             log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(calls))
             calls, unsendable = self._split_by_stored_secrets(calls, sent)
             for planned in unsendable:
@@ -189,10 +189,6 @@ class CeleryFleet:
             masked = planned.call.call_id not in sent and redact_deep(args, secrets) is not args
             (unsendable if masked else ok).append(planned)
         return ok, unsendable
-
-    async def _dispatched(self, session_id: str) -> set[str]:
-        members = await self._publisher.redis.smembers(self._keys.dispatched(session_id))
-        return {m.decode() if isinstance(m, bytes) else m for m in members}
 
     async def settle(self, session_id: str) -> None:
         await self._waiter.settle(

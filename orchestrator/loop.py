@@ -83,6 +83,8 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
             yield user_event
         else:
             open_turn = inv.session.open_turn()
+            if open_turn is not None:  # it goes on as the invocation that died
+                inv.id = open_turn.invocation_id
         for _ in range(inv.settings.max_steps):
             agent = inv.agent
             tools = await agent.tools_for(inv.readonly_context())

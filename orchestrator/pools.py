@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
+from orchestrator.connections import decoded
 from shared.keys import Keys
 
 # Heartbeats are read at most this often; a turn never pays for a scan of its own.
@@ -33,7 +34,7 @@ async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:
     _, hostnames = await pipe.execute()
     if not hostnames:
         return []
-    values = await client.mget([keys.worker(_text(h)) for h in hostnames])
+    values = await client.mget([keys.worker(decoded(h)) for h in hostnames])
     return sorted(
         (WorkerInfo.model_validate(json.loads(v)) for v in values if v is not None),
         key=lambda w: w.hostname,
@@ -60,7 +61,3 @@ class LivePools:
     def forget(self) -> None:
         """Read again on the next call (a pool was missing: maybe a worker just started)."""
         self._read_at = float("-inf")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.asyncio.client import Pipeline
 
-from orchestrator.connections import stop_task
+from orchestrator.connections import decoded, stop_task
 from shared.keys import Keys
 from shared.messages import RESULT_FIELD, ToolResult
 
@@ -144,12 +144,12 @@ class ResultWaiter:
             finally:
                 self._reading = False
             for stream_raw, entries in response or []:
-                stream = _text(stream_raw)
+                stream = decoded(stream_raw)
                 if stream == self._wake_key:
-                    self._wake_last = _text(entries[-1][0])
+                    self._wake_last = decoded(entries[-1][0])
                     continue
                 for entry_id, fields in entries:
-                    self._deliver(stream, _text(entry_id), fields)
+                    self._deliver(stream, decoded(entry_id), fields)
 
     def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         watch = self._watches[stream]
@@ -192,7 +192,3 @@ class ResultWaiter:
 def _next_id(entry_id: str) -> str:
     millis, seq = entry_id.split("-")
     return f"{millis}-{int(seq) + 1}"
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -99,10 +99,7 @@ class Runner:
         Once the invocation ends (or fails: a retry would fail alike), the session owes
         the model nothing; if this process dies first, another replica finishes it.
         """
-        open_turn = session.open_turn() if message is None else None
-        invocation = self.new_invocation(
-            session, invocation_id=open_turn.invocation_id if open_turn else ""
-        )
+        invocation = self.new_invocation(session)
         invocation.lease = lease
         try:
             async for update in run_invocation(invocation, message):

@@ -17,6 +17,7 @@ from google.genai import types
 from pydantic import BaseModel, Field
 from redis.asyncio.client import Pipeline
 
+from orchestrator.connections import decoded
 from shared.context import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from shared.errors import SessionError
 from shared.keys import Keys
@@ -193,7 +194,7 @@ class SessionStore:
             meta = await self._redis.hgetall(self._keys.session(session_id))
             if not meta:
                 raise SessionNotFoundError(f"unknown session {session_id!r}")
-            cached = _Cached(_text(meta[b"app_name"]), _text(meta[b"user_id"]), [])
+            cached = _Cached(decoded(meta[b"app_name"]), decoded(meta[b"user_id"]), [])
         app, user = cached.app_name, cached.user_id
         pipe = self._redis.pipeline(transaction=False)
         if lease is not None:
@@ -209,20 +210,20 @@ class SessionStore:
         replies = await pipe.execute()
         if lease is not None:
             acquired, holder, *replies = replies
-            if not acquired and (holder is None or _text(holder) != lease.owner):
+            if not acquired and (holder is None or decoded(holder) != lease.owner):
                 self._remember(session_id, cached)
                 raise _lease_held(session_id, holder)
         active, length, raw_events, session_state, user_state, app_state = replies
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
-            state.update({_text(k): json.loads(v) for k, v in scope.items()})
+            state.update({decoded(k): json.loads(v) for k, v in scope.items()})
         if length < len(cached.events):  # Redis lost data: trust only what it has
             cached.events.clear()
             raw_events = await self._redis.lrange(self._keys.events(session_id), 0, -1)
         cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
         self._remember(session_id, cached)
         events = list(cached.events)
-        return Session(session_id, app, user, events, state, _text(active) if active else None)
+        return Session(session_id, app, user, events, state, decoded(active) if active else None)
 
     def _remember(self, session_id: str, cached: _Cached) -> None:
         self._cache[session_id] = cached
@@ -315,7 +316,7 @@ class SessionStore:
         )
 
     async def sessions_to_resume(self) -> list[str]:
-        return sorted(_text(m) for m in await self._redis.smembers(self._keys.resume()))
+        return sorted(decoded(m) for m in await self._redis.smembers(self._keys.resume()))
 
     async def resumed(self, session_id: str) -> None:
         await self._redis.srem(self._keys.resume(), session_id)
@@ -329,7 +330,7 @@ class SessionStore:
 
     async def app_of(self, session_id: str) -> str | None:
         app = await self._redis.hget(self._keys.session(session_id), "app_name")
-        return _text(app) if app is not None else None
+        return decoded(app) if app is not None else None
 
     async def wait_for_lease(
         self, session_id: str, owner: str, ttl_s: float, wait_s: float, poll_s: float = 0.05
@@ -350,7 +351,7 @@ class SessionStore:
         if await self._redis.set(key, owner, nx=True, px=int(ttl_s * 1000)):
             return
         holder = await self._redis.get(key)
-        if holder is not None and _text(holder) == owner:
+        if holder is not None and decoded(holder) == owner:
             await self._redis.pexpire(key, int(ttl_s * 1000))
             return
         raise _lease_held(session_id, holder)
@@ -368,9 +369,5 @@ class SessionStore:
 def _lease_held(session_id: str, holder: bytes | str | None) -> SessionError:
     return SessionError(
         f"session {session_id!r} is being run by another orchestrator "
-        f"({_text(holder or b'?')}); wait for its invocation to end"
+        f"({decoded(holder or b'?')}); wait for its invocation to end"
     )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
