@@ -17,7 +17,7 @@ from orchestrator.results import ResultWaiter
 from shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from shared.config import Settings
 from shared.keys import Keys, queue_name
-from shared.messages import CallStatus, ToolCall, ToolResult, error_response
+from shared.messages import ToolCall, ToolResult, error_result
 from shared.redaction import redact_deep, secret_name_set
 from shared.tools import FunctionTool
 
@@ -61,18 +61,7 @@ class ToolRunner(Protocol):
 
 def failed(call: ToolCall, error_type: str, message: str) -> ToolResult:
     """An error result made by the orchestrator (the call never ran, or timed out)."""
-    now = time.time()
-    return ToolResult(
-        call_id=call.call_id,
-        tool=call.tool,
-        session_id=call.session_id,
-        invocation_id=call.invocation_id,
-        status=CallStatus.ERROR,
-        response=error_response(error_type, message),
-        worker="orchestrator",
-        started_at=now,
-        finished_at=now,
-    )
+    return error_result(call, error_type, message, worker="orchestrator")
 
 
 class CeleryFleet:

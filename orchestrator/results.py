@@ -34,6 +34,16 @@ class _Watch:
     settled: bool = False  # everything delivered has been persisted by the caller
 
 
+@dataclass
+class _Awaited:
+    """A call waited for, and what its result must claim to be accepted (when known)."""
+
+    stream: str
+    future: asyncio.Future[ToolResult]
+    session_id: str | None = None
+    tool: str | None = None
+
+
 class ResultWaiter:
     def __init__(
         self,
@@ -48,9 +58,7 @@ class ResultWaiter:
         self._writer = writer
         self._wake_key = keys.wake(replica_id)
         self._wake_last = "0-0"
-        self._pending: dict[str, tuple[str, asyncio.Future[ToolResult]]] = {}
-        # What a result must claim to be accepted for an awaited call: (session, tool).
-        self._claims: dict[str, tuple[str | None, str | None]] = {}
+        self._pending: dict[str, _Awaited] = {}  # by call id
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -65,8 +73,8 @@ class ResultWaiter:
     async def stop(self) -> None:
         self._stopping = True
         await stop_task(self._task, self._block_ms / 1000 + 1)
-        for _, future in self._pending.values():
-            future.cancel()
+        for awaited in self._pending.values():
+            awaited.future.cancel()
         self._pending.clear()
         await self._writer.delete(self._wake_key)
 
@@ -86,9 +94,8 @@ class ResultWaiter:
         loop = asyncio.get_running_loop()
         futures = {call_id: loop.create_future() for call_id in call_ids}
         for call_id, future in futures.items():
-            self._pending[call_id] = (stream, future)
-            if session_id is not None or tools is not None:
-                self._claims[call_id] = (session_id, tools.get(call_id) if tools else None)
+            tool = tools.get(call_id) if tools else None
+            self._pending[call_id] = _Awaited(stream, future, session_id, tool)
         watch = self._watches.get(stream)
         if watch is not None:
             watch.settled = False
@@ -101,10 +108,9 @@ class ResultWaiter:
 
     def forget(self, call_id: str) -> None:
         """Stop waiting for a call (deadline passed); a late result will be dropped."""
-        entry = self._pending.pop(call_id, None)
-        self._claims.pop(call_id, None)
-        if entry is not None and not entry[1].done():
-            entry[1].cancel()
+        awaited = self._pending.pop(call_id, None)
+        if awaited is not None and not awaited.future.done():
+            awaited.future.cancel()
 
     async def settle(self, stream: str, forget: str | None = None) -> None:
         """The caller persisted what it was given: trim the stream up to it (and delete
@@ -160,13 +166,13 @@ class ResultWaiter:
         except ValidationError as exc:
             log.error("rejected a malformed entry %s on %s: %s", entry_id, stream, exc)
             return
-        entry = self._pending.get(result.call_id)
-        if entry is None or entry[0] != stream:
+        awaited = self._pending.get(result.call_id)
+        if awaited is None or awaited.stream != stream:
             log.info(
                 "ignored a result for call %s (%s) that nobody awaits", result.call_id, result.tool
             )
             return
-        session_id, tool = self._claims.get(result.call_id, (None, None))
+        session_id, tool = awaited.session_id, awaited.tool
         if (session_id is not None and result.session_id != session_id) or (
             tool is not None and result.tool != tool
         ):
@@ -178,13 +184,12 @@ class ResultWaiter:
             )  # fmt: skip
             return
         del self._pending[result.call_id]
-        self._claims.pop(result.call_id, None)
         watch.delivered_up_to = entry_id
-        if not entry[1].done():
-            entry[1].set_result(result)
+        if not awaited.future.done():
+            awaited.future.set_result(result)
 
     def _drop_idle_watches(self) -> None:
-        busy = {stream for stream, _ in self._pending.values()}
+        busy = {awaited.stream for awaited in self._pending.values()}
         for stream in [s for s, w in self._watches.items() if w.settled and s not in busy]:
             del self._watches[stream]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -76,6 +77,26 @@ class ToolResult(BaseModel):
 def error_response(error_type: str, message: str, **extra: Any) -> dict[str, Any]:
     """The function response the model gets for any failed or refused call."""
     return {"status": "error", "error_type": error_type, "error_message": message, **extra}
+
+
+def error_result(
+    call: ToolCall, error_type: str, message: str, *, worker: str, pid: int = 0, attempt: int = 1
+) -> ToolResult:
+    """The result of a call answered with an error without running its tool."""
+    now = time.time()
+    return ToolResult(
+        call_id=call.call_id,
+        tool=call.tool,
+        session_id=call.session_id,
+        invocation_id=call.invocation_id,
+        status=CallStatus.ERROR,
+        response=error_response(error_type, message),
+        worker=worker,
+        pid=pid,
+        started_at=now,
+        finished_at=now,
+        attempt=attempt,
+    )
 
 
 class PendingCall(BaseModel):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from shared.config import Settings
 from shared.context import ToolServices
 from shared.jobs import Job, JobContext, JobScheduler
 from shared.keys import Keys, queue_name, task_name
-from shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_response
+from shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from shared.reporting import ResultReporter
 from shared.tools import FunctionTool, ToolRegistry
 from workers.executor import execute
@@ -57,23 +56,12 @@ class DeliveryGuard:
 
 def worker_lost(call: ToolCall, deliveries: int, *, worker: str, attempt: int) -> ToolResult:
     """The answer to a call not run again: every earlier delivery lost its worker."""
-    now = time.time()
     message = (
         f"tool {call.tool!r} was delivered {deliveries} times and its worker died each "
         "time, so it was not run again"
     )
-    return ToolResult(
-        call_id=call.call_id,
-        tool=call.tool,
-        session_id=call.session_id,
-        invocation_id=call.invocation_id,
-        status=CallStatus.ERROR,
-        response=error_response("WorkerLost", message),
-        worker=worker,
-        pid=os.getpid(),
-        started_at=now,
-        finished_at=now,
-        attempt=attempt,
+    return error_result(
+        call, "WorkerLost", message, worker=worker, pid=os.getpid(), attempt=attempt
     )
 
 
