@@ -23,9 +23,9 @@ from bench.context import Context
 from bench.harness import REPO_ROOT, BenchModel, median, start_toolfleet, toolfleet_workers
 from bench.overhead import close_runner, open_runner
 from bench.report import Table, ratio
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, call, say
-from orchestrator.runner import Runner
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, call, say
 
 ADK_VENV_PYTHON = REPO_ROOT / "bench" / "out" / "adk-venv" / "bin" / "python"
 ADK_ENV = "TOOLFLEET_BENCH_ADK_PYTHON"

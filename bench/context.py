@@ -9,8 +9,8 @@ from typing import Any
 import redis
 
 from bench.harness import RawWorkers, start_toolfleet, toolfleet_workers
-from orchestrator.local_workers import WorkerGroup
-from shared.config import Settings
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.shared.config import Settings
 
 
 @dataclass(frozen=True)

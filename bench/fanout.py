@@ -20,10 +20,10 @@ from bench.harness import (
 )
 from bench.overhead import close_runner, open_runner
 from bench.report import Table, ratio
-from orchestrator.agent import Agent
-from orchestrator.loop import CallFinished, CallsDispatched
-from orchestrator.offline import Call, ScriptView, Step, say
-from orchestrator.runner import Runner
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptView, Step, say
 
 
 def fanout_model(ms: int) -> BenchModel:

@@ -24,12 +24,12 @@ from typing import Any
 
 import redis
 
-from orchestrator.embedded import wait_for
-from orchestrator.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
-from orchestrator.model import ModelRequest
-from orchestrator.offline import ScriptedModel
-from shared.config import Settings
-from shared.errors import ToolfleetError
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
+from toolfleet.orchestrator.models.offline import ScriptedModel
+from toolfleet.orchestrator.models.protocol import ModelRequest
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ToolfleetError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POOL = "bench"

@@ -15,13 +15,13 @@ from bench import tools as bench_tools
 from bench.context import Context
 from bench.harness import BenchModel, CpuMeter, LoopLag, cpu_groups, cpu_note, median, summary_ms
 from bench.report import Table, ratio
-from orchestrator.agent import Agent
-from orchestrator.fleet import PlannedCall
-from orchestrator.offline import Call, call, say
-from orchestrator.runner import Runner
-from shared.messages import CallStatus, ToolCall
-from shared.tools import FunctionTool
-from workers.executor import execute
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, call, say
+from toolfleet.shared.messages import CallStatus, ToolCall
+from toolfleet.shared.tools import FunctionTool
+from toolfleet.workers.executor import execute
 
 AGENT = "bench_agent"
 
@@ -153,7 +153,7 @@ def per_call(ctx: Context) -> Table:
         "raw": "raw Celery `apply_async().get()` (reference)",
         "fleet": "**toolfleet `CeleryFleet.run`, 1 call** (compared)",
         "turn": "toolfleet Runner turn (model + session + 1 call)",
-        "execute": "in-process `workers.executor.execute`",
+        "execute": "in-process `toolfleet.workers.executor.execute`",
         "await": "in-process `await tool()` (what ADK does)",
     }
     table = Table(

@@ -2,7 +2,7 @@
 backend so that `apply_async().get()` works.
 
 Same broker, serializer, acks_late, prefetch and visibility settings as toolfleet's
-workers (shared.celery_config); only the result travels through Celery's Redis
+workers (toolfleet.shared.celery_config); only the result travels through Celery's Redis
 backend instead of toolfleet's results stream. Workers:
 
     TOOLFLEET_REDIS_URL=redis://... celery -A bench.raw_celery worker -Q bench.raw
@@ -17,8 +17,8 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
 from bench import workload
-from shared.celery_config import celery_config
-from shared.config import Settings
+from toolfleet.shared.celery_config import celery_config
+from toolfleet.shared.config import Settings
 
 QUEUE = "bench.raw"
 READY_KEY = "bench:raw-worker:{hostname}"  # set while a worker is ready (like a heartbeat)

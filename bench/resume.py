@@ -15,13 +15,13 @@ from bench import tools as bench_tools
 from bench.context import Context
 from bench.harness import BenchModel, summary_ms
 from bench.report import Table, ratio
-from orchestrator.agent import Agent
-from orchestrator.loop import CallFinished
-from orchestrator.offline import Call, ScriptView, call, say
-from orchestrator.service import Orchestrator
-from shared.completions import Completions
-from shared.keys import Keys
-from shared.messages import CallStatus
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.invocation import CallFinished
+from toolfleet.orchestrator.models.offline import Call, ScriptView, call, say
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus
 
 AGENT = "bench_tickets"
 

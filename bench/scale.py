@@ -28,12 +28,12 @@ from bench.harness import (
 )
 from bench.overhead import close_runner, open_runner
 from bench.report import Table, ratio
-from orchestrator.agent import Agent
-from orchestrator.model import function_calls, text_of
-from orchestrator.offline import Call, Step, say
-from orchestrator.runner import Runner
-from orchestrator.sessions import SessionStore
-from shared.messages import CallStatus
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, Step, say
+from toolfleet.orchestrator.models.protocol import function_calls, text_of
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.messages import CallStatus
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 

@@ -6,7 +6,7 @@ The work itself is in bench.workload, shared with the raw Celery and ADK referen
 from __future__ import annotations
 
 from bench import workload
-from shared.tools import LongRunningFunctionTool, tool
+from toolfleet.shared.tools import LongRunningFunctionTool, tool
 
 
 @tool

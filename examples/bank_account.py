@@ -17,10 +17,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
-from shared.auth import AuthConfig
-from shared.context import ToolContext
+from toolfleet import Agent, AuthConfig, Call, ScriptView, Step, ToolContext, say
 
 BANK_AUTH = AuthConfig(
     key="bank_api",

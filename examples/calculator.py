@@ -9,11 +9,17 @@ import logging
 import re
 from typing import Any
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
-from shared.context import ToolContext
-from shared.tools import FunctionTool
-from shared.toolsets import BaseToolset, ReadonlyContext
+from toolfleet import (
+    Agent,
+    BaseToolset,
+    Call,
+    FunctionTool,
+    ReadonlyContext,
+    ScriptView,
+    Step,
+    ToolContext,
+    say,
+)
 
 log = logging.getLogger(__name__)
 

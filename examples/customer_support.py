@@ -5,9 +5,7 @@ Run: toolfleet run --agent examples.customer_support:main_agent "This is urgent:
 
 from __future__ import annotations
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
-from shared.context import ToolContext
+from toolfleet import Agent, Call, ScriptView, Step, ToolContext, say
 
 
 def check_and_transfer(query: str, tool_context: ToolContext) -> str:

@@ -13,9 +13,7 @@ from typing import Any
 
 from google.genai import types
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
-from shared.context import ToolContext
+from toolfleet import Agent, Call, ScriptView, Step, ToolContext, say
 
 
 async def save_document(document_name: str, text: str, tool_context: ToolContext) -> dict[str, Any]:

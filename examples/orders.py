@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
+from toolfleet import Agent, Call, ScriptView, Step, say
 
 ORDERS = {
     "ORD-1001": {"state": "shipped", "tracking_number": "1Z999AA10123456784"},

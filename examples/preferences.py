@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
-from shared.context import ToolContext
+from toolfleet import Agent, Call, ScriptView, Step, ToolContext, say
 
 
 def update_user_preference(

@@ -12,10 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
-from shared.context import ToolContext
-from shared.tools import LongRunningFunctionTool
+from toolfleet import Agent, Call, LongRunningFunctionTool, ScriptView, Step, ToolContext, say
 
 APPROVAL_LIMIT_USD = 100.0
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
+from toolfleet import Agent, Call, ScriptView, Step, say
 
 # Deterministic quotes in USD, so examples and tests never depend on a market feed.
 PRICES = {"AAPL": 227.52, "GOOG": 178.35, "MSFT": 431.10, "NVDA": 135.07, "AMZN": 201.44}

@@ -9,9 +9,7 @@ Run: toolfleet run --agent examples.summarizer:root_agent "Quantum computing ...
 
 from __future__ import annotations
 
-from orchestrator.agent import Agent
-from orchestrator.agent_tool import AgentTool
-from orchestrator.offline import Call, ScriptView, Step, say
+from toolfleet import Agent, AgentTool, Call, ScriptView, Step, say
 
 
 def count_words(text: str) -> dict[str, int]:

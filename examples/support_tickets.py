@@ -11,11 +11,17 @@ import os
 import uuid
 from typing import Any
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
-from shared.context import ToolContext
-from shared.jobs import JobContext, job
-from shared.tools import LongRunningFunctionTool
+from toolfleet import (
+    Agent,
+    Call,
+    JobContext,
+    LongRunningFunctionTool,
+    ScriptView,
+    Step,
+    ToolContext,
+    job,
+    say,
+)
 
 # Seconds until the background job resolves a ticket (the demo and tests shorten it).
 RESOLVE_AFTER_S = float(os.environ.get("TOOLFLEET_TICKET_RESOLVE_AFTER_S", "3"))

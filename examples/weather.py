@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, Step, say
+from toolfleet import Agent, Call, ScriptView, Step, say
 
 REPORTS = {
     "london": "The current weather in London is cloudy with a temperature of 18 degrees Celsius "

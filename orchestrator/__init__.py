@@ -1,7 +1,8 @@
-"""The orchestrator: the agent loop, models, dispatch, results, sessions, the CLI."""
+"""The orchestrator: the agent loop and what it runs on.
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptedModel, ScriptView, Step, call, say
-from orchestrator.runner import Runner
-
-__all__ = ["Agent", "Call", "Runner", "ScriptView", "ScriptedModel", "Step", "call", "say"]
+Subpackages, lowest layer first: `models` (the Model protocol, Gemini, the offline
+model), `agents`, `sessions` (events, store, leases, parked turns), `fleet` (dispatch,
+results, live pools), `loop` (invocation, turn, runner), `completions` (the stream
+consumer, applier, resumer), `service` (one replica), `httpapi` and `cli`. Users
+import from the facade, `toolfleet`.
+"""

@@ -17,12 +17,12 @@ from typing import Any
 from google.genai import types
 from pydantic import ValidationError
 
-from orchestrator.agent import Agent
-from orchestrator.sessions import Event, answer_of
-from shared.config import Settings
-from shared.context import TEMP_PREFIX, ToolContext
-from shared.errors import ToolError
-from shared.tools import FunctionTool, ToolOptions
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.sessions.events import Event, answer_of
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.errors import ToolError
+from toolfleet.shared.state import TEMP_PREFIX
+from toolfleet.shared.tools import FunctionTool, ToolOptions
 
 DEFAULT_POOL = "agents"
 DEFAULT_TIMEOUT_S = 300.0
@@ -37,6 +37,7 @@ class AgentToolSpec(FunctionTool):
     skip_summarization: bool = field(default=False, kw_only=True)
 
     def renamed(self, name: str) -> FunctionTool:
+        """The same agent tool under another name, keeping its agent and skip_summarization."""
         return AgentToolSpec(
             self.func,
             name,
@@ -53,6 +54,11 @@ def AgentTool(
     pool: str = DEFAULT_POOL,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> AgentToolSpec:
+    """`agent` as a tool, run with its whole loop by a worker of `pool` within `timeout_s`.
+
+    With `skip_summarization`, the agent's answer goes to the user as is: the calling
+    model is not asked to summarize it.
+    """
     return AgentToolSpec(
         _runner_function(agent),
         agent.name,
@@ -86,13 +92,15 @@ async def run_agent_as_tool(
     agent: Agent, request: str, tool_context: ToolContext
 ) -> dict[str, Any]:
     """Runs on a worker: the agent's whole loop, in a child session."""
-    from orchestrator.runner import Runner  # runner imports agent; keep the cycle lazy
+    # Imported when an agent tool runs: a module that only declares one (and the
+    # workers that import it) does not load the loop.
+    from toolfleet.orchestrator.loop.runner import Runner
 
     if tool_context.depth >= MAX_DEPTH:
         raise ToolError(
             f"agent tool {agent.name!r} would nest deeper than {MAX_DEPTH} levels; answer directly"
         )
-    settings = Settings()  # the worker's own: its Redis, prefix and pools
+    settings = tool_context.settings  # the worker's own: its Redis, prefix and pools
     child_id = f"{tool_context.session_id}.{tool_context.function_call_id}"
     async with Runner(agent, settings, depth=tool_context.depth + 1) as runner:
         session = await runner.store.get_or_create(

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from shared.outages import async_retry_policy
+from toolfleet.shared.outages import async_retry_policy
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ POOL_WAIT_S = 120
 
 def command_client(url: str) -> aioredis.Redis:
     """A shared client for short commands (owns its pool and closes it); it retries
-    through a short Redis outage (shared.outages)."""
+    through a short Redis outage (toolfleet.shared.outages)."""
     return aioredis.Redis.from_pool(
         aioredis.BlockingConnectionPool.from_url(
             url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S, retry=async_retry_policy()

@@ -1,39 +1,6 @@
-"""Contracts shared by the orchestrator and the workers."""
+"""Contracts shared by the orchestrator and the workers: settings, wire messages, tool
+definitions and schemas, Redis key names, the Celery configuration.
 
-from shared.config import Settings
-from shared.context import State, ToolContext
-from shared.errors import (
-    ConfigError,
-    DispatchError,
-    ModelError,
-    ResultTimeoutError,
-    SessionError,
-    ToolDefinitionError,
-    ToolError,
-    ToolfleetError,
-)
-from shared.messages import CallStatus, ToolActions, ToolCall, ToolResult
-from shared.tools import FunctionTool, LongRunningFunctionTool, ToolOptions, as_tool, tool
-
-__all__ = [
-    "CallStatus",
-    "ConfigError",
-    "DispatchError",
-    "FunctionTool",
-    "LongRunningFunctionTool",
-    "ModelError",
-    "ResultTimeoutError",
-    "SessionError",
-    "Settings",
-    "State",
-    "ToolActions",
-    "ToolCall",
-    "ToolContext",
-    "ToolDefinitionError",
-    "ToolError",
-    "ToolOptions",
-    "ToolResult",
-    "ToolfleetError",
-    "as_tool",
-    "tool",
-]
+Import from the facade (`from toolfleet import tool, ToolContext, ...`); this package
+imports nothing itself, so a module of it loads only what it needs.
+"""

@@ -9,11 +9,16 @@ from __future__ import annotations
 import redis
 from google.genai import types
 
-from shared.context import USER_PREFIX
-from shared.keys import Keys
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.state import USER_PREFIX
 
 
 class ArtifactStore:
+    """Artifact versions in Redis: one list of JSON Parts per filename and scope.
+
+    Workers share it through ToolServices, so a tool loads what another worker saved.
+    """
+
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._redis = client
         self._keys = keys
@@ -22,6 +27,7 @@ class ArtifactStore:
         return f"{app}:{user}" if filename.startswith(USER_PREFIX) else f"{app}:{user}:{session}"
 
     def save(self, app: str, user: str, session: str, filename: str, part: types.Part) -> int:
+        """Append `part` as a new version of `filename` and return that version (from 0)."""
         scope = self._scope(app, user, session, filename)
         pipe = self._redis.pipeline(transaction=True)
         pipe.rpush(self._keys.artifact(scope, filename), part.model_dump_json(exclude_none=True))
@@ -32,11 +38,13 @@ class ArtifactStore:
     def load(
         self, app: str, user: str, session: str, filename: str, version: int | None = None
     ) -> types.Part | None:
+        """Version `version` of `filename` (the latest when None), or None if there is none."""
         key = self._keys.artifact(self._scope(app, user, session, filename), filename)
         raw = self._redis.lindex(key, -1 if version is None else version)
         return None if raw is None else types.Part.model_validate_json(raw)
 
     def list(self, app: str, user: str, session: str) -> list[str]:
+        """Sorted filenames of the session's artifacts and of the user's (`user:`) ones."""
         names: set[bytes] = set()
         for scope in (f"{app}:{user}:{session}", f"{app}:{user}"):
             names |= self._redis.smembers(self._keys.artifact_names(scope))  # type: ignore[arg-type]

@@ -13,8 +13,8 @@ import redis
 from cryptography.fernet import Fernet, InvalidToken
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import ConfigError
-from shared.keys import Keys
+from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.keys import Keys
 
 
 class AuthConfig(BaseModel):
@@ -36,17 +36,24 @@ def new_credential_key() -> str:
 
 
 class CredentialStore:
+    """Users' credentials in Redis, Fernet-encrypted, one per app, user and AuthConfig key.
+
+    Without `secret_key`, storing or decrypting a credential raises ConfigError.
+    """
+
     def __init__(self, client: redis.Redis, keys: Keys, secret_key: str | None) -> None:
         self._redis = client
         self._keys = keys
         self._fernet = _fernet(secret_key)
 
     def put(self, app: str, user: str, config: AuthConfig, credential: str) -> None:
+        """Encrypt and store `credential`; it expires after `config.ttl_s` when that is set."""
         token = self._need().encrypt(credential.encode())
         ttl_ms = int(config.ttl_s * 1000) if config.ttl_s else None
         self._redis.set(self._keys.credential(app, user, config.key), token, px=ttl_ms)
 
     def get(self, app: str, user: str, config: AuthConfig) -> str | None:
+        """The decrypted credential; None if none is stored or another key encrypted it."""
         raw = self._redis.get(self._keys.credential(app, user, config.key))
         if raw is None:
             return None
@@ -56,6 +63,7 @@ class CredentialStore:
             return None  # encrypted with another key: ask the user again
 
     def forget(self, app: str, user: str, config: AuthConfig) -> None:
+        """Delete the stored credential, so that the tool's next run asks the user again."""
         self._redis.delete(self._keys.credential(app, user, config.key))
 
     def _need(self) -> Fernet:
@@ -63,7 +71,7 @@ class CredentialStore:
             raise ConfigError(
                 "TOOLFLEET_CREDENTIAL_KEY is not set: tools that use credentials need it on "
                 f"the orchestrator and every worker; generate one with: python -c "
-                f"'from shared.auth import new_credential_key as k; print(k())'  (e.g. "
+                f"'from toolfleet.shared.auth import new_credential_key as k; print(k())'  (e.g. "
                 f"{new_credential_key()[:6]}...)"
             )
         return self._fernet

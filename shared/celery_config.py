@@ -6,16 +6,21 @@ import math
 import ssl
 from typing import Any
 
-from shared.config import Settings
-from shared.keys import queue_name
-from shared.tools import FunctionTool
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import queue_name
+from toolfleet.shared.tools import FunctionTool
 
 
 def tool_time_limit(tool: FunctionTool, settings: Settings) -> float:
+    """A tool's time limit in seconds: its own `timeout_s`, else the settings' default.
+
+    Workers make it the task's soft limit; the orchestrator's deadline for a call starts from it.
+    """
     return tool.options.timeout_s or settings.default_timeout_s
 
 
 def tool_pool(tool: FunctionTool, settings: Settings) -> str:
+    """The pool whose workers run a tool: its own `pool`, else the settings' default pool."""
     return tool.options.pool or settings.default_pool
 
 
@@ -26,7 +31,7 @@ UNACKED_MUTEX_EXPIRE_S = 10
 def broker_visibility_timeout_s(settings: Settings, tools: list[FunctionTool]) -> int:
     """The broker must not redeliver a message while its tool may still be running."""
     longest = max((tool_time_limit(t, settings) for t in tools), default=settings.default_timeout_s)
-    # Hard limit = soft limit + 1 s (see workers.tasks), so this stays above it.
+    # Hard limit = soft limit + 1 s (see toolfleet.workers.tasks), so this stays above it.
     return math.ceil(longest + 1 + settings.redelivery_margin_s)
 
 
@@ -45,6 +50,11 @@ def broker_tls(url: str) -> dict[str, Any] | None:
 
 
 def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, Any]:
+    """The configuration of a worker's Celery app serving `tools`.
+
+    Tasks are acked late, so a dead worker's task is redelivered once the visibility
+    timeout (above the longest time limit) passes; JSON only; no result backend.
+    """
     visibility_timeout = broker_visibility_timeout_s(settings, tools)
     return {
         "broker_url": settings.require_redis_url(),

@@ -13,19 +13,21 @@ from typing import Any
 
 import redis
 
-from shared.auth import AuthConfig, CredentialStore
-from shared.config import Settings
-from shared.errors import ToolfleetError
-from shared.keys import Keys
-from shared.messages import COMPLETION_FIELD, Completion, PendingCall
+from toolfleet.shared.auth import AuthConfig, CredentialStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import (
+    AlreadyCompletedError,
+    AwaitingCredentialError,
+    CallNotPendingError,
+    InvalidCompletionError,
+)
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall
+from toolfleet.shared.pending import PendingCalls
 
 DEAD_LETTERS_MAXLEN = 10_000
 # Applied entries are acknowledged; the stream keeps a bounded history of them.
 COMPLETIONS_MAXLEN = 100_000
-
-
-class CompletionError(ToolfleetError):
-    """The completion was refused (unknown call, already completed, bad payload)."""
 
 
 class Completions:
@@ -34,35 +36,37 @@ class Completions:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._redis = client
         self._keys = keys
+        self._pending = PendingCalls(keys)
 
     def pending(self) -> list[PendingCall]:
-        raw = self._redis.hgetall(self._keys.pending())
-        calls = [PendingCall.model_validate_json(v) for v in raw.values()]
-        return sorted(calls, key=lambda c: c.created_at)
+        """Every pending call (ticket or credential request), oldest first."""
+        return self._pending.all(self._redis)
 
     def get(self, call_id: str) -> PendingCall:
-        raw = self._redis.hget(self._keys.pending(), call_id)
-        if raw is None:
-            raise CompletionError(self._why_not_pending(call_id))
-        return PendingCall.model_validate_json(raw)
+        """The pending call `call_id`; raise CompletionError saying why if it is not."""
+        pending = self._pending.get(self._redis, call_id)
+        if pending is None:
+            raise self._not_pending(call_id)
+        return pending
 
     def post_result(
         self, call_id: str, response: dict[str, Any], *, final: bool = True, source: str = "api"
     ) -> str:
         """Queue a result for a pending call; return the stream entry id."""
         if not isinstance(response, dict):
-            raise CompletionError('a result must be a JSON object, e.g. {"status": "approved"}')
+            raise InvalidCompletionError(
+                'a result must be a JSON object, e.g. {"status": "approved"}'
+            )
         completion = Completion(
             call_id=call_id, response=response, final=final, source=source, posted_at=time.time()
         )
-        raw = self._redis.hget(self._keys.pending(), call_id)
-        if raw is None:
-            reason = self._why_not_pending(call_id)
-            dead_letter(self._redis, self._keys, completion, reason)
-            raise CompletionError(reason)
-        pending = PendingCall.model_validate_json(raw)
+        pending = self._pending.get(self._redis, call_id)
+        if pending is None:
+            error = self._not_pending(call_id)
+            dead_letter(self._redis, self._keys, completion, str(error))
+            raise error
         if pending.kind == "credential":
-            raise CompletionError(
+            raise AwaitingCredentialError(
                 f"call {call_id!r} waits for a credential: `toolfleet tickets credential {call_id}`"
             )
         completion.session_id = pending.session_id
@@ -81,7 +85,7 @@ class Completions:
         """
         pending = self.get(call_id)
         if pending.kind != "credential":
-            raise CompletionError(f"call {call_id!r} waits for a result, not a credential")
+            raise AwaitingCredentialError(f"call {call_id!r} waits for a result, not a credential")
         store.put(
             pending.app_name, pending.user_id, AuthConfig.model_validate(pending.ticket), credential
         )
@@ -104,16 +108,24 @@ class Completions:
     def register(self, call: PendingCall) -> None:
         """Record a long-running call as pending (workers do this before running it, so a
         background job it starts can post a result at any time)."""
-        self._redis.hset(self._keys.pending(), call.call_id, call.model_dump_json())
+        pipe = self._redis.pipeline(transaction=True)
+        self._pending.stage_put(pipe, [call])
+        pipe.execute()
 
     def withdraw(self, call_id: str) -> None:
         """The long-running tool failed: there is nothing to complete."""
-        self._redis.hdel(self._keys.pending(), call_id)
+        pipe = self._redis.pipeline(transaction=True)
+        self._pending.stage_drop(pipe, call_id)
+        pipe.execute()
 
-    def _why_not_pending(self, call_id: str) -> str:
+    def _not_pending(self, call_id: str) -> AlreadyCompletedError | CallNotPendingError:
         if self._redis.exists(self._keys.applied(call_id)):
-            return f"call {call_id!r} already has its final result; nothing was changed"
-        return f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
+            return AlreadyCompletedError(
+                f"call {call_id!r} already has its final result; nothing was changed"
+            )
+        return CallNotPendingError(
+            f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
+        )
 
 
 def dead_letter_fields(completion_json: str | bytes, reason: str) -> dict[str, str | bytes]:
@@ -122,6 +134,7 @@ def dead_letter_fields(completion_json: str | bytes, reason: str) -> dict[str, s
 
 
 def dead_letter(client: redis.Redis, keys: Keys, completion: Completion, reason: str) -> None:
+    """Keep a refused completion in the dead-letter stream with its reason."""
     client.xadd(
         keys.dead_letters(),
         dead_letter_fields(completion.model_dump_json(), reason),  # type: ignore[arg-type]
@@ -135,14 +148,14 @@ def post_result(
     response: dict[str, Any],
     final: bool = True,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     source: str = "api",
 ) -> str:
-    """Post a result for a pending call, with the Redis and prefix from settings.
+    """Post a result for a pending call, with the Redis and prefix of `settings`.
 
-    The one-call form of `Completions.post_result` for scripts and other services.
+    The one-call form of `Completions.post_result` for scripts and other services:
+    `post_result(call_id, {"status": "approved"}, settings=Settings())`.
     """
-    settings = settings or Settings()
     with redis.Redis.from_url(settings.require_redis_url()) as client:
         return Completions(client, Keys(settings.key_prefix)).post_result(
             call_id, response, final=final, source=source

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from shared.errors import ConfigError
+from toolfleet.shared.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -97,6 +97,7 @@ class Settings(BaseSettings):
         return value
 
     def require_redis_url(self) -> str:
+        """The Redis URL; raises ConfigError saying how to provide one when it is unset."""
         if not self.redis_url:
             raise ConfigError(
                 "TOOLFLEET_REDIS_URL is not set: point it at your Redis "

@@ -2,75 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.genai import types
 
-from shared.errors import ToolfleetError
-from shared.jobs import Job, JobScheduler
-from shared.messages import ToolActions, ToolCall
+from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.jobs import Job, JobScheduler
+from toolfleet.shared.messages import ToolActions, ToolCall
+from toolfleet.shared.state import State
 
 if TYPE_CHECKING:
-    from shared.artifacts import ArtifactStore
-    from shared.auth import AuthConfig, CredentialStore
-    from shared.memory import MemoryStore, SearchMemoryResponse
+    from toolfleet.shared.artifacts import ArtifactStore
+    from toolfleet.shared.auth import AuthConfig, CredentialStore
+    from toolfleet.shared.config import Settings
+    from toolfleet.shared.memory import MemoryStore, SearchMemoryResponse
 
 _S = TypeVar("_S")
-
-APP_PREFIX = "app:"
-USER_PREFIX = "user:"
-TEMP_PREFIX = "temp:"
-
-
-class State(MutableMapping[str, Any]):
-    """A snapshot of the session's state whose writes are recorded as a delta.
-
-    Keys follow ADK's scopes: no prefix is this session, `user:` every session of
-    the user, `app:` every session of the app, `temp:` this invocation only.
-    Deleting a key is recorded as setting it to None, as ADK does.
-    """
-
-    def __init__(self, snapshot: Mapping[str, Any]) -> None:
-        self._snapshot = dict(snapshot)
-        self._delta: dict[str, Any] = {}
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self._delta:
-            return self._delta[key]
-        return self._snapshot[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._delta[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        if key not in self:
-            raise KeyError(key)
-        self._delta[key] = None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter({**self._snapshot, **self._delta})
-
-    def __len__(self) -> int:
-        return len({**self._snapshot, **self._delta})
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._delta or key in self._snapshot
-
-    @property
-    def delta(self) -> dict[str, Any]:
-        """Every write since the snapshot, in the order made."""
-        return dict(self._delta)
-
-    def has_delta(self) -> bool:
-        return bool(self._delta)
 
 
 @dataclass(frozen=True)
 class ToolServices:
-    """What a worker gives its tools: job scheduling, artifacts, memory."""
+    """What a worker gives its tools: its settings, job scheduling, artifacts, memory,
+    credentials."""
 
+    settings: Settings | None = None
     scheduler: JobScheduler | None = None
     artifacts: ArtifactStore | None = None
     memory: MemoryStore | None = None
@@ -91,6 +47,12 @@ class ToolContext:
         self.state = State(call.state)
         self.actions = ToolActions()
         self._services = services or ToolServices()
+
+    @property
+    def settings(self) -> Settings:
+        """The worker's settings (its Redis, key prefix and pools), for tools that
+        connect to the fleet themselves, such as an AgentTool's child runner."""
+        return self._need(self._services.settings, "settings")
 
     def schedule_job(self, job: Job, *, delay_s: float = 0.0, **kwargs: Any) -> None:
         """Run `job(**kwargs)` on its pool's workers after `delay_s` seconds.

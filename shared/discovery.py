@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
-from shared.errors import ConfigError, ToolDefinitionError
-from shared.jobs import Job
-from shared.tools import FunctionTool, ToolRegistry, ToolSource
+from toolfleet.shared.errors import ConfigError, ToolDefinitionError
+from toolfleet.shared.jobs import Job
+from toolfleet.shared.tools import FunctionTool, ToolRegistry, ToolSource
 
 
 def tools_in_module(module: ModuleType) -> list[FunctionTool]:
@@ -24,16 +24,20 @@ def tools_in_module(module: ModuleType) -> list[FunctionTool]:
 
 
 def jobs_in_module(module: ModuleType) -> list[Job]:
+    """Every Job (a `@job` function) defined at module level."""
     return [value for value in vars(module).values() if isinstance(value, Job)]
 
 
 @dataclass(frozen=True)
 class Definitions:
+    """The tools and the jobs (by name) of the tool modules: what a worker registers as tasks."""
+
     tools: ToolRegistry
     jobs: dict[str, Job]
 
 
 def import_modules(names: Iterable[str]) -> list[ModuleType]:
+    """Import the named modules; one that cannot be imported raises ConfigError naming it."""
     modules = []
     for name in names:
         try:
@@ -46,6 +50,10 @@ def import_modules(names: Iterable[str]) -> list[ModuleType]:
 
 
 def load_definitions(module_names: Iterable[str]) -> Definitions:
+    """Import the tool modules and collect their tools and jobs.
+
+    Raises ToolDefinitionError when two different tools, or two jobs, share a name.
+    """
     modules = import_modules(module_names)
     tools = ToolRegistry(t for m in modules for t in tools_in_module(m))
     jobs: dict[str, Job] = {}

@@ -1,4 +1,9 @@
-"""Exceptions for operators (one root) and the one exception meant for the model."""
+"""Every exception toolfleet raises: one root for operators, one class for the model.
+
+Operators catch `ToolfleetError` (or a subclass, to choose what to do): each message
+says what to change. `ToolError` is different: a tool raises it to send a message to
+the model, which may then correct its call.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +24,44 @@ class ToolDefinitionError(ToolfleetError):
         super().__init__("; ".join(problems))
 
 
-class DispatchError(ToolfleetError):
-    """A tool call could not be handed to the fleet."""
-
-
-class ResultTimeoutError(ToolfleetError):
-    """A tool result did not arrive before its deadline."""
-
-
 class ModelError(ToolfleetError):
     """The model could not be called or answered with something unusable."""
 
 
 class SessionError(ToolfleetError):
-    """A session is missing, or is being run by another orchestrator."""
+    """A session cannot be used as asked."""
+
+
+class SessionNotFoundError(SessionError):
+    """No session has this id."""
+
+
+class SessionExistsError(SessionError):
+    """A session was created with an id that is taken."""
+
+
+class SessionBusyError(SessionError):
+    """Another invocation holds the session's lease; wait for it to end."""
+
+
+class CompletionError(ToolfleetError):
+    """A result (or credential) posted for a long-running call was refused."""
+
+
+class CallNotPendingError(CompletionError):
+    """No pending call has this id (never long-running, or unknown)."""
+
+
+class AlreadyCompletedError(CompletionError):
+    """The call has its final result already; nothing was changed."""
+
+
+class InvalidCompletionError(CompletionError):
+    """The posted payload is not what the call accepts (a result must be an object)."""
+
+
+class AwaitingCredentialError(CompletionError):
+    """The call waits for a credential, not a result (or the other way round)."""
 
 
 class ToolError(Exception):

@@ -13,13 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shared.errors import ToolDefinitionError
+from toolfleet.shared.errors import ToolDefinitionError
 
 JOB_TASK_PREFIX = "job."
 
 
 @dataclass(frozen=True, eq=False)
 class Job:
+    """A function run in the background as the Celery task `job.<name>` on `pool`'s queue.
+
+    Made with `@job(pool=...)`; the name defaults to the function's and must be an identifier.
+    """
+
     func: Callable[..., Any]
     pool: str = "default"
     name: str = field(default="")
@@ -32,13 +37,16 @@ class Job:
 
     @property
     def task_name(self) -> str:
+        """The Celery task the job is registered and sent as (`job.<name>`)."""
         return f"{JOB_TASK_PREFIX}{self.name}"
 
     @property
     def wants_context(self) -> bool:
+        """Whether the function declares a `job_context` parameter, to be given a JobContext."""
         return "job_context" in inspect.signature(self.func).parameters
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function here and now, not as a background task."""
         return self.func(*args, **kwargs)
 
 
@@ -52,11 +60,19 @@ def job(pool: str = "default") -> Callable[[Callable[..., Any]], Job]:
 
 
 class JobScheduler(Protocol):
-    def __call__(self, job: Job, delay_s: float, kwargs: dict[str, Any]) -> None: ...
+    """Sends a job to its pool's queue to run later; workers build one on their Celery app."""
+
+    def __call__(self, job: Job, delay_s: float, kwargs: dict[str, Any]) -> None:
+        """Have `job(**kwargs)` run on its pool's workers in `delay_s` seconds."""
+        ...
 
 
 class PostResult(Protocol):
-    def __call__(self, call_id: str, response: dict[str, Any], *, final: bool = True) -> None: ...
+    """Posts a result for a pending long-running call (Completions.post_result)."""
+
+    def __call__(self, call_id: str, response: dict[str, Any], *, final: bool = True) -> None:
+        """Post `response` for `call_id`: its final result, or progress if not `final`."""
+        ...
 
 
 @dataclass(frozen=True)

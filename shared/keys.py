@@ -1,4 +1,5 @@
-"""Every Redis key, stream and queue name toolfleet uses, under one prefix."""
+"""Every Redis key, stream and queue name toolfleet uses: keys and streams under the
+prefix of `Keys`; Celery's queues (`queue_name`) are not prefixed."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ def queue_name(pool: str) -> str:
 
 @dataclass(frozen=True)
 class Keys:
+    """The names of toolfleet's own Redis keys, each under `prefix` (TOOLFLEET_KEY_PREFIX).
+
+    Celery's queues (see `queue_name`) are not under the prefix.
+    """
+
     prefix: str = "toolfleet"
 
     def results(self, session_id: str) -> str:
@@ -43,9 +49,11 @@ class Keys:
         return f"{self.prefix}:state:session:{session_id}"
 
     def user_state(self, app: str, user: str) -> str:
+        """Hash of a user's `user:` state, shared by all their sessions of the app."""
         return f"{self.prefix}:state:user:{app}:{user}"
 
     def app_state(self, app: str) -> str:
+        """Hash of an app's `app:` state, shared by every session of the app."""
         return f"{self.prefix}:state:app:{app}"
 
     def user_sessions(self, app: str, user: str) -> str:
@@ -90,6 +98,7 @@ class Keys:
         return f"{self.prefix}:artifact:{scope}:{filename}"
 
     def artifact_names(self, scope: str) -> str:
+        """Set of the artifact filenames saved in one scope (app:user[:session])."""
         return f"{self.prefix}:artifacts:{scope}"
 
     def credential(self, app: str, user: str, auth_key: str) -> str:

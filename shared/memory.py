@@ -14,13 +14,15 @@ from typing import Any
 import redis
 from google.genai import types
 
-from shared.keys import Keys
+from toolfleet.shared.keys import Keys
 
 _WORD = re.compile(r"[\w']+")
 
 
 @dataclass(frozen=True)
 class MemoryEntry:
+    """One past event with text, as found by search_memory."""
+
     session_id: str
     author: str
     timestamp: float
@@ -28,21 +30,31 @@ class MemoryEntry:
 
     @property
     def text(self) -> str:
+        """The event's text parts, joined; what the query's words are matched against."""
         return "".join(p.text or "" for p in self.content.parts or ())
 
 
 @dataclass(frozen=True)
 class SearchMemoryResponse:
+    """What `ToolContext.search_memory` returns: the matching events, newest first."""
+
     memories: list[MemoryEntry] = field(default_factory=list)
 
 
 class MemoryStore:
+    """Word-match search over the stored events of a user's sessions (search_memory).
+
+    Each search reads every event of every session of the user: fine for demos and small
+    histories, slow for large ones. It returns at most `limit` entries.
+    """
+
     def __init__(self, client: redis.Redis, keys: Keys, limit: int = 20) -> None:
         self._redis = client
         self._keys = keys
         self._limit = limit
 
     def search(self, app: str, user: str, query: str) -> SearchMemoryResponse:
+        """Events of the user's sessions that share a word with `query`, newest first."""
         words = {w.lower() for w in _WORD.findall(query)}
         found: list[MemoryEntry] = []
         for raw_id in self._redis.smembers(self._keys.user_sessions(app, user)):

@@ -13,6 +13,8 @@ RESULT_FIELD = "result"
 
 
 class CallStatus(StrEnum):
+    """A call's outcome: success, error, or pending (a long-running call's first answer)."""
+
     SUCCESS = "success"
     ERROR = "error"
     # The initial result of a long-running tool: the work goes on elsewhere.
@@ -71,6 +73,7 @@ class ToolResult(BaseModel):
 
     @property
     def duration_s(self) -> float:
+        """Seconds the tool ran on the worker; 0 when the times are unknown."""
         return max(0.0, self.finished_at - self.started_at)
 
 
@@ -123,6 +126,10 @@ class PendingCall(BaseModel):
 
     @classmethod
     def starting(cls, call: ToolCall, ticket: dict[str, Any] | None = None) -> PendingCall:
+        """The record a worker registers for a long-running call it runs.
+
+        `ticket` is the tool's initial response; empty when registered before the tool ran.
+        """
         return cls(
             call_id=call.call_id,
             tool=call.tool,

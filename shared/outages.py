@@ -26,10 +26,12 @@ def _backoff() -> redis.backoff.AbstractBackoff:
 
 
 def sync_retry() -> redis.retry.Retry:
+    """Retry policy of synchronous clients: backoff through about RIDE_OUT_S of outage."""
     return redis.retry.Retry(_backoff(), _RETRIES)
 
 
 def async_retry_policy() -> async_retry.Retry:
+    """The same retry policy for asyncio clients (the orchestrator's connections)."""
     return async_retry.Retry(_backoff(), _RETRIES)
 
 

@@ -77,6 +77,7 @@ def redacted_event_fields(event: _StoredEvent, secrets: frozenset[str]) -> dict[
 
 
 def secret_name_set(secret_names: Iterable[str]) -> frozenset[str]:
+    """The secret argument names lower-cased, as `redact_deep` expects them."""
     return frozenset(name.lower() for name in secret_names)
 
 

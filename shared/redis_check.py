@@ -10,8 +10,8 @@ import time
 
 import redis
 
-from shared.errors import ConfigError
-from shared.redaction import mask_url
+from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.redaction import mask_url
 
 # How long an unreachable Redis is waited for (it may be starting too); refused
 # credentials and TLS failures are reported at once.

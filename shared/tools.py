@@ -7,9 +7,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from shared.context import ToolContext
-from shared.errors import ToolDefinitionError
-from shared.schema import ArgumentProblem, Signature, describe_function, validate_arguments
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.schema import (
+    ArgumentProblem,
+    Signature,
+    describe_function,
+    validate_arguments,
+)
 
 LONG_RUNNING_NOTE = (
     "NOTE: This is a long-running operation. Do not call this tool again if it has "
@@ -53,16 +58,19 @@ class FunctionTool:
 
     @property
     def description(self) -> str:
+        """What the model reads: the docstring's text, plus LONG_RUNNING_NOTE if long-running."""
         if self.is_long_running:
             return f"{self.signature.description}\n\n{LONG_RUNNING_NOTE}".strip()
         return self.signature.description
 
     @property
     def parameters_json_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments the model passes (a ToolContext parameter excluded)."""
         return self.signature.parameters_json_schema
 
     @property
     def is_async(self) -> bool:
+        """Whether the function is a coroutine function (a worker runs it in an event loop)."""
         return inspect.iscoroutinefunction(self.func)
 
     def declaration(self) -> dict[str, Any]:
@@ -74,6 +82,10 @@ class FunctionTool:
         }
 
     def validate(self, args: object) -> tuple[dict[str, Any], list[ArgumentProblem]]:
+        """Check arguments against the signature: (Python values, problems).
+
+        The orchestrator checks the model's arguments before dispatch, and the worker again.
+        """
         return validate_arguments(self.signature.args_model, args)
 
     def renamed(self, name: str) -> FunctionTool:
@@ -120,7 +132,9 @@ class ToolSource(Protocol):
     Workers scan tool modules for these so that they can register every task.
     """
 
-    def all_tools(self) -> Iterable[FunctionTool]: ...
+    def all_tools(self) -> Iterable[FunctionTool]:
+        """Every tool it may ever offer, nested ones included; workers register each as a task."""
+        ...
 
 
 class ToolRegistry(Mapping[str, FunctionTool]):

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from shared.errors import ToolDefinitionError
-from shared.tools import FunctionTool
+from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.tools import FunctionTool
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class ReadonlyContext:
 
     @classmethod
     def of(cls, state: Mapping[str, Any], **fields: str) -> ReadonlyContext:
+        """A context whose `state` is a read-only copy of `state`, unaffected by later writes."""
         return cls(state=MappingProxyType(dict(state)), **fields)
 
 
@@ -42,6 +43,10 @@ class BaseToolset:
     async def get_tools(
         self, readonly_context: ReadonlyContext | None = None
     ) -> list[FunctionTool]:
+        """The tools to offer in this invocation, named without the prefix; subclasses implement it.
+
+        With None (no invocation), return every tool the toolset can ever offer.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement get_tools()")
 
     async def close(self) -> None:
@@ -50,6 +55,7 @@ class BaseToolset:
     async def get_tools_with_prefix(
         self, readonly_context: ReadonlyContext | None = None
     ) -> list[FunctionTool]:
+        """`get_tools`, each tool renamed with `tool_name_prefix` when set; what agents offer."""
         tools = await self.get_tools(readonly_context)
         prefix = self.tool_name_prefix
         return [t.renamed(f"{prefix}{t.name}") for t in tools] if prefix else tools

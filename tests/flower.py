@@ -23,8 +23,8 @@ from typing import Any
 
 from celery import Celery
 
-from orchestrator.embedded import free_port, wait_for
-from shared.config import Settings
+from toolfleet.orchestrator.cli.embedded import free_port, wait_for
+from toolfleet.shared.config import Settings
 
 Credentials = tuple[str, str]
 
@@ -89,7 +89,7 @@ def running_flower(
     }
     env.pop("FLOWER_UNAUTHENTICATED_API", None)  # the API must need the credentials
     command = [
-        sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--port={port}",
+        sys.executable, "-m", "celery", "-A", "toolfleet.workers.app", "flower", f"--port={port}",
         "--address=127.0.0.1", f"--basic-auth={':'.join(credentials)}",
     ]  # fmt: skip
     log_path = log_dir / "flower.log"

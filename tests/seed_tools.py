@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional  # noqa: UP035 - kept as the seeds write them
 
-from shared.context import ToolContext
+from toolfleet.shared.context import ToolContext
 
 
 def get_weather(city: str, unit: str):  # type: ignore[no-untyped-def]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-from orchestrator.fleet import PlannedCall
-from shared.messages import ToolResult
-from workers.executor import execute
+from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.shared.messages import ToolResult
+from toolfleet.workers.executor import execute
 
 
 class InProcessRunner:

@@ -1,4 +1,4 @@
-"""The Celery app of the tool workers: `celery -A workers.app worker -Q tools.default`."""
+"""The Celery app of the tool workers: `celery -A toolfleet.workers.app worker -Q tools.default`."""
 
 from __future__ import annotations
 
@@ -7,20 +7,20 @@ from typing import Any
 
 from celery import Celery
 
-from shared.artifacts import ArtifactStore
-from shared.auth import CredentialStore
-from shared.celery_config import celery_config
-from shared.completions import Completions
-from shared.config import Settings
-from shared.context import ToolServices
-from shared.discovery import load_definitions
-from shared.keys import Keys
-from shared.memory import MemoryStore
-from shared.outages import resilient_client
-from shared.redis_check import check_redis
-from shared.reporting import ResultReporter
-from workers.heartbeat import install_heartbeat
-from workers.tasks import (
+from toolfleet.shared.artifacts import ArtifactStore
+from toolfleet.shared.auth import CredentialStore
+from toolfleet.shared.celery_config import celery_config
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolServices
+from toolfleet.shared.discovery import load_definitions
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.memory import MemoryStore
+from toolfleet.shared.outages import resilient_client
+from toolfleet.shared.redis_check import check_redis
+from toolfleet.shared.reporting import ResultReporter
+from toolfleet.workers.heartbeat import install_heartbeat
+from toolfleet.workers.tasks import (
     DeliveryGuard,
     ToolTaskDeps,
     make_scheduler,
@@ -31,8 +31,8 @@ from workers.tasks import (
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> Celery:
-    settings = settings or Settings()
+def create_app(settings: Settings) -> Celery:
+    """The worker's Celery app: its tool and job tasks, heartbeat and services."""
     check_redis(settings.require_redis_url())  # Celery would retry a wrong URL forever
     found = load_definitions(settings.tool_modules)
     app = Celery("toolfleet", set_as_current=False)
@@ -42,6 +42,7 @@ def create_app(settings: Settings | None = None) -> Celery:
     reporter = ResultReporter(client, settings.results_maxlen)
     completions = Completions(client, keys)
     services = ToolServices(
+        settings=settings,
         scheduler=make_scheduler(app),
         artifacts=ArtifactStore(client, keys),
         memory=MemoryStore(client, keys),
@@ -64,10 +65,10 @@ _app: Celery | None = None
 
 
 def __getattr__(name: str) -> Any:
-    # `celery -A workers.app` looks up `app`; build it on first use, not at import.
+    # `celery -A toolfleet.workers.app` looks up `app`; build it on first use, not at import.
     global _app
     if name == "app":
         if _app is None:
-            _app = create_app()
+            _app = create_app(Settings())  # an entry point: the settings of the environment
         return _app
     raise AttributeError(name)

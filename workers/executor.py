@@ -6,17 +6,16 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from shared.context import ToolContext, ToolServices
-from shared.errors import ToolError
-from shared.messages import CallStatus, ToolCall, ToolResult, error_response
-from shared.tools import FunctionTool
+from toolfleet.shared.context import ToolContext, ToolServices
+from toolfleet.shared.errors import ToolError
+from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult, error_response
+from toolfleet.shared.tools import FunctionTool
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +48,12 @@ def execute(
     time_limit_s: float = 0.0,
     services: ToolServices | None = None,
 ) -> Outcome:
+    """Run `tool` for `call` in this worker process and describe the outcome as a ToolResult.
+
+    Arguments are validated again here; coroutine tools run on this process's event loop.
+    Exceptions become ERROR results (the exception kept for retries), as do a soft time limit
+    and a response that is not JSON or over `max_result_bytes`. A long-running tool's
+    response is PENDING: its ticket."""
     started = time.time()
     context = ToolContext(call, services)
 
@@ -111,7 +116,3 @@ def _unsendable(response: dict[str, Any], limit: int) -> str | None:
     if size > limit:
         return f"the tool's result is {size} bytes, over the {limit}-byte limit; return less data"
     return None
-
-
-def worker_name() -> str:
-    return socket.gethostname()

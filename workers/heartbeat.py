@@ -13,13 +13,18 @@ import redis
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
-from shared.config import Settings
-from shared.keys import QUEUE_PREFIX, Keys
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import QUEUE_PREFIX, Keys
 
 log = logging.getLogger(__name__)
 
 
 class Heartbeat:
+    """Keeps this worker's key (hostname, pools, pid, start time) in Redis, from a thread.
+
+    The orchestrator reads these keys to know which pools have live workers; a key expires
+    three periods after its last beat."""
+
     def __init__(self, client: redis.Redis, keys: Keys, period_s: float) -> None:
         self._client = client
         self._keys = keys
@@ -30,6 +35,8 @@ class Heartbeat:
         self._value = ""
 
     def start(self, hostname: str, pools: list[str]) -> None:
+        """Beat once now (raising if Redis fails), then every `period_s` from a daemon thread,
+        which logs failed beats and goes on."""
         self._hostname = hostname
         self._value = json.dumps(
             {"hostname": hostname, "pools": pools, "pid": os.getpid(), "started_at": time.time()}
@@ -54,6 +61,8 @@ class Heartbeat:
                 log.warning("heartbeat to Redis failed: %s", exc)
 
     def stop(self) -> None:
+        """Stop beating and delete the key now, so the worker stops counting as live before the
+        key would expire; a Redis error is logged, not raised."""
         self._stop.set()
         if self._hostname:
             try:
@@ -66,6 +75,10 @@ class Heartbeat:
 
 
 def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> None:
+    """Beat for `app`'s worker from when it is ready until it shuts down; its pools are the
+    `tools.*` queues it consumes.
+
+    Celery's signals are global: receivers ignore workers of other apps in this process."""
     heartbeat = Heartbeat(client, Keys(settings.key_prefix), settings.worker_heartbeat_s)
 
     @worker_ready.connect(weak=False)

@@ -11,16 +11,16 @@ import redis
 from celery import Celery, Task
 from pydantic import ValidationError
 
-from shared.celery_config import tool_pool, tool_time_limit
-from shared.completions import Completions
-from shared.config import Settings
-from shared.context import ToolServices
-from shared.jobs import Job, JobContext, JobScheduler
-from shared.keys import Keys, queue_name, task_name
-from shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
-from shared.reporting import ResultReporter
-from shared.tools import FunctionTool, ToolRegistry
-from workers.executor import execute
+from toolfleet.shared.celery_config import tool_pool, tool_time_limit
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolServices
+from toolfleet.shared.jobs import Job, JobContext, JobScheduler
+from toolfleet.shared.keys import Keys, queue_name, task_name
+from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
+from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.tools import FunctionTool, ToolRegistry
+from toolfleet.workers.executor import execute
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class DeliveryGuard:
         return int(count)
 
     def exhausted(self, count: int) -> bool:
+        """True once `count` deliveries exceed `max_deliveries`: answer WorkerLost, do not run."""
         return count > self.max_deliveries
 
 
@@ -77,6 +78,11 @@ class ToolTaskDeps:
 
 
 def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps) -> None:
+    """Register a `tool.<name>` task per tool, on its pool's queue with its time limits.
+
+    Each task checks the envelope and the delivery count, registers a long-running call's
+    ticket, runs the tool, retries on the tool's `retry_on`, and posts the result to
+    `reply_to`."""
     for tool in registry.values():
         _register_tool(app, tool, deps)
 
@@ -99,6 +105,9 @@ def register_job_tasks(app: Celery, jobs: dict[str, Job], completions: Completio
 
 
 def make_scheduler(app: Celery) -> JobScheduler:
+    """The job scheduler of tool services: sends `job.<name>` to the job's pool queue, to run
+    `delay_s` seconds later (a Celery countdown)."""
+
     def schedule(job: Job, delay_s: float, kwargs: dict[str, Any]) -> None:
         app.send_task(job.task_name, kwargs=kwargs, queue=queue_name(job.pool), countdown=delay_s)
 

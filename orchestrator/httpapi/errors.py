@@ -12,9 +12,17 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
-from orchestrator.httpapi.wire import ErrorBody
-from shared.completions import CompletionError
-from shared.errors import DispatchError, ModelError, SessionError, ToolfleetError
+from toolfleet.orchestrator.httpapi.wire import ErrorBody
+from toolfleet.shared.errors import (
+    CallNotPendingError,
+    CompletionError,
+    ConfigError,
+    InvalidCompletionError,
+    ModelError,
+    SessionError,
+    SessionNotFoundError,
+    ToolfleetError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +31,8 @@ FASTAPI_UNPARSABLE_BODY = "There was an error parsing the body"
 
 
 class ApiError(Exception):
+    """An error answered with this status and detail (raised by the routes)."""
+
     def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.status = status
@@ -30,27 +40,29 @@ class ApiError(Exception):
         self.headers = headers
 
 
+# The status of each toolfleet error, most specific first (the first match wins).
+STATUS_BY_TYPE: tuple[tuple[type[Exception], int], ...] = (
+    (CallNotPendingError, 404),  # unknown call, or never long-running
+    (InvalidCompletionError, 422),  # a result that is not a JSON object
+    (CompletionError, 409),  # the call's state refuses it: completed, awaits a credential
+    (SessionNotFoundError, 404),
+    (SessionError, 409),  # exists already, or another invocation holds it
+    (ModelError, 502),
+    (ConfigError, 500),
+    (redis.ConnectionError, 503),
+    (redis.TimeoutError, 503),
+)
+
+
 def status_of(exc: Exception) -> int:
-    """The HTTP status of an error raised by toolfleet (or by Redis)."""
-    text = str(exc)
+    """The HTTP status of an error raised by toolfleet (or by Redis), by its type."""
     if isinstance(exc, ApiError):
         return exc.status
-    if isinstance(exc, CompletionError):
-        # Unknown call: 404. A result that is not an object: 422. Anything else is the
-        # call's state refusing it (already completed, waits for a credential): 409.
-        if "no pending call" in text:
-            return 404
-        return 422 if "must be a JSON object" in text else 409
-    if isinstance(exc, SessionError):
-        return 404 if text.startswith("unknown session") else 409
-    if isinstance(exc, ModelError):
-        return 502
-    if isinstance(exc, DispatchError | redis.ConnectionError | redis.TimeoutError):
-        return 503
-    return 500
+    return next((status for kind, status in STATUS_BY_TYPE if isinstance(exc, kind)), 500)
 
 
 def detail_of(exc: Exception) -> str:
+    """The error's message for the client (a generic one for unexpected errors)."""
     status = status_of(exc)
     if status == 500 and not isinstance(exc, ToolfleetError):
         return "internal error; the orchestrator's log has the details"
@@ -62,6 +74,7 @@ def detail_of(exc: Exception) -> str:
 def error_response(
     status: int, detail: str, headers: dict[str, str] | None = None, **extra: Any
 ) -> JSONResponse:
+    """The JSON body every error has: `{"detail": ..., "status": ...}` (and `extra`)."""
     body = ErrorBody(detail=detail, status=status, **extra)
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
@@ -94,6 +107,8 @@ def _describe(errors: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error as JSON with the status that fits it."""
+
     async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
         return error_response(exc.status, exc.detail, exc.headers)

@@ -19,21 +19,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.agent import Agent
-from orchestrator.httpapi.wire import Ticket
-from orchestrator.loop import CallFinished, CallsDispatched, Update
-from orchestrator.model import function_calls, text_of
-from orchestrator.sessions import Event, answer_of
-from shared.celery_config import tool_pool
-from shared.config import Settings
-from shared.messages import PendingCall
-from shared.redaction import redact_args
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.httpapi.wire import Ticket
+from toolfleet.orchestrator.loop.invocation import (
+    CallFinished,
+    CallsDispatched,
+    InvocationEnded,
+    Update,
+)
+from toolfleet.orchestrator.models.protocol import text_of
+from toolfleet.orchestrator.sessions.events import Event, answer_of
+from toolfleet.shared.celery_config import tool_pool
+from toolfleet.shared.config import Settings
+from toolfleet.shared.messages import PendingCall
+from toolfleet.shared.redaction import redact_args
 
 SseMessage = tuple[str, dict[str, Any]]
 EVENT_NAMES = ("event", "calls", "result", "pending", "answer", "error")
 
 
 def encode(name: str, data: dict[str, Any], event_id: int) -> bytes:
+    """One Server-Sent Event: `event:` name, `id:` and `data:` as compact JSON on one line,
+    then the blank line that ends it."""
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
     return f"event: {name}\nid: {event_id}\ndata: {payload}\n\n".encode()
 
@@ -52,6 +59,8 @@ def event_json(event: Event, secret_names: Sequence[str]) -> dict[str, Any]:
 
 
 def event_kind(event: Event) -> str:
+    """The `kind` of an `event` message: error, credential, user, progress, completion, model,
+    or responses (a turn's function responses)."""
     if event.error:
         return "error"
     if event.credential_requests:
@@ -63,31 +72,6 @@ def event_kind(event: Event) -> str:
     if event.content is not None and event.content.role == "model":
         return "model"
     return "responses"
-
-
-def ends_invocation(event: Event, agent: Agent) -> bool:
-    """Whether the loop returns after yielding this event (orchestrator.loop's exits).
-
-    Needed for invocations the completions listener resumes, whose end is not
-    signalled otherwise: a model reply without calls, a turn whose tools skip
-    summarization or whose root agent escalates, a turn parked until the user
-    supplies a credential, and the max_steps stop.
-    """
-    if event.author in ("user", "completion"):
-        return False
-    if event.credential_requests:
-        return True
-    if event.error:
-        return event.content is None and event.error.startswith("stopped after max_steps")
-    content = event.content
-    if content is None:
-        return False
-    if content.role == "model":
-        return not function_calls(content)
-    if event.actions.skip_summarization:
-        return True
-    author = agent.find_agent(event.author)
-    return event.actions.escalate and (author is None or author.parent is None)
 
 
 @dataclass
@@ -105,6 +89,10 @@ class UpdateWriter:
         self._pools = {t.name: tool_pool(t, self.settings) for t in self.agent.all_tools()}
 
     def messages(self, update: Update) -> list[SseMessage]:
+        """The SSE messages of one update: `calls` for a dispatch, `result` for a finished call,
+        `event` for a session event (its answer or error kept for `ending`).
+
+        No messages for InvocationEnded: the route answers that with `ending`."""
         if isinstance(update, CallsDispatched):
             calls = [
                 {
@@ -134,6 +122,8 @@ class UpdateWriter:
                     ),
                 )
             ]
+        if isinstance(update, InvocationEnded):
+            return []  # the route answers it with `pending` and `answer` (ending)
         kind = event_kind(update)
         if answer_of(update):
             self.last_text = answer_of(update)
@@ -163,6 +153,8 @@ class UpdateWriter:
         return out
 
     def error(self, status: int, detail: str) -> SseMessage:
+        """An `error` message: the invocation failed with `status`, or the server closed the
+        stream (503)."""
         return ("error", {"session_id": self.session_id, "status": status, "detail": detail})
 
     def _with_ids(self, invocation_id: str, **data: Any) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchestrator.httpapi.errors import ApiError
-from orchestrator.httpapi.settings import is_loopback
+from toolfleet.orchestrator.httpapi.errors import ApiError
+from toolfleet.orchestrator.httpapi.settings import is_loopback
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -59,6 +59,8 @@ class BodyLimitMiddleware:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry: pass non-HTTP scopes through; answer 400 to a Content-Length that is not a
+        number and 413 to a body over `max_bytes`; else read the whole body and replay it."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -118,6 +120,8 @@ class OriginMiddleware:
         self.open_api = open_api
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry: answer 403 to a Host that is not loopback while the API is open, or to a
+        state-changing request with a foreign Origin; pass everything else on."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from orchestrator.loop import Update
+from toolfleet.orchestrator.loop.invocation import Update
 
 # Updates a slow stream may have queued before it is cut off (it can reconnect and
 # read the session with GET).
@@ -39,6 +39,10 @@ HubItem = Update | InvocationFailed | StreamClosed
 
 
 class Subscription:
+    """One watcher's queue of a session's updates on this replica.
+
+    At MAX_QUEUED waiting items it is emptied and left with only a StreamClosed."""
+
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.queue: asyncio.Queue[HubItem] = asyncio.Queue()
@@ -75,9 +79,12 @@ class SessionHub:
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop queueing for `subscription`; call it when its stream ends, or the hub keeps it."""
         self._discard(subscription)
 
     def publish(self, session_id: str, item: HubItem) -> None:
+        """Queue `item` for every watcher of the session; watchers too far behind are closed and
+        dropped. Call it on the event loop: the queues are not thread-safe."""
         for subscription in list(self._subscribers.get(session_id, ())):
             if not subscription.put(item):
                 self._discard(subscription)
@@ -90,6 +97,7 @@ class SessionHub:
                 subscription.put(StreamClosed("the server is shutting down"))
 
     def watchers(self, session_id: str) -> int:
+        """How many subscriptions the session has on this replica (other replicas not counted)."""
         return len(self._subscribers.get(session_id, ()))
 
     def _discard(self, subscription: Subscription) -> None:

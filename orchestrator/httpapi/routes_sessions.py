@@ -4,16 +4,16 @@
 # parameter types (the app names of this replica) are local to sessions_router.
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import APIRouter, Path
 from pydantic import Field
 
-from orchestrator.httpapi.api import InvocationDone
-from orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
-from orchestrator.httpapi.events import event_json
-from orchestrator.httpapi.hub import InvocationFailed, StreamClosed
-from orchestrator.httpapi.wire import (
+from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
+from toolfleet.orchestrator.httpapi.events import event_json
+from toolfleet.orchestrator.httpapi.hub import InvocationFailed, StreamClosed
+from toolfleet.orchestrator.httpapi.wire import (
     APP,
     APP_PATTERN,
     AppOut,
@@ -27,14 +27,17 @@ from orchestrator.httpapi.wire import (
     ToolOut,
     User,
 )
-from orchestrator.sessions import Event, Session, answer_of
-from shared.celery_config import tool_pool
+from toolfleet.orchestrator.loop.invocation import InvocationEnded
+from toolfleet.orchestrator.sessions.events import Event, answer_of
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.celery_config import tool_pool
 
-if TYPE_CHECKING:
-    from orchestrator.httpapi.api import HttpApi
 
+def sessions_router(api: HttpApi) -> APIRouter:
+    """Routes of `/apps` and of sessions: create, list, read, and send a message answered as
+    JSON (optionally waiting for its tickets).
 
-def sessions_router(api: "HttpApi") -> APIRouter:
+    The `app` path parameter's schema lists the apps this replica serves."""
     router = APIRouter(tags=["sessions"], responses=documented(*COMMON_ERRORS, 404))
     served = {"enum": sorted(api.orch.runners)}
     App = Annotated[str, Path(pattern=APP_PATTERN, description=APP, json_schema_extra=served)]
@@ -152,7 +155,7 @@ def sessions_router(api: "HttpApi") -> APIRouter:
                 status = item.status if isinstance(item, InvocationFailed) else 503
                 detail = item.detail if isinstance(item, InvocationFailed) else item.reason
                 raise ApiError(status, detail)
-            if isinstance(item, InvocationDone):
+            if isinstance(item, InvocationEnded):
                 invocation_id = item.invocation_id
                 break
             if isinstance(item, Event) and item.author != "user" and answer_of(item):

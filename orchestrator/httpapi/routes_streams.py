@@ -5,27 +5,23 @@
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 
-from orchestrator.httpapi.api import InvocationDone, RunItem
-from orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
-from orchestrator.httpapi.events import (
+from toolfleet.orchestrator.httpapi.api import HttpApi, RunItem
+from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
+from toolfleet.orchestrator.httpapi.events import (
     EVENT_NAMES,
     PING,
     SseMessage,
     UpdateWriter,
     encode,
-    ends_invocation,
 )
-from orchestrator.httpapi.hub import InvocationFailed, StreamClosed
-from orchestrator.httpapi.wire import APP, APP_PATTERN, SendMessage, SessionId, User
-from orchestrator.sessions import Event
-
-if TYPE_CHECKING:
-    from orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.hub import InvocationFailed, StreamClosed
+from toolfleet.orchestrator.httpapi.wire import APP, APP_PATTERN, SendMessage, SessionId, User
+from toolfleet.orchestrator.loop.invocation import InvocationEnded
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # One Server-Sent Event (OpenAPI 3.1: a text/event-stream schema describes each event).
@@ -46,7 +42,9 @@ SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
 }
 
 
-def streams_router(api: "HttpApi") -> APIRouter:
+def streams_router(api: HttpApi) -> APIRouter:
+    """The Server-Sent Events routes: a message's invocation as it runs, and watching a
+    session (the invocations this replica runs or resumes for it)."""
     router = APIRouter(tags=["sessions"], responses=documented(*COMMON_ERRORS, 404))
     served = {"enum": sorted(api.orch.runners)}
     App = Annotated[str, Path(pattern=APP_PATTERN, description=APP, json_schema_extra=served)]
@@ -76,9 +74,9 @@ def streams_router(api: "HttpApi") -> APIRouter:
                 while True:
                     if item is None:
                         yield None
-                    elif isinstance(item, InvocationDone):
+                    elif isinstance(item, InvocationEnded):
                         pending = await api.store.pending_calls(session_id)
-                        for message in writer.ending(item.invocation_id, pending):
+                        for message in writer.ending(item.invocation_id, pending, item.error):
                             yield message
                         return
                     elif isinstance(item, InvocationFailed):
@@ -136,7 +134,7 @@ def streams_router(api: "HttpApi") -> APIRouter:
                     else:
                         for message in writer.messages(item):
                             yield message
-                        if isinstance(item, Event) and ends_invocation(item, runner.agent):
+                        if isinstance(item, InvocationEnded):
                             pending = await api.store.pending_calls(session_id)
                             for message in writer.ending(item.invocation_id, pending, item.error):
                                 yield message

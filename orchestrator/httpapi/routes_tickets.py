@@ -6,14 +6,16 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import redis
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
-from orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
-from orchestrator.httpapi.wire import (
+from toolfleet.orchestrator.fleet.pools import live_workers
+from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
+from toolfleet.orchestrator.httpapi.wire import (
     ID_PATTERN,
     Accepted,
     Decision,
@@ -23,19 +25,20 @@ from orchestrator.httpapi.wire import (
     SuppliedCredential,
     Ticket,
 )
-from orchestrator.pools import live_workers
-from shared.celery_config import tool_pool
-from shared.completions import CompletionError
-from shared.messages import PendingCall
-
-if TYPE_CHECKING:
-    from orchestrator.httpapi.api import HttpApi
+from toolfleet.shared.celery_config import tool_pool
+from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.messages import PendingCall
 
 CallId = Annotated[str, Path(pattern=ID_PATTERN, description="The pending call's id.")]
 HEALTH_TIMEOUT_S = 2.0
 
 
 def tickets_router(api: HttpApi) -> APIRouter:
+    """Routes under `/tickets`: list and read pending calls, post results (the webhook),
+    supply credentials, approve and reject.
+
+    Posts run the CLI's synchronous code path in a thread, so refused completions are
+    dead-lettered the same way."""
     router = APIRouter(prefix="/tickets", tags=["tickets"], responses=documented(*COMMON_ERRORS))
     names = api.settings.secret_arg_names
 
@@ -166,6 +169,8 @@ def _decision_route(
 
 
 def health_router(api: HttpApi) -> APIRouter:
+    """`GET /health`, outside the token check: `ok`, `degraded` when a pool the agents need
+    has no live worker, or 503 when Redis does not answer within HEALTH_TIMEOUT_S."""
     router = APIRouter(tags=["health"])
 
     @router.get(

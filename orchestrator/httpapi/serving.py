@@ -12,16 +12,17 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from orchestrator.agent import Agent
-from orchestrator.completions import Notify
-from orchestrator.httpapi.api import HttpApi
-from orchestrator.httpapi.hub import SessionHub
-from orchestrator.httpapi.settings import HttpSettings
-from orchestrator.loop import Update
-from orchestrator.model import Model
-from orchestrator.service import Orchestrator
-from shared.config import Settings
-from shared.errors import ConfigError
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.completions.resumer import Notify
+from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.app import build_app
+from toolfleet.orchestrator.httpapi.hub import SessionHub
+from toolfleet.orchestrator.httpapi.settings import HttpSettings
+from toolfleet.orchestrator.loop.invocation import Update
+from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class HideTokens(logging.Filter):
     """Mask `?token=` (the approvals page's link) in uvicorn's access log lines."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Mask the token in the record's request path (uvicorn's third argument); drop nothing."""
         args = record.args
         if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
             record.args = (*args[:2], TOKEN_IN_QUERY.sub(r"\1***", args[2]), *args[3:])
@@ -49,6 +51,9 @@ class _Server(uvicorn.Server):
 
 @dataclass(frozen=True)
 class RunningHttp:
+    """What `serve_http` yields: the base URL with the port actually bound (port 0 picks one),
+    the orchestrator, its HttpApi and the uvicorn server."""
+
     url: str
     orch: Orchestrator
     api: HttpApi
@@ -110,7 +115,7 @@ async def serve_http(
             HttpApi(orch, hub, http) as api,
         ):
             config = uvicorn.Config(
-                api.app,
+                build_app(api),
                 lifespan="off",
                 log_config=None,
                 server_header=False,

@@ -7,12 +7,14 @@ import ipaddress
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.errors import ConfigError
+from toolfleet.shared.errors import ConfigError
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def is_loopback(host: str) -> bool:
+    """True for `localhost` or a loopback IP address (IPv6 with or without brackets); other
+    names are not resolved, so they do not count."""
     host = host.strip("[]").lower()
     if host in LOOPBACK_NAMES:
         return True
@@ -56,6 +58,8 @@ class HttpSettings(BaseSettings):
     )
 
     def auth_required(self) -> bool:
+        """True when a non-empty token is set: the API routes then require it, and the server may
+        bind beyond loopback."""
         return self.token is not None and bool(self.token.get_secret_value())
 
     def check_bind(self, host: str) -> None:

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.messages import PendingCall
-from shared.redaction import redact_args
+from toolfleet.shared.messages import PendingCall
+from toolfleet.shared.redaction import redact_args
 
 # Ids in paths and bodies: what `toolfleet run`, uuid4().hex and e-mail-like user ids use.
 ID_PATTERN = r"^[A-Za-z0-9._@+-]{1,128}$"
@@ -45,6 +45,8 @@ REQUEST = ConfigDict(extra="forbid", strict=True)
 
 
 class CreateSession(BaseModel):
+    """A new session, with the id given or a generated one; 409 if the id is taken."""
+
     model_config = REQUEST
 
     session_id: str | None = Field(
@@ -53,6 +55,8 @@ class CreateSession(BaseModel):
 
 
 class SendMessage(BaseModel):
+    """A user message; it starts one invocation of the agent on the session."""
+
     model_config = REQUEST
 
     text: str = Field(min_length=1, description="The user's message.")
@@ -73,6 +77,9 @@ class PostResult(BaseModel):
 
 
 class SuppliedCredential(BaseModel):
+    """The credential a pending call asked for; it never enters the session or the model's
+    input."""
+
     model_config = REQUEST
 
     credential: str = Field(
@@ -83,6 +90,8 @@ class SuppliedCredential(BaseModel):
 
 
 class Decision(BaseModel):
+    """An optional note for an approval or rejection, added to the final result."""
+
     model_config = REQUEST
 
     note: str | None = Field(default=None, max_length=2000, description="Added as 'note'.")
@@ -94,6 +103,9 @@ class Decision(BaseModel):
 
 
 class Accepted(BaseModel):
+    """A result or credential was queued (202); the orchestrator applies it once, and a final
+    result or a credential resumes the session's agent."""
+
     call_id: str
     session_id: str
     final: bool
@@ -124,6 +136,8 @@ class Ticket(BaseModel):
 
     @classmethod
     def of(cls, call: PendingCall, secret_names: Sequence[str], now: float | None = None) -> Ticket:
+        """The API view of `call`: arguments named in `secret_names` masked, `age_s` as of `now`
+        (epoch seconds; default: the current time)."""
         now = time.time() if now is None else now
         return cls(
             **call.model_dump(exclude={"args"}),
@@ -133,6 +147,8 @@ class Ticket(BaseModel):
 
 
 class SessionSummary(BaseModel):
+    """One of a user's sessions in a listing: its size, last activity and open tickets."""
+
     id: str
     app_name: str
     user_id: str
@@ -143,6 +159,8 @@ class SessionSummary(BaseModel):
 
 
 class SessionOut(BaseModel):
+    """A whole session: its events, state, and the tickets still pending."""
+
     id: str
     app_name: str
     user_id: str
@@ -155,6 +173,9 @@ class SessionOut(BaseModel):
 
 
 class MessageResult(BaseModel):
+    """The outcome of a message: the agent's answer when the invocation ended (or when its
+    tickets were answered, within `wait_for_tickets_s`), and the tickets still open."""
+
     session_id: str
     invocation_id: str
     answer: str = Field(description="The agent's last text.")
@@ -164,23 +185,33 @@ class MessageResult(BaseModel):
 
 
 class ToolOut(BaseModel):
+    """A tool of an app: the worker pool it runs in, and whether it is long-running (it
+    answers with a ticket, completed later)."""
+
     name: str
     pool: str
     long_running: bool
 
 
 class AppOut(BaseModel):
+    """An agent this replica serves, with its tools."""
+
     name: str
     description: str
     tools: list[ToolOut]
 
 
 class PoolHealth(BaseModel):
+    """A worker pool in `/health`: its live workers, and whether a served agent needs it."""
+
     workers: int = Field(description="Live workers serving the pool.")
     needed: bool = Field(description="A served agent has a tool in this pool.")
 
 
 class Health(BaseModel):
+    """The `/health` answer: `ok`; `degraded` when a needed pool has no live worker;
+    `unavailable` (503) when Redis does not answer."""
+
     status: Literal["ok", "degraded", "unavailable"]
     redis: bool
     detail: str

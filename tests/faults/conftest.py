@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from _pytest.terminal import TerminalReporter
 
-from orchestrator.local_workers import WorkerGroup
-from shared.auth import new_credential_key
-from shared.config import Settings
 from tests.faults.servers import RedisServer
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.shared.auth import new_credential_key
+from toolfleet.shared.config import Settings
 
 FAULT_TOOL_MODULES = [
     "tests.faults.fault_tools",

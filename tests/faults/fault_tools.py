@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, ScriptView, call, say
-from shared.context import ToolContext
-from shared.tools import tool
 from tests.faults.probe import record_execution
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.models.offline import Call, ScriptView, call, say
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import tool
 
 
 @tool

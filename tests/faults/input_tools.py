@@ -6,10 +6,10 @@ import functools
 
 import redis
 
-from shared.config import Settings
-from shared.context import ToolContext
-from shared.tools import LongRunningFunctionTool, tool
 from tests.faults.probe import record_execution
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import LongRunningFunctionTool, tool
 
 
 @tool

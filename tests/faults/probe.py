@@ -10,7 +10,7 @@ import functools
 
 import redis
 
-from shared.config import Settings
+from toolfleet.shared.config import Settings
 
 
 @functools.cache

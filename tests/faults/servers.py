@@ -11,7 +11,7 @@ from types import TracebackType
 
 import redis
 
-from orchestrator.embedded import free_port, wait_for
+from toolfleet.orchestrator.cli.embedded import free_port, wait_for
 
 
 class RedisServer:

@@ -23,24 +23,31 @@ import pytest
 import redis
 from google.genai import types
 
-from orchestrator.agent import Agent
-from orchestrator.dispatch import CeleryPublisher, Dispatch
-from orchestrator.embedded import wait_for
-from orchestrator.local_workers import WorkerGroup, WorkerProcess
-from orchestrator.loop import CallsDispatched, Update
-from orchestrator.offline import Call, ScriptedModel, call, say
-from orchestrator.runner import Runner
-from orchestrator.service import Orchestrator
-from orchestrator.sessions import Event
-from shared.completions import CompletionError, Completions
-from shared.config import Settings
-from shared.discovery import tools_in_module
-from shared.keys import Keys, queue_name
-from shared.messages import COMPLETION_FIELD, RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from tests.faults import input_tools
 from tests.faults.conftest import fault_settings
 from tests.faults.probe import executions
 from tests.faults.servers import RedisServer
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.loop.invocation import CallsDispatched, Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
+from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.messages import (
+    COMPLETION_FIELD,
+    RESULT_FIELD,
+    CallStatus,
+    ToolCall,
+    ToolResult,
+)
 
 PAYLOAD_LIMIT = 4096
 WAIT_S = 20.0
@@ -244,7 +251,7 @@ async def test_forged_results_on_the_stream_are_rejected_and_the_real_one_reache
     caplog: pytest.LogCaptureFixture,
     report_figure: Callable[[str, object], None],
 ) -> None:
-    caplog.set_level(logging.INFO, logger="orchestrator.results")
+    caplog.set_level(logging.INFO, logger="toolfleet.orchestrator.fleet.results")
     gate = uuid.uuid4().hex
     agent = agent_with(call(Call("gated", {"name": gate})), say("done"))
     dispatched: asyncio.Future[list[ToolCall]] = asyncio.get_running_loop().create_future()

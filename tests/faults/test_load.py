@@ -10,12 +10,12 @@ from collections.abc import Callable
 from bench import tools as bench_tools
 from bench.harness import start_toolfleet, summary_ms, toolfleet_workers
 from bench.scale import audit, run_sessions, scale_model
-from orchestrator.agent import Agent
-from orchestrator.embedded import wait_for
-from orchestrator.runner import Runner
-from shared.celery_config import recovery_bound_s
 from tests.faults.conftest import fault_settings
 from tests.faults.servers import RedisServer
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.shared.celery_config import recovery_bound_s
 
 SESSIONS = 1000
 TURNS = 2

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 import redis
 
-from orchestrator.embedded import wait_for
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.runner import Runner
-from orchestrator.sessions import Event
-from shared.config import Settings
-from shared.errors import SessionError
-from shared.keys import Keys
 from tests.faults import probe
 from tests.faults.fault_tools import three_steps
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import SessionError
+from toolfleet.shared.keys import Keys
 
 AGENT = "tests.faults.fault_tools:three_steps"
 
@@ -50,7 +50,7 @@ def toolfleet(settings: Settings, log: Path, *args: str) -> subprocess.Popen[byt
     """A replica: `toolfleet run` or `toolfleet serve`, its output in `log`."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "-v", *args],
+            [sys.executable, "-m", "toolfleet", "-v", *args],
             env=toolfleet_env(settings),
             stdout=out,
             stderr=subprocess.STDOUT,

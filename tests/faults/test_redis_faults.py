@@ -8,14 +8,14 @@ from collections.abc import Callable
 
 import redis
 
-from orchestrator.embedded import wait_for
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.runner import Runner
-from shared.config import Settings
-from shared.keys import Keys
 from tests.faults import probe
 from tests.faults.fault_tools import three_steps
 from tests.faults.servers import RedisServer
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
 
 SESSIONS = 4  # x 3 calls; 6 worker slots run every slow call at once
 

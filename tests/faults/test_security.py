@@ -29,20 +29,20 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from google.genai import types
 
-from orchestrator.agent import Agent
-from orchestrator.embedded import free_port, wait_for
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.loop import CallFinished, Update
-from orchestrator.offline import Call, ScriptedModel, call, say
-from orchestrator.runner import Runner
-from shared.celery_config import broker_tls, celery_config
-from shared.config import Settings
-from shared.discovery import tools_in_module
-from shared.keys import Keys
 from tests.faults import input_tools
 from tests.faults.conftest import fault_settings
 from tests.faults.servers import RedisServer
 from tests.flower import Flower, running_flower
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import free_port, wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.invocation import CallFinished, Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.celery_config import broker_tls, celery_config
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
+from toolfleet.shared.keys import Keys
 
 ADMIN_PW = "admin-" + uuid.uuid4().hex[:8]
 ACL_USER, ACL_PW = "toolfleet", "acl-" + uuid.uuid4().hex[:8]
@@ -344,7 +344,7 @@ def _toolfleet(args: list[str], url: str) -> subprocess.Popen[str]:
     for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
         env.pop(name, None)
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *args],
+        [sys.executable, "-m", "toolfleet", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -22,17 +22,6 @@ import redis
 import redis.asyncio as aioredis
 from kombu.transport.redis import Channel
 
-from orchestrator.agent import Agent
-from orchestrator.embedded import wait_for
-from orchestrator.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
-from orchestrator.loop import CallFinished, CallsDispatched, Update
-from orchestrator.offline import ScriptedModel
-from orchestrator.runner import Runner
-from shared.celery_config import broker_visibility_timeout_s, recovery_bound_s
-from shared.config import Settings
-from shared.discovery import load_definitions
-from shared.keys import Keys, queue_name
-from shared.messages import RESULT_FIELD, CallStatus, ToolResult
 from tests.faults import probe
 from tests.faults.worker_fault_tools import (
     OVERRUN_LIMIT_S,
@@ -41,6 +30,17 @@ from tests.faults.worker_fault_tools import (
     release_key,
     started_key,
 )
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
+from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import ScriptedModel
+from toolfleet.shared.celery_config import broker_visibility_timeout_s, recovery_bound_s
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import load_definitions
+from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
 
 pytestmark = pytest.mark.integration
 

@@ -20,12 +20,12 @@ from typing import Any
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
 
-from orchestrator.agent import Agent
-from orchestrator.offline import Call, Script, ScriptedModel, call, say
-from shared.config import Settings
-from shared.context import ToolContext
-from shared.tools import tool
 from tests.faults import probe
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.models.offline import Call, Script, ScriptedModel, call, say
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import tool
 
 # Longer than any limit here: a tool "blocks" until killed (or its soft limit).
 BLOCK_S = 60.0

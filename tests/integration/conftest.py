@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from orchestrator.embedded import EmbeddedRedis
-from orchestrator.local_workers import WorkerGroup, WorkerSpec
-from shared.auth import new_credential_key
-from shared.config import Settings
 from tests.integration.bank_api import BankApi, serve_bank_api
+from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
+from toolfleet.shared.auth import new_credential_key
+from toolfleet.shared.config import Settings
 
 TOOL_MODULES = [
     "tests.integration.fleet_tools",

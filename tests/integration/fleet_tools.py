@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from shared.context import ToolContext
-from shared.tools import LongRunningFunctionTool, tool
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import LongRunningFunctionTool, tool
 
 
 @tool

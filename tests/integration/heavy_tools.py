@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.tools import tool
+from toolfleet.shared.tools import tool
 
 
 @tool(pool="heavy")

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from examples import reimbursement
-from orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
-from orchestrator.local_workers import WorkerGroup
-from shared.config import Settings
 from tests.integration.browser import chromium_page, find_chromium
 from tests.integration.http_support import TOKEN, bearer
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.shared.config import Settings
 
 pytestmark = pytest.mark.integration
 

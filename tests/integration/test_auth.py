@@ -12,17 +12,18 @@ import pytest
 import redis
 
 from examples import bank_account
-from orchestrator.httpapi import HttpSettings, serve_http
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.offline import ScriptedModel
-from orchestrator.service import Orchestrator
-from orchestrator.sessions import SessionStore
-from shared.auth import CredentialStore
-from shared.completions import CompletionError, Completions
-from shared.config import Settings
-from shared.keys import Keys
 from tests.integration.bank_api import BankApi
 from tests.integration.http_support import TOKEN, bearer
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
+from toolfleet.orchestrator.models.offline import ScriptedModel
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.auth import CredentialStore
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.keys import Keys
 
 pytestmark = pytest.mark.integration
 

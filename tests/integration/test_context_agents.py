@@ -10,17 +10,17 @@ import pytest
 import redis
 
 from examples import calculator, customer_support, documents, summarizer
-from orchestrator.agent import Agent
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.loop import CallFinished, Update
-from orchestrator.offline import Call, ScriptedModel, call, say
-from orchestrator.runner import Runner
-from orchestrator.service import Orchestrator
-from orchestrator.sessions import Event, answer_of
-from shared.config import Settings
-from shared.discovery import tools_in_module
-from shared.keys import Keys
 from tests.integration import fleet_tools
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.invocation import CallFinished, Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.orchestrator.sessions.events import Event, answer_of
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
+from toolfleet.shared.keys import Keys
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,7 @@ def test_demo_runs_to_completion_and_leaves_no_process_or_temp_file(tmp_path: Pa
     env.update(TMPDIR=str(tmp_path), TOOLFLEET_DEMO_CONFIRM_AFTER_S="0.5")
 
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "demo"],
+        [sys.executable, "-m", "toolfleet", "demo"],
         env=env, capture_output=True, text=True, timeout=110,
     )  # fmt: skip
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from orchestrator import cli
-from orchestrator.embedded import EmbeddedRedis
-from orchestrator.local_workers import WorkerGroup
+from toolfleet.orchestrator.cli import main as cli
+from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 
 pytestmark = pytest.mark.integration
 

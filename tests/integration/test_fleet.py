@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from google.genai import types
 
-from orchestrator.agent import Agent
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.loop import CallFinished, Update
-from orchestrator.offline import Call, ScriptedModel, call, say
-from orchestrator.runner import Runner
-from orchestrator.sessions import Event
-from shared.config import Settings
-from shared.discovery import tools_in_module
 from tests.integration import fleet_tools, heavy_tools
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.invocation import CallFinished, Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
 
 pytestmark = pytest.mark.integration
 

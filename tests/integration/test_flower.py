@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from orchestrator.agent import Agent
-from orchestrator.embedded import wait_for
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.loop import CallFinished
-from orchestrator.offline import Call, ScriptedModel, call, say
-from orchestrator.runner import Runner
-from shared.config import Settings
-from shared.discovery import tools_in_module
 from tests.flower import Flower, Response, running_flower
 from tests.integration import fleet_tools
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.invocation import CallFinished
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
 
 pytestmark = pytest.mark.integration
 

@@ -16,15 +16,15 @@ import pytest
 import redis
 
 from examples import reimbursement, support_tickets
-from orchestrator.agent import Agent
-from orchestrator.embedded import EmbeddedRedis
-from orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
-from orchestrator.local_workers import WorkerGroup, WorkerSpec
-from orchestrator.offline import Call, ScriptedModel, call, say
-from shared.config import Settings
-from shared.keys import Keys
 from tests.integration import fleet_tools
 from tests.integration.http_support import TOKEN, bearer, collect_until_answer, sse
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
+from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
 
 pytestmark = pytest.mark.integration
 
@@ -279,7 +279,7 @@ def test_serve_with_http_answers_until_sigterm(
     fleet: WorkerGroup, orchestrator_env: dict[str, str]
 ) -> None:
     env = {**orchestrator_env, "TOOLFLEET_HTTP_TOKEN": TOKEN}
-    command = [sys.executable, "-m", "orchestrator.cli", "serve", "--http", "127.0.0.1:0",
+    command = [sys.executable, "-m", "toolfleet", "serve", "--http", "127.0.0.1:0",
                "--agent", "examples.reimbursement:agent"]  # fmt: skip
     serve = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -304,7 +304,7 @@ def test_serve_refuses_to_listen_beyond_loopback_without_a_token(
     orchestrator_env: dict[str, str],
 ) -> None:
     env = {k: v for k, v in orchestrator_env.items() if not k.startswith("TOOLFLEET_HTTP_")}
-    command = [sys.executable, "-m", "orchestrator.cli", "serve", "--http", "0.0.0.0:0",
+    command = [sys.executable, "-m", "toolfleet", "serve", "--http", "0.0.0.0:0",
                "--agent", "examples.reimbursement:agent"]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, timeout=WAIT_S, check=False)
     assert done.returncode == 2

@@ -14,17 +14,19 @@ import redis
 from google.genai import types
 
 from examples import reimbursement, support_tickets
-from orchestrator import cli
-from orchestrator.agent import Agent
-from orchestrator.local_workers import WorkerGroup
-from orchestrator.model import function_calls, text_of
-from orchestrator.offline import Call, ScriptedModel, ScriptView, call, say
-from orchestrator.service import Orchestrator
-from orchestrator.sessions import Session, SessionStore
-from shared.completions import CompletionError, Completions, post_result
-from shared.config import Settings
-from shared.keys import Keys
 from tests.integration import fleet_tools
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli import main as cli
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
+from toolfleet.orchestrator.models.protocol import function_calls, text_of
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.completions import Completions, post_result
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.keys import Keys
 
 pytestmark = pytest.mark.integration
 
@@ -139,7 +141,7 @@ async def test_same_completion_posted_concurrently_reaches_the_model_once(
         orchestrator, "reimbursement_agent", "Please reimburse 300$ for a laptop"
     )
     (pending,) = await store.pending_calls(session_id)
-    command = [sys.executable, "-m", "orchestrator.cli", "tickets", "approve", pending.call_id]
+    command = [sys.executable, "-m", "toolfleet", "tickets", "approve", pending.call_id]
     posters = [
         subprocess.Popen(
             command, env=orchestrator_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -221,7 +223,7 @@ async def test_two_long_running_calls_completed_in_reverse_order_are_each_answer
 
 
 def _wait(predicate: Callable[[], bool], timeout_s: float) -> None:
-    from orchestrator.embedded import wait_for
+    from toolfleet.orchestrator.cli.embedded import wait_for
 
     wait_for(predicate, timeout_s, "the condition")
 
@@ -231,7 +233,7 @@ async def test_pending_call_survives_an_orchestrator_killed_with_sigkill(
 ) -> None:
     session_id = uuid.uuid4().hex
     first = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", "--agent", "examples.reimbursement:agent",
+        [sys.executable, "-m", "toolfleet", "run", "--agent", "examples.reimbursement:agent",
          "--session", session_id, "Please reimburse 250$ for meals"],
         env=orchestrator_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -253,7 +255,7 @@ async def test_pending_call_survives_an_orchestrator_killed_with_sigkill(
     completions.post_result(call_pending.call_id, {"status": "approved"}, source="test")
 
     serve = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "serve",
+        [sys.executable, "-m", "toolfleet", "serve",
          "--agent", "examples.reimbursement:agent"],
         env=orchestrator_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

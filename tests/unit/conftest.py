@@ -5,8 +5,8 @@ from collections.abc import AsyncIterator
 import fakeredis
 import pytest
 
-from orchestrator.sessions import SessionStore
-from shared.keys import Keys
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.keys import Keys
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import time
 import pytest
 
 from examples.summarizer import root_agent, summary_agent
-from orchestrator.agent_tool import MAX_DEPTH, AgentTool, run_agent_as_tool
-from shared.context import ToolContext
-from shared.errors import ToolError
-from shared.messages import ToolCall
+from toolfleet.orchestrator.agent_tool import MAX_DEPTH, AgentTool, run_agent_as_tool
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.errors import ToolError
+from toolfleet.shared.messages import ToolCall
 
 
 def test_agent_tool_is_declared_with_a_request_argument_on_the_agents_pool() -> None:

@@ -19,12 +19,12 @@ import redis
 import yaml
 from celery.utils.nodenames import default_nodename
 
-from orchestrator.cli import build_parser
-from orchestrator.launch import load_agent
-from shared.celery_config import tool_pool
-from shared.config import Settings
-from shared.discovery import load_definitions
-from shared.keys import Keys
+from toolfleet.orchestrator.cli.launch import load_agent
+from toolfleet.orchestrator.cli.main import build_parser
+from toolfleet.shared.celery_config import tool_pool
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import load_definitions
+from toolfleet.shared.keys import Keys
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
@@ -171,7 +171,7 @@ def test_celery_commands_load_the_workers_app(services: dict[str, Any]) -> None:
             (args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-A", "--app")),
             next((a.split("=", 1)[1] for a in args if a.startswith("--app=")), None),
         )
-        assert app == "workers.app", (name, args)
+        assert app == "toolfleet.workers.app", (name, args)
 
 
 def test_workers_can_be_scaled(services: dict[str, Any]) -> None:

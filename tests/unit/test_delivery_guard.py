@@ -9,14 +9,19 @@ import fakeredis
 import pytest
 from celery import Celery
 
-from shared.completions import Completions
-from shared.config import Settings
-from shared.context import ToolServices
-from shared.keys import Keys, task_name
-from shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
-from shared.reporting import ResultReporter
-from shared.tools import FunctionTool
-from workers.tasks import DELIVERIES_TTL_S, DeliveryGuard, ToolTaskDeps, register_tool_tasks
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolServices
+from toolfleet.shared.keys import Keys, task_name
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
+from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.tools import FunctionTool
+from toolfleet.workers.tasks import (
+    DELIVERIES_TTL_S,
+    DeliveryGuard,
+    ToolTaskDeps,
+    register_tool_tasks,
+)
 
 KEYS = Keys("t")
 

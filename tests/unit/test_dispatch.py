@@ -6,8 +6,8 @@ import base64
 import json
 import time
 
-from orchestrator.dispatch import CeleryPublisher, Dispatch
-from shared.messages import ToolCall
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.shared.messages import ToolCall
 
 
 def make_call(args: dict[str, object]) -> ToolCall:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from shared.context import ToolContext
-from shared.errors import ToolError
-from shared.messages import CallStatus, ToolCall
-from shared.tools import FunctionTool, LongRunningFunctionTool
-from workers.executor import execute
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.errors import ToolError
+from toolfleet.shared.messages import CallStatus, ToolCall
+from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
+from toolfleet.workers.executor import execute
 
 
 def envelope(tool: str, args: dict[str, Any], state: dict[str, Any] | None = None) -> ToolCall:

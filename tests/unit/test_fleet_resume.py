@@ -9,14 +9,15 @@ from typing import Any
 
 import fakeredis
 
-from orchestrator.dispatch import CeleryPublisher
-from orchestrator.fleet import CeleryFleet, PlannedCall
-from orchestrator.pools import LivePools
-from orchestrator.results import ResultWaiter
-from shared.config import Settings
-from shared.keys import Keys
-from shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
-from shared.tools import FunctionTool
+from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
+from toolfleet.orchestrator.fleet.pools import LivePools
+from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
+from toolfleet.shared.tools import FunctionTool
 
 KEYS = Keys("t")
 

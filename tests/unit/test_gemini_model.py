@@ -16,16 +16,18 @@ from typing import Any, Literal
 import pytest
 from google.genai import types
 
-from orchestrator.agent import Agent
-from orchestrator.gemini import GeminiModel
-from orchestrator.loop import Invocation, run_invocation
-from orchestrator.model import ModelRequest
-from orchestrator.sessions import Event, SessionStore
-from shared.config import Settings
-from shared.errors import ConfigError, ModelError
-from shared.keys import Keys
-from shared.tools import FunctionTool
 from tests.support import InProcessRunner
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.invocation import Invocation
+from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.models.gemini import GeminiModel
+from toolfleet.orchestrator.models.protocol import ModelRequest
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ConfigError, ModelError
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.tools import FunctionTool
 
 MODEL = "gemini-2.5-flash"
 # google-genai 3.x sends /v1/...; older releases sent /v1beta/...

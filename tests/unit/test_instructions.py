@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.agent import Agent
-from orchestrator.instructions import render_instruction
-from shared.errors import ConfigError
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.instructions import render_instruction
+from toolfleet.shared.errors import ConfigError
 
 
 def test_placeholders_are_filled_from_every_scope() -> None:

@@ -7,16 +7,24 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from orchestrator.agent import Agent
-from orchestrator.loop import CallFinished, Invocation, Update, run_invocation
-from orchestrator.model import function_calls, text_of
-from orchestrator.offline import Call, ScriptedModel, Step, call, say
-from orchestrator.sessions import Event, SessionStore
-from shared.config import Settings
-from shared.context import ToolContext
-from shared.errors import ModelError
-from shared.keys import Keys
 from tests.support import InProcessRunner
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.invocation import (
+    CallFinished,
+    EndReason,
+    Invocation,
+    InvocationEnded,
+    Update,
+)
+from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, Step, call, say
+from toolfleet.orchestrator.models.protocol import function_calls, text_of
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.errors import ModelError
+from toolfleet.shared.keys import Keys
 
 
 def slow_writer(value: str, tool_context: ToolContext) -> str:
@@ -176,9 +184,41 @@ async def test_max_steps_ends_the_invocation_with_a_clear_event(store: SessionSt
     loop_forever = Step(calls=[Call("add", {"a": 1, "b": 1})])
     agent, _ = make_agent(*([loop_forever] * 5))
     updates, _, _ = await run(store, agent, "go", max_steps=2)
-    last = updates[-1]
-    assert isinstance(last, Event) and last.error is not None
-    assert "max_steps=2" in last.error and "TOOLFLEET_MAX_STEPS" in last.error
+    stopped, ended = updates[-2:]
+    assert isinstance(stopped, Event) and stopped.error is not None
+    assert "max_steps=2" in stopped.error and "TOOLFLEET_MAX_STEPS" in stopped.error
+    assert ended == InvocationEnded(stopped.invocation_id, EndReason.MAX_STEPS, stopped.error)
+
+
+def give_up(tool_context: ToolContext) -> str:
+    """Hands the turn back (escalate)."""
+    tool_context.actions.escalate = True
+    return "over to you"
+
+
+def verbatim(tool_context: ToolContext) -> str:
+    """Answers the user itself (skip_summarization)."""
+    tool_context.actions.skip_summarization = True
+    return "as is"
+
+
+@pytest.mark.parametrize(
+    ("steps", "reason"),
+    [
+        ([say("hello")], EndReason.ANSWERED),
+        ([call(Call("verbatim", {}))], EndReason.SKIPPED_SUMMARY),
+        ([call(Call("give_up", {}))], EndReason.ESCALATED),
+    ],
+)
+async def test_every_invocation_ends_with_one_update_saying_why(
+    store: SessionStore, steps: list[Step], reason: EndReason
+) -> None:
+    """Given a model whose turn ends the invocation, when it runs, then the last update
+    (and only that one) says the invocation ended, and why."""
+    agent = Agent(name="ender", tools=[verbatim, give_up], model=ScriptedModel(steps))
+    updates, _, _ = await run(store, agent, "go")
+    ended = [u for u in updates if isinstance(u, InvocationEnded)]
+    assert ended == [updates[-1]] and ended[0].reason is reason and ended[0].error is None
 
 
 async def test_exhausted_script_is_a_model_error(store: SessionStore) -> None:

@@ -7,8 +7,8 @@ import time
 
 import fakeredis
 
-from orchestrator.pools import live_workers
-from shared.keys import Keys
+from toolfleet.orchestrator.fleet.pools import live_workers
+from toolfleet.shared.keys import Keys
 
 KEYS = Keys("t")
 

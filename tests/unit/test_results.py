@@ -9,9 +9,9 @@ import time
 import fakeredis
 import pytest
 
-from orchestrator.results import ResultWaiter
-from shared.keys import Keys
-from shared.messages import RESULT_FIELD, CallStatus, ToolResult
+from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
 
 KEYS = Keys("t")
 

@@ -15,9 +15,9 @@ import tests.seed_tools as seeds
 from examples.orders import lookup_order_status
 from examples.stocks import get_stock_price
 from examples.weather import analyze_sentiment, get_weather_report
-from shared.context import ToolContext
-from shared.errors import ToolDefinitionError
-from shared.tools import FunctionTool, LongRunningFunctionTool, ToolRegistry, tool
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool, ToolRegistry, tool
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 SEEDS = [

@@ -6,9 +6,11 @@ import fakeredis
 import pytest
 from google.genai import types
 
-from orchestrator.sessions import Event, LeaseClaim, SessionStore
-from shared.errors import SessionError
-from shared.keys import Keys
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.errors import SessionBusyError
+from toolfleet.shared.keys import Keys
 
 KEYS = Keys("t")
 
@@ -56,28 +58,37 @@ async def test_appends_interleaved_with_another_replica_are_read_back_whole_and_
     assert texts == ["a", "b", "c"]
 
 
-async def test_a_session_lease_excludes_other_holders_until_released(store: SessionStore) -> None:
+async def test_a_session_lease_excludes_other_holders_until_released(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    leases = Leases(fake_redis, KEYS, "replica", ttl_s=5)
     await store.create("app", "ann", "s1")
-    await store.acquire_lease("s1", "replica-a/1", 5)
-    with pytest.raises(SessionError, match="being run by another orchestrator"):
-        await store.acquire_lease("s1", "replica-b/1", 5)
-    await store.release_lease("s1", "replica-b/1")  # not the holder: nothing happens
-    with pytest.raises(SessionError):
-        await store.acquire_lease("s1", "replica-b/1", 5)
-    await store.release_lease("s1", "replica-a/1")
-    await store.acquire_lease("s1", "replica-b/1", 5)
+    await leases.acquire("s1", "replica-a/1")
+    with pytest.raises(SessionBusyError, match="being run by another orchestrator"):
+        await leases.acquire("s1", "replica-b/1")
+    await leases.release("s1", "replica-b/1")  # not the holder: nothing happens
+    with pytest.raises(SessionBusyError):
+        await leases.acquire("s1", "replica-b/1")
+    assert await leases.unleased(["s1", "s2"]) == ["s2"]
+    await leases.release("s1", "replica-a/1")
+    await leases.acquire("s1", "replica-b/1")
+
+
+def claim(session_id: str, owner: str) -> LeaseClaim:
+    return LeaseClaim(session_id, KEYS.lease(session_id), owner, 5)
 
 
 async def test_reading_a_session_can_take_its_lease_in_the_same_round_trip(
     store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
     await store.create("app", "ann", "s1")
-    await store.get("s1", lease=LeaseClaim("replica-a/1", 5))
+    await store.get("s1", lease=claim("s1", "replica-a/1"))
     assert await fake_redis.get(KEYS.lease("s1")) == b"replica-a/1"
-    await store.get("s1", lease=LeaseClaim("replica-a/1", 5))  # its own: fine
-    with pytest.raises(SessionError, match=r"being run by another orchestrator \(replica-a/1\)"):
-        await store.get("s1", lease=LeaseClaim("replica-b/1", 5))
+    await store.get("s1", lease=claim("s1", "replica-a/1"))  # its own: fine
+    busy = r"being run by another orchestrator \(replica-a/1\)"
+    with pytest.raises(SessionBusyError, match=busy):
+        await store.get("s1", lease=claim("s1", "replica-b/1"))
     # A session that does not exist is created, then read under the lease.
-    created = await store.get_or_create("app", "bob", "s2", lease=LeaseClaim("replica-b/1", 5))
+    created = await store.get_or_create("app", "bob", "s2", lease=claim("s2", "replica-b/1"))
     assert created.user_id == "bob"
     assert await fake_redis.get(KEYS.lease("s2")) == b"replica-b/1"

@@ -1,0 +1,1 @@
+"""Agents: a name, an instruction, tools and sub-agents; and which model drives each."""

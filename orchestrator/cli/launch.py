@@ -1,0 +1,72 @@
+"""What the CLI needs to start things: agents by name, the embedded fleet, the Redis URL."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from contextlib import ExitStack
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import EmbeddedRedis, embedded_url
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
+from toolfleet.shared.auth import new_credential_key
+from toolfleet.shared.celery_config import tool_pool
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import load_definitions
+from toolfleet.shared.errors import ConfigError, ToolfleetError
+
+
+def load_agent(spec: str) -> Agent:
+    """Import the Agent named by `spec`, "module:attribute" (e.g. examples.weather:agent).
+
+    Raises ToolfleetError, saying which, if the form is wrong, the module does not import, or
+    the attribute is not an Agent."""
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ToolfleetError(
+            f"--agent {spec!r}: expected module:attribute, e.g. examples.weather:agent"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolfleetError(f"--agent {spec!r}: cannot import {module_name}: {exc}") from exc
+    agent = getattr(module, attr, None)
+    if not isinstance(agent, Agent):
+        raise ToolfleetError(f"--agent {spec!r}: {attr} in {module_name} is not an Agent")
+    return agent
+
+
+def pools_of(agent: Agent, settings: Settings) -> list[str]:
+    """Pools serving the agent's tools and the background jobs of its tool modules."""
+    pools = {tool_pool(t, settings) for t in agent.all_tools()}
+    pools |= {j.pool for j in load_definitions(settings.tool_modules).jobs.values()}
+    return sorted(pools or {settings.default_pool})
+
+
+def start_local_fleet(
+    stack: ExitStack, settings: Settings, specs: Sequence[WorkerSpec]
+) -> Settings:
+    """Embedded default: a private server and workers for `pools`, stopped with `stack`."""
+    server = stack.enter_context(EmbeddedRedis(publish_url=True))
+    # Credentials supplied in this run are encrypted with a key that lives as long as it.
+    key = settings.credential_key or new_credential_key()
+    settings = settings.model_copy(update={"redis_url": server.url, "credential_key": key})
+    print(f"embedded server: {server.binary} on {server.url} (no TOOLFLEET_REDIS_URL set)")
+    group = stack.enter_context(WorkerGroup(settings))
+    for spec, worker in zip(specs, group.start_all(specs), strict=True):
+        pools = ", ".join(spec.pools)
+        print(f"worker {worker.hostname}: pool {pools}, {spec.concurrency} processes")
+    return settings
+
+
+def redis_url_or_embedded_file(settings: Settings) -> str:
+    """TOOLFLEET_REDIS_URL, else the URL of an embedded server `toolfleet run` started."""
+    if settings.redis_url:
+        return settings.redis_url
+    url = embedded_url()
+    if url is None:
+        raise ConfigError(
+            "TOOLFLEET_REDIS_URL is not set and no embedded server is running: set it to "
+            "your Redis (redis://host:6379/0), or start `toolfleet run` first"
+        )
+    return url

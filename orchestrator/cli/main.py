@@ -1,0 +1,220 @@
+"""The `toolfleet` command: run agents, serve them, run workers, handle tickets."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import signal
+import sys
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+
+import redis
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.console import ConsolePrinter
+from toolfleet.orchestrator.cli.conversation import converse
+from toolfleet.orchestrator.cli.demo import cmd_demo
+from toolfleet.orchestrator.cli.launch import (
+    load_agent,
+    pools_of,
+    redis_url_or_embedded_file,
+    start_local_fleet,
+)
+from toolfleet.orchestrator.cli.local_workers import WorkerSpec
+from toolfleet.orchestrator.cli.status import cmd_status
+from toolfleet.orchestrator.cli.tickets import add_ticket_commands
+from toolfleet.orchestrator.loop.invocation import Update
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.keys import queue_name
+from toolfleet.shared.redis_check import check_redis
+
+
+async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> None:
+    printer = ConsolePrinter(sys.stdout, settings.secret_arg_names)
+    settled = await converse(
+        agent,
+        settings,
+        printer,
+        user_id=args.user,
+        session_id=args.session,
+        message=args.message,
+        wait_s=None if args.no_wait else args.wait,
+    )
+    if not settled and not args.no_wait:
+        print(
+            f"gave up waiting after {args.wait:g} s; "
+            "the session resumes when `toolfleet serve` runs"
+        )
+
+
+def freeze_startup_heap() -> None:
+    """Keep what was loaded at start (modules, agents, schemas) out of every later
+    garbage collection: at 1,000 sessions, full collections over it paused the event
+    loop for hundreds of milliseconds (bench/RESULTS.md, figure 4)."""
+    gc.collect()
+    gc.freeze()
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    """`toolfleet run`: send one message to `--agent`, print the conversation, and wait up to
+    `--wait` s for its tickets.
+
+    The agent's module is added to the tool modules. Without TOOLFLEET_REDIS_URL it starts an
+    embedded server and one worker per pool the agent uses, stopped when the command ends."""
+    settings = Settings()
+    agent = load_agent(args.agent)
+    module = args.agent.partition(":")[0]
+    if module not in settings.tool_modules:
+        settings = settings.model_copy(update={"tool_modules": [*settings.tool_modules, module]})
+    with ExitStack() as stack:
+        if not settings.redis_url:
+            specs = [WorkerSpec([p], args.concurrency) for p in pools_of(agent, settings)]
+            settings = start_local_fleet(stack, settings, specs)
+        else:
+            check_redis(settings.redis_url)
+        freeze_startup_heap()
+        asyncio.run(_run(agent, settings, args))
+
+
+async def _serve(
+    agents: list[Agent], settings: Settings, bind: tuple[str, int] | None = None
+) -> None:
+    log = logging.getLogger("toolfleet.serve")
+
+    def log_update(session_id: str, update: Update) -> None:
+        log.info("session %s: %s", session_id, type(update).__name__)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if bind is None:
+        async with Orchestrator(agents, settings, on_update=log_update) as orch:
+            print(f"toolfleet serve: {', '.join(orch.runners)} as {orch.replica_id}", flush=True)
+            await stop.wait()
+        return
+    from toolfleet.orchestrator.httpapi import (  # FastAPI only when asked for
+        HttpSettings,
+        serve_http,
+    )
+
+    http = HttpSettings()
+    async with serve_http(agents, settings, http, *bind, on_update=log_update) as running:
+        names = ", ".join(running.orch.runners)
+        print(f"toolfleet serve: {names} as {running.orch.replica_id}", flush=True)
+        auth = "bearer token required" if http.auth_required() else "no token (loopback only)"
+        print(f"http: {running.url} ({auth}; approvals page {running.url}/approvals)", flush=True)
+        await stop.wait()
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    """`toolfleet serve`: run the `--agent`s until SIGINT/SIGTERM, resuming sessions as their
+    calls complete; with `--http`, also serve the HTTP API and approvals page.
+
+    Uses TOOLFLEET_REDIS_URL, else the embedded server of a running `toolfleet run`; it starts
+    no server or workers of its own."""
+    settings = Settings()
+    settings = settings.model_copy(update={"redis_url": redis_url_or_embedded_file(settings)})
+    check_redis(settings.require_redis_url())
+    logging.getLogger().setLevel(logging.INFO)
+    bind = None
+    if args.http is not None:
+        from toolfleet.orchestrator.httpapi import HttpSettings, parse_bind
+
+        bind = parse_bind(args.http, HttpSettings())
+    agents = [load_agent(spec) for spec in args.agent]
+    freeze_startup_heap()
+    asyncio.run(_serve(agents, settings, bind))
+
+
+def cmd_worker(args: argparse.Namespace) -> None:
+    """`toolfleet worker`: run a Celery worker in this process for the `--pool`s (default: the
+    default pool), loading `--tools` or TOOLFLEET_TOOL_MODULES. Returns when the worker exits."""
+    settings = Settings()
+    if args.tools:
+        settings = settings.model_copy(update={"tool_modules": args.tools.split(",")})
+    from toolfleet.workers.app import create_app  # the orchestrator imports worker code only here
+
+    app = create_app(settings)
+    queues = ",".join(queue_name(p) for p in args.pool or [settings.default_pool])
+    argv = ["worker", "-Q", queues, "-c", str(args.concurrency), "-E", "--loglevel", args.loglevel]
+    if args.name:
+        argv += ["-n", args.name]
+    app.worker_main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `toolfleet` and its subcommands; each sets `func`, the `cmd_*` to run."""
+    parser = argparse.ArgumentParser(prog="toolfleet", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="the whole system on this machine: fan-out and a ticket")
+    demo.add_argument("--timeout", type=float, default=60, help="seconds to wait for the ticket")
+    demo.set_defaults(func=cmd_demo)
+
+    run = sub.add_parser("run", help="send one message to an agent and print the conversation")
+    run.add_argument("--agent", required=True, help="module:attribute of an Agent")
+    run.add_argument("--user", default="user", help="user id (default: user)")
+    run.add_argument("--session", default=None, help="session id (default: a new session)")
+    run.add_argument("--concurrency", type=int, default=4, help="processes per embedded worker")
+    run.add_argument("--no-wait", action="store_true", help="do not wait for pending tickets")
+    run.add_argument("--wait", type=float, default=3600, help="seconds to wait for tickets")
+    run.add_argument("message")
+    run.set_defaults(func=cmd_run)
+
+    serve = sub.add_parser("serve", help="run agents as a service: resume sessions on completions")
+    serve.add_argument(
+        "--agent", required=True, action="append", help="module:attribute (repeatable)"
+    )
+    serve.add_argument(
+        "--http",
+        nargs="?",
+        const="",
+        metavar="HOST:PORT",
+        help="also serve the HTTP API and approvals page (alone: TOOLFLEET_HTTP_HOST:PORT, "
+        "127.0.0.1:8080); beyond loopback it needs TOOLFLEET_HTTP_TOKEN",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run a tool worker (a Celery worker) for some pools")
+    worker.add_argument("--pool", action="append", help="pool to serve (repeatable)")
+    worker.add_argument("--tools", help="comma-separated tool modules (TOOLFLEET_TOOL_MODULES)")
+    worker.add_argument("--concurrency", "-c", type=int, default=4)
+    worker.add_argument("--name", "-n", help="Celery node name, e.g. heavy1@%%h")
+    worker.add_argument("--loglevel", default="INFO")
+    worker.set_defaults(func=cmd_worker)
+
+    add_ticket_commands(sub)
+    status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
+    status.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `toolfleet` script: parse `argv` and run the subcommand.
+
+    Returns the exit status: 0; 2 after a ToolfleetError or a Redis connection error, printed
+    on stderr without a traceback; 130 on Ctrl-C."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    if getattr(args, "session", "") is None:
+        args.session = uuid.uuid4().hex[:12]
+    try:
+        args.func(args)
+    except (ToolfleetError, redis.ConnectionError) as exc:
+        print(f"toolfleet: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

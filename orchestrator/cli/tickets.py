@@ -1,0 +1,132 @@
+"""`toolfleet tickets ...`: list, show and complete pending long-running calls."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from typing import Any
+
+import redis
+
+from toolfleet.orchestrator.cli.launch import redis_url_or_embedded_file
+from toolfleet.shared.auth import CredentialStore
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import InvalidCompletionError
+from toolfleet.shared.keys import Keys
+
+
+def _completions() -> tuple[Completions, redis.Redis]:
+    settings = Settings()
+    client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
+    return Completions(client, Keys(settings.key_prefix)), client
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    """`toolfleet tickets list`: one line per pending call of any session, oldest first, with
+    its arguments cut to 60 characters."""
+    completions, client = _completions()
+    with client:
+        calls = completions.pending()
+    if not calls:
+        print("no pending calls")
+        return
+    now = time.time()
+    print(f"{'CALL ID':<24} {'TOOL':<28} {'AGE':>6}  {'SESSION':<14} {'USER':<10} ARGS")
+    for c in calls:
+        age = _age(now - c.created_at)
+        tool = f"{c.tool} (credential)" if c.kind == "credential" else c.tool
+        args_text = json.dumps(c.args)[:60]
+        print(
+            f"{c.call_id:<24} {tool:<28} {age:>6}  {c.session_id:<14} {c.user_id:<10} {args_text}"
+        )
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    """`toolfleet tickets show`: the pending call `call_id` as indented JSON; CompletionError
+    if it is not pending."""
+    completions, client = _completions()
+    with client:
+        print(completions.get(args.call_id).model_dump_json(indent=2))
+
+
+def _post(call_id: str, response: dict[str, Any], final: bool) -> None:
+    completions, client = _completions()
+    with client:
+        completions.post_result(call_id, response, final=final, source="cli")
+    kind = "final result" if final else "progress"
+    print(f"posted the {kind} for {call_id}: {json.dumps(response)}")
+
+
+def cmd_complete(args: argparse.Namespace) -> None:
+    """`toolfleet tickets complete`: post `--json` as the call's final result, or as progress
+    with `--progress`; InvalidCompletionError if it is not a JSON object."""
+    try:
+        response = json.loads(args.json)
+    except json.JSONDecodeError as exc:
+        raise InvalidCompletionError(f"--json is not valid JSON: {exc}") from exc
+    _post(args.call_id, response, final=not args.progress)
+
+
+def cmd_decide(args: argparse.Namespace) -> None:
+    """`toolfleet tickets approve|reject`: post the final result {"status": "approved"} or
+    {"status": "rejected"}, with `--note` as "note"."""
+    response: dict[str, Any] = {"status": args.decision}
+    if args.note:
+        response["note"] = args.note
+    _post(args.call_id, response, final=True)
+
+
+def cmd_credential(args: argparse.Namespace) -> None:
+    """`toolfleet tickets credential`: read a credential (hidden prompt, or one stdin line with
+    `--stdin`), store it encrypted for the user and run the waiting call again.
+
+    It is never taken from the command line, so it stays out of shell history."""
+    settings = Settings()
+    completions, client = _completions()
+    # Read from stdin, not the command line, so the secret stays out of shell history.
+    credential = sys.stdin.readline().strip() if args.stdin else getpass.getpass("credential: ")
+    if not credential:
+        raise InvalidCompletionError("an empty credential was given; nothing was changed")
+    with client:
+        store = CredentialStore(client, Keys(settings.key_prefix), settings.credential_key)
+        completions.supply_credential(args.call_id, credential, store, source="cli")
+    print(f"stored the credential for {args.call_id}; the call runs again")
+
+
+def add_ticket_commands(sub: Any) -> None:
+    """Add `tickets` with its actions (list, show, complete, credential, approve, reject) to
+    `sub`, the subparsers of the `toolfleet` parser."""
+    tickets = sub.add_parser("tickets", help="pending long-running calls: list, show, complete")
+    actions = tickets.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="pending calls across sessions, oldest first").set_defaults(
+        func=cmd_list
+    )
+    show = actions.add_parser("show", help="one pending call")
+    show.add_argument("call_id")
+    show.set_defaults(func=cmd_show)
+    complete = actions.add_parser("complete", help="post a result for a pending call")
+    complete.add_argument("call_id")
+    complete.add_argument("--json", required=True, help='the result, e.g. \'{"status": "done"}\'')
+    complete.add_argument("--progress", action="store_true", help="an intermediate result")
+    complete.set_defaults(func=cmd_complete)
+    credential = actions.add_parser("credential", help="supply the credential a tool asked for")
+    credential.add_argument("call_id")
+    credential.add_argument("--stdin", action="store_true", help="read it from standard input")
+    credential.set_defaults(func=cmd_credential)
+    for decision, verb in (("approved", "approve"), ("rejected", "reject")):
+        parser = actions.add_parser(verb, help=f'final result {{"status": "{decision}"}}')
+        parser.add_argument("call_id")
+        parser.add_argument("--note", help="added to the result as 'note'")
+        parser.set_defaults(func=cmd_decide, decision=decision)

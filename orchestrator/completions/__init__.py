@@ -1,0 +1,2 @@
+"""Long-running results posted later: read from the completions streams, applied once,
+and the sessions they complete resumed."""

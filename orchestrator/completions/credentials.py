@@ -1,0 +1,25 @@
+"""A user supplied a credential: run the waiting call again, and once every call of
+its parked turn has a result, answer the model with all of them (loop.parking)."""
+
+from __future__ import annotations
+
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.loop.turn import make_envelope
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.messages import PendingCall, ToolResult
+
+
+async def rerun_with_credential(
+    runner: Runner, session: Session, pending: PendingCall
+) -> ToolResult:
+    """Dispatch the call again, as it was; the tool now finds the supplied credential."""
+    invocation = runner.new_invocation(session, pending.agent, pending.invocation_id)
+    tools = await invocation.agent.tools_for(invocation.readonly_context())
+    tool = tools.get(pending.tool)
+    envelope = make_envelope(invocation, pending.call_id, pending.tool, pending.args)
+    if tool is None:
+        return failed(envelope, "UnknownTool", f"tool {pending.tool!r} is no longer available")
+    results = [r async for r in runner.tool_runner.run([PlannedCall(envelope, tool)])]
+    await runner.tool_runner.settle(session.id)
+    return results[0]

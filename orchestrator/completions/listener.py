@@ -1,0 +1,140 @@
+"""Read posted long-running results from the apps' completions streams and apply each
+once (consumer group `orchestrators`; every replica is one consumer).
+
+Per entry: parse it, then apply it under the session's lock (CompletionApplier).
+Entries a crashed replica left unacknowledged are taken over with XAUTOCLAIM. The
+listener also finishes the work of replicas that died: every `owed_scan_s` it
+continues each session that owes the model a turn and whose lease nobody holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+
+from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
+from toolfleet.orchestrator.completions.resumer import Notify, SessionResumer
+from toolfleet.orchestrator.connections import decoded, stop_task
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion
+
+log = logging.getLogger(__name__)
+
+
+class CompletionListener:
+    """`await listener.start()` ... `await listener.stop()`: one task reading the
+    streams, one task per entry applying it."""
+
+    def __init__(
+        self,
+        runners: Mapping[str, Runner],
+        client: aioredis.Redis,
+        keys: Keys,
+        consumer: str,
+        *,
+        on_update: Notify | None = None,
+        progress_to_model: bool = False,
+        claim_idle_ms: int = 30_000,
+        block_ms: int = 2_000,
+        lease_wait_s: float = 600.0,
+        owed_scan_s: float = 10.0,
+    ) -> None:
+        self._redis = client  # dedicated: it blocks in XREADGROUP
+        self._consumer = consumer
+        self._claim_idle_ms = claim_idle_ms
+        self._block_ms = block_ms
+        self._owed_scan_s = owed_scan_s
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._handlers: set[asyncio.Task[None]] = set()
+        self.resumer = SessionResumer(
+            runners, self._start, on_update=on_update, lease_wait_s=lease_wait_s
+        )
+        self.applier = CompletionApplier(
+            runners, client, keys, self.resumer, progress_to_model=progress_to_model
+        )
+        self.handled = asyncio.Event()  # set after each entry is handled (for waiters)
+
+    async def start(self) -> None:
+        """Create the consumer group if needed and start reading."""
+        for stream in self.applier.streams:
+            with contextlib.suppress(aioredis.ResponseError):  # BUSYGROUP: exists already
+                await self._redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        self._task = asyncio.create_task(self._run(), name="toolfleet-completions")
+
+    async def stop(self) -> None:
+        """Stop reading and cancel the entries being applied (they are taken over)."""
+        self._stopping = True
+        for task in [self._task, *self._handlers]:
+            await stop_task(task, self._block_ms / 1000 + 1)
+
+    async def _run(self) -> None:
+        last_claim = last_scan = 0.0
+        while not self._stopping:
+            try:
+                if time.monotonic() - last_scan > self._owed_scan_s:
+                    last_scan = time.monotonic()
+                    await self.resumer.resume_owed()
+                if time.monotonic() - last_claim > self._claim_idle_ms / 2000:
+                    last_claim = time.monotonic()
+                    await self._take_over_stale()
+                streams: Any = dict.fromkeys(self.applier.streams, ">")
+                response: Any = await self._redis.xreadgroup(
+                    GROUP, self._consumer, streams, count=100, block=self._block_ms
+                )
+            except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+                if self._stopping:
+                    return
+                log.warning("completions read failed (%s); retrying", exc)
+                await asyncio.sleep(0.5)  # back off while Redis is away
+                continue
+            for stream, entries in response or []:
+                for entry_id, fields in entries:
+                    self._spawn(decoded(stream), decoded(entry_id), fields)
+
+    async def _take_over_stale(self) -> None:
+        """Claim entries another (crashed) replica read but never acknowledged."""
+        for stream in self.applier.streams:
+            reply: Any = await self._redis.xautoclaim(
+                stream, GROUP, self._consumer, min_idle_time=self._claim_idle_ms, start_id="0-0"
+            )
+            for entry_id, fields in reply[1]:
+                if fields:  # None for entries trimmed away meanwhile
+                    log.info("took over completion %s from a stale consumer", decoded(entry_id))
+                    self._spawn(stream, decoded(entry_id), fields)
+
+    def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        self._start(self._handle_safely(stream, entry_id, fields))
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
+
+    async def _handle_safely(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        try:
+            await self._handle(stream, entry_id, fields)
+        except Exception:
+            # Left unacknowledged: a replica takes it over after claim_idle_ms.
+            log.exception("completion %s on %s failed; it will be retried", entry_id, stream)
+        finally:
+            self.handled.set()
+
+    async def _handle(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        raw = fields.get(COMPLETION_FIELD.encode(), b"")
+        try:
+            completion = Completion.model_validate_json(raw)
+        except ValidationError as exc:
+            await self.applier.refuse(stream, entry_id, raw, f"malformed completion: {exc}")
+            return
+        # First await of the task: completions of one session apply in posting order.
+        async with self.resumer.lock(completion.session_id or completion.call_id):
+            await self.applier.apply(stream, entry_id, raw, completion)

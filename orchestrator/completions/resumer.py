@@ -1,0 +1,89 @@
+"""Continue sessions that owe the model a turn: after a completion is applied, and
+when the replica that ran them died (their lease expired with the session owed)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
+
+from toolfleet.orchestrator.loop.invocation import Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.shared.errors import SessionBusyError
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, Update], Awaitable[None] | None]
+
+
+class SessionResumer:
+    """Runs the model on sessions as they stand, one task per session at a time."""
+
+    def __init__(
+        self,
+        runners: Mapping[str, Runner],
+        start: Callable[[Coroutine[Any, Any, None]], None],
+        *,
+        on_update: Notify | None = None,
+        lease_wait_s: float = 600.0,
+    ) -> None:
+        self._runners = runners  # by app name
+        self._start = start  # runs a coroutine as a task the listener tracks
+        self._on_update = on_update
+        self.lease_wait_s = lease_wait_s
+        self._resuming: set[str] = set()  # sessions a task of this replica is continuing
+        self._session_locks: dict[str, asyncio.Lock] = {}
+
+    def lock(self, session_id: str) -> asyncio.Lock:
+        """Serializes this replica's work on one session (completions, resumes)."""
+        return self._session_locks.setdefault(session_id, asyncio.Lock())
+
+    async def notify(self, session_id: str, update: Update) -> None:
+        """Hand an update to the replica's `on_update` (SSE streams, the CLI)."""
+        if self._on_update is not None:
+            result = self._on_update(session_id, update)
+            if result is not None:
+                await result
+
+    async def continue_session(self, runner: Runner, session_id: str) -> None:
+        """Run the model on the session as it stands (lease held by the caller)."""
+        session = await runner.store.get(session_id)
+        async for update in runner.invoke(session, None):
+            await self.notify(session_id, update)
+
+    async def resume_if_owed(self, runner: Runner, session_id: str) -> None:
+        """Continue the session if it still owes the model a turn (waits for its lease)."""
+        async with runner.leases.hold(session_id, wait_s=self.lease_wait_s):
+            if session_id in await runner.store.sessions_to_resume():
+                await self.continue_session(runner, session_id)
+
+    async def resume_owed(self) -> None:
+        """Start continuing every owed session of this replica's apps that no replica is
+        running: its invocation died with its replica, or a result was applied and
+        never answered."""
+        any_runner = next(iter(self._runners.values()))  # all share one Redis and prefix
+        store, leases = any_runner.store, any_runner.leases
+        owed = await store.sessions_to_resume()
+        for session_id in await leases.unleased(owed):
+            if session_id in self._resuming:
+                continue
+            runner = self._runners.get(await store.app_of(session_id) or "")
+            if runner is None:
+                continue  # another app's session: its own orchestrator finishes it
+            self._resuming.add(session_id)
+            self._start(self._resume_one(runner, session_id))
+
+    async def _resume_one(self, runner: Runner, session_id: str) -> None:
+        try:
+            async with self.lock(session_id), runner.leases.hold(session_id):
+                if session_id in await runner.store.sessions_to_resume():
+                    log.info("continuing session %s (its invocation did not finish)", session_id)
+                    await self.continue_session(runner, session_id)
+        except SessionBusyError:
+            pass  # another replica took it first
+        except Exception:
+            # One broken session must not stop the listener; it stays owed.
+            log.exception("continuing session %s failed; it stays owed", session_id)
+        finally:
+            self._resuming.discard(session_id)

@@ -1,0 +1,212 @@
+"""Run a turn's calls on the Celery fleet: publish, then await results with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from redis.asyncio.client import Pipeline
+
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.pools import LivePools
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
+from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.messages import ToolResult
+from toolfleet.shared.redaction import redact_deep, secret_name_set
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Flight:
+    """A sent call: when it left and when the orchestrator stops waiting for it."""
+
+    planned: PlannedCall
+    sent_at: float
+    deadline: float
+    extended: bool = False  # once, by the recovery bound, after a Redis outage
+
+
+class CeleryFleet:
+    """Runs calls as Celery tasks on the workers' pools and awaits their results on
+    the session's stream, each with its deadline (a ToolRunner)."""
+
+    def __init__(
+        self,
+        publisher: CeleryPublisher,
+        waiter: ResultWaiter,
+        settings: Settings,
+        keys: Keys,
+        pools: LivePools,
+    ) -> None:
+        self._publisher = publisher
+        self._waiter = waiter
+        self._settings = settings
+        self._keys = keys
+        self._pools = pools
+
+    async def run(
+        self, calls: Sequence[PlannedCall], *, resume: bool = False
+    ) -> AsyncIterator[ToolResult]:
+        """Publish calls to their pools' queues and yield one result per call as they finish.
+
+        At most `max_parallel_calls` are out at once. A call whose pool has no live worker,
+        or that misses its deadline, gets an error result. `resume`: see ToolRunner.run.
+        """
+        sent: set[str] = set()
+        if resume and calls:
+            sent = await self._publisher.recorded(self._keys.dispatched(calls[0].call.session_id))
+            log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(calls))
+            calls, unsendable = self._split_by_stored_secrets(calls, sent)
+            for planned in unsendable:
+                yield failed(
+                    planned.call,
+                    "Interrupted",
+                    "the orchestrator restarted before this call was sent, and its secret "
+                    "arguments are not stored: call the tool again",
+                )
+        calls, unserved = await self._split_by_pool_liveness(calls, sent)
+        for planned, pool in unserved:
+            yield self._no_worker(planned, pool)
+        if not calls:
+            return
+        stream = calls[0].call.reply_to
+        record_in = self._keys.dispatched(calls[0].call.session_id)
+        futures = await self._waiter.expect(
+            stream,
+            [p.call.call_id for p in calls],
+            session_id=calls[0].call.session_id,
+            tools={p.call.call_id: p.call.tool for p in calls},
+        )
+        # Results of calls sent before a takeover are on the stream or on their way.
+        waiting = [p for p in calls if p.call.call_id not in sent]
+        in_flight: dict[asyncio.Future[ToolResult], _Flight] = {}
+        self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
+        try:
+            while waiting or in_flight:
+                room = self._settings.max_parallel_calls - len(in_flight)
+                batch, waiting = waiting[:room], waiting[room:]
+                if batch:
+                    dispatches = [self._dispatch(p) for p in batch]
+                    await self._publisher.publish(dispatches, record_in=record_in)
+                    self._track(in_flight, futures, batch)
+                next_deadline = min(flight.deadline for flight in in_flight.values())
+                done, _ = await asyncio.wait(
+                    in_flight,
+                    timeout=max(0.0, next_deadline - time.monotonic()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for future in done:
+                    in_flight.pop(future)
+                    yield future.result()
+                now = time.monotonic()
+                for future, flight in list(in_flight.items()):
+                    if flight.deadline > now or self._outage_extends(flight):
+                        continue
+                    in_flight.pop(future)
+                    yield self._timed_out(flight.planned)
+        finally:
+            for planned in calls:  # a consumer that stops early must not leak futures
+                self._waiter.forget(planned.call.call_id)
+
+    def _track(
+        self,
+        in_flight: dict[asyncio.Future[ToolResult], _Flight],
+        futures: dict[str, asyncio.Future[ToolResult]],
+        sent: Sequence[PlannedCall],
+    ) -> None:
+        now = time.monotonic()
+        for planned in sent:
+            deadline = now + tool_time_limit(planned.tool, self._settings)
+            deadline += self._settings.result_grace_s
+            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline)
+
+    def _outage_extends(self, flight: _Flight) -> bool:
+        """A Redis outage while the call was out may have stranded its message in a
+        worker's reservation: the broker redelivers it within the recovery bound, so
+        wait that long (once) before answering with a timeout."""
+        outage_at = self._waiter.last_outage_at
+        if flight.extended or outage_at < flight.sent_at:
+            return False
+        flight.extended = True
+        bound = recovery_bound_s(self._settings, [flight.planned.tool])
+        flight.deadline = max(time.monotonic(), outage_at) + bound + self._settings.result_grace_s
+        log.info(
+            "call %s: waiting out a Redis outage (%.0f s more)", flight.planned.call.call_id, bound
+        )
+        return True
+
+    def _split_by_stored_secrets(
+        self, calls: Sequence[PlannedCall], sent: set[str]
+    ) -> tuple[list[PlannedCall], list[PlannedCall]]:
+        """Calls of a resumed turn come from the stored event, where the values of
+        secret-named arguments are masked: those never sent cannot be sent now."""
+        secrets = secret_name_set(self._settings.secret_arg_names)
+        ok: list[PlannedCall] = []
+        unsendable: list[PlannedCall] = []
+        for planned in calls:
+            args = planned.call.args
+            masked = planned.call.call_id not in sent and redact_deep(args, secrets) is not args
+            (unsendable if masked else ok).append(planned)
+        return ok, unsendable
+
+    async def settle(self, session_id: str) -> None:
+        """Trim the session's results stream up to what was yielded; drop its sent-calls set."""
+        await self._waiter.settle(
+            self._keys.results(session_id), forget=self._keys.dispatched(session_id)
+        )
+
+    def stage_settle(self, session_id: str, pipe: Pipeline) -> None:
+        """`settle` as commands on `pipe`, the transaction that stores the results."""
+        self._waiter.stage_settle(
+            pipe, self._keys.results(session_id), forget=self._keys.dispatched(session_id)
+        )
+
+    async def _split_by_pool_liveness(
+        self, calls: Sequence[PlannedCall], sent: set[str]
+    ) -> tuple[list[PlannedCall], list[tuple[PlannedCall, str]]]:
+        """Calls whose pool has a live worker (or that were sent already), and the
+        others with their pool."""
+        served = await self._pools.served()
+        if any(tool_pool(p.tool, self._settings) not in served for p in calls):
+            self._pools.forget()  # a worker may have started since the last read
+            served = await self._pools.served()
+        live, unserved = [], []
+        for planned in calls:
+            pool = tool_pool(planned.tool, self._settings)
+            if pool in served or planned.call.call_id in sent:
+                live.append(planned)
+            else:
+                unserved.append((planned, pool))
+        return live, unserved
+
+    def _no_worker(self, planned: PlannedCall, pool: str) -> ToolResult:
+        log.error(
+            "no live worker serves pool %r (tool %s): start one with `toolfleet worker --pool %s`",
+            pool, planned.call.tool, pool,
+        )  # fmt: skip
+        return failed(
+            planned.call,
+            "NoWorkerError",
+            f"no worker serves pool {pool}: tool {planned.call.tool!r} is unavailable right now",
+        )
+
+    def _dispatch(self, planned: PlannedCall) -> Dispatch:
+        return Dispatch(planned.call, queue_name(tool_pool(planned.tool, self._settings)))
+
+    def _timed_out(self, planned: PlannedCall) -> ToolResult:
+        self._waiter.forget(planned.call.call_id)
+        limit = tool_time_limit(planned.tool, self._settings)
+        log.warning("call %s (%s) missed its deadline", planned.call.call_id, planned.call.tool)
+        return failed(
+            planned.call,
+            "TimeoutError",
+            f"tool {planned.call.tool!r} did not answer within {limit:g} s; "
+            "it may still be running - do not assume it had no effect",
+        )

@@ -1,0 +1,68 @@
+"""Which pools have a live worker, from the workers' heartbeat keys (cached briefly)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from toolfleet.orchestrator.connections import decoded
+from toolfleet.shared.keys import Keys
+
+# Heartbeats are read at most this often; a turn never pays for a scan of its own.
+CACHE_S = 0.5
+
+
+class WorkerInfo(BaseModel):
+    """A worker's heartbeat value: its hostname, the pools it serves, its pid and start time."""
+
+    hostname: str
+    pools: list[str]
+    pid: int
+    started_at: float
+
+
+async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:
+    """Workers whose heartbeat is current: two round trips, whatever the keyspace holds
+    (a SCAN for heartbeat keys cost a turn 40 ms once Redis held ~10^4 keys)."""
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    pipe.zremrangebyscore(keys.workers(), "-inf", now)  # workers that died unannounced
+    pipe.zrangebyscore(keys.workers(), now, "+inf")
+    _, hostnames = await pipe.execute()
+    if not hostnames:
+        return []
+    values = await client.mget([keys.worker(decoded(h)) for h in hostnames])
+    return sorted(
+        (WorkerInfo.model_validate(json.loads(v)) for v in values if v is not None),
+        key=lambda w: w.hostname,
+    )
+
+
+@dataclass
+class LivePools:
+    """The pools served by a live worker, from the heartbeats, cached for CACHE_S seconds."""
+
+    client: aioredis.Redis
+    keys: Keys
+    _served: frozenset[str] = frozenset()
+    _read_at: float = float("-inf")
+    _refreshing: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def served(self) -> frozenset[str]:
+        """Names of the pools with at least one live worker (possibly CACHE_S seconds old)."""
+        if time.monotonic() - self._read_at > CACHE_S:
+            async with self._refreshing:  # one scan per replica, not one per waiting turn
+                if time.monotonic() - self._read_at > CACHE_S:
+                    workers = await live_workers(self.client, self.keys)
+                    self._served = frozenset(p for w in workers for p in w.pools)
+                    self._read_at = time.monotonic()
+        return self._served
+
+    def forget(self) -> None:
+        """Read again on the next call (a pool was missing: maybe a worker just started)."""
+        self._read_at = float("-inf")

@@ -1,0 +1,207 @@
+"""Wait for ToolResults on the sessions' streams with one blocking XREAD.
+
+No thread per call and no Celery AsyncResult: futures keyed by call id, resolved by a
+single reader task. A result whose call nobody awaits (it missed its deadline, or was
+answered already) is logged and dropped - exactly one result per call id is delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+from redis.asyncio.client import Pipeline
+
+from toolfleet.orchestrator.connections import decoded, stop_task
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import RESULT_FIELD, ToolResult
+
+log = logging.getLogger(__name__)
+
+BLOCK_MS = 5_000
+
+
+@dataclass
+class _Watch:
+    last_id: str = "0-0"
+    delivered_up_to: str | None = None  # newest entry id handed to a waiting call
+    settled: bool = False  # everything delivered has been persisted by the caller
+
+
+@dataclass
+class _Awaited:
+    """A call waited for, and what its result must claim to be accepted (when known)."""
+
+    stream: str
+    future: asyncio.Future[ToolResult]
+    session_id: str | None = None
+    tool: str | None = None
+
+
+class ResultWaiter:
+    """Resolves the futures of awaited calls from results streams, read by one task.
+
+    `reader` must be a connection of its own: it spends its time blocked in XREAD;
+    `writer` trims streams and interrupts that read when a new stream is to be watched.
+    """
+
+    def __init__(
+        self,
+        reader: aioredis.Redis,
+        writer: aioredis.Redis,
+        keys: Keys,
+        replica_id: str,
+        block_ms: int = BLOCK_MS,
+    ):
+        # `reader` is dedicated: its connection spends most of its life inside XREAD BLOCK.
+        self._reader = reader
+        self._writer = writer
+        self._wake_key = keys.wake(replica_id)
+        self._wake_last = "0-0"
+        self._pending: dict[str, _Awaited] = {}  # by call id
+        self._watches: dict[str, _Watch] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._reading = False
+        self._block_ms = block_ms
+        self.last_outage_at = 0.0  # monotonic time of the last failed read (Redis away)
+
+    async def start(self) -> None:
+        """Start the reader task, after clearing this replica's wake stream."""
+        await self._writer.delete(self._wake_key)
+        self._task = asyncio.create_task(self._run(), name="toolfleet-result-waiter")
+
+    async def stop(self) -> None:
+        """Stop the reader task and cancel every future still waiting for a result."""
+        self._stopping = True
+        await stop_task(self._task, self._block_ms / 1000 + 1)
+        for awaited in self._pending.values():
+            awaited.future.cancel()
+        self._pending.clear()
+        await self._writer.delete(self._wake_key)
+
+    async def expect(
+        self,
+        stream: str,
+        call_ids: list[str],
+        *,
+        session_id: str | None = None,
+        tools: Mapping[str, str] | None = None,
+    ) -> dict[str, asyncio.Future[ToolResult]]:
+        """Register futures before dispatching, so no result can slip past.
+
+        A result is accepted for a call only on `stream`, and only if it names
+        `session_id` and the call's tool in `tools` (call id -> tool), when given.
+        """
+        loop = asyncio.get_running_loop()
+        futures = {call_id: loop.create_future() for call_id in call_ids}
+        for call_id, future in futures.items():
+            tool = tools.get(call_id) if tools else None
+            self._pending[call_id] = _Awaited(stream, future, session_id, tool)
+        watch = self._watches.get(stream)
+        if watch is not None:
+            watch.settled = False
+        else:
+            self._watches[stream] = _Watch()
+            if self._reading:
+                # Interrupt the XREAD in progress so that it picks up the new stream.
+                await self._writer.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+        return futures
+
+    def forget(self, call_id: str) -> None:
+        """Stop waiting for a call (deadline passed); a late result will be dropped."""
+        awaited = self._pending.pop(call_id, None)
+        if awaited is not None and not awaited.future.done():
+            awaited.future.cancel()
+
+    async def settle(self, stream: str, forget: str | None = None) -> None:
+        """The caller persisted what it was given: trim the stream up to it (and delete
+        the key `forget`, in the same round trip)."""
+        pipe = self._writer.pipeline(transaction=False)
+        self.stage_settle(pipe, stream, forget)
+        if len(pipe):
+            await pipe.execute()
+
+    def stage_settle(self, pipe: Pipeline, stream: str, forget: str | None = None) -> None:
+        """`settle` as commands in the caller's transaction - the one that persists what
+        was delivered, so trimming never runs ahead of persisting: a crash in between
+        leaves the results on the stream for the next reader."""
+        watch = self._watches.get(stream)
+        if watch is not None and watch.delivered_up_to is not None:
+            pipe.xtrim(stream, minid=_next_id(watch.delivered_up_to), approximate=False)
+        if forget is not None:
+            pipe.delete(forget)
+        if watch is not None:
+            watch.settled = True
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            self._drop_idle_watches()
+            streams = {stream: w.last_id for stream, w in self._watches.items()}
+            streams[self._wake_key] = self._wake_last
+            self._reading = True
+            try:
+                response: Any = await self._reader.xread(streams, block=self._block_ms)  # type: ignore[arg-type]
+            except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+                if self._stopping:
+                    return
+                self.last_outage_at = time.monotonic()
+                log.warning("result stream read failed (%s); retrying", exc)
+                await asyncio.sleep(0.5)  # back off while Redis is away
+                continue
+            finally:
+                self._reading = False
+            for stream_raw, entries in response or []:
+                stream = decoded(stream_raw)
+                if stream == self._wake_key:
+                    self._wake_last = decoded(entries[-1][0])
+                    continue
+                for entry_id, fields in entries:
+                    self._deliver(stream, decoded(entry_id), fields)
+
+    def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        watch = self._watches[stream]
+        watch.last_id = entry_id
+        raw = fields.get(RESULT_FIELD.encode())
+        try:
+            result = ToolResult.model_validate_json(raw or b"")
+        except ValidationError as exc:
+            log.error("rejected a malformed entry %s on %s: %s", entry_id, stream, exc)
+            return
+        awaited = self._pending.get(result.call_id)
+        if awaited is None or awaited.stream != stream:
+            log.info(
+                "ignored a result for call %s (%s) that nobody awaits", result.call_id, result.tool
+            )
+            return
+        session_id, tool = awaited.session_id, awaited.tool
+        if (session_id is not None and result.session_id != session_id) or (
+            tool is not None and result.tool != tool
+        ):
+            # Forged or misrouted: the call still waits for its real result.
+            log.error(
+                "rejected entry %s on %s: a result for call %s of session %r, tool %r; "
+                "the call awaited there is of session %r, tool %r",
+                entry_id, stream, result.call_id, result.session_id, result.tool, session_id, tool,
+            )  # fmt: skip
+            return
+        del self._pending[result.call_id]
+        watch.delivered_up_to = entry_id
+        if not awaited.future.done():
+            awaited.future.set_result(result)
+
+    def _drop_idle_watches(self) -> None:
+        busy = {awaited.stream for awaited in self._pending.values()}
+        for stream in [s for s, w in self._watches.items() if w.settled and s not in busy]:
+            del self._watches[stream]
+
+
+def _next_id(entry_id: str) -> str:
+    millis, seq = entry_id.split("-")
+    return f"{millis}-{int(seq) + 1}"

@@ -1,0 +1,70 @@
+"""The FastAPI application over an HttpApi: routes, error handlers, guards, the page."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.errors import install_error_handlers
+from toolfleet.orchestrator.httpapi.guards import (
+    BodyLimitMiddleware,
+    OriginMiddleware,
+    token_check,
+)
+from toolfleet.orchestrator.httpapi.routes_sessions import sessions_router
+from toolfleet.orchestrator.httpapi.routes_streams import streams_router
+from toolfleet.orchestrator.httpapi.routes_tickets import health_router, tickets_router
+from toolfleet.shared.version import version
+
+STATIC = resources.files("toolfleet.orchestrator.httpapi") / "static"
+
+
+def build_app(api: HttpApi) -> FastAPI:
+    """The FastAPI application of `api`: its routes, error handlers and guards."""
+    app = FastAPI(
+        title="toolfleet",
+        version=version(),
+        description=(
+            "Sessions, messages with their events as Server-Sent Events, long-running "
+            "tickets and their completion, and health, of one orchestrator replica. "
+            "Every error is JSON `{detail, status}`."
+        ),
+    )
+    install_error_handlers(app)
+    auth = []
+    if api.http.auth_required() and api.http.token is not None:
+        auth = [Depends(token_check(api.http.token.get_secret_value()))]
+    app.include_router(sessions_router(api), dependencies=auth)
+    app.include_router(streams_router(api), dependencies=auth)
+    app.include_router(tickets_router(api), dependencies=auth)
+    app.include_router(health_router(api))
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> RedirectResponse:
+        return RedirectResponse("approvals")
+
+    @app.get("/approvals", include_in_schema=False)
+    async def approvals_page() -> HTMLResponse:
+        html = (STATIC / "approvals.html").read_text(encoding="utf-8")
+        return HTMLResponse(html, headers=PAGE_HEADERS)
+
+    app.add_middleware(OriginMiddleware, open_api=not api.http.auth_required())
+    app.add_middleware(BodyLimitMiddleware, max_bytes=api.http.max_body_bytes)
+    return app
+
+
+# The page loads only its own script and style, and talks only to this server.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}

@@ -1,0 +1,93 @@
+"""One invocation's working set, and the updates the loop yields while it runs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.fleet.protocol import ToolRunner
+from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.leases import LeaseHold
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import ToolCall, ToolResult
+from toolfleet.shared.toolsets import ReadonlyContext
+
+
+@dataclass
+class Invocation:
+    """What one run of the loop works with: the agent answering, the session, and the
+    replica's store, fleet and models."""
+
+    agent: Agent  # the agent answering now; transfer_to_agent and escalate change it
+    models: Callable[[Agent], Model]
+    session: Session
+    store: SessionStore
+    runner: ToolRunner
+    settings: Settings
+    keys: Keys
+    id: str = ""
+    depth: int = 0  # agent-tool nesting: 0 for a user's invocation
+    answered: bool = False  # the model's answer is stored (and the session owes nothing)
+    lease: LeaseHold | None = None  # released in the answer's transaction when given
+
+    def __post_init__(self) -> None:
+        self.id = self.id or f"inv-{uuid.uuid4().hex}"
+
+    def readonly_context(self) -> ReadonlyContext:
+        """What toolsets see when they choose their tools for this invocation."""
+        return ReadonlyContext.of(
+            self.session.state,
+            agent_name=self.agent.name,
+            invocation_id=self.id,
+            session_id=self.session.id,
+            user_id=self.session.user_id,
+            app_name=self.session.app_name,
+        )
+
+
+@dataclass(frozen=True)
+class CallsDispatched:
+    """Progress: the calls of a turn left for the fleet."""
+
+    invocation_id: str
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
+class CallFinished:
+    """Progress: one call's result arrived (in arrival order, not call order)."""
+
+    invocation_id: str
+    result: ToolResult
+
+
+class EndReason(StrEnum):
+    """Why an invocation ended."""
+
+    ANSWERED = "answered"  # the model replied without calls
+    SKIPPED_SUMMARY = "skipped_summary"  # the tools' responses are the answer
+    ESCALATED = "escalated"  # the root agent gave up its turn
+    AWAITING_CREDENTIAL = "awaiting_credential"  # a tool asked the user for a credential
+    MAX_STEPS = "max_steps"  # the loop stopped after max_steps model calls
+
+
+@dataclass(frozen=True)
+class InvocationEnded:
+    """The last update of every invocation that ends normally (one that fails raises).
+
+    `error` is set when the ending is a failure the user should see (max_steps).
+    """
+
+    invocation_id: str
+    reason: EndReason
+    error: str | None = None
+
+
+Update = Event | CallsDispatched | CallFinished | InvocationEnded

@@ -1,0 +1,50 @@
+"""Parking a turn whose tools wait for a credential (ADK's request_credential).
+
+A tool that lacks a credential calls `tool_context.request_credential(auth_config)`.
+The turn is parked: its other results wait in Redis (ParkedTurns), each such call is
+recorded as a pending credential request, and the model sees nothing yet. When the
+user supplies the credential, the completions listener runs the call again
+(completions.credentials) and, once every call of the turn has its result, the model
+gets all responses in call order.
+"""
+
+from __future__ import annotations
+
+import time
+
+from google.genai import types
+
+from toolfleet.orchestrator.loop.invocation import Invocation
+from toolfleet.orchestrator.loop.turn import pending_call
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.messages import ToolResult
+
+
+async def park_turn(
+    inv: Invocation, turn_id: str, calls: list[types.FunctionCall], ordered: list[ToolResult]
+) -> Event:
+    """Keep the turn's results, record its credential requests, tell the client."""
+    args = {c.id: dict(c.args or {}) for c in calls}
+    requests = [
+        pending_call(
+            inv,
+            r,
+            args[r.call_id],
+            ticket=r.actions.requested_auth or {},
+            created_at=time.time(),
+            kind="credential",
+            turn_id=turn_id,
+        )
+        for r in ordered
+        if r.actions.requested_auth
+    ]
+    await inv.store.parked.park(turn_id, ordered)
+    event = Event(
+        invocation_id=inv.id,
+        author=inv.agent.name,
+        credential_requests=[
+            {"call_id": p.call_id, "tool": p.tool, "auth_config": p.ticket} for p in requests
+        ],
+    )
+    await inv.store.append(inv.session, event, pending=requests)
+    return event

@@ -1,0 +1,163 @@
+"""Runner: runs an agent's invocations on a replica's sessions and fleet."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+from google.genai import types
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.model_choice import choose_model
+from toolfleet.orchestrator.fleet.protocol import ToolRunner
+from toolfleet.orchestrator.loop.invocation import Invocation, InvocationEnded, Update
+from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.replica import Replica
+from toolfleet.orchestrator.sessions.events import Event, answer_of
+from toolfleet.orchestrator.sessions.leases import LeaseHold, Leases
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
+
+
+class Runner:
+    """`async with Runner(agent, settings) as runner: await runner.ask(...)`.
+
+    Alone, a runner is a replica of its own: it connects from `settings` and closes
+    its connections at the end. Inside an Orchestrator, runners share its `replica`.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: Settings | None = None,
+        *,
+        replica: Replica | None = None,
+        model: Model | None = None,
+        tool_runner: ToolRunner | None = None,
+        replica_id: str | None = None,
+        depth: int = 0,
+    ) -> None:
+        if replica is None:
+            if settings is None:
+                raise TypeError("Runner needs settings, or the replica it runs on")
+            replica = Replica(settings, replica_id=replica_id, tool_runner=tool_runner)
+            self._owned: Replica | None = replica
+        else:
+            self._owned = None
+        self.agent = agent
+        self.replica = replica
+        self.settings = replica.settings
+        self.depth = depth
+        self.model = model or choose_model(agent, self.settings)
+        self._models: dict[str, Model] = {agent.name: self.model}
+        self._exit = AsyncExitStack()
+
+    @property
+    def app_name(self) -> str:
+        """The app whose sessions this runner runs: its root agent's name."""
+        return self.agent.name
+
+    @property
+    def store(self) -> SessionStore:
+        """The replica's session store."""
+        return self.replica.store
+
+    @property
+    def leases(self) -> Leases:
+        """The replica's session leases."""
+        return self.replica.leases
+
+    @property
+    def keys(self) -> Keys:
+        """The replica's Redis key names."""
+        return self.replica.keys
+
+    @property
+    def tool_runner(self) -> ToolRunner:
+        """Where the calls run: the replica's fleet."""
+        return self.replica.fleet
+
+    async def __aenter__(self) -> Runner:
+        if self._owned is not None:
+            await self._exit.enter_async_context(self._owned)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._exit.aclose()
+
+    async def run(self, *, user_id: str, session_id: str, message: str) -> AsyncIterator[Update]:
+        """Run one invocation, creating the session on first use; yield what happens."""
+        claim = self.leases.claim(session_id)  # taken with the session read
+        session = await self.store.get_or_create(self.app_name, user_id, session_id, lease=claim)
+        async with self.leases.hold(session.id, held_as=claim.owner) as hold:
+            content = types.Content(role="user", parts=[types.Part(text=message)])
+            async for update in self.invoke(session, content, lease=hold):
+                yield update
+
+    async def invoke(
+        self, session: Session, message: types.Content | None, *, lease: LeaseHold | None = None
+    ) -> AsyncIterator[Update]:
+        """Run the loop on a session whose lease this replica holds (`lease`: released
+        with the answer's append, one round trip less).
+
+        Once the invocation ends (or fails: a retry would fail alike), the session owes
+        the model nothing; if this process dies first, another replica finishes it.
+        The InvocationEnded update comes after that is recorded.
+        """
+        invocation = self.new_invocation(session)
+        invocation.lease = lease
+        ended: InvocationEnded | None = None
+        try:
+            async for update in run_invocation(invocation, message):
+                if isinstance(update, InvocationEnded):
+                    ended = update
+                else:
+                    yield update
+        except Exception:
+            await self.store.resumed(session.id)
+            raise
+        if not invocation.answered:  # ended otherwise (an action, max_steps, a credential)
+            await self.store.resumed(session.id)
+        if ended is not None:
+            yield ended
+
+    def new_invocation(
+        self, session: Session, agent_name: str | None = None, invocation_id: str = ""
+    ) -> Invocation:
+        """An invocation of `agent_name` (default: the session's active agent) on this
+        replica's store, fleet and models."""
+        name = agent_name or session.active_agent or ""
+        return Invocation(
+            agent=self.agent.find_agent(name) or self.agent,
+            models=self.model_for,
+            session=session,
+            store=self.store,
+            runner=self.tool_runner,
+            settings=self.settings,
+            keys=self.keys,
+            id=invocation_id,
+            depth=self.depth,
+        )
+
+    def model_for(self, agent: Agent) -> Model:
+        """Each agent of the tree keeps one model (its offline script, or Gemini)."""
+        if agent.name not in self._models:
+            self._models[agent.name] = choose_model(agent, self.settings)
+        return self._models[agent.name]
+
+    async def ask(self, *, user_id: str, session_id: str, message: str) -> str:
+        """Run one invocation and return the agent's last text."""
+        answer = ""
+        async for update in self.run(user_id=user_id, session_id=session_id, message=message):
+            if isinstance(update, Event) and answer_of(update):
+                answer = answer_of(update)
+        return answer

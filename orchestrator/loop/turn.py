@@ -1,0 +1,144 @@
+"""The calls of one model turn: validate, dispatch together, collect, answer in order."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
+from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
+from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
+from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
+from toolfleet.shared.tools import ToolRegistry
+
+
+async def run_calls(
+    inv: Invocation,
+    tools: ToolRegistry,
+    calls: list[types.FunctionCall],
+    results: dict[str, ToolResult],
+    *,
+    resume: bool = False,
+) -> AsyncIterator[CallsDispatched | CallFinished]:
+    """Validate all calls, dispatch the valid ones at once, collect every result.
+
+    `resume`: the turn's invocation died after dispatching some of them (ToolRunner.run).
+    """
+    planned: list[PlannedCall] = []
+    for fc in calls:
+        envelope = make_envelope(inv, fc.id or "", fc.name or "", dict(fc.args or {}))
+        tool = tools.get(envelope.tool)
+        if tool is None:
+            available = ", ".join(sorted(tools)) or "none"
+            results[envelope.call_id] = failed(
+                envelope,
+                "UnknownTool",
+                f"there is no tool named {envelope.tool!r}; available tools: {available}",
+            )
+            continue
+        size = len(json.dumps(envelope.args, default=str).encode())
+        if size > inv.settings.max_payload_bytes:
+            results[envelope.call_id] = failed(
+                envelope,
+                "InvalidArguments",
+                f"the arguments are {size} bytes, over the {inv.settings.max_payload_bytes}-byte "
+                "limit; pass less data (or a reference to it)",
+            )
+            continue
+        _, problems = tool.validate(envelope.args)
+        if problems:
+            detail = "; ".join(str(p) for p in problems)
+            results[envelope.call_id] = failed(
+                envelope, "InvalidArguments", f"invalid arguments for {tool.name}: {detail}"
+            )
+            continue
+        planned.append(PlannedCall(envelope, tool))
+    for result in results.values():
+        yield CallFinished(inv.id, result)
+    if planned:
+        yield CallsDispatched(inv.id, [p.call for p in planned])
+        skipping = {p.call.call_id for p in planned if getattr(p.tool, "skip_summarization", False)}
+        async for result in inv.runner.run(planned, resume=resume):
+            if result.call_id in skipping:  # AgentTool(skip_summarization=True)
+                result.actions.skip_summarization = True
+            results[result.call_id] = result
+            yield CallFinished(inv.id, result)
+
+
+def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]) -> ToolCall:
+    """The ToolCall sent for one call: its session's state snapshot and the stream to reply on."""
+    return ToolCall(
+        call_id=call_id,
+        tool=tool,
+        args=args,
+        session_id=inv.session.id,
+        app_name=inv.session.app_name,
+        user_id=inv.session.user_id,
+        invocation_id=inv.id,
+        agent=inv.agent.name,
+        state=dict(inv.session.state),
+        reply_to=inv.keys.results(inv.session.id),
+        dispatched_at=time.time(),
+        depth=inv.depth,
+    )
+
+
+def pending_calls(
+    inv: Invocation, calls: list[types.FunctionCall], ordered: list[ToolResult]
+) -> list[PendingCall]:
+    """Long-running calls that answered 'pending': their final result comes later."""
+    return [
+        pending_call(inv, result, dict(call.args or {}))
+        for call, result in zip(calls, ordered, strict=True)
+        if result.status is CallStatus.PENDING
+    ]
+
+
+def pending_call(
+    inv: Invocation, result: ToolResult, args: dict[str, Any], **fields: Any
+) -> PendingCall:
+    """The record of a call that waits (for its final result, or a credential)."""
+    defaults: dict[str, Any] = {
+        "ticket": result.response,
+        "created_at": result.finished_at or time.time(),
+    }
+    return PendingCall(
+        call_id=result.call_id,
+        tool=result.tool,
+        session_id=inv.session.id,
+        app_name=inv.session.app_name,
+        user_id=inv.session.user_id,
+        agent=inv.agent.name,
+        invocation_id=inv.id,
+        args=args,
+        **{**defaults, **fields},
+    )
+
+
+def responses_event(invocation_id: str, author: str, ordered: list[ToolResult]) -> Event:
+    """One Content with every function response, in call order."""
+    parts = [
+        types.Part(
+            function_response=types.FunctionResponse(id=r.call_id, name=r.tool, response=r.response)
+        )
+        for r in ordered
+    ]
+    actions = ToolActions(
+        skip_summarization=bool(ordered) and all(r.actions.skip_summarization for r in ordered),
+        transfer_to_agent=next(
+            (r.actions.transfer_to_agent for r in ordered if r.actions.transfer_to_agent), None
+        ),
+        escalate=any(r.actions.escalate for r in ordered),
+    )
+    return Event(
+        invocation_id=invocation_id,
+        author=author,
+        content=types.Content(role="user", parts=parts),
+        state_delta=merge_deltas([r.state_delta for r in ordered]),
+        actions=actions,
+        calls=[CallRecord.of(r) for r in ordered],
+    )

@@ -1,0 +1,1 @@
+"""Models: the Model protocol, Gemini through google-genai, and the offline model."""

@@ -1,0 +1,218 @@
+"""GeminiModel: the Model protocol over the Gemini API (google-genai, async)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+import httpx
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from toolfleet.orchestrator.models.protocol import ModelRequest, is_client_call_id
+from toolfleet.shared.config import gemini_api_key
+from toolfleet.shared.errors import ConfigError, ModelError
+from toolfleet.shared.tools import FunctionTool
+
+# Transient statuses the SDK retries with exponential backoff and jitter.
+RETRY_HTTP_STATUS_CODES = (408, 429, 500, 502, 503, 504)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Network errors the SDK can raise, whichever HTTP backend it picked.
+
+    google-genai 2+ defaults to httpx2 (a fork whose exceptions do not subclass
+    httpx's) and uses aiohttp for async calls whenever aiohttp is installed.
+    """
+    found: list[type[BaseException]] = [httpx.HTTPError, TimeoutError]
+    for module_name, attr in (("httpx2", "HTTPError"), ("aiohttp", "ClientError")):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        error = getattr(module, attr, None)
+        if isinstance(error, type) and issubclass(error, BaseException):
+            found.append(error)
+    return tuple(found)
+
+
+_TRANSPORT_ERRORS = _transport_errors()
+
+
+class GeminiModel:
+    """Calls Gemini once per `generate`; the orchestrator loop runs the tools.
+
+    Automatic function calling is off: the SDK would run parallel calls one after
+    another in this process and drop their ids, while toolfleet runs them on the
+    fleet.
+    """
+
+    def __init__(
+        self,
+        model: str = "gemini-2.5-flash",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        retry_attempts: int = 4,
+        initial_delay_s: float = 1.0,
+        client: genai.Client | None = None,
+    ) -> None:
+        """Builds the model; the SDK client is created here, never at import time.
+
+        Args:
+            model: Gemini model name, e.g. "gemini-2.5-flash".
+            api_key: Gemini API key; defaults to GOOGLE_API_KEY or GEMINI_API_KEY.
+            base_url: Overrides the API endpoint (proxies, tests).
+            retry_attempts: Attempts per call, the first included, on 408/429/5xx
+                and network errors.
+            initial_delay_s: First backoff delay; it doubles after each attempt,
+                plus up to as much again of random jitter.
+            client: A ready client; when given, the other connection arguments
+                are ignored and no key is needed.
+
+        Raises:
+            ConfigError: No client was given and no API key could be found.
+        """
+        self._model = model
+        self._retry_attempts = retry_attempts
+        if client is None:
+            key = api_key or gemini_api_key()
+            if not key:
+                raise ConfigError(
+                    "No Gemini API key: set GOOGLE_API_KEY (or GEMINI_API_KEY), or pass "
+                    "api_key= to GeminiModel."
+                )
+            client = genai.Client(
+                # Explicit, so GOOGLE_GENAI_USE_VERTEXAI cannot redirect a key-based setup.
+                vertexai=False,
+                api_key=key,
+                http_options=types.HttpOptions(
+                    base_url=base_url,
+                    retry_options=types.HttpRetryOptions(
+                        attempts=retry_attempts,
+                        initial_delay=initial_delay_s,
+                        # The SDK's jitter is 1 s flat; scale it with the first delay
+                        # (the same at the 1 s default) so short delays stay short.
+                        jitter=initial_delay_s,
+                        http_status_codes=list(RETRY_HTTP_STATUS_CODES),
+                    ),
+                ),
+            )
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        """The Gemini model name."""
+        return self._model
+
+    async def generate(self, request: ModelRequest) -> types.Content:
+        """Sends the conversation and tool declarations; returns the model's turn.
+
+        Args:
+            request: Instruction, contents so far and the tools on offer.
+
+        Returns:
+            The first candidate's Content exactly as received (role "model"); its
+            parts keep their thought signatures, which must be sent back as-is.
+
+        Raises:
+            ModelError: The call failed after the SDK's retries, or the answer had
+                no usable content (blocked prompt, safety stop, empty turn).
+        """
+        config = types.GenerateContentConfig(
+            system_instruction=request.instruction or None,
+            tools=_tools(request.tools),
+            # toolfleet runs the calls itself, in parallel, on the fleet.
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        )
+        try:
+            response = await self._client.aio.models.generate_content(
+                model=self._model,
+                contents=outgoing_contents(request.contents),
+                config=config,
+            )
+        except genai_errors.APIError as e:
+            raise ModelError(self._api_error_message(e)) from e
+        except _TRANSPORT_ERRORS as e:
+            raise ModelError(
+                f"Gemini {self._model}: could not reach the API after "
+                f"{self._retry_attempts} attempts: {type(e).__name__}: {e}"
+            ) from e
+        return self._first_content(response)
+
+    def _api_error_message(self, e: genai_errors.APIError) -> str:
+        status = f" {e.status}" if e.status else ""
+        message = e.message or "no message"
+        # A retryable status here means the SDK's attempts ran out.
+        after = (
+            f" after {self._retry_attempts} attempts" if e.code in RETRY_HTTP_STATUS_CODES else ""
+        )
+        return f"Gemini {self._model} failed{after}: HTTP {e.code}{status}: {message}"
+
+    def _first_content(self, response: types.GenerateContentResponse) -> types.Content:
+        if not response.candidates:
+            feedback = response.prompt_feedback
+            reason = feedback.block_reason if feedback is not None else None
+            detail = feedback.block_reason_message if feedback is not None else None
+            why = f"prompt blocked: {_enum_name(reason)}" if reason else "no candidates"
+            raise ModelError(
+                f"Gemini {self._model} returned no answer ({why})"
+                + (f": {detail}" if detail else "")
+            )
+        candidate = response.candidates[0]
+        if candidate.content is None or not candidate.content.parts:
+            finish = _enum_name(candidate.finish_reason) if candidate.finish_reason else None
+            raise ModelError(
+                f"Gemini {self._model} returned an empty turn "
+                f"(finish_reason={finish or 'unset'})"
+                + (f": {candidate.finish_message}" if candidate.finish_message else "")
+            )
+        return candidate.content
+
+
+def outgoing_contents(contents: Sequence[types.Content]) -> list[types.Content]:
+    """A deep copy of `contents` with the orchestrator's call ids removed.
+
+    Ids starting with CLIENT_CALL_ID_PREFIX were made up by the loop for calls
+    Gemini sent without an id; Gemini never saw them, so its turns and our
+    responses go back id-less, matched by order. Everything else, thought
+    signatures included, is sent exactly as received. `contents` is not modified.
+
+    Args:
+        contents: The conversation as the orchestrator keeps it.
+
+    Returns:
+        New Content objects, safe for the SDK to serialize.
+    """
+    copied = [content.model_copy(deep=True) for content in contents]
+    for content in copied:
+        for part in content.parts or ():
+            if part.function_call is not None and is_client_call_id(part.function_call.id):
+                part.function_call.id = None
+            if part.function_response is not None and is_client_call_id(part.function_response.id):
+                part.function_response.id = None
+    return copied
+
+
+def _tools(tools: Sequence[FunctionTool]) -> list[types.ToolUnion] | None:
+    if not tools:
+        return None
+    return [
+        types.Tool(
+            function_declarations=[
+                types.FunctionDeclaration(
+                    name=t.name,
+                    description=t.description,
+                    parameters_json_schema=t.parameters_json_schema,
+                )
+                for t in tools
+            ]
+        )
+    ]
+
+
+def _enum_name(value: object) -> str:
+    # The SDK gives enums for known values and plain strings for new ones.
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else str(value)

@@ -1,0 +1,153 @@
+"""The offline model: plays a fixed script of turns. It understands nothing.
+
+Each agent (or test) gives a script: a list of steps, each some text and/or function
+calls. The step played is the number of model turns since the user's last text
+message, so the script needs no memory and survives orchestrator restarts. A step
+may be a function of what the model would see (the user's text, the last function
+responses) - a rule written by whoever wrote the script, never an interpretation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.orchestrator.models.protocol import ModelRequest
+from toolfleet.shared.errors import ModelError
+
+
+@dataclass(frozen=True)
+class ScriptView:
+    """What a scripted step may look at."""
+
+    user_text: str
+    responses: Sequence[tuple[str, dict[str, Any]]]  # the last function responses, in call order
+    step: int
+
+    def response(self, tool: str) -> dict[str, Any]:
+        """The last turn's (first) response from `tool`."""
+        for name, response in self.responses:
+            if name == tool:
+                return response
+        got = [name for name, _ in self.responses]
+        raise ModelError(f"offline script expected a response from {tool!r}; got {got}")
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function call of a scripted step; `args` may be computed from the ScriptView."""
+
+    name: str
+    args: Mapping[str, Any] | Callable[[ScriptView], Mapping[str, Any]] = field(
+        default_factory=dict
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted model turn: text, function calls, or both."""
+
+    text: str | Callable[[ScriptView], str] | None = None
+    calls: Sequence[Call] = ()
+
+
+ScriptEntry = Step | Callable[[ScriptView], Step]
+Script = Sequence[ScriptEntry]
+
+
+def say(text: str | Callable[[ScriptView], str]) -> Step:
+    """A step that answers with `text` (fixed, or computed from the ScriptView)."""
+    return Step(text=text)
+
+
+def call(*calls: Call) -> Step:
+    """A step that makes these function calls, together in one turn."""
+    return Step(calls=calls)
+
+
+class ScriptedModel:
+    """Deterministic offline model. `scripts` maps a regex on the user's text to a script."""
+
+    def __init__(
+        self, script: Script | None = None, *, by_message: Mapping[str, Script] | None = None
+    ):
+        if script is None and not by_message:
+            raise ValueError("ScriptedModel needs a script or by_message rules")
+        self._default = script
+        self._rules = [
+            (re.compile(pattern, re.IGNORECASE), s) for pattern, s in (by_message or {}).items()
+        ]
+        self.requests: list[ModelRequest] = []  # what it was asked, for tests and the CLI
+
+    @property
+    def name(self) -> str:
+        """A fixed label, shown by the CLI where a Gemini model's name would be."""
+        return "offline scripted model"
+
+    async def generate(self, request: ModelRequest) -> types.Content:
+        """Play the script's step for this turn; records the request in `requests`.
+
+        Raises ModelError when the script has no such step or no rule for the message.
+        """
+        self.requests.append(request)
+        view = _view(request)
+        script = self._script_for(view.user_text)
+        if view.step >= len(script):
+            raise ModelError(
+                f"offline script of agent {request.agent_name!r} has {len(script)} steps and "
+                f"step {view.step + 1} was asked for; add a step or end the script with text"
+            )
+        entry = script[view.step]
+        step = entry(view) if callable(entry) else entry
+        return _content(step, view)
+
+    def _script_for(self, user_text: str) -> Script:
+        for pattern, script in self._rules:
+            if pattern.search(user_text):
+                return script
+        if self._default is None:
+            raise ModelError(f"offline script has no rule for the message {user_text!r}")
+        return self._default
+
+
+def _view(request: ModelRequest) -> ScriptView:
+    """The step is the number of this agent's model turns since the user's last text."""
+    contents = request.contents
+    authors = list(request.authors) or [request.agent_name] * len(contents)
+    user_index = -1
+    for i, content in enumerate(contents):
+        if content.role == "user" and any(p.text for p in content.parts or ()):
+            user_index = i
+    user_text = (
+        "".join(p.text or "" for p in contents[user_index].parts or ()) if user_index >= 0 else ""
+    )
+    after = contents[user_index + 1 :]
+    step = sum(
+        1
+        for c, author in zip(after, authors[user_index + 1 :], strict=True)
+        if c.role == "model" and author == request.agent_name
+    )
+    responses: list[tuple[str, dict[str, Any]]] = []
+    if after and after[-1].role == "user":
+        for part in after[-1].parts or ():
+            if part.function_response and part.function_response.name:
+                responses.append(
+                    (part.function_response.name, dict(part.function_response.response or {}))
+                )
+    return ScriptView(user_text=user_text, responses=responses, step=step)
+
+
+def _content(step: Step, view: ScriptView) -> types.Content:
+    parts: list[types.Part] = []
+    if step.text is not None:
+        parts.append(types.Part(text=step.text(view) if callable(step.text) else step.text))
+    for c in step.calls:
+        args = c.args(view) if callable(c.args) else c.args
+        parts.append(types.Part(function_call=types.FunctionCall(name=c.name, args=dict(args))))
+    if not parts:
+        raise ModelError("an offline script step must have text or calls")
+    return types.Content(role="model", parts=parts)

@@ -1,0 +1,85 @@
+"""The connections of one orchestrator replica, built once from Settings.
+
+Every runner of the replica, its completions listener and its HTTP API share them:
+one command client (and pool), one result reader, one session store, one fleet.
+"""
+
+from __future__ import annotations
+
+import uuid
+from types import TracebackType
+
+import redis
+import redis.asyncio as aioredis
+
+from toolfleet.orchestrator.connections import blocking_client, command_client
+from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
+from toolfleet.orchestrator.fleet.pools import LivePools
+from toolfleet.orchestrator.fleet.protocol import ToolRunner
+from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.orchestrator.sessions.leases import Leases
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
+
+
+class Replica:
+    """`async with Replica(settings) as replica:` - start its result reader, close its
+    clients at the end. `tool_runner` replaces the Celery fleet (tests, benchmarks)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        replica_id: str | None = None,
+        tool_runner: ToolRunner | None = None,
+    ) -> None:
+        self.settings = settings
+        self.id = replica_id or f"orch-{uuid.uuid4().hex[:12]}"
+        self.keys = Keys(settings.key_prefix)
+        self._url = settings.require_redis_url()
+        self.redis = command_client(self._url)
+        self._blocking: list[aioredis.Redis] = [blocking_client(self._url)]
+        self._sync: redis.Redis | None = None
+        self.leases = Leases(self.redis, self.keys, self.id, settings.lease_ttl_s)
+        self.store = SessionStore(self.redis, self.keys, settings.secret_arg_names)
+        self.waiter = ResultWaiter(self._blocking[0], self.redis, self.keys, self.id)
+        self.fleet: ToolRunner = tool_runner or CeleryFleet(
+            CeleryPublisher(self.redis, settings.secret_arg_names),
+            self.waiter,
+            settings,
+            self.keys,
+            LivePools(self.redis, self.keys),
+        )
+
+    def blocking_client(self) -> aioredis.Redis:
+        """A dedicated client for one task that blocks in XREAD(GROUP); closed with the
+        replica."""
+        client = blocking_client(self._url)
+        self._blocking.append(client)
+        return client
+
+    def sync_client(self) -> redis.Redis:
+        """The replica's synchronous client (for the ticket commands the CLI shares),
+        made on first use."""
+        if self._sync is None:
+            self._sync = redis.Redis.from_url(self._url)
+        return self._sync
+
+    async def __aenter__(self) -> Replica:
+        await self.waiter.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.waiter.stop()
+        for client in self._blocking:
+            await client.aclose()
+        await self.redis.aclose()
+        if self._sync is not None:
+            self._sync.close()

@@ -1,0 +1,1 @@
+"""One orchestrator replica as a service: its runners and its completions listener."""

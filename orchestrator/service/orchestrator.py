@@ -1,0 +1,111 @@
+"""One orchestrator replica: its connections, runners for its agents, and the
+completions listener that applies long-running results and resumes sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.completions.listener import CompletionListener
+from toolfleet.orchestrator.completions.resumer import Notify
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.replica import Replica
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ConfigError
+
+
+class Orchestrator:
+    """`async with Orchestrator([agent], settings) as orch:` - `toolfleet serve` and `run`."""
+
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        settings: Settings,
+        *,
+        on_update: Notify | None = None,
+        models: dict[str, Model] | None = None,
+        claim_idle_ms: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.replica = Replica(settings)
+        models = models or {}
+        self.runners = {
+            a.name: Runner(a, replica=self.replica, model=models.get(a.name)) for a in agents
+        }
+        self.listener = CompletionListener(
+            self.runners,
+            self.replica.blocking_client(),
+            self.replica.keys,
+            self.replica.id,
+            on_update=on_update,
+            progress_to_model=settings.progress_to_model,
+            claim_idle_ms=claim_idle_ms or int(settings.completion_claim_idle_s * 1000),
+            # A dead replica's lease expires after lease_ttl_s: look about as often.
+            owed_scan_s=settings.lease_ttl_s,
+        )
+        self._exit = AsyncExitStack()
+
+    @property
+    def replica_id(self) -> str:
+        """This replica's id: the consumer name and the prefix of its lease tokens."""
+        return self.replica.id
+
+    def runner(self, app_name: str) -> Runner:
+        """The runner of app `app_name` (its root agent's name)."""
+        try:
+            return self.runners[app_name]
+        except KeyError as exc:
+            raise ConfigError(
+                f"this orchestrator has no agent {app_name!r}; it serves "
+                f"{', '.join(self.runners) or 'none'} (toolfleet serve --agent module:attribute)"
+            ) from exc
+
+    async def __aenter__(self) -> Orchestrator:
+        # Undone in reverse: the listener stops, the connections close, then toolsets.
+        self._exit.push_async_callback(self._close_toolsets)
+        await self._exit.enter_async_context(self.replica)
+        await self.listener.start()
+        self._exit.push_async_callback(self.listener.stop)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._exit.aclose()
+
+    async def _close_toolsets(self) -> None:
+        toolsets = {
+            id(t): t for r in self.runners.values() for a in r.agent.walk() for t in a.toolsets
+        }
+        for toolset in toolsets.values():  # each once, even when shared by agents
+            await toolset.close()
+
+    async def wait_until_settled(
+        self, app_name: str, session_id: str, timeout_s: float | None
+    ) -> bool:
+        """Wait until the session has no pending call and owes the model no turn."""
+        store = self.replica.store
+
+        async def settled() -> bool:
+            owed = session_id in await store.sessions_to_resume()
+            return not owed and not await store.pending_calls(session_id)
+
+        async def wait() -> None:
+            while True:
+                self.listener.handled.clear()
+                if await settled():
+                    return
+                await self.listener.handled.wait()
+
+        try:
+            await asyncio.wait_for(wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True

@@ -1,0 +1,90 @@
+"""Session events: what happened in a session, as stored and shown (google-genai Contents
+plus metadata), and how the user-facing text is read from them."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from google.genai import types
+from pydantic import BaseModel, Field
+
+from toolfleet.shared.messages import CallStatus, ToolActions, ToolResult
+
+
+class CallRecord(BaseModel):
+    """Where and how one call ran; kept beside its function response."""
+
+    call_id: str
+    tool: str
+    status: CallStatus
+    worker: str = ""
+    pid: int = 0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    attempt: int = 1
+
+    @classmethod
+    def of(cls, result: ToolResult) -> CallRecord:
+        """The record of where and how the call of `result` ran."""
+        return cls(
+            call_id=result.call_id,
+            tool=result.tool,
+            status=result.status,
+            worker=result.worker,
+            pid=result.pid,
+            started_at=result.started_at,
+            finished_at=result.finished_at,
+            attempt=result.attempt,
+        )
+
+
+class Event(BaseModel):
+    """One entry of a session's history: an optional Content and its metadata.
+
+    `author` is "user", an agent's name, or "completion" (a long-running call's final
+    result). Stored as JSON without temp: deltas, with secret-named values masked.
+    """
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    invocation_id: str
+    author: str
+    timestamp: float = Field(default_factory=time.time)
+    content: types.Content | None = None
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+    actions: ToolActions = Field(default_factory=ToolActions)
+    calls: list[CallRecord] = Field(default_factory=list)
+    error: str | None = None
+    # An intermediate result of a long-running call: shown, not sent to the model.
+    progress: dict[str, Any] | None = None
+    # Tools waiting for a credential (call id, tool, auth config): shown, not sent.
+    credential_requests: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def answer_of(event: Event) -> str:
+    """The user-facing text of an event: the model's text, or - when the model is not
+    asked to summarize (skip_summarization) - the tools' responses themselves."""
+    if event.content is None:
+        return ""
+    if event.actions.skip_summarization:
+        responses = [
+            p.function_response.response or {}
+            for p in event.content.parts or ()
+            if p.function_response
+        ]
+        return "\n".join(
+            str(r["result"]) if set(r) == {"result"} else json.dumps(r) for r in responses
+        )
+    if event.content.role != "model":
+        return ""
+    return "".join(p.text for p in event.content.parts or () if p.text and not p.thought)
+
+
+def merge_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Later calls win: deltas are applied in call order, never arrival order."""
+    merged: dict[str, Any] = {}
+    for delta in deltas:
+        merged.update(delta)
+    return merged

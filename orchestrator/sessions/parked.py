@@ -1,0 +1,57 @@
+"""Turns parked until the user supplies a credential (tool authentication).
+
+A parked turn keeps its calls' results in one Redis hash, with their call order,
+until each call that asked for a credential has run again with it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import redis.asyncio as aioredis
+
+from toolfleet.orchestrator.connections import decoded
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import ToolResult
+from toolfleet.shared.pending import PendingCalls
+
+ORDER_FIELD = "__order__"
+PARKED_TTL_S = 7 * 24 * 3600
+
+
+class ParkedTurns:
+    """The results of parked turns, by turn id (the model event that made the calls)."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+        self._redis = client
+        self._keys = keys
+        self._pending = PendingCalls(keys)
+
+    async def park(self, turn_id: str, ordered: list[ToolResult]) -> None:
+        """Keep the results that are final; the others wait for a credential."""
+        fields = {r.call_id: r.model_dump_json() for r in ordered if not r.actions.requested_auth}
+        fields[ORDER_FIELD] = json.dumps([r.call_id for r in ordered])
+        key = self._keys.parked(turn_id)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+        pipe.expire(key, PARKED_TTL_S)
+        await pipe.execute()
+
+    async def complete(self, turn_id: str, result: ToolResult) -> list[ToolResult] | None:
+        """Add a call's result, run again with its credential: every result of the turn
+        in call order once none is missing (the record is then gone), else None (and
+        the call no longer waits)."""
+        key = self._keys.parked(turn_id)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(key, result.call_id, result.model_dump_json())
+        pipe.hgetall(key)
+        _, raw = await pipe.execute()
+        fields = {decoded(k): v for k, v in raw.items()}
+        order: list[str] = json.loads(fields[ORDER_FIELD])
+        if any(call_id not in fields for call_id in order):
+            pipe = self._redis.pipeline(transaction=True)
+            self._pending.stage_drop(pipe, result.call_id)
+            await pipe.execute()
+            return None
+        await self._redis.delete(key)
+        return [ToolResult.model_validate_json(fields[call_id]) for call_id in order]

@@ -1,0 +1,219 @@
+"""Sessions in Redis: create, read (one round trip once known) and append events
+with their state deltas, pending calls and owed-turn marks in one transaction."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
+
+from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.leases import LeaseClaim
+from toolfleet.orchestrator.sessions.parked import ParkedTurns
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import PendingCall
+from toolfleet.shared.pending import PendingCalls
+from toolfleet.shared.redaction import redacted_event_fields, secret_name_set
+from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+
+# Parsed events of this many recently read sessions are kept in memory.
+EVENTS_CACHE_SESSIONS = 1024
+
+
+@dataclass
+class _Cached:
+    app_name: str
+    user_id: str
+    events: list[Event]
+
+
+class SessionStore:
+    """Sessions of one Redis and key prefix; keeps recently read events in memory."""
+
+    def __init__(
+        self, client: aioredis.Redis, keys: Keys, secret_arg_names: Sequence[str] = ()
+    ) -> None:
+        self._redis = client
+        self._keys = keys
+        self._secrets = secret_name_set(secret_arg_names)  # masked in stored events
+        self._pending = PendingCalls(keys)
+        self.parked = ParkedTurns(client, keys)
+        # Per recently used session: app, user and the events stored so far (as stored).
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        """The asyncio Redis client the store reads and writes with."""
+        return self._redis
+
+    async def create(self, app_name: str, user_id: str, session_id: str | None = None) -> Session:
+        """Create a session (a random id when None); raise SessionExistsError if the id is taken."""
+        session_id = session_id or uuid.uuid4().hex
+        created = await self._redis.hsetnx(self._keys.session(session_id), "app_name", app_name)
+        if not created:
+            raise SessionExistsError(f"session {session_id!r} exists already")
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(
+            self._keys.session(session_id),
+            mapping={"app_name": app_name, "user_id": user_id, "created_at": time.time()},
+        )
+        pipe.sadd(self._keys.user_sessions(app_name, user_id), session_id)
+        await pipe.execute()
+        return await self.get(session_id)
+
+    async def get(self, session_id: str, *, lease: LeaseClaim | None = None) -> Session:
+        """The session as stored. One round trip for a session read before: its app and
+        user never change, and events are append-only, so only new ones are read.
+
+        With `lease`, take the session's lease first in that same round trip (raise
+        SessionError if another holder has it): nobody else writes what is read after.
+        """
+        cached = self._cache.pop(session_id, None)
+        if cached is None:
+            meta = await self._redis.hgetall(self._keys.session(session_id))
+            if not meta:
+                raise SessionNotFoundError(f"unknown session {session_id!r}")
+            cached = _Cached(decoded(meta[b"app_name"]), decoded(meta[b"user_id"]), [])
+        app, user = cached.app_name, cached.user_id
+        pipe = self._redis.pipeline(transaction=False)
+        if lease is not None:
+            lease.stage(pipe)
+        pipe.hget(self._keys.session(session_id), "active_agent")
+        pipe.llen(self._keys.events(session_id))
+        pipe.lrange(self._keys.events(session_id), len(cached.events), -1)
+        pipe.hgetall(self._keys.session_state(session_id))
+        pipe.hgetall(self._keys.user_state(app, user))
+        pipe.hgetall(self._keys.app_state(app))
+        replies = await pipe.execute()
+        if lease is not None:
+            claimed, replies = replies[:2], replies[2:]
+            try:
+                lease.check(claimed)
+            finally:
+                self._remember(session_id, cached)
+        active, length, raw_events, session_state, user_state, app_state = replies
+        state: dict[str, Any] = {}
+        for scope in (app_state, user_state, session_state):
+            state.update({decoded(k): json.loads(v) for k, v in scope.items()})
+        if length < len(cached.events):  # Redis lost data: trust only what it has
+            cached.events.clear()
+            raw_events = await self._redis.lrange(self._keys.events(session_id), 0, -1)
+        cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
+        self._remember(session_id, cached)
+        events = list(cached.events)
+        return Session(session_id, app, user, events, state, decoded(active) if active else None)
+
+    def _remember(self, session_id: str, cached: _Cached) -> None:
+        self._cache[session_id] = cached
+        while len(self._cache) > EVENTS_CACHE_SESSIONS:
+            self._cache.popitem(last=False)  # least recently used
+
+    async def set_active_agent(self, session_id: str, agent_name: str) -> None:
+        """Record which agent answers the session from now on (after a transfer_to_agent)."""
+        await self._redis.hset(self._keys.session(session_id), "active_agent", agent_name)
+
+    async def get_or_create(
+        self, app_name: str, user_id: str, session_id: str, *, lease: LeaseClaim | None = None
+    ) -> Session:
+        """The session `session_id`, created for `app_name` and `user_id` if it does not exist.
+
+        A concurrent create of the same id is harmless; `lease` as in `get`.
+        """
+        try:
+            return await self.get(session_id, lease=lease)
+        except SessionNotFoundError:
+            pass
+        with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
+            await self.create(app_name, user_id, session_id)
+        return await self.get(session_id, lease=lease)
+
+    async def append(
+        self,
+        session: Session,
+        event: Event,
+        *,
+        pending: Sequence[PendingCall] = (),
+        resolved: PendingCall | None = None,
+        owes_turn: bool | None = None,
+        also: Callable[[Pipeline], None] | None = None,
+    ) -> None:
+        """Persist the event and its state delta (temp: keys stay in memory only).
+
+        In the same transaction: record long-running calls now `pending` (or update
+        them with progress), and remove the `resolved` one; with `resolved` or
+        `owes_turn=True` (a user's message), mark the session as owing the model a turn
+        until `resumed()` (or an append with `owes_turn=False`, the invocation's answer) -
+        so a replica that dies meanwhile leaves it for another to finish. `also` adds
+        commands of the caller's to the transaction.
+        """
+        durable_delta = {
+            k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
+        }
+        redacted = redacted_event_fields(event, self._secrets)
+        stored = event.model_copy(update={"state_delta": durable_delta, **redacted})
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
+        if also is not None:
+            also(pipe)
+        for key, value in durable_delta.items():
+            hash_key = self._state_hash(session, key)
+            if value is None:
+                pipe.hdel(hash_key, key)
+            else:
+                pipe.hset(hash_key, key, json.dumps(value))
+        self._pending.stage_put(pipe, pending)
+        if resolved is not None:
+            self._pending.stage_drop(pipe, resolved.call_id)
+        if resolved is not None or owes_turn:
+            pipe.sadd(self._keys.resume(), session.id)
+        elif owes_turn is False:
+            pipe.srem(self._keys.resume(), session.id)
+        length = (await pipe.execute())[0]
+        cached = self._cache.get(session.id)
+        if cached is not None:
+            if length == len(cached.events) + 1:
+                cached.events.append(stored)  # what the next read would parse
+            else:
+                del self._cache[session.id]  # written elsewhere meanwhile: read it all
+        session.events.append(event)
+        for key, value in event.state_delta.items():
+            if value is None:
+                session.state.pop(key, None)
+            else:
+                session.state[key] = value
+
+    def _state_hash(self, session: Session, key: str) -> str:
+        if key.startswith(APP_PREFIX):
+            return self._keys.app_state(session.app_name)
+        if key.startswith(USER_PREFIX):
+            return self._keys.user_state(session.app_name, session.user_id)
+        return self._keys.session_state(session.id)
+
+    async def pending_calls(self, session_id: str | None = None) -> list[PendingCall]:
+        """Calls waiting for a final result or a credential (of one session, if given)."""
+        calls = await self._pending.aall(self._redis)
+        return [c for c in calls if session_id is None or c.session_id == session_id]
+
+    async def sessions_to_resume(self) -> list[str]:
+        """Ids of the sessions owing the model a turn (see `append`), sorted."""
+        return sorted(decoded(m) for m in await self._redis.smembers(self._keys.resume()))
+
+    async def resumed(self, session_id: str) -> None:
+        """Clear the session's owed-turn mark: its invocation has ended."""
+        await self._redis.srem(self._keys.resume(), session_id)
+
+    async def app_of(self, session_id: str) -> str | None:
+        """The app a session belongs to, or None if there is no such session."""
+        app = await self._redis.hget(self._keys.session(session_id), "app_name")
+        return decoded(app) if app is not None else None

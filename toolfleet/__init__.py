@@ -1,0 +1,224 @@
+"""toolfleet: run LLM agents whose tool calls execute on a fleet of Celery workers.
+
+Everything a user needs is importable from here::
+
+    from toolfleet import Agent, Runner, Settings, tool, ToolContext
+
+The names load lazily, on first use (as `google.adk.tools` does): a worker that
+imports a module of tools loads the tool definitions it uses, never the HTTP stack
+or the orchestrator's loop.
+
+The source tree keeps `orchestrator/`, `workers/` and `shared/` at the repository's
+top level; this folder holds the facade and three relative symlinks to them, so the
+tree imports as `toolfleet.*` without an import hook (mypy and pytest read it as is)
+and a wheel installs the one import name `toolfleet`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolfleet.orchestrator.agent_tool import AgentTool
+    from toolfleet.orchestrator.agents.agent import Agent
+    from toolfleet.orchestrator.loop.invocation import (
+        CallFinished,
+        CallsDispatched,
+        EndReason,
+        InvocationEnded,
+        Update,
+    )
+    from toolfleet.orchestrator.loop.runner import Runner
+    from toolfleet.orchestrator.models.gemini import GeminiModel
+    from toolfleet.orchestrator.models.offline import (
+        Call,
+        Script,
+        ScriptedModel,
+        ScriptView,
+        Step,
+        call,
+        say,
+    )
+    from toolfleet.orchestrator.models.protocol import Model, ModelRequest
+    from toolfleet.orchestrator.service.orchestrator import Orchestrator
+    from toolfleet.orchestrator.sessions.events import Event
+    from toolfleet.orchestrator.sessions.session import Session
+    from toolfleet.shared.auth import AuthConfig
+    from toolfleet.shared.completions import Completions, post_result
+    from toolfleet.shared.config import Settings
+    from toolfleet.shared.context import ToolContext
+    from toolfleet.shared.errors import (
+        AlreadyCompletedError,
+        AwaitingCredentialError,
+        CallNotPendingError,
+        CompletionError,
+        ConfigError,
+        InvalidCompletionError,
+        ModelError,
+        SessionBusyError,
+        SessionError,
+        SessionExistsError,
+        SessionNotFoundError,
+        ToolDefinitionError,
+        ToolError,
+        ToolfleetError,
+    )
+    from toolfleet.shared.jobs import Job, JobContext, job
+    from toolfleet.shared.keys import Keys
+    from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
+    from toolfleet.shared.state import State
+    from toolfleet.shared.tools import (
+        FunctionTool,
+        LongRunningFunctionTool,
+        ToolOptions,
+        as_tool,
+        tool,
+    )
+    from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
+
+# Each public name and the module that defines it.
+_MODULES: dict[str, str] = {
+    # Tools: defining them, and what they receive.
+    "tool": "toolfleet.shared.tools",
+    "as_tool": "toolfleet.shared.tools",
+    "FunctionTool": "toolfleet.shared.tools",
+    "LongRunningFunctionTool": "toolfleet.shared.tools",
+    "ToolOptions": "toolfleet.shared.tools",
+    "ToolContext": "toolfleet.shared.context",
+    "State": "toolfleet.shared.state",
+    "BaseToolset": "toolfleet.shared.toolsets",
+    "ReadonlyContext": "toolfleet.shared.toolsets",
+    "job": "toolfleet.shared.jobs",
+    "Job": "toolfleet.shared.jobs",
+    "JobContext": "toolfleet.shared.jobs",
+    "AuthConfig": "toolfleet.shared.auth",
+    # Agents, and running them.
+    "Agent": "toolfleet.orchestrator.agents.agent",
+    "AgentTool": "toolfleet.orchestrator.agent_tool",
+    "Runner": "toolfleet.orchestrator.loop.runner",
+    "Orchestrator": "toolfleet.orchestrator.service.orchestrator",
+    "Settings": "toolfleet.shared.config",
+    "Keys": "toolfleet.shared.keys",
+    # What a run yields.
+    "Event": "toolfleet.orchestrator.sessions.events",
+    "Session": "toolfleet.orchestrator.sessions.session",
+    "Update": "toolfleet.orchestrator.loop.invocation",
+    "CallsDispatched": "toolfleet.orchestrator.loop.invocation",
+    "CallFinished": "toolfleet.orchestrator.loop.invocation",
+    "InvocationEnded": "toolfleet.orchestrator.loop.invocation",
+    "EndReason": "toolfleet.orchestrator.loop.invocation",
+    # Models.
+    "Model": "toolfleet.orchestrator.models.protocol",
+    "ModelRequest": "toolfleet.orchestrator.models.protocol",
+    "GeminiModel": "toolfleet.orchestrator.models.gemini",
+    "ScriptedModel": "toolfleet.orchestrator.models.offline",
+    "Script": "toolfleet.orchestrator.models.offline",
+    "ScriptView": "toolfleet.orchestrator.models.offline",
+    "Step": "toolfleet.orchestrator.models.offline",
+    "Call": "toolfleet.orchestrator.models.offline",
+    "call": "toolfleet.orchestrator.models.offline",
+    "say": "toolfleet.orchestrator.models.offline",
+    # Long-running calls: posting their results.
+    "post_result": "toolfleet.shared.completions",
+    "Completions": "toolfleet.shared.completions",
+    # Wire messages.
+    "ToolCall": "toolfleet.shared.messages",
+    "ToolResult": "toolfleet.shared.messages",
+    "ToolActions": "toolfleet.shared.messages",
+    "CallStatus": "toolfleet.shared.messages",
+    "PendingCall": "toolfleet.shared.messages",
+    # Errors.
+    "ToolError": "toolfleet.shared.errors",
+    "ToolfleetError": "toolfleet.shared.errors",
+    "ConfigError": "toolfleet.shared.errors",
+    "ToolDefinitionError": "toolfleet.shared.errors",
+    "ModelError": "toolfleet.shared.errors",
+    "SessionError": "toolfleet.shared.errors",
+    "SessionNotFoundError": "toolfleet.shared.errors",
+    "SessionExistsError": "toolfleet.shared.errors",
+    "SessionBusyError": "toolfleet.shared.errors",
+    "CompletionError": "toolfleet.shared.errors",
+    "CallNotPendingError": "toolfleet.shared.errors",
+    "AlreadyCompletedError": "toolfleet.shared.errors",
+    "InvalidCompletionError": "toolfleet.shared.errors",
+    "AwaitingCredentialError": "toolfleet.shared.errors",
+}
+
+__all__ = [
+    "Agent",
+    "AgentTool",
+    "AlreadyCompletedError",
+    "AuthConfig",
+    "AwaitingCredentialError",
+    "BaseToolset",
+    "Call",
+    "CallFinished",
+    "CallNotPendingError",
+    "CallStatus",
+    "CallsDispatched",
+    "CompletionError",
+    "Completions",
+    "ConfigError",
+    "EndReason",
+    "Event",
+    "FunctionTool",
+    "GeminiModel",
+    "InvalidCompletionError",
+    "InvocationEnded",
+    "Job",
+    "JobContext",
+    "Keys",
+    "LongRunningFunctionTool",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "Orchestrator",
+    "PendingCall",
+    "ReadonlyContext",
+    "Runner",
+    "Script",
+    "ScriptView",
+    "ScriptedModel",
+    "Session",
+    "SessionBusyError",
+    "SessionError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "Settings",
+    "State",
+    "Step",
+    "ToolActions",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolOptions",
+    "ToolResult",
+    "ToolfleetError",
+    "Update",
+    "__version__",
+    "as_tool",
+    "call",
+    "job",
+    "post_result",
+    "say",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from toolfleet.shared.version import version
+
+        value: Any = version()
+    elif name in _MODULES:
+        value = getattr(importlib.import_module(_MODULES[name]), name)
+    else:
+        raise AttributeError(f"module 'toolfleet' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
