@@ -71,6 +71,15 @@ class Settings(BaseSettings):
         "of run again (a tool that kills its worker must not loop forever).",
     )
     model: str = Field(default="gemini-2.5-flash", description="Gemini model name.")
+    model_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Time limit of one model HTTP request; a hung call otherwise holds its "
+        "session until the process restarts. 120 s leaves room for long thinking turns on "
+        "large contexts (they take tens of seconds). Timed-out requests are retried like "
+        "5xx, so one model call waits at most about 4 times this plus backoff.",
+    )
     worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
 
     credential_key: str | None = Field(

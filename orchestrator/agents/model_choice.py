@@ -19,7 +19,7 @@ def choose_model(agent: Agent, settings: Settings) -> Model:
     if gemini_api_key():
         from toolfleet.orchestrator.models.gemini import GeminiModel  # imported only when used
 
-        return GeminiModel(settings.model)
+        return GeminiModel(settings.model, timeout_s=settings.model_timeout_s)
     if agent.offline_script is None:
         raise ConfigError(
             f"agent {agent.name!r} has no model: set GOOGLE_API_KEY (or GEMINI_API_KEY) to use "

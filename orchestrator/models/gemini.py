@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Sequence
 
 import httpx
@@ -40,6 +41,27 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 _TRANSPORT_ERRORS = _transport_errors()
 
 
+def _sdk_retried_timeouts() -> tuple[type[BaseException], ...]:
+    """Timeouts of the httpx backends, which the SDK's retry options retry.
+
+    aiohttp's timeouts (asyncio.TimeoutError, i.e. TimeoutError) are not retried by
+    the SDK: with aiohttp installed a timed-out request fails on its first attempt.
+    """
+    found: list[type[BaseException]] = [httpx.TimeoutException]
+    try:
+        module = importlib.import_module("httpx2")
+    except ImportError:
+        return tuple(found)
+    error = getattr(module, "TimeoutException", None)
+    if isinstance(error, type) and issubclass(error, BaseException):
+        found.append(error)
+    return tuple(found)
+
+
+_RETRIED_TIMEOUTS = _sdk_retried_timeouts()
+_TIMEOUTS: tuple[type[BaseException], ...] = (*_RETRIED_TIMEOUTS, TimeoutError)
+
+
 class GeminiModel:
     """Calls Gemini once per `generate`; the orchestrator loop runs the tools.
 
@@ -56,6 +78,7 @@ class GeminiModel:
         base_url: str | None = None,
         retry_attempts: int = 4,
         initial_delay_s: float = 1.0,
+        timeout_s: float = 120.0,
         client: genai.Client | None = None,
     ) -> None:
         """Builds the model; the SDK client is created here, never at import time.
@@ -68,14 +91,27 @@ class GeminiModel:
                 and network errors.
             initial_delay_s: First backoff delay; it doubles after each attempt,
                 plus up to as much again of random jitter.
+            timeout_s: Time limit of each HTTP attempt (TOOLFLEET_MODEL_TIMEOUT_S);
+                one that runs out is retried like a 5xx (the SDK retries httpx's
+                timeouts, not aiohttp's). Set on every request, so it also bounds a
+                `client` given here.
             client: A ready client; when given, the other connection arguments
                 are ignored and no key is needed.
 
         Raises:
-            ConfigError: No client was given and no API key could be found.
+            ConfigError: timeout_s is not a positive finite number, or no client was
+                given and no API key could be found.
         """
+        if not (math.isfinite(timeout_s) and timeout_s > 0):
+            raise ConfigError(
+                f"Gemini timeout must be a positive number of seconds, got {timeout_s!r}: "
+                "set TOOLFLEET_MODEL_TIMEOUT_S (or timeout_s= of GeminiModel)."
+            )
         self._model = model
         self._retry_attempts = retry_attempts
+        self._timeout_s = timeout_s
+        # HttpOptions.timeout is in whole milliseconds.
+        self._timeout_ms = max(1, math.ceil(timeout_s * 1000))
         if client is None:
             key = api_key or gemini_api_key()
             if not key:
@@ -106,6 +142,11 @@ class GeminiModel:
         """The Gemini model name."""
         return self._model
 
+    @property
+    def timeout_s(self) -> float:
+        """Time limit of each HTTP attempt, in seconds."""
+        return self._timeout_s
+
     async def generate(self, request: ModelRequest) -> types.Content:
         """Sends the conversation and tool declarations; returns the model's turn.
 
@@ -125,6 +166,9 @@ class GeminiModel:
             tools=_tools(request.tools),
             # toolfleet runs the calls itself, in parallel, on the fleet.
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+            # Per request, so a given client is bounded too. No retry_options here: the
+            # client's own retry policy stays in force and retries a timed-out attempt.
+            http_options=types.HttpOptions(timeout=self._timeout_ms),
         )
         try:
             response = await self._client.aio.models.generate_content(
@@ -134,12 +178,26 @@ class GeminiModel:
             )
         except genai_errors.APIError as e:
             raise ModelError(self._api_error_message(e)) from e
+        except _TIMEOUTS as e:
+            raise ModelError(self._timeout_message(e)) from e
         except _TRANSPORT_ERRORS as e:
             raise ModelError(
                 f"Gemini {self._model}: could not reach the API after "
                 f"{self._retry_attempts} attempts: {type(e).__name__}: {e}"
             ) from e
         return self._first_content(response)
+
+    def _timeout_message(self, e: BaseException) -> str:
+        # Only the httpx backends' timeouts went through the SDK's retries.
+        attempts = (
+            f" on any of {self._retry_attempts} attempts"
+            if isinstance(e, _RETRIED_TIMEOUTS) and self._retry_attempts > 1
+            else ""
+        )
+        return (
+            f"Gemini {self._model} did not answer within {self._timeout_s:g} s{attempts} "
+            f"({type(e).__name__}); raise TOOLFLEET_MODEL_TIMEOUT_S if the model needs longer."
+        )
 
     def _api_error_message(self, e: genai_errors.APIError) -> str:
         status = f" {e.status}" if e.status else ""

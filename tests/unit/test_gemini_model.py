@@ -459,3 +459,105 @@ async def test_the_loop_drives_gemini_through_a_parallel_turn(
     assert model_content.parts[0].thought_signature == b"sig-1"
     call_id = model_content.parts[1].function_call.id  # type: ignore[union-attr]
     assert call_id is not None and call_id.startswith("tf-")
+
+
+@dataclass
+class StallingGemini:
+    """Takes every request and holds it without answering until `release` is set."""
+
+    port: int
+    release: threading.Event = field(default_factory=threading.Event)
+    requests: list[Recorded] = field(default_factory=list)
+    finished: int = 0  # requests whose handler stopped holding
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+class _StallingHandler(BaseHTTPRequestHandler):
+    server: _StallingServer
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with fake.lock:
+            fake.requests.append(Recorded(self.path, dict(self.headers.items()), body))
+        # A hung model: no answer until the test's cleanup sets release (bounded, so a
+        # broken test cannot hang the run). Then close without a reply: the client is gone.
+        fake.release.wait(timeout=30)
+        with fake.lock:
+            fake.finished += 1
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _StallingServer(ThreadingHTTPServer):
+    fake: StallingGemini
+
+
+@pytest.fixture
+def stalling_gemini() -> Iterator[StallingGemini]:
+    server = _StallingServer(("127.0.0.1", 0), _StallingHandler)
+    server.fake = StallingGemini(port=server.server_address[1])
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield server.fake
+    finally:
+        server.fake.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+async def test_hung_call_times_out_after_retries(stalling_gemini: StallingGemini) -> None:
+    model = GeminiModel(
+        MODEL,
+        api_key="test-key",
+        base_url=stalling_gemini.base_url,
+        retry_attempts=2,
+        initial_delay_s=0.01,
+        timeout_s=0.5,
+    )
+
+    with pytest.raises(ModelError) as info:
+        await model.generate(_request([_user("hi")], []))
+
+    message = str(info.value)
+    assert "did not answer within 0.5 s on any of 2 attempts" in message
+    assert "TOOLFLEET_MODEL_TIMEOUT_S" in message
+    assert "test-key" not in message
+    assert info.value.__cause__ is not None
+    # Both attempts were sent and both gave up while the server was still holding them:
+    # the client's timeout ended the call, not an answer.
+    with stalling_gemini.lock:
+        assert len(stalling_gemini.requests) == 2
+        assert stalling_gemini.finished == 0
+    assert stalling_gemini.requests[0].body == stalling_gemini.requests[1].body
+    # The limit travels with the request too (whole seconds, rounded up).
+    assert stalling_gemini.requests[0].headers.get("X-Server-Timeout") == "1"
+
+
+def test_model_timeout_setting_reaches_gemini(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from toolfleet.orchestrator.agents.model_choice import choose_model
+
+    monkeypatch.setenv("GOOGLE_API_KEY", "test-key")
+    monkeypatch.setenv("TOOLFLEET_MODEL_TIMEOUT_S", "7.5")
+    settings = Settings()
+    assert settings.model_timeout_s == 7.5
+    assert Settings.model_fields["model_timeout_s"].default == 120.0
+
+    model = choose_model(Agent(name="a"), settings)
+
+    assert isinstance(model, GeminiModel) and model.timeout_s == 7.5
+    for bad in ("0", "-1", "inf"):
+        monkeypatch.setenv("TOOLFLEET_MODEL_TIMEOUT_S", bad)
+        with pytest.raises(ValidationError, match="model_timeout_s"):
+            Settings()
+    with pytest.raises(ConfigError, match="TOOLFLEET_MODEL_TIMEOUT_S"):
+        GeminiModel(MODEL, api_key="test-key", timeout_s=0)
