@@ -22,6 +22,7 @@ FAULT_TOOL_MODULES = [
     "tests.faults.fault_tools",
     "tests.faults.worker_fault_tools",
     "tests.faults.input_tools",
+    "tests.faults.async_fault_tools",
 ]
 
 
