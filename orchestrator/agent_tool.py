@@ -103,16 +103,21 @@ async def run_agent_as_tool(
     settings = tool_context.settings  # the worker's own: its Redis, prefix and pools
     child_id = f"{tool_context.session_id}.{tool_context.function_call_id}"
     async with Runner(agent, settings, depth=tool_context.depth + 1) as runner:
-        session = await runner.store.get_or_create(
-            tool_context.app_name, tool_context.user_id, child_id
+        await runner.store.get_or_create(
+            tool_context.app_name, tool_context.user_id, child_id, owner=agent.name
         )
-        session.state.update(tool_context.state)  # the caller's snapshot, temp: included
-        before = dict(session.state)
-        message = types.Content(role="user", parts=[types.Part(text=request)])
-        answer = ""
-        async for update in runner.invoke(session, message):
-            if isinstance(update, Event) and answer_of(update):
-                answer = answer_of(update)
+        # The child runs under its own lease, renewed by this worker: no sweep takes it
+        # over while it runs. A redelivered call waits for a dead worker's lease to lapse.
+        wait_s = 2 * settings.lease_ttl_s
+        async with runner.leases.hold(child_id, wait_s=wait_s) as hold:
+            session = await runner.store.get(child_id)
+            session.state.update(tool_context.state)  # the caller's snapshot, temp: included
+            before = dict(session.state)
+            message = types.Content(role="user", parts=[types.Part(text=request)])
+            answer = ""
+            async for update in runner.invoke(session, message, lease=hold):
+                if isinstance(update, Event) and answer_of(update):
+                    answer = answer_of(update)
         for key, value in session.state.items():
             if before.get(key) != value or key not in before:
                 tool_context.state[key] = value

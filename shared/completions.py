@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from toolfleet.shared.auth import AuthConfig, CredentialStore
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import (
     AlreadyCompletedError,
@@ -26,8 +27,17 @@ from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall
 from toolfleet.shared.pending import PendingCalls
 
 DEAD_LETTERS_MAXLEN = 10_000
-# Applied entries are acknowledged; the stream keeps a bounded history of them.
-COMPLETIONS_MAXLEN = 100_000
+# A session's order list outlives any completion waiting in it, then goes.
+ORDER_TTL_S = 7 * 24 * 3600
+
+# KEYS: the app's completions stream, the session's order list. ARGV: field, completion
+# JSON, order TTL. The stream is not trimmed here: an entry waiting to apply must stay.
+_POST_LUA = """
+local id = redis.call('xadd', KEYS[1], '*', ARGV[1], ARGV[2])
+redis.call('rpush', KEYS[2], id)
+redis.call('expire', KEYS[2], ARGV[3])
+return id
+"""
 
 
 class Completions:
@@ -48,6 +58,21 @@ class Completions:
         if pending is None:
             raise self._not_pending(call_id)
         return pending
+
+    def waiting(self, call: PendingCall) -> list[str]:
+        """Entry ids of completions posted for `call` and not applied yet, oldest first
+        (they wait in its session's order: an earlier completion, or a busy session)."""
+        order = self._redis.lrange(self._keys.completion_order(call.session_id), 0, -1)
+        stream = self._keys.completions(call.app_name)
+        waiting = []
+        for raw_id in order:
+            entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            entries: Any = self._redis.xrange(stream, entry_id, entry_id)
+            for _, fields in entries:
+                posted = Completion.model_validate_json(fields[COMPLETION_FIELD.encode()])
+                if posted.call_id == call.call_id:
+                    waiting.append(entry_id)
+        return waiting
 
     def post_result(
         self, call_id: str, response: dict[str, Any], *, final: bool = True, source: str = "api"
@@ -70,11 +95,7 @@ class Completions:
                 f"call {call_id!r} waits for a credential: `toolfleet tickets credential {call_id}`"
             )
         completion.session_id = pending.session_id
-        entry_id = self._redis.xadd(
-            self._keys.completions(pending.app_name),
-            {COMPLETION_FIELD: completion.model_dump_json()},
-        )
-        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        return self._post(pending, completion)
 
     def supply_credential(
         self, call_id: str, credential: str, store: CredentialStore, *, source: str = "api"
@@ -97,31 +118,46 @@ class Completions:
             source=source,
             posted_at=time.time(),
         )
-        entry_id = self._redis.xadd(
+        return self._post(pending, completion)
+
+    def _post(self, pending: PendingCall, completion: Completion) -> str:
+        """Add the completion to its app's stream and, in the same step, to the end of its
+        session's order: completions of a session apply in this order."""
+        entry_id = self._redis.eval(
+            _POST_LUA,
+            2,
             self._keys.completions(pending.app_name),
-            {COMPLETION_FIELD: completion.model_dump_json()},
-            maxlen=COMPLETIONS_MAXLEN,
-            approximate=True,
+            self._keys.completion_order(pending.session_id),
+            COMPLETION_FIELD,
+            completion.model_dump_json(),
+            ORDER_TTL_S,
         )
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
-    def register(self, call: PendingCall) -> None:
+    def register(self, call: PendingCall) -> bool:
         """Record a long-running call as pending (workers do this before running it, so a
-        background job it starts can post a result at any time)."""
-        pipe = self._redis.pipeline(transaction=True)
-        self._pending.stage_put(pipe, [call])
-        pipe.execute()
+        background job it starts can post a result at any time). False when the call is
+        closed (the orchestrator answered it already): then it must not run."""
+        return self._pending.open(self._redis, call)
+
+    def is_closed(self, call: PendingCall) -> bool:
+        """Whether the orchestrator answered the call already: a worker must not run it."""
+        return self._pending.is_closed(self._redis, call.session_id, call.call_id)
 
     def withdraw(self, call_id: str) -> None:
         """The long-running tool failed: there is nothing to complete."""
-        pipe = self._redis.pipeline(transaction=True)
-        self._pending.stage_drop(pipe, call_id)
-        pipe.execute()
+        batch = WriteBatch()
+        self._pending.stage_drop(batch, call_id)
+        batch.run_sync(self._redis)
 
     def _not_pending(self, call_id: str) -> AlreadyCompletedError | CallNotPendingError:
-        if self._redis.exists(self._keys.applied(call_id)):
+        applied = self._redis.get(self._keys.applied(call_id))
+        if applied is not None:
+            claim = json.loads(applied)
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(claim.get("at", 0)))
             return AlreadyCompletedError(
-                f"call {call_id!r} already has its final result; nothing was changed"
+                f"call {call_id!r} already has its final result (completion "
+                f"{claim.get('entry')} applied at {when}); nothing was changed"
             )
         return CallNotPendingError(
             f"no pending call with id {call_id!r}; see `toolfleet tickets list`"

@@ -44,6 +44,11 @@ class SessionBusyError(SessionError):
     """Another invocation holds the session's lease; wait for it to end."""
 
 
+class LeaseLostError(SessionError):
+    """This invocation no longer holds the session's lease (it expired, or another
+    replica took it): Redis refused its write, and it stops."""
+
+
 class CompletionError(ToolfleetError):
     """A result (or credential) posted for a long-running call was refused."""
 

@@ -117,3 +117,13 @@ class Keys:
     def dispatched(self, session_id: str) -> str:
         """Set of call ids of the session's open turn already published to the broker."""
         return f"{self.prefix}:dispatched:{session_id}"
+
+    def closed(self, session_id: str, call_id: str) -> str:
+        """Set once the orchestrator gave the call its final answer (result, error, timeout):
+        a worker does not start it, and no ticket can be opened or completed for it."""
+        return f"{self.prefix}:closed:{session_id}:{call_id}"
+
+    def completion_order(self, session_id: str) -> str:
+        """List of the session's completion entry ids, in the order the stream accepted
+        them: each applies only once it is at the head, whichever replica reads it."""
+        return f"{self.prefix}:completion-order:{session_id}"

@@ -1,9 +1,9 @@
 """The pending-call records: one Redis hash, call id -> PendingCall JSON.
 
 Every read and write of those records goes through `PendingCalls`. Writes are staged
-on the caller's pipeline - a worker's synchronous one, or an orchestrator
-transaction - so a record appears or goes in the same step as what makes it true
-(the session event that answers the call, the ticket that opens it).
+on the caller's WriteBatch, so a record appears or goes in the same step as what makes
+it true (the session event that answers the call). A worker opens a ticket only for a
+call that is not closed, checked in the same step (`open`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,19 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import PendingCall
 
-# redis-py's synchronous and asyncio pipelines stage commands alike.
-Stage = redis.client.Pipeline | aioredis.client.Pipeline
+# A closed call's marker outlives any redelivery or late post of it, then goes.
+CLOSED_TTL_S = 7 * 24 * 3600
+
+# KEYS: closed marker, pending hash. ARGV: call id, record. 1 if recorded, 0 if closed.
+_OPEN_LUA = """
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+redis.call('hset', KEYS[2], ARGV[1], ARGV[2])
+return 1
+"""
 
 
 class PendingCalls:
@@ -26,15 +34,36 @@ class PendingCalls:
 
     def __init__(self, keys: Keys) -> None:
         self.key = keys.pending()
+        self._keys = keys
 
-    def stage_put(self, pipe: Stage, calls: Iterable[PendingCall]) -> None:
-        """Record (or update) `calls` in the caller's transaction."""
+    def stage_put(self, batch: WriteBatch, calls: Iterable[PendingCall]) -> None:
+        """Record (or update) `calls` in the caller's atomic step."""
         for call in calls:
-            pipe.hset(self.key, call.call_id, call.model_dump_json())
+            batch.hset(self.key, call.call_id, call.model_dump_json())
 
-    def stage_drop(self, pipe: Stage, call_id: str) -> None:
-        """Remove the record of `call_id` in the caller's transaction."""
-        pipe.hdel(self.key, call_id)
+    def stage_drop(self, batch: WriteBatch, *call_ids: str) -> None:
+        """Remove the records of `call_ids` in the caller's atomic step."""
+        if call_ids:
+            batch.hdel(self.key, *call_ids)
+
+    def open(self, client: redis.Redis, call: PendingCall) -> bool:
+        """Record a ticket for `call` unless the orchestrator closed the call already
+        (it timed out, say): then False, and the call must not run."""
+        closed = self._keys.closed(call.session_id, call.call_id)
+        opened = client.eval(_OPEN_LUA, 2, closed, self.key, call.call_id, call.model_dump_json())
+        return bool(opened)
+
+    def is_closed(self, client: redis.Redis, session_id: str, call_id: str) -> bool:
+        """Whether the orchestrator gave the call its final answer already."""
+        return bool(client.exists(self._keys.closed(session_id, call_id)))
+
+    def stage_close(self, batch: WriteBatch, session_id: str, call_ids: Iterable[str]) -> None:
+        """Close calls in the step that stores their final answers: no worker starts
+        them after this, and their tickets (if any) are gone."""
+        ids = list(call_ids)
+        for call_id in ids:
+            batch.set(self._keys.closed(session_id, call_id), 1, ex=CLOSED_TTL_S)
+        self.stage_drop(batch, *ids)
 
     def get(self, client: redis.Redis, call_id: str) -> PendingCall | None:
         """The record of `call_id`, or None when it is not pending."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
+from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.shared.messages import ToolResult
 from toolfleet.workers.executor import execute
@@ -19,7 +20,7 @@ class InProcessRunner:
         self.reverse = reverse  # yield results in reverse call order (arrival != call order)
 
     async def run(
-        self, calls: Sequence[PlannedCall], *, resume: bool = False
+        self, calls: Sequence[PlannedCall], *, resume: bool = False, fence: object = None
     ) -> AsyncIterator[ToolResult]:
         # In process nothing outlives a crash: a resumed turn runs all its calls.
         self.batches.append([p.call.call_id for p in calls])
@@ -43,5 +44,10 @@ class InProcessRunner:
     async def settle(self, session_id: str) -> None:
         self.settled.append(session_id)
 
-    def stage_settle(self, session_id: str, pipe: object) -> None:
+    def stage_settle(self, session_id: str, batch: object) -> None:
         self.settled.append(session_id)
+
+
+async def until(predicate: Callable[[], object], what: str, timeout_s: float) -> None:
+    """Wait for a condition off the event loop (the orchestrator keeps running)."""
+    await asyncio.to_thread(wait_for, predicate, timeout_s, what, interval_s=0.05)

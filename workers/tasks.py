@@ -142,9 +142,19 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
                 lost = worker_lost(envelope, count - 1, worker=worker, attempt=attempt)
                 deps.reporter.post(envelope.reply_to, lost)
                 return
-        if tool.is_long_running:
-            # Before it runs: a job the tool starts may post its result at once.
-            deps.completions.register(PendingCall.starting(envelope))
+        starting = PendingCall.starting(envelope)
+        # A closed call was answered already (it timed out waiting in the queue, say):
+        # running it now would act on a call the model was told did not happen. A
+        # long-running call opens its ticket in the same step as that check, before it
+        # runs: a job the tool starts may post its result at once.
+        opened = deps.completions.register(starting) if tool.is_long_running else None
+        if opened is False or (opened is None and deps.completions.is_closed(starting)):
+            log.warning(
+                "call %s (%s) was answered before it started (timed out?): not run",
+                envelope.call_id,
+                tool.name,
+            )
+            return
         outcome = execute(
             tool,
             envelope,

@@ -54,11 +54,14 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    """`toolfleet tickets show`: the pending call `call_id` as indented JSON; CompletionError
-    if it is not pending."""
+    """`toolfleet tickets show`: the pending call `call_id` as indented JSON, with the
+    completions posted for it and not applied yet; CompletionError if it is not pending
+    (its message says when its final result was applied)."""
     completions, client = _completions()
     with client:
-        print(completions.get(args.call_id).model_dump_json(indent=2))
+        call = completions.get(args.call_id)
+        shown = {**call.model_dump(mode="json"), "waiting_completions": completions.waiting(call)}
+    print(json.dumps(shown, indent=2))
 
 
 def _post(call_id: str, response: dict[str, Any], final: bool) -> None:

@@ -1,29 +1,111 @@
 """Apply one posted completion: a final result (once per call), progress, or a
-credential; refuse what cannot apply into the dead-letter stream."""
+credential; refuse what cannot apply into the dead-letter stream.
+
+Exactly once: a result is applied by one Redis script, under the session's lease -
+claim the call, append its response event, drop (or update) the pending record, close
+the call, mark the session as owing the model a turn, acknowledge and delete the
+stream entry. Either all of it happens or none: an entry still in the stream was not
+applied, and whoever takes it over applies it. A completion that cannot apply goes to
+the dead-letter stream with its reason, in the same step as its acknowledgement.
+
+In order: a session's completions apply in the order the stream accepted them (the
+session's order list, written with the entry). A replica that reads an entry whose
+session has an earlier one waiting applies that earlier one first, taking it over.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
+from typing import Any
 
 import redis.asyncio as aioredis
 from google.genai import types
+from pydantic import ValidationError
 
 from toolfleet.orchestrator.completions.credentials import rerun_with_credential
 from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
+from toolfleet.orchestrator.sessions.leases import LeaseHold
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.completions import DEAD_LETTERS_MAXLEN, dead_letter_fields
+from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import CallStatus, Completion, PendingCall
-from toolfleet.shared.pending import PendingCalls
+from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
+from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
 
 log = logging.getLogger(__name__)
 
 GROUP = "orchestrators"
 APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
+
+# KEYS: 1 lease, 2 pending hash, 3 applied claim, 4 events, 5 resume set, 6 stream,
+#       7 order list, 8 closed marker, 9 session hash, 10 dead letters.
+# ARGV: 1 token, 2 call id, 3 entry id, 4 event JSON, 5 session id, 6 group,
+#       7 applied TTL, 8 claim JSON, 9 posted JSON, 10 now, 11 dead-letter maxlen,
+#       12 closed TTL, 13 "final" or the updated pending record (progress).
+_APPLY_LUA = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('LEASELOST the session lease is not held by this writer')
+end
+if #redis.call('xrange', KEYS[6], ARGV[3], ARGV[3]) == 0 then return {'gone'} end
+local pos = redis.call('lpos', KEYS[7], ARGV[3])
+if pos and pos > 0 then return {'later'} end
+local function consume()
+  redis.call('xack', KEYS[6], ARGV[6], ARGV[3])
+  redis.call('xdel', KEYS[6], ARGV[3])
+  redis.call('lrem', KEYS[7], 1, ARGV[3])
+end
+local function refuse(reason)
+  redis.call('xadd', KEYS[10], 'MAXLEN', '~', ARGV[11], '*',
+             'completion', ARGV[9], 'reason', reason, 'at', ARGV[10])
+  consume()
+  return {'refused', reason}
+end
+if redis.call('exists', KEYS[9]) == 0 then
+  redis.call('hdel', KEYS[2], ARGV[2])
+  redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
+  return refuse('session ' .. ARGV[5] .. ' is gone; its ticket was removed')
+end
+if redis.call('hexists', KEYS[2], ARGV[2]) == 0 then
+  if redis.call('exists', KEYS[3]) == 1 then
+    return refuse('call ' .. ARGV[2] .. ' already has its final result')
+  end
+  if redis.call('exists', KEYS[8]) == 1 then
+    return refuse('call ' .. ARGV[2] .. ' was answered (timed out or failed) before this result')
+  end
+  return refuse('no pending call with id ' .. ARGV[2])
+end
+local n = redis.call('rpush', KEYS[4], ARGV[4])
+if ARGV[13] == 'final' then
+  redis.call('set', KEYS[3], ARGV[8], 'EX', ARGV[7])
+  redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
+  redis.call('hdel', KEYS[2], ARGV[2])
+  redis.call('sadd', KEYS[5], ARGV[5])
+else
+  redis.call('hset', KEYS[2], ARGV[2], ARGV[13])
+end
+consume()
+return {'applied', n}
+"""
+
+
+# KEYS: 1 stream, 2 dead letters, 3 order list (or the stream again: no session known).
+# ARGV: 1 entry id, 2 group, 3 maxlen, then the dead-letter fields. Only an entry still
+# in the stream is refused: one gone was applied (or refused) by another replica.
+_REFUSE_LUA = """
+if #redis.call('xrange', KEYS[1], ARGV[1], ARGV[1]) == 0 then return 0 end
+redis.call('xadd', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, 4))
+redis.call('xack', KEYS[1], ARGV[2], ARGV[1])
+redis.call('xdel', KEYS[1], ARGV[1])
+if KEYS[3] ~= KEYS[1] then redis.call('lrem', KEYS[3], 1, ARGV[1]) end
+return 1
+"""
 
 
 class CompletionApplier:
@@ -35,6 +117,7 @@ class CompletionApplier:
         client: aioredis.Redis,
         keys: Keys,
         resumer: SessionResumer,
+        consumer: str,
         *,
         progress_to_model: bool = False,
     ) -> None:
@@ -43,6 +126,7 @@ class CompletionApplier:
         self._keys = keys
         self._pending = PendingCalls(keys)
         self._resumer = resumer
+        self._consumer = consumer
         self._progress_to_model = progress_to_model
 
     @property
@@ -51,83 +135,186 @@ class CompletionApplier:
         return list(self._runners)
 
     async def apply(self, stream: str, entry_id: str, raw: bytes, completion: Completion) -> None:
-        """Apply the entry (or refuse it); called in posting order per session."""
+        """Apply the entry (or refuse it), after every earlier completion of its session."""
         runner = self._runners[stream]
-        owner = await self._redis.get(self._keys.applied(completion.call_id))
-        claim = json.loads(owner) if owner is not None else None
-        if claim is not None and claim["entry"] == entry_id:
-            # Applied by a replica that crashed before acknowledging: finish its work.
-            await self._redis.xack(stream, GROUP, entry_id)
-            await self._resumer.resume_if_owed(runner, claim["session"])
+        pending = await self._pending.aget(self._redis, completion.call_id)
+        session_id = pending.session_id if pending else completion.session_id
+        if pending is None or session_id is None:
+            reason = await self._why_not_pending(completion.call_id)
+            await self.refuse(stream, entry_id, raw, reason, session_id)
             return
+        async with runner.leases.hold(session_id, wait_s=self._resumer.lease_wait_s) as hold:
+            await self._finish_open_turn(runner, session_id, hold)
+            owed = False  # whether an applied entry gave the model something to answer
+            for earlier_id, earlier in await self._earlier(stream, session_id, entry_id):
+                owed |= await self._apply_one(runner, stream, earlier_id, earlier, hold)
+            owed |= await self._apply_one(runner, stream, entry_id, raw, hold)
+            if owed:  # once, for everything applied: the model answers it all at once
+                await self._resumer.continue_session(runner, session_id, hold)
+
+    async def refuse(
+        self, stream: str, entry_id: str, raw: bytes, reason: str, session_id: str | None = None
+    ) -> None:
+        """Keep the entry in the dead-letter stream with `reason`, and consume it (ack,
+        delete, leave its session's order), in one step - if it is still in the stream."""
+        order = self._keys.completion_order(session_id) if session_id else stream
+        fields = [word for pair in dead_letter_fields(raw, reason).items() for word in pair]
+        refused = await self._redis.eval(
+            _REFUSE_LUA, 3, stream, self._keys.dead_letters(), order,
+            entry_id, GROUP, DEAD_LETTERS_MAXLEN, *fields,
+        )  # fmt: skip
+        if refused:
+            log.warning("refused completion %s: %s", entry_id, reason)
+
+    def _stage_consume(
+        self, batch: WriteBatch, stream: str, entry_id: str, session_id: str | None
+    ) -> None:
+        batch.add("XACK", stream, GROUP, entry_id)
+        batch.add("XDEL", stream, entry_id)
+        if session_id is not None:
+            batch.add("LREM", self._keys.completion_order(session_id), 1, entry_id)
+
+    async def _why_not_pending(self, call_id: str) -> str:
+        if await self._redis.exists(self._keys.applied(call_id)):
+            return f"call {call_id!r} already has its final result"
+        return f"no pending call with id {call_id!r}"
+
+    async def _finish_open_turn(self, runner: Runner, session_id: str, hold: LeaseHold) -> None:
+        """A turn still open (its replica died mid-turn) is finished before anything else
+        is appended to the session: the model never sees a call without its response."""
+        try:
+            session = await runner.store.get(session_id)
+        except SessionNotFoundError:
+            return  # the apply script refuses the completion, saying so
+        if session.open_turn() is not None:
+            log.info("session %s has an open turn: finishing it first", session_id)
+            await self._resumer.continue_session(runner, session_id, hold, release=False)
+
+    async def _earlier(
+        self, stream: str, session_id: str, entry_id: str
+    ) -> list[tuple[str, bytes]]:
+        """The session's completions accepted before `entry_id` and not yet applied,
+        taken over by this consumer (we hold the session's lease: they are ours to do)."""
+        order_key = self._keys.completion_order(session_id)
+        order = [decoded(e) for e in await self._redis.lrange(order_key, 0, -1)]
+        if entry_id not in order:
+            return []
+        earlier: list[tuple[str, bytes]] = []
+        for earlier_id in order[: order.index(entry_id)]:
+            claimed: Any = await self._redis.xclaim(
+                stream, GROUP, self._consumer, min_idle_time=0, message_ids=[earlier_id]
+            )
+            fields = claimed[0][1] if claimed and claimed[0][1] else None
+            if fields is None:  # deleted meanwhile (applied), or never read: read it now
+                found: Any = await self._redis.xrange(stream, earlier_id, earlier_id)
+                fields = found[0][1] if found else None
+            if fields is None:
+                await self._redis.lrem(order_key, 1, earlier_id)
+                continue
+            earlier.append((earlier_id, fields.get(COMPLETION_FIELD.encode(), b"")))
+        return earlier
+
+    async def _apply_one(
+        self, runner: Runner, stream: str, entry_id: str, raw: bytes, hold: LeaseHold
+    ) -> bool:
+        """Apply (or refuse) one entry under the session's lease; True if the model now
+        has something new to answer."""
+        if not await self._redis.xrange(stream, entry_id, entry_id):
+            return False  # applied or refused already (by us, as an earlier one, or another)
+        try:
+            completion = Completion.model_validate_json(raw)
+        except ValidationError as exc:
+            await self.refuse(stream, entry_id, raw, f"malformed completion: {exc}")
+            return False
         pending = await self._pending.aget(self._redis, completion.call_id)
         if pending is None:
-            reason = (
-                f"call {completion.call_id!r} already has its final result"
-                if owner is not None
-                else f"no pending call with id {completion.call_id!r}"
-            )
-            await self.refuse(stream, entry_id, raw, reason)
-            return
-        async with runner.leases.hold(pending.session_id, wait_s=self._resumer.lease_wait_s):
-            if completion.kind == "credential" or pending.kind == "credential":
-                if completion.kind != pending.kind:
-                    await self.refuse(
-                        stream, entry_id, raw, f"{pending.call_id!r} expects a {pending.kind}"
-                    )
-                    return
-                await self._apply_credential(runner, stream, entry_id, pending)
-            elif completion.final:
-                await self._apply_final(runner, stream, entry_id, raw, completion, pending)
-            else:
-                await self._apply_progress(runner, stream, entry_id, completion, pending)
+            await self._script(runner, stream, entry_id, raw, completion, None, hold)
+            return False
+        if completion.kind == "credential" or pending.kind == "credential":
+            if completion.kind != pending.kind:
+                reason = f"{pending.call_id!r} expects a {pending.kind}"
+                await self.refuse(stream, entry_id, raw, reason, pending.session_id)
+                return False
+            return await self._apply_credential(runner, stream, entry_id, pending, hold)
+        event = await self._script(runner, stream, entry_id, raw, completion, pending, hold)
+        if event is None:
+            return False
+        await self._resumer.notify(pending.session_id, event)
+        return completion.final or self._progress_to_model
 
-    async def refuse(self, stream: str, entry_id: str, raw: bytes, reason: str) -> None:
-        """Keep the entry in the dead-letter stream with `reason`, and acknowledge it."""
-        log.warning("refused completion %s: %s", entry_id, reason)
-        await self._redis.xadd(
-            self._keys.dead_letters(),
-            dead_letter_fields(raw, reason),  # type: ignore[arg-type]
-            maxlen=DEAD_LETTERS_MAXLEN,
-            approximate=True,
-        )
-        await self._redis.xack(stream, GROUP, entry_id)
-
-    async def _apply_final(
+    async def _script(
         self,
         runner: Runner,
         stream: str,
         entry_id: str,
         raw: bytes,
         completion: Completion,
-        pending: PendingCall,
-    ) -> None:
-        claim = json.dumps({"entry": entry_id, "session": pending.session_id})
-        key = self._keys.applied(completion.call_id)
-        if not await self._redis.set(key, claim, nx=True, ex=APPLIED_TTL_S):
-            await self.refuse(
-                stream, entry_id, raw, f"duplicate final result for {completion.call_id!r}"
-            )
-            return
-        session = await runner.store.get(pending.session_id)
-        event = _response_event(pending, completion)
-        await runner.store.append(session, event, resolved=pending)
-        await self._redis.xack(stream, GROUP, entry_id)
+        pending: PendingCall | None,
+        hold: LeaseHold,
+    ) -> Event | None:
+        """Run the apply script; the event appended, or None if refused or not due."""
+        session_id = pending.session_id if pending else (completion.session_id or "")
+        event = _response_event(pending, completion) if pending else None
+        if event is not None and not completion.final and not self._progress_to_model:
+            event = event.model_copy(update={"content": None, "progress": completion.response})
+        mode = "final"
+        if pending is not None and not completion.final:
+            mode = pending.model_copy(
+                update={"progress": [*pending.progress, completion.response]}
+            ).model_dump_json()
+        keys = self._keys
+        reply: Any = await self._redis.eval(
+            _APPLY_LUA,
+            10,
+            hold.fence.key,
+            keys.pending(),
+            keys.applied(completion.call_id),
+            keys.events(session_id),
+            keys.resume(),
+            stream,
+            keys.completion_order(session_id),
+            keys.closed(session_id, completion.call_id),
+            keys.session(session_id),
+            keys.dead_letters(),
+            hold.fence.token,
+            completion.call_id,
+            entry_id,
+            event.model_dump_json(exclude_defaults=True) if event else "{}",
+            session_id,
+            GROUP,
+            APPLIED_TTL_S,
+            json.dumps({"entry": entry_id, "session": session_id, "at": time.time()}),
+            raw,
+            json.dumps(time.time()),
+            DEAD_LETTERS_MAXLEN,
+            CLOSED_TTL_S,
+            mode,
+        )
+        outcome = decoded(reply[0])
+        if outcome == "refused":
+            log.warning("refused completion %s: %s", entry_id, decoded(reply[1]))
+        if outcome != "applied" or event is None or pending is None:
+            return None
         log.info(
-            "applied the final result of %s (%s) from %s",
+            "applied the %s of %s (%s) from %s",
+            "final result" if completion.final else "progress",
             pending.call_id,
             pending.tool,
             completion.source,
         )
-        await self._resumer.notify(session.id, event)
-        await self._resumer.continue_session(runner, pending.session_id)
+        return event
 
     async def _apply_credential(
-        self, runner: Runner, stream: str, entry_id: str, pending: PendingCall
-    ) -> None:
-        """The user supplied a credential: run the call again; finish the turn if complete."""
+        self, runner: Runner, stream: str, entry_id: str, pending: PendingCall, hold: LeaseHold
+    ) -> bool:
+        """The user supplied a credential: run the call again; True once the turn is
+        complete (its responses stored: the model answers them)."""
         session = await runner.store.get(pending.session_id)
-        result = await rerun_with_credential(runner, session, pending)
+        result = await rerun_with_credential(runner, session, pending, hold)
+
+        def consume(batch: WriteBatch) -> None:
+            self._stage_consume(batch, stream, entry_id, pending.session_id)
+
         if result.actions.requested_auth:  # still missing, or rejected by the tool
             updated = pending.model_copy(update={"ticket": result.actions.requested_auth})
             event = Event(
@@ -141,37 +328,21 @@ class CompletionApplier:
                     }
                 ],
             )
-            await runner.store.append(session, event, pending=[updated])
-            await self._redis.xack(stream, GROUP, entry_id)
+            await runner.store.append(
+                session, event, pending=[updated], also=consume, fence=hold.fence
+            )
             await self._resumer.notify(session.id, event)
-            return
-        ordered = await runner.store.parked.complete(pending.turn_id or "", result)
-        await self._redis.xack(stream, GROUP, entry_id)
-        if ordered is None:
-            return  # another call of the turn still waits for its credential
+            return False
+        ordered = await runner.store.parked.complete(pending.turn_id or "", result, hold.fence)
+        if ordered is None:  # another call of the turn still waits for its credential
+            batch = WriteBatch()
+            consume(batch)
+            await batch.run(self._redis)
+            return False
         event = responses_event(pending.invocation_id, pending.agent, ordered)
-        await runner.store.append(session, event, resolved=pending)
+        await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
         await self._resumer.notify(session.id, event)
-        await self._resumer.continue_session(runner, session.id)
-
-    async def _apply_progress(
-        self,
-        runner: Runner,
-        stream: str,
-        entry_id: str,
-        completion: Completion,
-        pending: PendingCall,
-    ) -> None:
-        session = await runner.store.get(pending.session_id)
-        updated = pending.model_copy(update={"progress": [*pending.progress, completion.response]})
-        event = _response_event(pending, completion)
-        if not self._progress_to_model:
-            event = event.model_copy(update={"content": None, "progress": completion.response})
-        await runner.store.append(session, event, pending=[updated])
-        await self._redis.xack(stream, GROUP, entry_id)
-        await self._resumer.notify(session.id, event)
-        if self._progress_to_model:
-            await self._resumer.continue_session(runner, session.id)
+        return True
 
 
 def _response_event(pending: PendingCall, completion: Completion) -> Event:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import make_envelope
+from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.messages import PendingCall, ToolResult
 
 
 async def rerun_with_credential(
-    runner: Runner, session: Session, pending: PendingCall
+    runner: Runner, session: Session, pending: PendingCall, hold: LeaseHold
 ) -> ToolResult:
     """Dispatch the call again, as it was; the tool now finds the supplied credential."""
     invocation = runner.new_invocation(session, pending.agent, pending.invocation_id)
@@ -20,6 +21,7 @@ async def rerun_with_credential(
     envelope = make_envelope(invocation, pending.call_id, pending.tool, pending.args)
     if tool is None:
         return failed(envelope, "UnknownTool", f"tool {pending.tool!r} is no longer available")
-    results = [r async for r in runner.tool_runner.run([PlannedCall(envelope, tool)])]
+    planned = [PlannedCall(envelope, tool)]
+    results = [r async for r in runner.tool_runner.run(planned, fence=hold.fence)]
     await runner.tool_runner.settle(session.id)
     return results[0]

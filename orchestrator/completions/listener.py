@@ -40,6 +40,7 @@ class CompletionListener:
         keys: Keys,
         consumer: str,
         *,
+        commands: aioredis.Redis | None = None,
         on_update: Notify | None = None,
         progress_to_model: bool = False,
         claim_idle_ms: int = 30_000,
@@ -58,8 +59,15 @@ class CompletionListener:
         self.resumer = SessionResumer(
             runners, self._start, on_update=on_update, lease_wait_s=lease_wait_s
         )
+        # The applier's commands go through the replica's client (it rides out a short
+        # outage); `client` is dedicated to the blocking read.
         self.applier = CompletionApplier(
-            runners, client, keys, self.resumer, progress_to_model=progress_to_model
+            runners,
+            commands or client,
+            keys,
+            self.resumer,
+            consumer,
+            progress_to_model=progress_to_model,
         )
         self.handled = asyncio.Event()  # set after each entry is handled (for waiters)
 

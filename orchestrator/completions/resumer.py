@@ -10,6 +10,7 @@ from typing import Any
 
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared.errors import SessionBusyError
 
 log = logging.getLogger(__name__)
@@ -46,17 +47,14 @@ class SessionResumer:
             if result is not None:
                 await result
 
-    async def continue_session(self, runner: Runner, session_id: str) -> None:
-        """Run the model on the session as it stands (lease held by the caller)."""
+    async def continue_session(
+        self, runner: Runner, session_id: str, hold: LeaseHold, *, release: bool = True
+    ) -> None:
+        """Run the model on the session as it stands, under the caller's lease `hold`
+        (released with the answer unless `release` is False: the caller writes on)."""
         session = await runner.store.get(session_id)
-        async for update in runner.invoke(session, None):
+        async for update in runner.invoke(session, None, lease=hold, release=release):
             await self.notify(session_id, update)
-
-    async def resume_if_owed(self, runner: Runner, session_id: str) -> None:
-        """Continue the session if it still owes the model a turn (waits for its lease)."""
-        async with runner.leases.hold(session_id, wait_s=self.lease_wait_s):
-            if session_id in await runner.store.sessions_to_resume():
-                await self.continue_session(runner, session_id)
 
     async def resume_owed(self) -> None:
         """Start continuing every owed session of this replica's apps that no replica is
@@ -68,18 +66,21 @@ class SessionResumer:
         for session_id in await leases.unleased(owed):
             if session_id in self._resuming:
                 continue
-            runner = self._runners.get(await store.app_of(session_id) or "")
-            if runner is None:
-                continue  # another app's session: its own orchestrator finishes it
+            app, owner = await store.app_and_owner(session_id)
+            runner = self._runners.get(app or "")
+            if runner is None or owner not in (None, runner.agent.name):
+                # Another app's session (its own orchestrator finishes it), or an agent
+                # tool's child session (its worker runs it): not this runner's to resume.
+                continue
             self._resuming.add(session_id)
             self._start(self._resume_one(runner, session_id))
 
     async def _resume_one(self, runner: Runner, session_id: str) -> None:
         try:
-            async with self.lock(session_id), runner.leases.hold(session_id):
+            async with self.lock(session_id), runner.leases.hold(session_id) as hold:
                 if session_id in await runner.store.sessions_to_resume():
                     log.info("continuing session %s (its invocation did not finish)", session_id)
-                    await self.continue_session(runner, session_id)
+                    await self.continue_session(runner, session_id, hold)
         except SessionBusyError:
             pass  # another replica took it first
         except Exception:

@@ -8,12 +8,12 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from redis.asyncio.client import Pipeline
-
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.orchestrator.sessions.leases import Fence
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
@@ -52,7 +52,7 @@ class CeleryFleet:
         self._pools = pools
 
     async def run(
-        self, calls: Sequence[PlannedCall], *, resume: bool = False
+        self, calls: Sequence[PlannedCall], *, resume: bool = False, fence: Fence | None = None
     ) -> AsyncIterator[ToolResult]:
         """Publish calls to their pools' queues and yield one result per call as they finish.
 
@@ -94,7 +94,7 @@ class CeleryFleet:
                 batch, waiting = waiting[:room], waiting[room:]
                 if batch:
                     dispatches = [self._dispatch(p) for p in batch]
-                    await self._publisher.publish(dispatches, record_in=record_in)
+                    await self._publisher.publish(dispatches, record_in=record_in, fence=fence)
                     self._track(in_flight, futures, batch)
                 next_deadline = min(flight.deadline for flight in in_flight.values())
                 done, _ = await asyncio.wait(
@@ -162,10 +162,10 @@ class CeleryFleet:
             self._keys.results(session_id), forget=self._keys.dispatched(session_id)
         )
 
-    def stage_settle(self, session_id: str, pipe: Pipeline) -> None:
-        """`settle` as commands on `pipe`, the transaction that stores the results."""
+    def stage_settle(self, session_id: str, batch: WriteBatch) -> None:
+        """`settle` as commands of `batch`, the atomic step that stores the results."""
         self._waiter.stage_settle(
-            pipe, self._keys.results(session_id), forget=self._keys.dispatched(session_id)
+            batch, self._keys.results(session_id), forget=self._keys.dispatched(session_id)
         )
 
     async def _split_by_pool_liveness(

@@ -18,6 +18,8 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.sessions.leases import Fence, write
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import task_name
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.redaction import redact_args
@@ -80,17 +82,20 @@ class CeleryPublisher:
             }
         )
 
-    async def publish(self, dispatches: Sequence[Dispatch], *, record_in: str) -> None:
+    async def publish(
+        self, dispatches: Sequence[Dispatch], *, record_in: str, fence: Fence | None = None
+    ) -> None:
         """Push the messages and add their call ids to the set `record_in`, atomically:
-        a replica that takes over the turn knows exactly what was sent."""
+        a replica that takes over the turn knows exactly what was sent. With `fence`,
+        only while that lease is held: a replica that lost the session sends nothing."""
         if not dispatches:
             return
-        pipe = self._redis.pipeline(transaction=True)
+        batch = WriteBatch()
         for dispatch in dispatches:
-            pipe.lpush(dispatch.queue, self.encode(dispatch))
-        pipe.sadd(record_in, *(d.call.call_id for d in dispatches))
-        pipe.expire(record_in, DISPATCHED_TTL_S)
-        await pipe.execute()
+            batch.lpush(dispatch.queue, self.encode(dispatch))
+        batch.sadd(record_in, *(d.call.call_id for d in dispatches))
+        batch.expire(record_in, DISPATCHED_TTL_S)
+        await write(self._redis, batch, fence)
 
     async def recorded(self, record_in: str) -> set[str]:
         """The call ids `publish` added to `record_in` (and not forgotten since)."""

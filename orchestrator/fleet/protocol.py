@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from redis.asyncio.client import Pipeline
-
+from toolfleet.orchestrator.sessions.leases import Fence
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.messages import ToolCall, ToolResult, error_result
 from toolfleet.shared.tools import FunctionTool
 
@@ -24,16 +24,17 @@ class ToolRunner(Protocol):
     """Runs validated calls somewhere and yields one result per call, as they finish."""
 
     def run(
-        self, calls: Sequence[PlannedCall], *, resume: bool = False
+        self, calls: Sequence[PlannedCall], *, resume: bool = False, fence: Fence | None = None
     ) -> AsyncIterator[ToolResult]:
         """`resume`: the calls are those of a turn whose invocation died; run only what
-        was never sent, and collect the results of the others."""
+        was never sent, and collect the results of the others. `fence`: the session's
+        lease, which must still be held when the calls are sent."""
         ...
 
     async def settle(self, session_id: str) -> None:
         """The results yielded so far are persisted; their transport may forget them."""
 
-    def stage_settle(self, session_id: str, pipe: Pipeline) -> None:
+    def stage_settle(self, session_id: str, batch: WriteBatch) -> None:
         """`settle` as commands of the transaction that persists the results."""
 
 

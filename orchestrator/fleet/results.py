@@ -16,9 +16,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from pydantic import ValidationError
-from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.connections import decoded, stop_task
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import RESULT_FIELD, ToolResult
 
@@ -123,20 +123,19 @@ class ResultWaiter:
     async def settle(self, stream: str, forget: str | None = None) -> None:
         """The caller persisted what it was given: trim the stream up to it (and delete
         the key `forget`, in the same round trip)."""
-        pipe = self._writer.pipeline(transaction=False)
-        self.stage_settle(pipe, stream, forget)
-        if len(pipe):
-            await pipe.execute()
+        batch = WriteBatch()
+        self.stage_settle(batch, stream, forget)
+        await batch.run(self._writer)
 
-    def stage_settle(self, pipe: Pipeline, stream: str, forget: str | None = None) -> None:
+    def stage_settle(self, batch: WriteBatch, stream: str, forget: str | None = None) -> None:
         """`settle` as commands in the caller's transaction - the one that persists what
         was delivered, so trimming never runs ahead of persisting: a crash in between
         leaves the results on the stream for the next reader."""
         watch = self._watches.get(stream)
         if watch is not None and watch.delivered_up_to is not None:
-            pipe.xtrim(stream, minid=_next_id(watch.delivered_up_to), approximate=False)
+            batch.xtrim_minid(stream, _next_id(watch.delivered_up_to))
         if forget is not None:
-            pipe.delete(forget)
+            batch.delete(forget)
         if watch is not None:
             watch.settled = True
 

@@ -65,7 +65,8 @@ def tickets_router(api: HttpApi) -> APIRouter:
             call = await asyncio.to_thread(api.completions.get, call_id)
         except CompletionError as exc:
             raise ApiError(404, str(exc)) from exc
-        return Ticket.of(call, names)
+        waiting = await asyncio.to_thread(api.completions.waiting, call)
+        return Ticket.of(call, names).model_copy(update={"waiting_completions": waiting})
 
     async def post(call_id: str, response: dict[str, Any], final: bool) -> Accepted:
         size = len(json.dumps(response).encode())

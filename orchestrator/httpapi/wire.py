@@ -133,6 +133,12 @@ class Ticket(BaseModel):
     created_at: float = Field(description="Epoch seconds.")
     age_s: float
     progress: list[dict[str, Any]]
+    waiting_completions: list[str] = Field(
+        default_factory=list,
+        description="Stream entry ids of results posted for this call and not applied yet "
+        "(filled by GET /tickets/{call_id}). Once one is applied the ticket is gone, and "
+        "GET answers 404 saying which completion was applied, and when.",
+    )
 
     @classmethod
     def of(cls, call: PendingCall, secret_names: Sequence[str], now: float | None = None) -> Ticket:

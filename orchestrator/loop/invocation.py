@@ -11,7 +11,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import LeaseHold
+from toolfleet.orchestrator.sessions.leases import Fence, LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
@@ -35,10 +35,16 @@ class Invocation:
     id: str = ""
     depth: int = 0  # agent-tool nesting: 0 for a user's invocation
     answered: bool = False  # the model's answer is stored (and the session owes nothing)
-    lease: LeaseHold | None = None  # released in the answer's transaction when given
+    lease: LeaseHold | None = None  # every write is fenced by it
+    release_on_answer: bool = True  # release the lease in the answer's write (last step)
 
     def __post_init__(self) -> None:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"
+
+    @property
+    def fence(self) -> Fence | None:
+        """The lease every write of this invocation is fenced by (None: in-process tests)."""
+        return self.lease.fence if self.lease is not None else None
 
     def readonly_context(self) -> ReadonlyContext:
         """What toolsets see when they choose their tools for this invocation."""

@@ -38,7 +38,7 @@ async def park_turn(
         for r in ordered
         if r.actions.requested_auth
     ]
-    await inv.store.parked.park(turn_id, ordered)
+    await inv.store.parked.park(turn_id, ordered, inv.fence)
     event = Event(
         invocation_id=inv.id,
         author=inv.agent.name,
@@ -46,5 +46,5 @@ async def park_turn(
             {"call_id": p.call_id, "tool": p.tool, "auth_config": p.ticket} for p in requests
         ],
     )
-    await inv.store.append(inv.session, event, pending=requests)
+    await inv.store.append(inv.session, event, pending=requests, fence=inv.fence)
     return event

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from google.genai import types
 
@@ -23,7 +24,8 @@ from toolfleet.orchestrator.models.protocol import (
     function_calls,
 )
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.shared.messages import ToolResult
+from toolfleet.shared.errors import LeaseLostError
+from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import ToolRegistry
 
@@ -34,60 +36,43 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
     `message=None` continues a session as it stands: its last event is the model's
     input (a long-running call's final result, applied by the completions listener), or
     a model turn whose calls were running when its invocation died - that turn is
-    finished first, without sending again what was sent.
+    finished first, without sending again what was sent. A message that finds such an
+    open turn waits for it: the turn's calls are answered first (as the invocation that
+    died), so the model never sees a call without its response.
     """
     try:
-        open_turn = None
+        open_turn = inv.session.open_turn()
+        if open_turn is not None and message is not None:
+            own_id, inv.id = inv.id, open_turn.invocation_id
+            async for update in _answer_calls(inv, open_turn, _Ending()):
+                yield update
+            inv.id, open_turn = own_id, None
+        elif open_turn is not None:  # it goes on as the invocation that died
+            inv.id = open_turn.invocation_id
         if message is not None:
             user_event = Event(invocation_id=inv.id, author="user", content=message)
-            await inv.store.append(inv.session, user_event, owes_turn=True)
+            # An agent tool's child session is its worker's to finish, never the sweep's.
+            owes = True if inv.depth == 0 else None
+            await inv.store.append(inv.session, user_event, owes_turn=owes, fence=inv.fence)
             yield user_event
-        else:
-            open_turn = inv.session.open_turn()
-            if open_turn is not None:  # it goes on as the invocation that died
-                inv.id = open_turn.invocation_id
         for _ in range(inv.settings.max_steps):
-            agent = inv.agent
-            tools = await agent.tools_for(inv.readonly_context())
-            resuming = open_turn is not None
+            ending = _Ending()
+            tools: ToolRegistry | None = None  # the resumed turn's are read again
             if open_turn is not None:
                 model_event, open_turn = open_turn, None
             else:
-                model_event = await _model_turn(inv, agent, tools)
+                model_event, tools = await _model_turn(inv)
                 yield model_event
-            calls = function_calls(model_event.content) if model_event.content else []
-            if not calls:
-                yield InvocationEnded(inv.id, EndReason.ANSWERED)
-                return
-            results: dict[str, ToolResult] = {}
-            async for update in run_calls(inv, tools, calls, results, resume=resuming):
+            async for update in _answer_calls(inv, model_event, ending, tools=tools):
                 yield update
-            ordered = [results[c.id or ""] for c in calls]
-            if any(r.actions.requested_auth for r in ordered):
-                # The model sees these results only once the credentials are supplied.
-                yield await park_turn(inv, model_event.id, calls, ordered)
-                yield InvocationEnded(inv.id, EndReason.AWAITING_CREDENTIAL)
-                return
-            response_event = responses_event(inv.id, agent.name, ordered)
-            pending = pending_calls(inv, calls, ordered)
-            # The results' transport forgets them in the transaction that stores them.
-            settle = functools.partial(inv.runner.stage_settle, inv.session.id)
-            await inv.store.append(inv.session, response_event, pending=pending, also=settle)
-            yield response_event
-            async for action_event in _apply_actions(inv, response_event):
-                yield action_event
-            if response_event.actions.skip_summarization:
-                yield InvocationEnded(inv.id, EndReason.SKIPPED_SUMMARY)
-                return
-            if response_event.actions.escalate and agent.parent is None:
-                # The root agent gave up its turn: nobody above to answer.
-                yield InvocationEnded(inv.id, EndReason.ESCALATED)
+            if ending.reason is not None:
+                yield InvocationEnded(inv.id, ending.reason)
                 return
         error = (
             f"stopped after max_steps={inv.settings.max_steps} model calls (TOOLFLEET_MAX_STEPS)"
         )
         limit_event = Event(invocation_id=inv.id, author=inv.agent.name, error=error)
-        await inv.store.append(inv.session, limit_event)
+        await inv.store.append(inv.session, limit_event, fence=inv.fence)
         yield limit_event
         yield InvocationEnded(inv.id, EndReason.MAX_STEPS, error)
     finally:
@@ -96,8 +81,66 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
             del inv.session.state[key]
 
 
-async def _model_turn(inv: Invocation, agent: Agent, tools: ToolRegistry) -> Event:
-    """Ask the agent's model for its next turn and persist it."""
+@dataclass
+class _Ending:
+    """Set by `_answer_calls` when the turn it answered ends the invocation."""
+
+    reason: EndReason | None = None
+
+
+async def _answer_calls(
+    inv: Invocation, model_event: Event, ending: _Ending, *, tools: ToolRegistry | None = None
+) -> AsyncIterator[Update]:
+    """Run the model turn's calls and store their responses, in call order, in one step
+    that also closes the calls answered for good; then apply the turn's actions.
+
+    `tools`: those the model was offered; None for a turn resumed from the session (its
+    invocation died after sending some calls: only the others are sent now)."""
+    agent = inv.agent
+    calls = function_calls(model_event.content) if model_event.content else []
+    if not calls:
+        ending.reason = EndReason.ANSWERED
+        return
+    resuming = tools is None
+    if tools is None:
+        tools = await agent.tools_for(inv.readonly_context())
+    results: dict[str, ToolResult] = {}
+    async for update in run_calls(inv, tools, calls, results, resume=resuming):
+        yield update
+    ordered = [results[c.id or ""] for c in calls]
+    if any(r.actions.requested_auth for r in ordered):
+        # The model sees these results only once the credentials are supplied.
+        yield await park_turn(inv, model_event.id, calls, ordered)
+        ending.reason = EndReason.AWAITING_CREDENTIAL
+        return
+    response_event = responses_event(inv.id, agent.name, ordered)
+    await inv.store.append(
+        inv.session,
+        response_event,
+        pending=pending_calls(inv, calls, ordered),
+        closed=[r.call_id for r in ordered if r.status is not CallStatus.PENDING],
+        # The results' transport forgets them in the step that stores them.
+        also=functools.partial(inv.runner.stage_settle, inv.session.id),
+        fence=inv.fence,
+    )
+    yield response_event
+    async for action_event in _apply_actions(inv, response_event):
+        yield action_event
+    if response_event.actions.skip_summarization:
+        ending.reason = EndReason.SKIPPED_SUMMARY
+    elif response_event.actions.escalate and agent.parent is None:
+        ending.reason = EndReason.ESCALATED  # the root agent gave up: nobody above answers
+
+
+async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
+    """Ask the agent's model for its next turn and persist it; the turn and the tools
+    the model was offered."""
+    if inv.lease is not None and inv.lease.renewal.lost:
+        raise LeaseLostError(
+            f"session {inv.session.id!r}: the lease was lost; not calling the model again"
+        )
+    agent = inv.agent
+    tools = await agent.tools_for(inv.readonly_context())
     authors, contents = inv.session.authored_contents()
     request = ModelRequest(
         agent_name=agent.name,
@@ -112,13 +155,18 @@ async def _model_turn(inv: Invocation, agent: Agent, tools: ToolRegistry) -> Eve
     # and the lease can go in the same transaction.
     inv.answered = not function_calls(content)
     if not inv.answered:
-        await inv.store.append(inv.session, model_event)
-        return model_event
-    release = await inv.lease.release_in() if inv.lease is not None else None
-    await inv.store.append(inv.session, model_event, owes_turn=False, also=release)
-    if inv.lease is not None:
+        await inv.store.append(inv.session, model_event, fence=inv.fence)
+        return model_event, tools
+    release = inv.lease is not None and inv.release_on_answer
+    if inv.lease is not None and release:
+        await inv.lease.renewal.stop()
+    owes = False if inv.depth == 0 else None
+    await inv.store.append(
+        inv.session, model_event, owes_turn=owes, fence=inv.fence, release=release
+    )
+    if inv.lease is not None and release:
         inv.lease.released = True
-    return model_event
+    return model_event, tools
 
 
 async def _apply_actions(inv: Invocation, event: Event) -> AsyncIterator[Event]:
@@ -131,13 +179,13 @@ async def _apply_actions(inv: Invocation, event: Event) -> AsyncIterator[Event]:
             names = ", ".join(a.name for a in inv.agent.root.walk())
             error = f"transfer_to_agent: no agent named {actions.transfer_to_agent!r} ({names})"
             error_event = Event(invocation_id=inv.id, author=inv.agent.name, error=error)
-            await inv.store.append(inv.session, error_event)
+            await inv.store.append(inv.session, error_event, fence=inv.fence)
             yield error_event
     elif actions.escalate:
         target = inv.agent.parent
     if target is not None and target is not inv.agent:
         inv.agent = target
-        await inv.store.set_active_agent(inv.session.id, target.name)
+        await inv.store.set_active_agent(inv.session.id, target.name, fence=inv.fence)
 
 
 def with_call_ids(content: types.Content) -> types.Content:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from types import TracebackType
 
 from google.genai import types
+from redis.exceptions import RedisError
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import choose_model
@@ -20,6 +22,7 @@ from toolfleet.orchestrator.sessions.leases import LeaseHold, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys
 
 
@@ -104,17 +107,26 @@ class Runner:
                 yield update
 
     async def invoke(
-        self, session: Session, message: types.Content | None, *, lease: LeaseHold | None = None
+        self,
+        session: Session,
+        message: types.Content | None,
+        *,
+        lease: LeaseHold | None = None,
+        release: bool = True,
     ) -> AsyncIterator[Update]:
-        """Run the loop on a session whose lease this replica holds (`lease`: released
-        with the answer's append, one round trip less).
+        """Run the loop on a session whose lease this replica holds (`lease`: every write
+        is fenced by it, and with `release` it is released with the answer's append -
+        pass False when the caller still has writes to make under it).
 
-        Once the invocation ends (or fails: a retry would fail alike), the session owes
-        the model nothing; if this process dies first, another replica finishes it.
-        The InvocationEnded update comes after that is recorded.
+        Once the invocation ends, the session owes the model nothing. If it fails, it
+        still owes nothing - a retry would fail alike - unless a turn is left open (calls
+        without responses): then it stays owed, and whoever holds the session next (the
+        sweep, or the next message) finishes that turn first. If this process dies
+        first, another replica finishes it. The InvocationEnded update comes last.
         """
         invocation = self.new_invocation(session)
         invocation.lease = lease
+        invocation.release_on_answer = release
         ended: InvocationEnded | None = None
         try:
             async for update in run_invocation(invocation, message):
@@ -123,10 +135,13 @@ class Runner:
                 else:
                     yield update
         except Exception:
-            await self.store.resumed(session.id)
+            if session.open_turn() is None and self.depth == 0:
+                with contextlib.suppress(LeaseLostError, RedisError):  # then it stays owed
+                    await self.store.resumed(session.id, fence=invocation.fence)
             raise
-        if not invocation.answered:  # ended otherwise (an action, max_steps, a credential)
-            await self.store.resumed(session.id)
+        if not invocation.answered and self.depth == 0:
+            # Ended otherwise (an action, max_steps, a credential): nothing more is owed.
+            await self.store.resumed(session.id, fence=invocation.fence)
         if ended is not None:
             yield ended
 

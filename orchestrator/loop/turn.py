@@ -62,7 +62,7 @@ async def run_calls(
     if planned:
         yield CallsDispatched(inv.id, [p.call for p in planned])
         skipping = {p.call.call_id for p in planned if getattr(p.tool, "skip_summarization", False)}
-        async for result in inv.runner.run(planned, resume=resume):
+        async for result in inv.runner.run(planned, resume=resume, fence=inv.fence):
             if result.call_id in skipping:  # AgentTool(skip_summarization=True)
                 result.actions.skip_summarization = True
             results[result.call_id] = result

@@ -41,6 +41,7 @@ class Orchestrator:
             self.replica.blocking_client(),
             self.replica.keys,
             self.replica.id,
+            commands=self.replica.redis,
             on_update=on_update,
             progress_to_model=settings.progress_to_model,
             claim_idle_ms=claim_idle_ms or int(settings.completion_claim_idle_s * 1000),

@@ -2,30 +2,61 @@
 
 A lease is a Redis key holding its holder's token, with a time to live. It is taken
 with SET NX (alone, or inside the pipeline that reads the session), renewed on a timer
-while held, and released by compare-and-delete - alone, or inside the transaction
-that stores the invocation's answer.
+while held (only while the token still matches), and released by compare-and-delete.
+
+Every session write of an invocation is fenced by its lease (`Fence.run`): Redis
+applies the write only while the key still holds the writer's token, in the same
+step. A replica that lost its lease - it paused past the TTL, Redis was away, another
+replica took over - is refused (LeaseLostError) and cannot write over the new holder.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.connections import decoded, stop_task
-from toolfleet.shared.errors import SessionBusyError
+from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.errors import LeaseLostError, SessionBusyError
 from toolfleet.shared.keys import Keys
+
+log = logging.getLogger(__name__)
 
 _RELEASE_LUA = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 )
+# Extend only a lease we still hold: an expired one may have been taken and released.
+_RENEW_LUA = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+)
+# KEYS[1]: the lease. ARGV: token, release (1/0), then each command as its length and
+# its words (WriteBatch.flat). The writes happen only while the token holds the lease.
+_FENCED_LUA = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('LEASELOST the session lease is not held by this writer')
+end
+local out = {}
+local i = 3
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  out[#out + 1] = redis.call(unpack(ARGV, i + 1, i + n))
+  i = i + n + 1
+end
+if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
+return out
+"""
+# How long a failed renewal waits before it tries again (doubling, within the TTL).
+RENEW_RETRY_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -49,6 +80,44 @@ class LeaseClaim:
             raise _busy(self.session_id, holder)
 
 
+@dataclass(frozen=True)
+class Fence:
+    """A held lease as a condition on writes: `run` applies a batch only while the
+    lease key holds `token`."""
+
+    session_id: str
+    key: str
+    token: str
+
+    async def run(
+        self, client: aioredis.Redis, batch: WriteBatch, *, release: bool = False
+    ) -> list[Any]:
+        """Apply `batch` atomically if we hold the lease (and release it with `release`);
+        raise LeaseLostError otherwise. The replies of the batch's commands, in order."""
+        try:
+            reply = await client.eval(
+                _FENCED_LUA, 1, self.key, self.token, "1" if release else "0", *batch.flat()
+            )
+        except aioredis.ResponseError as exc:
+            if "LEASELOST" not in str(exc):
+                raise
+            raise LeaseLostError(
+                f"session {self.session_id!r}: this invocation lost the session's lease "
+                "(it expired or another orchestrator took it over); its write was refused"
+            ) from exc
+        return list(reply)
+
+
+async def write(
+    client: aioredis.Redis, batch: WriteBatch, fence: Fence | None, *, release: bool = False
+) -> list[Any]:
+    """Apply a batch of session writes: fenced by the writer's lease when given (always,
+    inside an invocation), else as a plain transaction (tests, tools run in-process)."""
+    if fence is None:
+        return await batch.run(client)
+    return await fence.run(client, batch, release=release)
+
+
 class Leases:
     """Take, renew and release session leases for one replica."""
 
@@ -67,17 +136,26 @@ class Leases:
         """A claim with a new token, for `SessionStore.get(..., lease=)`."""
         return LeaseClaim(session_id, self._keys.lease(session_id), self.token(), self.ttl_s)
 
+    def fence(self, session_id: str, token: str) -> Fence:
+        """The fence of the lease `token` holds on the session."""
+        return Fence(session_id, self._keys.lease(session_id), token)
+
     async def acquire(self, session_id: str, owner: str) -> None:
-        """Take (or renew) the lease; raise SessionBusyError if another holds it."""
+        """Take the lease; raise SessionBusyError if another holds it."""
         key = self._keys.lease(session_id)
-        ttl_ms = int(self.ttl_s * 1000)
-        if await self._redis.set(key, owner, nx=True, px=ttl_ms):
+        if await self._redis.set(key, owner, nx=True, px=int(self.ttl_s * 1000)):
             return
         holder = await self._redis.get(key)
         if holder is not None and decoded(holder) == owner:
-            await self._redis.pexpire(key, ttl_ms)
+            await self.renew(session_id, owner)
             return
         raise _busy(session_id, holder)
+
+    async def renew(self, session_id: str, owner: str) -> bool:
+        """Extend the lease to a full TTL if `owner` still holds it (False if not)."""
+        ttl_ms = int(self.ttl_s * 1000)
+        renewed = await self._redis.eval(_RENEW_LUA, 1, self._keys.lease(session_id), owner, ttl_ms)
+        return bool(renewed)
 
     async def wait_for(
         self, session_id: str, owner: str, wait_s: float, poll_s: float = 0.05
@@ -94,14 +172,7 @@ class Leases:
 
     async def release(self, session_id: str, owner: str) -> None:
         """Release the lease if `owner` still holds it."""
-        pipe = self._redis.pipeline(transaction=False)
-        self.stage_release(pipe, session_id, owner)
-        await pipe.execute()
-
-    def stage_release(self, pipe: Pipeline, session_id: str, owner: str) -> None:
-        """`release` as a command of the caller's transaction."""
-        # Delete only our own lease: compare-and-delete in one step.
-        pipe.eval(_RELEASE_LUA, 1, self._keys.lease(session_id), owner)
+        await self._redis.eval(_RELEASE_LUA, 1, self._keys.lease(session_id), owner)
 
     async def unleased(self, session_ids: Sequence[str]) -> list[str]:
         """Those of the sessions no replica holds the lease of."""
@@ -119,18 +190,23 @@ class Leases:
         token = held_as or self.token()
         if held_as is None:
             await self.wait_for(session_id, token, wait_s)
-        hold = LeaseHold(self, session_id, token, LeaseRenewal(self, session_id, token))
+        hold = LeaseHold(self.fence(session_id, token), LeaseRenewal(self, session_id, token))
         try:
             yield hold
         finally:
             await hold.renewal.stop()
             if not hold.released:
-                await self.release(session_id, token)
+                with contextlib.suppress(aioredis.RedisError):  # it expires by itself
+                    await self.release(session_id, token)
 
 
 class LeaseRenewal:
     """Renews a held lease every third of its lifetime. A timer, not a task, until a
-    renewal is due: most invocations end before that and cost nothing here."""
+    renewal is due: most invocations end before that and cost nothing here.
+
+    A renewal that fails (Redis away) is retried until the lease would have expired;
+    then, or when another holder has it, the lease is `lost` - and the fenced writes of
+    the invocation are refused by Redis from then on."""
 
     def __init__(self, leases: Leases, session_id: str, token: str) -> None:
         self._leases = leases
@@ -140,15 +216,39 @@ class LeaseRenewal:
         self._loop = asyncio.get_running_loop()
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
+        self._held_until = time.monotonic() + leases.ttl_s
+        self.lost_event = asyncio.Event()  # set once the lease is lost for good
         self._timer = self._loop.call_later(self._period_s, self._due)
 
     def _due(self) -> None:
         self._task = asyncio.create_task(self._renew(), name=f"lease {self._session_id}")
 
     async def _renew(self) -> None:
-        await self._leases.acquire(self._session_id, self._token)
-        if not self._stopped:
+        delay = RENEW_RETRY_S
+        while not self._stopped:
+            started = time.monotonic()
+            try:
+                held = await self._leases.renew(self._session_id, self._token)
+            except aioredis.RedisError as exc:
+                if time.monotonic() + delay >= self._held_until:
+                    break
+                log.warning("renewing the lease of %s failed (%s); retrying", self._session_id, exc)
+                await asyncio.sleep(delay)
+                delay *= 2
+                continue
+            if not held:
+                break
+            self._held_until = started + self._leases.ttl_s
             self._timer = self._loop.call_later(self._period_s, self._due)
+            return
+        if not self._stopped:
+            self.lost_event.set()
+            log.error("lost the lease of session %s: its invocation stops", self._session_id)
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lease was lost (expired while Redis was away, or taken over)."""
+        return self.lost_event.is_set()
 
     async def stop(self) -> None:
         """Stop renewing (the lease itself stays until released or expired)."""
@@ -161,23 +261,17 @@ class LeaseRenewal:
 
 @dataclass
 class LeaseHold:
-    """A lease this replica holds; the invocation may release it in its last write."""
+    """A lease this replica holds: its fence for the invocation's writes, and its
+    renewal. The invocation may release it in its last write (`released`)."""
 
-    leases: Leases
-    session_id: str
-    token: str
+    fence: Fence
     renewal: LeaseRenewal
-    released: bool = False
+    released: bool = field(default=False)
 
-    async def release_in(self) -> Callable[[Pipeline], None]:
-        """Stop renewing, and return the commands that release the lease inside the
-        caller's transaction (mark `released` once that transaction ran)."""
-        await self.renewal.stop()
-
-        def stage(pipe: Pipeline) -> None:
-            self.leases.stage_release(pipe, self.session_id, self.token)
-
-        return stage
+    @property
+    def session_id(self) -> str:
+        """The session whose lease this is."""
+        return self.fence.session_id
 
 
 def _busy(session_id: str, holder: bytes | str | None) -> SessionBusyError:

@@ -11,6 +11,8 @@ import json
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.sessions.leases import Fence, write
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.pending import PendingCalls
@@ -27,31 +29,36 @@ class ParkedTurns:
         self._keys = keys
         self._pending = PendingCalls(keys)
 
-    async def park(self, turn_id: str, ordered: list[ToolResult]) -> None:
+    async def park(self, turn_id: str, ordered: list[ToolResult], fence: Fence | None) -> None:
         """Keep the results that are final; the others wait for a credential."""
         fields = {r.call_id: r.model_dump_json() for r in ordered if not r.actions.requested_auth}
         fields[ORDER_FIELD] = json.dumps([r.call_id for r in ordered])
         key = self._keys.parked(turn_id)
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
-        pipe.expire(key, PARKED_TTL_S)
-        await pipe.execute()
+        batch = WriteBatch()
+        batch.hset(key, mapping=fields)
+        batch.expire(key, PARKED_TTL_S)
+        await write(self._redis, batch, fence)
 
-    async def complete(self, turn_id: str, result: ToolResult) -> list[ToolResult] | None:
+    async def complete(
+        self, turn_id: str, result: ToolResult, fence: Fence | None
+    ) -> list[ToolResult] | None:
         """Add a call's result, run again with its credential: every result of the turn
         in call order once none is missing (the record is then gone), else None (and
         the call no longer waits)."""
         key = self._keys.parked(turn_id)
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(key, result.call_id, result.model_dump_json())
-        pipe.hgetall(key)
-        _, raw = await pipe.execute()
-        fields = {decoded(k): v for k, v in raw.items()}
+        batch = WriteBatch()
+        batch.hset(key, result.call_id, result.model_dump_json())
+        batch.add("HGETALL", key)
+        _, raw = await write(self._redis, batch, fence)
+        # HGETALL's reply: a dict from a transaction, a flat list from a fenced script.
+        pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
+        fields = {decoded(k): v for k, v in pairs}
         order: list[str] = json.loads(fields[ORDER_FIELD])
+        batch = WriteBatch()
         if any(call_id not in fields for call_id in order):
-            pipe = self._redis.pipeline(transaction=True)
-            self._pending.stage_drop(pipe, result.call_id)
-            await pipe.execute()
+            self._pending.stage_drop(batch, result.call_id)
+            await write(self._redis, batch, fence)
             return None
-        await self._redis.delete(key)
+        batch.delete(key)
+        await write(self._redis, batch, fence)
         return [ToolResult.model_validate_json(fields[call_id]) for call_id in order]

@@ -30,14 +30,22 @@ class Session:
         return [e.content for e in self.events if e.content is not None]
 
     def open_turn(self) -> Event | None:
-        """The last event, if it is a model turn whose function calls have no responses
-        yet: its invocation died while the calls ran."""
-        last = self.events[-1] if self.events else None
-        if last is None or last.content is None or last.content.role != "model":
-            return None
-        if not any(p.function_call for p in last.content.parts or ()):
-            return None
-        return last
+        """The model's last turn, if some of its function calls have no response yet: its
+        invocation died while they ran (or failed). Events without content after it
+        (progress) do not hide it; a turn parked for a credential is not open."""
+        answered: set[str] = set()
+        for event in reversed(self.events):
+            if event.credential_requests:
+                return None  # parked: the user's credential resumes it
+            content = event.content
+            if content is None:
+                continue
+            parts = content.parts or ()
+            if content.role == "model":
+                calls = [p.function_call.id for p in parts if p.function_call]
+                return event if any(c not in answered for c in calls) else None
+            answered |= {p.function_response.id or "" for p in parts if p.function_response}
+        return None
 
     def authored_contents(self) -> tuple[list[str], list[types.Content]]:
         """(authors, contents) of the events with content, in order: a ModelRequest's pair."""

@@ -13,19 +13,28 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import LeaseClaim
+from toolfleet.orchestrator.sessions.leases import Fence, LeaseClaim, write
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import redacted_event_fields, secret_name_set
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+
+# KEYS: session hash, the user's session set. ARGV: session id, then field/value pairs.
+# All fields at once: a reader never sees a session without its user.
+_CREATE_LUA = """
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+redis.call('hset', KEYS[1], unpack(ARGV, 2))
+redis.call('sadd', KEYS[2], ARGV[1])
+return 1
+"""
 
 # Parsed events of this many recently read sessions are kept in memory.
 EVENTS_CACHE_SESSIONS = 1024
@@ -52,24 +61,31 @@ class SessionStore:
         # Per recently used session: app, user and the events stored so far (as stored).
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
 
-    @property
-    def redis(self) -> aioredis.Redis:
-        """The asyncio Redis client the store reads and writes with."""
-        return self._redis
-
-    async def create(self, app_name: str, user_id: str, session_id: str | None = None) -> Session:
-        """Create a session (a random id when None); raise SessionExistsError if the id is taken."""
+    async def create(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        *,
+        owner: str | None = None,
+    ) -> Session:
+        """Create a session (a random id when None); raise SessionExistsError if the id is
+        taken. `owner`: the agent that runs it when that is not the app's root agent (an
+        agent tool's child session): no other agent resumes it."""
         session_id = session_id or uuid.uuid4().hex
-        created = await self._redis.hsetnx(self._keys.session(session_id), "app_name", app_name)
+        fields: list[str | float] = ["app_name", app_name, "user_id", user_id]
+        fields += ["created_at", time.time()]
+        created = await self._redis.eval(
+            _CREATE_LUA,
+            2,
+            self._keys.session(session_id),
+            self._keys.user_sessions(app_name, user_id),
+            session_id,
+            *fields,
+            *(("owner", owner) if owner else ()),
+        )
         if not created:
             raise SessionExistsError(f"session {session_id!r} exists already")
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(
-            self._keys.session(session_id),
-            mapping={"app_name": app_name, "user_id": user_id, "created_at": time.time()},
-        )
-        pipe.sadd(self._keys.user_sessions(app_name, user_id), session_id)
-        await pipe.execute()
         return await self.get(session_id)
 
     async def get(self, session_id: str, *, lease: LeaseClaim | None = None) -> Session:
@@ -119,23 +135,34 @@ class SessionStore:
         while len(self._cache) > EVENTS_CACHE_SESSIONS:
             self._cache.popitem(last=False)  # least recently used
 
-    async def set_active_agent(self, session_id: str, agent_name: str) -> None:
+    async def set_active_agent(
+        self, session_id: str, agent_name: str, *, fence: Fence | None = None
+    ) -> None:
         """Record which agent answers the session from now on (after a transfer_to_agent)."""
-        await self._redis.hset(self._keys.session(session_id), "active_agent", agent_name)
+        batch = WriteBatch()
+        batch.hset(self._keys.session(session_id), "active_agent", agent_name)
+        await write(self._redis, batch, fence)
 
     async def get_or_create(
-        self, app_name: str, user_id: str, session_id: str, *, lease: LeaseClaim | None = None
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        lease: LeaseClaim | None = None,
+        owner: str | None = None,
     ) -> Session:
         """The session `session_id`, created for `app_name` and `user_id` if it does not exist.
 
-        A concurrent create of the same id is harmless; `lease` as in `get`.
+        A concurrent create of the same id is harmless; `lease` as in `get`, `owner` as
+        in `create`.
         """
         try:
             return await self.get(session_id, lease=lease)
         except SessionNotFoundError:
             pass
         with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
-            await self.create(app_name, user_id, session_id)
+            await self.create(app_name, user_id, session_id, owner=owner)
         return await self.get(session_id, lease=lease)
 
     async def append(
@@ -145,41 +172,49 @@ class SessionStore:
         *,
         pending: Sequence[PendingCall] = (),
         resolved: PendingCall | None = None,
+        closed: Sequence[str] = (),
         owes_turn: bool | None = None,
-        also: Callable[[Pipeline], None] | None = None,
+        also: Callable[[WriteBatch], None] | None = None,
+        fence: Fence | None = None,
+        release: bool = False,
     ) -> None:
         """Persist the event and its state delta (temp: keys stay in memory only).
 
-        In the same transaction: record long-running calls now `pending` (or update
-        them with progress), and remove the `resolved` one; with `resolved` or
-        `owes_turn=True` (a user's message), mark the session as owing the model a turn
-        until `resumed()` (or an append with `owes_turn=False`, the invocation's answer) -
-        so a replica that dies meanwhile leaves it for another to finish. `also` adds
-        commands of the caller's to the transaction.
+        In the same atomic step: record long-running calls now `pending` (or update
+        them with progress), and remove the `resolved` one; close the calls `closed`
+        (answered for good: no worker starts them, no ticket opens or completes for
+        them); with `resolved` or `owes_turn=True` (a user's message), mark the session
+        as owing the model a turn until `resumed()` (or an append with
+        `owes_turn=False`, the invocation's answer) - so a replica that dies meanwhile
+        leaves it for another to finish. `also` adds commands of the caller's.
+
+        With `fence` (an invocation's lease), Redis applies it only while that lease is
+        held (else LeaseLostError), and `release` releases the lease in the same step.
         """
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
         redacted = redacted_event_fields(event, self._secrets)
         stored = event.model_copy(update={"state_delta": durable_delta, **redacted})
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
+        batch = WriteBatch()
+        batch.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
         if also is not None:
-            also(pipe)
+            also(batch)
         for key, value in durable_delta.items():
             hash_key = self._state_hash(session, key)
             if value is None:
-                pipe.hdel(hash_key, key)
+                batch.hdel(hash_key, key)
             else:
-                pipe.hset(hash_key, key, json.dumps(value))
-        self._pending.stage_put(pipe, pending)
+                batch.hset(hash_key, key, json.dumps(value))
+        self._pending.stage_put(batch, pending)
         if resolved is not None:
-            self._pending.stage_drop(pipe, resolved.call_id)
+            self._pending.stage_drop(batch, resolved.call_id)
+        self._pending.stage_close(batch, session.id, closed)
         if resolved is not None or owes_turn:
-            pipe.sadd(self._keys.resume(), session.id)
+            batch.sadd(self._keys.resume(), session.id)
         elif owes_turn is False:
-            pipe.srem(self._keys.resume(), session.id)
-        length = (await pipe.execute())[0]
+            batch.srem(self._keys.resume(), session.id)
+        length = (await write(self._redis, batch, fence, release=release))[0]
         cached = self._cache.get(session.id)
         if cached is not None:
             if length == len(cached.events) + 1:
@@ -209,11 +244,14 @@ class SessionStore:
         """Ids of the sessions owing the model a turn (see `append`), sorted."""
         return sorted(decoded(m) for m in await self._redis.smembers(self._keys.resume()))
 
-    async def resumed(self, session_id: str) -> None:
+    async def resumed(self, session_id: str, *, fence: Fence | None = None) -> None:
         """Clear the session's owed-turn mark: its invocation has ended."""
-        await self._redis.srem(self._keys.resume(), session_id)
+        batch = WriteBatch()
+        batch.srem(self._keys.resume(), session_id)
+        await write(self._redis, batch, fence)
 
-    async def app_of(self, session_id: str) -> str | None:
-        """The app a session belongs to, or None if there is no such session."""
-        app = await self._redis.hget(self._keys.session(session_id), "app_name")
-        return decoded(app) if app is not None else None
+    async def app_and_owner(self, session_id: str) -> tuple[str | None, str | None]:
+        """The app a session belongs to (None if there is no such session), and the agent
+        that owns it when that is not the app's root agent (an agent tool's child)."""
+        app, owner = await self._redis.hmget(self._keys.session(session_id), "app_name", "owner")
+        return (decoded(app) if app else None), (decoded(owner) if owner else None)

@@ -23,6 +23,7 @@ FAULT_TOOL_MODULES = [
     "tests.faults.worker_fault_tools",
     "tests.faults.input_tools",
     "tests.faults.async_fault_tools",
+    "tests.faults.exactly_once_tools",
 ]
 
 

@@ -27,8 +27,8 @@ from tests.faults import input_tools
 from tests.faults.conftest import fault_settings
 from tests.faults.probe import executions
 from tests.faults.servers import RedisServer
+from tests.support import until as waiting
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.loop.invocation import CallsDispatched, Update
@@ -98,8 +98,8 @@ def responses(updates: list[Update]) -> list[types.FunctionResponse]:
 
 
 async def until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    """Wait for a condition off the event loop (the orchestrator keeps running)."""
-    await asyncio.to_thread(wait_for, predicate, timeout_s, what, interval_s=0.05)
+    """`tests.support.until` with this module's timeout."""
+    await waiting(predicate, what, timeout_s)
 
 
 async def test_invalid_calls_get_error_responses_and_nothing_is_dispatched(

@@ -263,3 +263,63 @@ async def test_a_turn_whose_invocation_died_is_finished_without_asking_the_model
     assert len(model.requests) == 1  # only for the answer after the responses
     stored = await store.get("s1")
     assert [text_of(e.content) for e in stored.events if e.content][-1] == "3"
+
+
+class FailingOnce(InProcessRunner):
+    """Sending the first turn's calls fails (the broker was away past the retries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def run(  # type: ignore[override]
+        self, calls: Any, *, resume: bool = False, fence: object = None
+    ) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("the broker is away")
+        async for result in super().run(calls, resume=resume, fence=fence):
+            yield result
+
+
+async def test_a_message_after_a_failed_turn_first_answers_that_turns_calls(
+    store: SessionStore,
+) -> None:
+    """Given an invocation that failed after storing a model turn with calls, when the
+    next message arrives, then those calls are answered first: the model never sees a
+    call without its response."""
+    model = ScriptedModel(
+        [call(Call("add", {"a": 1, "b": 2}), Call("add", {"a": 3, "b": 4})), say("ok")]
+    )
+    agent = Agent(name="tester", tools=[add], model=model)
+    runner = FailingOnce()
+    session = await store.get_or_create("app", "u1", "s1")
+
+    def invocation() -> Invocation:
+        return Invocation(agent, lambda _: model, session, store, runner, Settings(), Keys("t"))
+
+    hello = types.Content(role="user", parts=[types.Part(text="first")])
+    with pytest.raises(ConnectionError):
+        _ = [u async for u in run_invocation(invocation(), hello)]
+    assert (await store.get("s1")).open_turn() is not None
+
+    again = types.Content(role="user", parts=[types.Part(text="second")])
+    updates = [u async for u in run_invocation(invocation(), again)]
+    stored = (await store.get("s1")).events
+    kinds = [
+        "calls" if e.content and function_calls(e.content) else
+        "text" if e.content and e.content.parts and e.content.parts[0].text else "responses"
+        for e in stored
+    ]  # fmt: skip
+    assert kinds[:4] == ["text", "calls", "responses", "text"]  # answered, then "second"
+    assert [r.response for r in responses(updates)] == [{"result": 3}, {"result": 7}]
+    # The model's first request after the failure saw both calls answered.
+    after_failure = model.requests[1]
+    answered = [
+        p.function_response.id
+        for content in after_failure.contents
+        for p in content.parts or ()
+        if p.function_response
+    ]
+    assert answered == [c.id for c in function_calls(stored[1].content)]  # type: ignore[arg-type]
+    assert (await store.get("s1")).open_turn() is None

@@ -1,0 +1,104 @@
+"""Redis writes collected for one atomic step, run as MULTI/EXEC or inside a script.
+
+Stores stage their writes on a WriteBatch instead of a client pipeline, so that the
+same staged writes can be applied plainly (a transaction) or fenced: only while the
+writer still holds a session's lease, checked by Redis in the same step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+Arg = str | bytes | int | float
+
+
+class WriteBatch:
+    """An ordered list of Redis write commands (the subset the stores use)."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Arg, ...]] = []
+
+    def __len__(self) -> int:
+        return len(self.commands)
+
+    def add(self, *command: Arg) -> None:
+        """Append any command, e.g. `add("XACK", stream, group, entry_id)`."""
+        self.commands.append(command)
+
+    def rpush(self, key: str, *values: Arg) -> None:
+        """Append values to a list."""
+        self.add("RPUSH", key, *values)
+
+    def lpush(self, key: str, *values: Arg) -> None:
+        """Prepend values to a list (Celery's Redis queues are consumed from the right)."""
+        self.add("LPUSH", key, *values)
+
+    def hset(self, key: str, field: Arg | None = None, value: Arg | None = None, *,
+             mapping: Mapping[str, Arg] | None = None) -> None:  # fmt: skip
+        """Set one field, or every field of `mapping`, of a hash."""
+        pairs: list[Arg] = [] if field is None or value is None else [field, value]
+        for name, item in (mapping or {}).items():
+            pairs += [name, item]
+        if pairs:
+            self.add("HSET", key, *pairs)
+
+    def hdel(self, key: str, *fields: Arg) -> None:
+        """Remove fields of a hash."""
+        self.add("HDEL", key, *fields)
+
+    def sadd(self, key: str, *members: Arg) -> None:
+        """Add members to a set."""
+        self.add("SADD", key, *members)
+
+    def srem(self, key: str, *members: Arg) -> None:
+        """Remove members of a set."""
+        self.add("SREM", key, *members)
+
+    def delete(self, *keys: str) -> None:
+        """Delete keys."""
+        self.add("DEL", *keys)
+
+    def expire(self, key: str, seconds: int) -> None:
+        """Give a key a time to live."""
+        self.add("EXPIRE", key, seconds)
+
+    def set(self, key: str, value: Arg, *, ex: int | None = None) -> None:
+        """Set a string key (with a time to live in seconds)."""
+        self.add("SET", key, value, *(("EX", ex) if ex is not None else ()))
+
+    def xtrim_minid(self, stream: str, minid: str) -> None:
+        """Drop a stream's entries older than `minid` (exactly, not approximately)."""
+        self.add("XTRIM", stream, "MINID", minid)
+
+    def extend(self, commands: Iterable[tuple[Arg, ...]]) -> None:
+        """Append commands of another batch."""
+        self.commands.extend(commands)
+
+    def flat(self) -> list[Arg]:
+        """The commands as script arguments: each as its length, then its words."""
+        out: list[Arg] = []
+        for command in self.commands:
+            out += [len(command), *command]
+        return out
+
+    async def run(self, client: aioredis.Redis) -> list[Any]:
+        """Apply the commands in one MULTI/EXEC; their replies in order."""
+        if not self.commands:
+            return []
+        pipe = client.pipeline(transaction=True)
+        for command in self.commands:
+            pipe.execute_command(*command)
+        return list(await pipe.execute())
+
+    def run_sync(self, client: redis.Redis) -> list[Any]:
+        """`run` on a synchronous client (workers, the CLI)."""
+        if not self.commands:
+            return []
+        pipe = client.pipeline(transaction=True)
+        for command in self.commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        return list(pipe.execute())

@@ -1,0 +1,134 @@
+"""Tools and agents of the exactly-once fault tests (tests/faults/test_exactly_once.py)."""
+
+from __future__ import annotations
+
+import time
+
+from tests.faults.input_tools import gated, ticket_tool
+from tests.faults.probe import record_execution
+from toolfleet import Agent, AgentTool, Call, ScriptView, Step, ToolContext, call, say, tool
+
+
+@tool(timeout_s=0.5, long_running=True)
+def open_case(subject: str, tool_context: ToolContext) -> dict[str, object]:
+    """Opens a case whose final result is posted later; answers at once (limit 0.5 s).
+
+    Args:
+        subject: What the case is about.
+    """
+    record_execution(tool_context.function_call_id)
+    return {"status": "pending", "subject": subject}
+
+
+@tool(timeout_s=3)
+def slow_lookup(seconds: float, tool_context: ToolContext) -> dict[str, object]:
+    """Looks something up slowly.
+
+    Args:
+        seconds: How long the lookup takes.
+    """
+    record_execution(tool_context.function_call_id)
+    time.sleep(seconds)  # ok: the tool under test works on purpose
+    return {"found": True}
+
+
+def _responses_text(view: ScriptView) -> str:
+    return "; ".join(f"{name}: {response}" for name, response in view.responses)
+
+
+# Holds the only worker process until the test opens its gate.
+holder = Agent(
+    name="holder",
+    tools=[gated],
+    offline_script=[call(Call("gated", {"name": "hold"})), say("released")],
+)
+
+# A long-running call that waits in the queue behind `holder` past its deadline.
+case_opener = Agent(
+    name="case_opener",
+    tools=[open_case],
+    offline_script=[call(Call("open_case", {"subject": "late"})), say(_responses_text)],
+)
+
+# A ticket, then the model answers each final result it gets.
+ticketing = Agent(
+    name="ticketing",
+    tools=[ticket_tool],
+    offline_script=[
+        call(Call("open_ticket", {"subject": "refund"})),
+        say("ticket opened"),
+        say(_responses_text),
+    ],
+)
+
+# The child of an agent tool: a lookup longer than its test's 1 s lease TTL. Every
+# limit here stays within the suite's 3 s: the longest limit a worker knows sets the
+# broker's visibility timeout, and so how long a dead worker's call takes to come back.
+researcher = Agent(
+    name="researcher",
+    description="Researches a question.",
+    tools=[slow_lookup],
+    offline_script=[call(Call("slow_lookup", {"seconds": 1.5})), say("researched: yes")],
+)
+
+delegator = Agent(
+    name="delegator",
+    tools=[AgentTool(researcher, timeout_s=3)],
+    offline_script=[call(Call("researcher", {"request": "look it up"})), say(_responses_text)],
+)
+
+
+def _first_turn_or_note(view: ScriptView) -> Step:
+    if view.user_text == "go":
+        return Step(
+            calls=[
+                Call("open_ticket", {"subject": "refund"}),
+                Call("slow_lookup", {"seconds": 2.5}),
+            ]
+        )
+    return Step(text=f"noted: {view.user_text}")
+
+
+def _after_responses(view: ScriptView) -> Step:
+    return Step(text=_responses_text(view))
+
+
+# A turn with a ticket and a slow lookup: the replica running it is killed while the
+# lookup runs, and the ticket's result and the user's next message arrive meanwhile.
+interrupted = Agent(
+    name="interrupted",
+    tools=[ticket_tool, slow_lookup],
+    offline_script=[_first_turn_or_note, _after_responses, _after_responses],
+)
+
+
+@tool(timeout_s=3)
+def quick(n: int, seconds: float, tool_context: ToolContext) -> dict[str, object]:
+    """Does a small piece of work.
+
+    Args:
+        n: Which piece (echoed back).
+        seconds: How long it takes.
+    """
+    record_execution(tool_context.function_call_id)
+    time.sleep(seconds)  # ok: the tool under test works on purpose
+    return {"n": n}
+
+
+def _chaos_turn(view: ScriptView) -> Step:
+    seconds = (len(view.user_text) % 4) / 10  # 0 to 0.3 s, different per session
+    return Step(
+        calls=[
+            Call("quick", {"n": 1, "seconds": seconds}),
+            Call("quick", {"n": 2, "seconds": 0.3 - seconds}),
+            Call("open_ticket", {"subject": view.user_text}),
+        ]
+    )
+
+
+# The randomized run's agent: two normal calls and a ticket in one turn.
+chaos = Agent(
+    name="chaos",
+    tools=[quick, ticket_tool],
+    offline_script=[_chaos_turn, say("working on it"), say(_responses_text)] + [say("more")] * 4,
+)

@@ -1,0 +1,334 @@
+"""Exactly once, where it used to break: a call answered before it started, a completion
+whose session is gone, two completions of one call read by two replicas, and an agent
+tool's child session running past the lease TTL while every replica sweeps.
+
+Invariant under test: per function call id exactly one final function response reaches
+the model, and every posted completion is applied or dead-lettered with its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.faults import probe
+from tests.faults.conftest import fault_settings
+from tests.faults.exactly_once_tools import (
+    case_opener,
+    delegator,
+    holder,
+    interrupted,
+    ticketing,
+)
+from tests.faults.input_tools import gate_key
+from tests.faults.servers import RedisServer
+from tests.faults.test_orchestrator_faults import call_ids, response_ids, toolfleet
+from tests.support import until
+from toolfleet import (
+    AlreadyCompletedError,
+    CallNotPendingError,
+    CallStatus,
+    Completions,
+    Event,
+    LeaseLostError,
+    Runner,
+    Settings,
+)
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
+from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.loop.invocation import CallFinished
+from toolfleet.orchestrator.replica import Replica
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion
+
+Figure = Callable[[str, object], None]
+INTERRUPTED = "tests.faults.exactly_once_tools:interrupted"
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.require_redis_url())
+    yield client
+    client.close()
+
+
+def stored_events(client: redis.Redis, keys: Keys, session_id: str) -> list[Event]:
+    return [Event.model_validate_json(e) for e in client.lrange(keys.events(session_id), 0, -1)]
+
+
+def final_responses(events: list[Event], call_id: str) -> list[dict[str, Any]]:
+    """The function responses of `call_id` the model saw, in order."""
+    return [
+        dict(part.function_response.response or {})
+        for event in events
+        for part in (event.content.parts or () if event.content else ())
+        if part.function_response and part.function_response.id == call_id
+    ]
+
+
+def dead_letter_reasons(client: redis.Redis, keys: Keys) -> list[str]:
+    return [fields[b"reason"].decode() for _, fields in client.xrange(keys.dead_letters())]
+
+
+async def test_a_long_running_call_answered_before_it_started_never_runs_nor_opens_a_ticket(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, report_figure: Figure
+) -> None:
+    """Given the only worker process busy, a long-running call waits in the queue past
+    its deadline and the model is told it timed out. When the worker gets to it, it is
+    not run, no ticket is opened, and a result posted for it is refused."""
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=1)
+
+    def holding_started() -> bool:
+        ids = call_ids(stored_events(client, keys, "held"))
+        return bool(ids) and probe.executions(client, settings.key_prefix, ids[0]) > 0
+
+    async with Runner(holder, settings) as holding, Runner(case_opener, settings) as opening:
+        held = asyncio.create_task(holding.ask(user_id="u", session_id="held", message="go"))
+        await until(holding_started, "the worker to start the holding call", 10)
+        updates = [u async for u in opening.run(user_id="u", session_id="late", message="go")]
+        client.rpush(gate_key(settings.key_prefix, "hold"), 1)  # let the worker go
+        await asyncio.wait_for(held, 15)
+    (case,) = [u.result for u in updates if isinstance(u, CallFinished)]
+    assert case.status is CallStatus.ERROR and case.response["error_type"] == "TimeoutError"
+    # The worker took the message (its delivery counter) and dropped it unrun.
+    delivered = keys.deliveries(case.call_id, 0)
+    await until(lambda: client.exists(delivered), "the late delivery", 15)
+    assert probe.executions(client, settings.key_prefix, case.call_id) == 0
+    assert client.hget(keys.pending(), case.call_id) is None
+    with pytest.raises(CallNotPendingError):
+        Completions(client, keys).post_result(case.call_id, {"status": "closed"})
+    assert final_responses(stored_events(client, keys, "late"), case.call_id) == [case.response]
+    report_figure("late long-running call run / ticketed", "0 / 0")
+
+
+async def ticket_turn(settings: Settings, session_id: str) -> str:
+    """Run `ticketing` once: its call id, now pending."""
+    async with Runner(ticketing, settings) as runner:
+        updates = [u async for u in runner.run(user_id="u", session_id=session_id, message="go")]
+    (result,) = [u.result for u in updates if isinstance(u, CallFinished)]
+    assert result.status is CallStatus.PENDING
+    return result.call_id
+
+
+async def test_a_completion_whose_session_is_gone_is_dead_lettered_and_its_ticket_removed(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=1)
+    call_id = await ticket_turn(settings, "doomed")
+    async with Orchestrator([ticketing], settings):
+        client.delete(keys.session("doomed"), keys.events("doomed"))
+        Completions(client, keys).post_result(call_id, {"status": "refunded"})
+        await until(lambda: dead_letter_reasons(client, keys), "a dead letter", 15)
+    assert dead_letter_reasons(client, keys) == ["session doomed is gone; its ticket was removed"]
+    assert client.hget(keys.pending(), call_id) is None
+    assert client.xlen(keys.completions("ticketing")) == 0  # consumed, not left to retry
+    assert client.llen(keys.completion_order("doomed")) == 0
+
+
+def read_one(client: redis.Redis, stream: str, consumer: str) -> tuple[str, bytes]:
+    """XREADGROUP one entry as `consumer`: that replica has read it (and not applied it)."""
+    ((_, ((entry_id, fields),)),) = client.xreadgroup(GROUP, consumer, {stream: ">"}, count=1)
+    return entry_id.decode(), fields[COMPLETION_FIELD.encode()]
+
+
+async def test_two_completions_of_one_call_read_by_two_replicas_apply_in_posting_order(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    """Given two final results posted for one call, the first read by replica A (which
+    stalls) and the second by replica B: B applies the first one first (taking it over),
+    then refuses the second. A finds nothing left to do. The first accepted wins."""
+    keys = Keys(settings.key_prefix)
+    stream = keys.completions("ticketing")
+    workers.start(["default"], concurrency=1)
+    call_id = await ticket_turn(settings, "twice")
+    completions = Completions(client, keys)
+    client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    first = completions.post_result(call_id, {"status": "refunded"})
+    second = completions.post_result(call_id, {"status": "denied"})
+    assert completions.waiting(completions.get(call_id)) == [first, second]
+    assert read_one(client, stream, "replica-a")[0] == first
+    second_id, second_raw = read_one(client, stream, "replica-b")
+    assert second_id == second
+
+    async with Replica(settings, replica_id="replica-b") as replica:
+        runner = Runner(ticketing, replica=replica)
+        tasks: set[asyncio.Task[None]] = set()
+
+        def start(work: Coroutine[Any, Any, None]) -> None:
+            tasks.add(asyncio.create_task(work))
+
+        resumer = SessionResumer({"ticketing": runner}, start)
+        applier = CompletionApplier({"ticketing": runner}, replica.redis, keys, resumer, "b")
+        completion = Completion.model_validate_json(second_raw)
+        await applier.apply(stream, second_id, second_raw, completion)
+        # Replica A wakes up and handles what it read: it is gone already.
+        late_raw = json.dumps({"call_id": call_id, "response": {}, "posted_at": 0}).encode()
+        await applier.apply(stream, first, late_raw, Completion.model_validate_json(late_raw))
+
+    events = stored_events(client, keys, "twice")
+    assert final_responses(events, call_id)[1:] == [{"status": "refunded"}]  # after the ticket
+    assert dead_letter_reasons(client, keys) == [f"call {call_id} already has its final result"]
+    assert client.xlen(stream) == 0 and client.llen(keys.completion_order("twice")) == 0
+    assert client.hget(keys.pending(), call_id) is None
+    with pytest.raises(AlreadyCompletedError, match=rf"\(completion {first} applied at "):
+        completions.get(call_id)  # what `toolfleet tickets show` and GET /tickets/... say
+
+
+@pytest.fixture
+def short_lease_settings(redis_server: RedisServer) -> Settings:
+    return fault_settings(redis_server.url(), lease_ttl_s=1)
+
+
+async def test_an_agent_tool_child_running_past_the_lease_ttl_is_not_swept(
+    short_lease_settings: Settings, client: redis.Redis
+) -> None:
+    """Given a child session that runs 2.5 s with a 1 s lease TTL while the replica
+    sweeps owed sessions every second, the sweep leaves it to its worker: the parent
+    gets the child's real answer."""
+    settings = short_lease_settings
+    keys = Keys(settings.key_prefix)
+    with WorkerGroup(settings) as workers:
+        workers.start(["default"], concurrency=2)
+        workers.start(["agents"], concurrency=1)
+        async with Orchestrator([delegator], settings) as orch:
+            runner = orch.runner("delegator")
+            answer = await runner.ask(user_id="u", session_id="parent", message="go")
+    assert answer.startswith("researcher: {'result': 'researched: yes'}"), answer
+    (child,) = [k.decode() for k in client.keys(keys.session("parent.*"))]
+    child_id = child.removeprefix(keys.session(""))
+    errors = [e.error for e in stored_events(client, keys, child_id) if e.error]
+    unknown = [
+        r
+        for e in stored_events(client, keys, child_id)
+        for r in (e.calls or ())
+        if r.status is CallStatus.ERROR
+    ]
+    assert errors == [] and unknown == []
+    assert not client.sismember(keys.resume(), child_id)
+
+
+async def test_a_turn_cut_short_by_a_crash_is_finished_before_a_message_or_completion_lands(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    tmp_path: Path,
+    report_figure: Figure,
+) -> None:
+    """Given a replica SIGKILLed while its turn's slow call runs - the turn's ticket open
+    - when the ticket's result and the user's next message arrive, the next replica
+    first answers the open turn's calls, then takes the message, then applies the
+    result: every call gets one final response, and never a call without one."""
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=2)
+    replica = toolfleet(
+        settings, tmp_path / "a.log",
+        "run", "--agent", INTERRUPTED, "--session", "cut", "--no-wait", "go",
+    )  # fmt: skip
+    try:
+
+        def slow_call_running() -> bool:
+            ids = call_ids(stored_events(client, keys, "cut"))
+            return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[1]) > 0
+
+        await until(slow_call_running, "the slow lookup to start", 20)
+        replica.send_signal(signal.SIGKILL)
+        replica.wait(10)
+    finally:
+        replica.kill()
+    ticket_id, lookup_id = call_ids(stored_events(client, keys, "cut"))
+    Completions(client, keys).post_result(ticket_id, {"status": "refunded"})
+    await until(lambda: not client.exists(keys.lease("cut")), "the dead replica's lease", 10)
+
+    async with Orchestrator([interrupted], settings) as orch:
+        answer = await orch.runner("interrupted").ask(user_id="u", session_id="cut", message="next")
+        assert await orch.wait_until_settled("interrupted", "cut", 20)
+    events = stored_events(client, keys, "cut")
+    order = [
+        ("user", e.content.parts[0].text) if e.author == "user" and e.content and e.content.parts
+        else (e.author, tuple(call_ids([e])) or tuple(response_ids([e])))
+        for e in events
+        if e.content is not None
+    ]  # fmt: skip
+    assert order[:4] == [
+        ("user", "go"),
+        ("interrupted", (ticket_id, lookup_id)),
+        ("interrupted", (ticket_id, lookup_id)),  # the open turn's responses, first
+        ("user", "next"),
+    ], order
+    assert answer == "noted: next"
+    assert order[5] == ("completion", (ticket_id,)), order  # after the message's answer
+    assert final_responses(events, lookup_id) == [{"found": True}]
+    assert final_responses(events, ticket_id) == [
+        {"status": "pending", "subject": "refund"},
+        {"status": "refunded"},
+    ]
+    assert Session("cut", "interrupted", "u", events).open_turn() is None
+    report_figure("responses per call (ticket incl. pending, lookup)", "2, 1")
+
+
+async def test_a_completion_whose_apply_fails_midway_is_applied_once_on_takeover(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given the first attempt to apply a completion failing (Redis error) after the
+    replica read it and took the session's lease, the entry is not lost: nothing was
+    applied, and the takeover (XAUTOCLAIM) applies it exactly once."""
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=1)
+    call_id = await ticket_turn(settings, "flaky")
+    failures: list[str] = []
+    apply_script = CompletionApplier._script
+
+    async def fail_once(self: CompletionApplier, *args: Any) -> Event | None:
+        if not failures:
+            failures.append("injected")
+            raise redis.ConnectionError("injected: Redis went away mid-apply")
+        return await apply_script(self, *args)
+
+    monkeypatch.setattr(CompletionApplier, "_script", fail_once)
+    async with Orchestrator([ticketing], settings, claim_idle_ms=500) as orch:
+        Completions(client, keys).post_result(call_id, {"status": "refunded"})
+        assert await orch.wait_until_settled("ticketing", "flaky", 20)
+    events = stored_events(client, keys, "flaky")
+    assert failures == ["injected"]
+    assert final_responses(events, call_id)[1:] == [{"status": "refunded"}]
+    assert client.xlen(keys.completions("ticketing")) == 0
+    assert dead_letter_reasons(client, keys) == []
+
+
+async def test_a_replica_that_lost_its_lease_mid_turn_cannot_write_the_session(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    """Given another holder taking the session's lease while the turn's slow call runs
+    (the first replica paused past the TTL, say), the first replica's write of the
+    responses is refused and it stops: nothing of it lands after the takeover."""
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=1)
+    async with Runner(interrupted, settings) as runner:
+        turn = asyncio.create_task(runner.ask(user_id="u", session_id="stolen", message="go"))
+
+        def slow_call_running() -> bool:
+            ids = call_ids(stored_events(client, keys, "stolen"))
+            return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[1]) > 0
+
+        await until(slow_call_running, "the slow lookup to start", 20)
+        before = client.llen(keys.events("stolen"))
+        client.set(keys.lease("stolen"), "another-replica/1", px=60_000)
+        with pytest.raises(LeaseLostError, match="lost the session's lease"):
+            await asyncio.wait_for(turn, 20)
+    assert client.llen(keys.events("stolen")) == before
+    assert client.get(keys.lease("stolen")) == b"another-replica/1"

@@ -1,0 +1,239 @@
+"""A randomized run against the exactly-once promise, as a user would drive it.
+
+Many sessions, each one turn of two normal calls and a ticket, started with
+`toolfleet run` processes; two `toolfleet serve` replicas apply completions and sweep.
+Each ticket's result is posted 0 to 3 times. With faults, at random moments: `run`
+replicas are SIGKILLed mid-turn, a worker is SIGKILLed and replaced, a `serve` replica
+is SIGKILLed and replaced, and Redis is restarted once. Without faults the same load
+must already hold the promise. At the end, whatever happened:
+
+- every call id has exactly one final response in its session (a ticket: its pending
+  response, then one final result if any was posted and the call was not answered
+  otherwise);
+- every posted completion was applied or is in the dead-letter stream with a reason;
+- no ticket is left for an answered call, and no session has a call without a response;
+- per call, the completion applied is the first one the stream accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.faults.conftest import fault_settings
+from tests.faults.servers import RedisServer
+from tests.faults.test_orchestrator_faults import toolfleet
+from tests.support import until
+from toolfleet import Completions, Event, Settings
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.keys import Keys
+
+AGENT = "tests.faults.exactly_once_tools:chaos"
+SESSIONS = 10
+SEED = int(os.environ.get("TOOLFLEET_CHAOS_SEED", "0")) or random.SystemRandom().randrange(10**6)
+
+Figure = Callable[[str, object], None]
+
+
+@pytest.fixture(scope="module")
+def chaos_server() -> Iterator[RedisServer]:
+    """A server of this module's own: the run restarts it."""
+    with RedisServer() as server:
+        yield server
+
+
+def events_of(client: redis.Redis, keys: Keys, session_id: str) -> list[Event]:
+    return [Event.model_validate_json(e) for e in client.lrange(keys.events(session_id), 0, -1)]
+
+
+def parts(events: list[Event]) -> Iterator[Any]:
+    for event in events:
+        yield from (event.content.parts or ()) if event.content else ()
+
+
+class Run:
+    """The processes and bookkeeping of one randomized run."""
+
+    def __init__(self, settings: Settings, client: redis.Redis, log_dir: Path) -> None:
+        self.settings = settings
+        self.client = client
+        self.keys = Keys(settings.key_prefix)
+        self.log_dir = log_dir
+        self.runs: dict[str, subprocess.Popen[bytes]] = {}
+        self.serves: list[subprocess.Popen[bytes]] = []
+        self.posted: dict[str, list[tuple[str, str]]] = {}  # call id -> (entry id, marker)
+        self.kills = 0
+
+    def start_serve(self) -> None:
+        log = self.log_dir / f"serve-{len(self.serves)}.log"
+        self.serves.append(toolfleet(self.settings, log, "serve", "--agent", AGENT))
+
+    def start_run(self, session_id: str) -> None:
+        log = self.log_dir / f"run-{session_id}.log"
+        self.runs[session_id] = toolfleet(
+            self.settings, log, "run", "--agent", AGENT, "--session", session_id,
+            "--no-wait", f"go {session_id}",
+        )  # fmt: skip
+
+    def kill(self, process: subprocess.Popen[bytes]) -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+            self.kills += 1
+
+    def ticket_of(self, session_id: str) -> str | None:
+        """The session's ticket call id once a worker opened the ticket."""
+        for call in Completions(self.client, self.keys).pending():
+            if call.session_id == session_id:
+                return call.call_id
+        return None
+
+    def post(self, session_id: str, call_id: str, copies: int) -> None:
+        completions = Completions(self.client, self.keys)
+        for copy in range(copies):
+            marker = f"{session_id}/{copy}"
+            try:
+                entry = completions.post_result(call_id, {"status": "done", "post": marker})
+            except Exception:  # refused: the call was answered otherwise (and dead-lettered)
+                continue
+            self.posted.setdefault(call_id, []).append((entry, marker))
+
+    def settled(self) -> bool:
+        if any(p.poll() is None for p in self.runs.values()):
+            return False
+        if self.client.scard(self.keys.resume()):
+            return False
+        if self.client.xlen(self.keys.completions("chaos")):
+            return False
+        return all(
+            Session(s, "chaos", "u", events_of(self.client, self.keys, s)).open_turn() is None
+            for s in self.runs
+        )
+
+    def stop(self) -> None:
+        for process in [*self.runs.values(), *self.serves]:
+            if process.poll() is None:
+                process.terminate()
+        for process in [*self.runs.values(), *self.serves]:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+async def kill_some_runs_mid_turn(run: Run, rng: random.Random, count: int) -> None:
+    """SIGKILL `count` `run` replicas once their turn's calls are out."""
+    victims = rng.sample(sorted(run.runs), count)
+    for session_id in victims:
+
+        def calls_out(s: str = session_id) -> bool:
+            return any(p.function_call for p in parts(events_of(run.client, run.keys, s)))
+
+        await until(calls_out, f"the turn of {session_id}", 30)
+        await asyncio.sleep(rng.uniform(0, 0.3))  # ok: a random moment of the turn
+        run.kill(run.runs[session_id])
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("faults", [False, True], ids=["no-faults", "faults"])
+async def test_randomized_sessions_keep_the_exactly_once_promise(
+    chaos_server: RedisServer, tmp_path: Path, faults: bool, report_figure: Figure
+) -> None:
+    rng = random.Random(SEED)
+    settings = fault_settings(chaos_server.url(), completion_claim_idle_s=2.0)
+    client = redis.Redis.from_url(settings.require_redis_url())
+    run = Run(settings, client, tmp_path)
+    with WorkerGroup(settings) as workers:
+        first_worker = workers.start(["default"], concurrency=2)
+        workers.start(["default"], concurrency=2)
+        run.start_serve()
+        run.start_serve()
+        try:
+            for i in range(SESSIONS):
+                run.start_run(f"s{i}")
+            if faults:
+                await kill_some_runs_mid_turn(run, rng, 3)
+                first_worker.kill()
+                run.kills += 1
+                workers.start(["default"], concurrency=2)
+                chaos_server.restart()
+                client.close()
+                client = run.client = redis.Redis.from_url(settings.require_redis_url())
+            tickets: dict[str, str] = {}
+
+            def all_tickets_open() -> bool:
+                for session_id in run.runs:
+                    found = tickets.get(session_id) or run.ticket_of(session_id)
+                    if found:
+                        tickets[session_id] = found
+                return len(tickets) == SESSIONS
+
+            await until(all_tickets_open, "every session's ticket", 60)
+            victim_serve = rng.randrange(len(run.serves))
+            for n, (session_id, call_id) in enumerate(sorted(tickets.items())):
+                run.post(session_id, call_id, rng.randrange(4))
+                if faults and n == SESSIONS // 2:
+                    run.kill(run.serves[victim_serve])
+                    run.start_serve()
+            await until(run.settled, "every session to settle", 90)
+        finally:
+            run.stop()
+
+    keys = run.keys
+    dead = [
+        (json.loads(fields[b"completion"]), fields[b"reason"].decode())
+        for _, fields in client.xrange(keys.dead_letters())
+    ]
+    dead_markers = {d["response"].get("post"): reason for d, reason in dead}
+    duplicates = lost = calls = applied = 0
+    pending = {c.call_id for c in Completions(client, keys).pending()}
+    for session_id in run.runs:
+        events = events_of(client, keys, session_id)
+        assert Session(session_id, "chaos", "u", events).open_turn() is None, session_id
+        responses: dict[str, list[dict[str, Any]]] = {}
+        for part in parts(events):
+            if part.function_response:
+                responses.setdefault(part.function_response.id, []).append(
+                    dict(part.function_response.response or {})
+                )
+        call_ids = [p.function_call.id for p in parts(events) if p.function_call]
+        calls += len(call_ids)
+        for call_id in call_ids:
+            answers = responses.get(call_id, [])
+            finals = [a for a in answers if a.get("status") != "pending"]
+            duplicates += max(0, len(finals) - 1)
+            lost += 1 if not answers else 0
+            posts = run.posted.get(call_id, [])
+            for _, marker in posts:
+                applied_here = {"status": "done", "post": marker} in finals
+                applied += applied_here
+                if not applied_here and marker not in dead_markers:
+                    lost += 1  # neither applied nor dead-lettered
+            claim = client.get(keys.applied(call_id))
+            if claim is not None:  # the first completion the stream accepted won
+                assert json.loads(claim)["entry"] == posts[0][0], (call_id, claim, posts)
+            elif posts:  # none applied: only right if the call was answered otherwise
+                assert finals and finals[0].get("status") == "error", (call_id, finals, posts)
+            if finals:
+                assert call_id not in pending, f"a ticket is left for answered call {call_id}"
+    report_figure("seed", SEED)
+    report_figure("sessions / calls / kills", f"{SESSIONS} / {calls} / {run.kills}")
+    posted = sum(len(p) for p in run.posted.values())
+    report_figure(
+        "completions posted / applied / dead-lettered", f"{posted} / {applied} / {len(dead)}"
+    )
+    report_figure("duplicate final responses / lost", f"{duplicates} / {lost}")
+    assert (duplicates, lost) == (0, 0)
+    assert all(reason for _, reason in dead)
+    client.close()

@@ -1,0 +1,87 @@
+"""Session leases on fakeredis: fenced writes, and a renewal that fails."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+from google.genai import types
+
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.leases import Leases
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.errors import LeaseLostError
+from toolfleet.shared.keys import Keys
+
+KEYS = Keys("t")
+
+
+def user_event(text: str) -> Event:
+    content = types.Content(role="user", parts=[types.Part(text=text)])
+    return Event(invocation_id="i", author="user", content=content)
+
+
+async def test_a_write_fenced_by_a_lost_lease_is_refused_and_changes_nothing(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    """Given a writer whose lease was taken over, when it appends, Redis refuses it."""
+    leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=5)
+    session = await store.create("app", "ann", "s1")
+    async with leases.hold("s1") as hold:
+        await store.append(session, user_event("mine"), fence=hold.fence)
+        await fake_redis.set(KEYS.lease("s1"), "replica-b/1")  # expired, and taken
+        with pytest.raises(LeaseLostError, match="lost the session's lease"):
+            await store.append(session, user_event("late"), owes_turn=True, fence=hold.fence)
+    fresh = SessionStore(fake_redis, KEYS)
+    assert [e.content.parts[0].text for e in (await fresh.get("s1")).events] == ["mine"]  # type: ignore[union-attr, index]
+    assert await fresh.sessions_to_resume() == []
+    assert await fake_redis.get(KEYS.lease("s1")) == b"replica-b/1"  # not released by a->b
+
+
+class FlakyLeases(Leases):
+    """Leases whose renewals fail `failures` times (Redis away), then work as usual."""
+
+    def __init__(self, client: aioredis.Redis, failures: int, ttl_s: float) -> None:
+        super().__init__(client, KEYS, "replica-a", ttl_s)
+        self.failures = failures
+        self.attempts = 0
+        self.three_attempts = asyncio.Event()
+
+    async def renew(self, session_id: str, owner: str) -> bool:
+        self.attempts += 1
+        if self.attempts == 3:
+            self.three_attempts.set()
+        if self.attempts <= self.failures:
+            raise aioredis.ConnectionError("Redis is away")
+        return await super().renew(session_id, owner)
+
+
+async def test_a_renewal_that_fails_once_is_retried_within_the_ttl(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    leases = FlakyLeases(fake_redis, failures=1, ttl_s=0.6)
+    async with leases.hold("s1") as hold:
+        await asyncio.wait_for(leases.three_attempts.wait(), 5)  # two after the failed one
+        assert not hold.renewal.lost
+        assert await fake_redis.get(KEYS.lease("s1")) == hold.fence.token.encode()
+
+
+async def test_a_renewal_that_keeps_failing_loses_the_lease_before_it_expires(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    leases = FlakyLeases(fake_redis, failures=1_000, ttl_s=0.6)
+    async with leases.hold("s1") as hold:
+        await asyncio.wait_for(hold.renewal.lost_event.wait(), 5)
+        assert 1 < leases.attempts < 1_000  # retried, then gave up
+
+
+async def test_a_renewal_never_takes_back_a_lease_another_holder_took(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=0.6)
+    async with leases.hold("s1") as hold:
+        await fake_redis.set(KEYS.lease("s1"), "replica-b/1")
+        await asyncio.wait_for(hold.renewal.lost_event.wait(), 5)
+    assert await fake_redis.get(KEYS.lease("s1")) == b"replica-b/1"
