@@ -41,14 +41,16 @@ class DeliveryGuard:
     keys: Keys
     max_deliveries: int
 
-    def count(self, call_id: str, retries: int) -> int:
-        """Count one delivery; return how many this attempt of the call has had."""
-        key = self.keys.deliveries(call_id, retries)
+    def count(self, call: ToolCall, retries: int) -> tuple[int, bool]:
+        """Count one delivery: how many this attempt of the call has had, and whether the
+        orchestrator closed the call already (one round trip for both)."""
+        key = self.keys.deliveries(call.call_id, retries)
         pipe = self.client.pipeline()
         pipe.incr(key)
         pipe.expire(key, DELIVERIES_TTL_S)
-        count, _ = pipe.execute()
-        return int(count)
+        pipe.exists(self.keys.closed(call.session_id, call.call_id))
+        count, _, closed = pipe.execute()
+        return int(count), bool(closed)
 
     def exhausted(self, count: int) -> bool:
         """True once `count` deliveries exceed `max_deliveries`: answer WorkerLost, do not run."""
@@ -128,9 +130,10 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             return
         attempt = self.request.retries + 1
         worker = self.request.hostname or "unknown"
+        closed: bool | None = None  # None: not checked yet
         if deps.deliveries is not None:
-            count = deps.deliveries.count(envelope.call_id, self.request.retries)
-            if deps.deliveries.exhausted(count):
+            count, closed = deps.deliveries.count(envelope, self.request.retries)
+            if deps.deliveries.exhausted(count) and not closed:
                 log.error(
                     "call %s (%s) delivered %d times, its worker lost each time: not run again",
                     envelope.call_id,
@@ -147,8 +150,11 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
         # running it now would act on a call the model was told did not happen. A
         # long-running call opens its ticket in the same step as that check, before it
         # runs: a job the tool starts may post its result at once.
-        opened = deps.completions.register(starting) if tool.is_long_running else None
-        if opened is False or (opened is None and deps.completions.is_closed(starting)):
+        if tool.is_long_running and not closed:
+            closed = not deps.completions.register(starting)
+        elif closed is None:
+            closed = deps.completions.is_closed(starting)
+        if closed:
             log.warning(
                 "call %s (%s) was answered before it started (timed out?): not run",
                 envelope.call_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 
 from tests.faults.input_tools import gated, ticket_tool
@@ -131,4 +132,26 @@ chaos = Agent(
     name="chaos",
     tools=[quick, ticket_tool],
     offline_script=[_chaos_turn, say("working on it"), say(_responses_text)] + [say("more")] * 4,
+)
+
+
+@tool
+def write_unjson(tool_context: ToolContext) -> str:
+    """Writes a value that is not JSON to the session state."""
+    tool_context.state["when"] = datetime.datetime.now(datetime.UTC)
+    return "written"
+
+
+@tool
+def write_huge(tool_context: ToolContext) -> str:
+    """Writes more than the payload limit to the session state."""
+    tool_context.state["blob"] = "x" * 2_000_000
+    return "written"
+
+
+# Two calls whose state writes the worker must refuse.
+state_writer = Agent(
+    name="state_writer",
+    tools=[write_unjson, write_huge],
+    offline_script=[call(Call("write_unjson", {}), Call("write_huge", {})), say("done")],
 )

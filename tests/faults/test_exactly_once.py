@@ -25,6 +25,7 @@ from tests.faults.exactly_once_tools import (
     delegator,
     holder,
     interrupted,
+    state_writer,
     ticketing,
 )
 from tests.faults.input_tools import gate_key
@@ -44,9 +45,11 @@ from toolfleet import (
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
 from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
@@ -310,25 +313,98 @@ async def test_a_completion_whose_apply_fails_midway_is_applied_once_on_takeover
     assert dead_letter_reasons(client, keys) == []
 
 
+@pytest.mark.parametrize("how", ["taken over", "renewals fail"])
 async def test_a_replica_that_lost_its_lease_mid_turn_cannot_write_the_session(
-    settings: Settings, workers: WorkerGroup, client: redis.Redis
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
 ) -> None:
-    """Given another holder taking the session's lease while the turn's slow call runs
-    (the first replica paused past the TTL, say), the first replica's write of the
-    responses is refused and it stops: nothing of it lands after the takeover."""
+    """Given the lease lost while the turn's slow call runs - another holder took it
+    (the replica paused past the TTL, say), or every renewal fails (Redis unreachable
+    from this replica) until it expires - the replica's write of the responses is
+    refused and it stops: nothing of it lands after it lost the lease."""
     keys = Keys(settings.key_prefix)
     workers.start(["default"], concurrency=1)
+    if how == "renewals fail":
+
+        async def unreachable(self: Leases, session_id: str, owner: str) -> bool:
+            raise redis.ConnectionError("injected: Redis unreachable from this replica")
+
+        monkeypatch.setattr(Leases, "renew", unreachable)
     async with Runner(interrupted, settings) as runner:
-        turn = asyncio.create_task(runner.ask(user_id="u", session_id="stolen", message="go"))
+        turn = asyncio.create_task(runner.ask(user_id="u", session_id="lost", message="go"))
 
         def slow_call_running() -> bool:
-            ids = call_ids(stored_events(client, keys, "stolen"))
+            ids = call_ids(stored_events(client, keys, "lost"))
             return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[1]) > 0
 
         await until(slow_call_running, "the slow lookup to start", 20)
-        before = client.llen(keys.events("stolen"))
-        client.set(keys.lease("stolen"), "another-replica/1", px=60_000)
+        before = client.llen(keys.events("lost"))
+        if how == "taken over":
+            client.set(keys.lease("lost"), "another-replica/1", px=60_000)
         with pytest.raises(LeaseLostError, match="lost the session's lease"):
             await asyncio.wait_for(turn, 20)
-    assert client.llen(keys.events("stolen")) == before
-    assert client.get(keys.lease("stolen")) == b"another-replica/1"
+    assert client.llen(keys.events("lost")) == before
+    if how == "taken over":
+        assert client.get(keys.lease("lost")) == b"another-replica/1"
+
+
+async def test_an_invocation_failing_after_its_calls_are_stored_leaves_no_call_unanswered(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given sending a turn's calls failing (the broker unreachable past the retries)
+    after the model's calls were stored, the session stays owed with that turn open;
+    the user's next message first gets those calls answered, then its own answer."""
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=2)
+    publish = CeleryPublisher.publish
+    failures: list[str] = []
+
+    async def fail_once(self: CeleryPublisher, *args: Any, **kwargs: Any) -> None:
+        if not failures:
+            failures.append("injected")
+            raise redis.ConnectionError("injected: the broker is unreachable")
+        await publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(CeleryPublisher, "publish", fail_once)
+    async with Runner(interrupted, settings) as runner:
+        with pytest.raises(redis.ConnectionError, match="injected"):
+            await runner.ask(user_id="u", session_id="failed", message="go")
+        assert client.sismember(keys.resume(), "failed")  # still owed: the sweep finishes it
+        answer = await runner.ask(user_id="u", session_id="failed", message="next")
+    events = stored_events(client, keys, "failed")
+    ticket_id, lookup_id = call_ids(events)
+    assert final_responses(events, lookup_id) == [{"found": True}]
+    assert final_responses(events, ticket_id) == [{"status": "pending", "subject": "refund"}]
+    texts = [e.content.parts[0].text for e in events if e.author == "user" and e.content]
+    assert texts == ["go", "next"] and answer == "noted: next"
+    assert Session("failed", "interrupted", "u", events).open_turn() is None
+
+
+async def test_a_bad_state_write_is_answered_at_once_and_nothing_of_it_is_stored(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    """Given a tool writing a value that is not JSON, and one writing more than the
+    payload limit, to its state: each call is answered ResultRejected at once (not a
+    timeout), naming the key, and neither write reaches the session or later calls."""
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=2)
+    async with Runner(state_writer, settings) as runner:
+        updates = [u async for u in runner.run(user_id="u", session_id="bad", message="go")]
+    results = {u.result.tool: u.result for u in updates if isinstance(u, CallFinished)}
+    unjson, huge = results["write_unjson"], results["write_huge"]
+    assert (
+        unjson.response["error_type"] == "ResultRejected"
+        and "'when'" in unjson.response["error_message"]
+    )
+    assert (
+        huge.response["error_type"] == "ResultRejected"
+        and "'blob'" in huge.response["error_message"]
+    )
+    assert unjson.duration_s < settings.default_timeout_s and not unjson.state_delta
+    assert client.hgetall(keys.session_state("bad")) == {}

@@ -35,7 +35,7 @@ def test_counts_each_delivery_of_an_attempt_and_refuses_past_the_limit(
     client: fakeredis.FakeRedis,
 ) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
-    counts = [guard.count("c1", 0) for _ in range(4)]
+    counts = [guard.count(call("c1"), 0)[0] for _ in range(4)]
     assert counts == [1, 2, 3, 4]
     assert [guard.exhausted(n) for n in counts] == [False, False, False, True]
     ttl = client.ttl(KEYS.deliveries("c1", 0))
@@ -44,10 +44,23 @@ def test_counts_each_delivery_of_an_attempt_and_refuses_past_the_limit(
 
 def test_a_retry_and_another_call_have_counters_of_their_own(client: fakeredis.FakeRedis) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=1)
-    assert guard.count("c1", 0) == 1
-    assert guard.count("c1", 1) == 1  # self.retry sends a new message: not a crash
-    assert guard.count("c2", 0) == 1
-    assert guard.count("c1", 0) == 2
+    assert guard.count(call("c1"), 0) == (1, False)
+    assert guard.count(call("c1"), 1) == (1, False)  # self.retry sends a new message: no crash
+    assert guard.count(call("c2"), 0) == (1, False)
+    assert guard.count(call("c1"), 0) == (2, False)
+
+
+def test_the_count_also_says_whether_the_orchestrator_closed_the_call(
+    client: fakeredis.FakeRedis,
+) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3)
+    client.set(KEYS.closed("s", "c1"), 1)
+    assert guard.count(call("c1"), 0) == (1, True)
+    assert guard.count(call("c2"), 0) == (1, False)
+
+
+def call(call_id: str) -> ToolCall:
+    return ToolCall.model_validate(_envelope("t") | {"call_id": call_id})
 
 
 def _envelope(tool: str) -> dict[str, Any]:
@@ -99,3 +112,38 @@ def test_the_delivery_past_the_limit_answers_worker_lost_and_does_not_run_the_to
             "so it was not run again"
         ),
     }
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+@pytest.mark.parametrize("long_running", [False, True])
+def test_a_call_the_orchestrator_closed_is_not_run_and_gets_no_ticket(
+    client: fakeredis.FakeRedis, long_running: bool
+) -> None:
+    """Given a call answered already (it timed out in the queue), when a worker gets
+    it: the tool does not run, nothing is posted and no ticket opens."""
+    runs: list[int] = []
+
+    def late() -> dict[str, str]:
+        """Counts its runs."""
+        runs.append(1)
+        return {"status": "pending"}
+
+    settings = Settings(redis_url="redis://unused", key_prefix="t")
+    completions = Completions(client, KEYS)
+    deps = ToolTaskDeps(
+        settings,
+        ResultReporter(client, 1000),
+        completions,
+        ToolServices(),
+        DeliveryGuard(client, KEYS, settings.max_deliveries),
+    )
+    app = Celery("closed-test", set_as_current=False)
+    name = f"late_{'ticket' if long_running else 'plain'}"  # task names are process-wide
+    register_tool_tasks(app, {name: FunctionTool(late, name, is_long_running=long_running)}, deps)
+    client.set(KEYS.closed("s", "c1"), 1)
+
+    app.tasks[task_name(name)].apply(args=[_envelope(name)])
+
+    assert runs == []
+    assert client.xlen("t:results:s") == 0
+    assert completions.pending() == []
