@@ -123,14 +123,15 @@ def _chaos_turn(view: ScriptView) -> Step:
             Call("quick", {"n": 1, "seconds": seconds}),
             Call("quick", {"n": 2, "seconds": 0.3 - seconds}),
             Call("open_ticket", {"subject": view.user_text}),
+            Call("researcher", {"request": view.user_text}),
         ]
     )
 
 
-# The randomized run's agent: two normal calls and a ticket in one turn.
+# The randomized run's agent: two normal calls, a ticket and an agent tool in one turn.
 chaos = Agent(
     name="chaos",
-    tools=[quick, ticket_tool],
+    tools=[quick, ticket_tool, AgentTool(researcher, timeout_s=3)],
     offline_script=[_chaos_turn, say("working on it"), say(_responses_text)] + [say("more")] * 4,
 )
 

@@ -1,6 +1,7 @@
 """A randomized run against the exactly-once promise, as a user would drive it.
 
-Many sessions, each one turn of two normal calls and a ticket, started with
+Many sessions, each one turn of two normal calls, a ticket and an agent tool (whose
+child session runs its own call on the fleet), started with
 `toolfleet run` processes; two `toolfleet serve` replicas apply completions and sweep.
 Each ticket's result is posted 0 to 3 times. With faults, at random moments: `run`
 replicas are SIGKILLed mid-turn, a worker is SIGKILLed and replaced, a `serve` replica
@@ -155,8 +156,10 @@ async def test_randomized_sessions_keep_the_exactly_once_promise(
     client = redis.Redis.from_url(settings.require_redis_url())
     run = Run(settings, client, tmp_path)
     with WorkerGroup(settings) as workers:
+        # A busy pool: 40 calls at once on 4 processes, each limited to 3 s.
         first_worker = workers.start(["default"], concurrency=2)
         workers.start(["default"], concurrency=2)
+        workers.start(["agents"], concurrency=2)
         run.start_serve()
         run.start_serve()
         try:
