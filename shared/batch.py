@@ -7,7 +7,7 @@ writer still holds a session's lease, checked by Redis in the same step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import redis
@@ -73,10 +73,6 @@ class WriteBatch:
     def xtrim_minid(self, stream: str, minid: str) -> None:
         """Drop a stream's entries older than `minid` (exactly, not approximately)."""
         self.add("XTRIM", stream, "MINID", minid)
-
-    def extend(self, commands: Iterable[tuple[Arg, ...]]) -> None:
-        """Append commands of another batch."""
-        self.commands.extend(commands)
 
     def flat(self) -> list[Arg]:
         """The commands as script arguments: each as its length, then its words."""

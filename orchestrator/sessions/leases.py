@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -266,12 +266,7 @@ class LeaseHold:
 
     fence: Fence
     renewal: LeaseRenewal
-    released: bool = field(default=False)
-
-    @property
-    def session_id(self) -> str:
-        """The session whose lease this is."""
-        return self.fence.session_id
+    released: bool = False
 
 
 def _busy(session_id: str, holder: bytes | str | None) -> SessionBusyError:
