@@ -22,6 +22,7 @@ from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.signing import ResultSigner
 
 
 class Replica:
@@ -44,7 +45,8 @@ class Replica:
         self._sync: redis.Redis | None = None
         self.leases = Leases(self.redis, self.keys, self.id, settings.lease_ttl_s)
         self.store = SessionStore(self.redis, self.keys, settings.secret_arg_names)
-        self.waiter = ResultWaiter(self._blocking[0], self.redis, self.keys, self.id)
+        signer = ResultSigner(settings.fleet_key) if settings.fleet_key else None
+        self.waiter = ResultWaiter(self._blocking[0], self.redis, self.keys, self.id, signer=signer)
         self.fleet: ToolRunner = tool_runner or CeleryFleet(
             CeleryPublisher(self.redis, settings.secret_arg_names),
             self.waiter,

@@ -82,6 +82,11 @@ class Settings(BaseSettings):
     )
     worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
 
+    fleet_key: str | None = Field(
+        default=None,
+        description="Signs tool results (HMAC): the same on workers and orchestrators, so a "
+        "client that may only write a results stream cannot forge one. Unset: unsigned.",
+    )
     credential_key: str | None = Field(
         default=None,
         description="Fernet key encrypting credentials supplied for tools (same on all hosts).",

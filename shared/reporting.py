@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 
 from toolfleet.shared.messages import RESULT_FIELD, ToolResult
+from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 
 # An abandoned session's inbox disappears after a day rather than living forever.
 STREAM_TTL_S = 24 * 3600
@@ -16,16 +17,21 @@ class ResultReporter:
     Each post renews the stream's TTL, so an abandoned session's inbox expires.
     """
 
-    def __init__(self, client: redis.Redis, maxlen: int) -> None:
+    def __init__(
+        self, client: redis.Redis, maxlen: int, signer: ResultSigner | None = None
+    ) -> None:
         self._client = client
         self._maxlen = maxlen
+        self._signer = signer  # signs each result with the fleet key, when there is one
 
     def post(self, stream: str, result: ToolResult) -> str:
-        """Append `result` to `stream` and renew its TTL; return the stream entry id."""
+        """Append `result` to `stream` (signed) and renew its TTL; return the entry id."""
+        payload = result.model_dump_json().encode()
+        fields: dict[str, bytes | str] = {RESULT_FIELD: payload}
+        if self._signer is not None:
+            fields[SIGNATURE_FIELD] = self._signer.sign(payload)
         pipe = self._client.pipeline(transaction=False)
-        pipe.xadd(
-            stream, {RESULT_FIELD: result.model_dump_json()}, maxlen=self._maxlen, approximate=True
-        )
+        pipe.xadd(stream, fields, maxlen=self._maxlen, approximate=True)  # type: ignore[arg-type]
         pipe.expire(stream, STREAM_TTL_S)
         entry_id, _ = pipe.execute()
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

@@ -19,6 +19,7 @@ from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.redis_check import check_redis
 from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.signing import ResultSigner
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.tasks import (
     DeliveryGuard,
@@ -39,7 +40,8 @@ def create_app(settings: Settings) -> Celery:
     app.conf.update(celery_config(settings, list(found.tools.values())))
     client = resilient_client(settings.require_redis_url())  # results survive a Redis restart
     keys = Keys(settings.key_prefix)
-    reporter = ResultReporter(client, settings.results_maxlen)
+    signer = ResultSigner(settings.fleet_key) if settings.fleet_key else None
+    reporter = ResultReporter(client, settings.results_maxlen, signer)
     completions = Completions(client, keys)
     services = ToolServices(
         settings=settings,

@@ -14,6 +14,7 @@ from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import load_definitions
 from toolfleet.shared.errors import ConfigError, ToolfleetError
+from toolfleet.shared.signing import new_fleet_key
 
 
 def load_agent(spec: str) -> Agent:
@@ -50,7 +51,10 @@ def start_local_fleet(
     server = stack.enter_context(EmbeddedRedis(publish_url=True))
     # Credentials supplied in this run are encrypted with a key that lives as long as it.
     key = settings.credential_key or new_credential_key()
-    settings = settings.model_copy(update={"redis_url": server.url, "credential_key": key})
+    fleet_key = settings.fleet_key or new_fleet_key()  # this run's workers sign with it
+    settings = settings.model_copy(
+        update={"redis_url": server.url, "credential_key": key, "fleet_key": fleet_key}
+    )
     print(f"embedded server: {server.binary} on {server.url} (no TOOLFLEET_REDIS_URL set)")
     group = stack.enter_context(WorkerGroup(settings))
     for spec, worker in zip(specs, group.start_all(specs), strict=True):

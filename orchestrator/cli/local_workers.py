@@ -123,6 +123,7 @@ class WorkerGroup:
             "TOOLFLEET_MAX_DELIVERIES": str(self.settings.max_deliveries),
             "TOOLFLEET_SECRET_ARG_NAMES": ",".join(self.settings.secret_arg_names),
             "TOOLFLEET_CREDENTIAL_KEY": self.settings.credential_key or "",
+            "TOOLFLEET_FLEET_KEY": self.settings.fleet_key or "",
             **self.extra_env,
         }
         command = [

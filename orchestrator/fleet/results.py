@@ -8,6 +8,7 @@ answered already) is logged and dropped - exactly one result per call id is deli
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import RESULT_FIELD, ToolResult
+from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +60,12 @@ class ResultWaiter:
         keys: Keys,
         replica_id: str,
         block_ms: int = BLOCK_MS,
+        signer: ResultSigner | None = None,
     ):
         # `reader` is dedicated: its connection spends most of its life inside XREAD BLOCK.
         self._reader = reader
         self._writer = writer
+        self._signer = signer  # with the fleet key: only results it signed are accepted
         self._wake_key = keys.wake(replica_id)
         self._wake_last = "0-0"
         self._pending: dict[str, _Awaited] = {}  # by call id
@@ -168,6 +172,17 @@ class ResultWaiter:
         watch = self._watches[stream]
         watch.last_id = entry_id
         raw = fields.get(RESULT_FIELD.encode())
+        if self._signer is not None and not self._signer.valid(
+            raw or b"", fields.get(SIGNATURE_FIELD.encode())
+        ):
+            # Forged, or from a worker with another TOOLFLEET_FLEET_KEY: the call still
+            # waits. Name the claimed sender, so a misconfigured worker is found at once.
+            log.error(
+                "rejected entry %s on %s: no valid fleet-key signature (it claims to come from "
+                "worker %r: is TOOLFLEET_FLEET_KEY the same there as here?)",
+                entry_id, stream, _claimed_worker(raw),
+            )  # fmt: skip
+            return
         try:
             result = ToolResult.model_validate_json(raw or b"")
         except ValidationError as exc:
@@ -199,6 +214,14 @@ class ResultWaiter:
         busy = {awaited.stream for awaited in self._pending.values()}
         for stream in [s for s, w in self._watches.items() if w.settled and s not in busy]:
             del self._watches[stream]
+
+
+def _claimed_worker(raw: bytes | None) -> str:
+    """The `worker` an unverified entry names (only for the log; never trusted)."""
+    try:
+        return str(json.loads(raw or b"{}").get("worker", "?"))[:200]
+    except (ValueError, AttributeError):
+        return "?"
 
 
 def _next_id(entry_id: str) -> str:

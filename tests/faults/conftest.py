@@ -17,6 +17,11 @@ from tests.faults.servers import RedisServer
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.shared.auth import new_credential_key
 from toolfleet.shared.config import Settings
+from toolfleet.shared.signing import new_fleet_key
+
+# One fleet key for the whole run, as one fleet has: queues are shared across tests
+# (their names are not prefixed), so a worker of one test may serve another's call.
+FLEET_KEY = new_fleet_key()
 
 FAULT_TOOL_MODULES = [
     "tests.faults.fault_tools",
@@ -40,6 +45,7 @@ def fault_settings(url: str, **overrides: object) -> Settings:
         worker_heartbeat_s=0.5,
         lease_ttl_s=2,
         credential_key=new_credential_key(),
+        fleet_key=FLEET_KEY,
     )
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -48,6 +48,7 @@ from toolfleet.shared.messages import (
     ToolCall,
     ToolResult,
 )
+from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 
 PAYLOAD_LIMIT = 4096
 WAIT_S = 20.0
@@ -276,19 +277,32 @@ async def test_forged_results_on_the_stream_are_rejected_and_the_real_one_reache
         other_session = forged.model_copy(update={"session_id": "someone-else"})
         other_tool = forged.model_copy(update={"tool": "typed_echo"})
         stream = awaited.reply_to
-        client.xadd(stream, {RESULT_FIELD: '{"call_id": "' + awaited.call_id + '", "oops'})
-        client.xadd(stream, {RESULT_FIELD: other_session.model_dump_json()})
-        client.xadd(stream, {RESULT_FIELD: other_tool.model_dump_json()})
-        await until(lambda: caplog.text.count("rejected") >= 3, "the forged entries to be read")
+        # Unsigned: a client that may write the stream but has no fleet key.
+        client.xadd(stream, {RESULT_FIELD: forged.model_dump_json()})
+        # Signed with the fleet key (a worker's, misbehaving): still checked one by one.
+        signer = ResultSigner(input_settings.fleet_key or "")
+        for payload in (
+            '{"call_id": "' + awaited.call_id + '", "oops',
+            other_session.model_dump_json(),
+            other_tool.model_dump_json(),
+        ):
+            client.xadd(
+                stream, {RESULT_FIELD: payload, SIGNATURE_FIELD: signer.sign(payload.encode())}
+            )
+        await until(lambda: caplog.text.count("rejected") >= 4, "the forged entries to be read")
         client.rpush(input_tools.gate_key(prefix, gate), 1)
         updates = await asyncio.wait_for(turn, WAIT_S)
     (response,) = responses(updates)
     assert response.response == real
+    assert caplog.text.count("no valid fleet-key signature") == 1
     assert caplog.text.count("rejected a malformed entry") == 1
     assert "session 'someone-else', tool 'gated'" in caplog.text
     assert f"session {awaited.session_id!r}, tool 'typed_echo'" in caplog.text
     assert not any("forged" in str(u) for u in updates)
-    report_figure("forged result entries rejected", "3 of 3 (malformed, other session, other tool)")
+    report_figure(
+        "forged result entries rejected",
+        "4 of 4 (unsigned; signed but malformed, other session, other tool)",
+    )
 
 
 async def _collect(updates: AsyncIterator[Update]) -> list[Update]:

@@ -18,6 +18,11 @@ from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.shared.auth import new_credential_key
 from toolfleet.shared.config import Settings
+from toolfleet.shared.signing import new_fleet_key
+
+# One fleet key for the whole run, as one fleet has: queues are shared across tests
+# (their names are not prefixed), so a worker of one test may serve another's call.
+FLEET_KEY = new_fleet_key()
 
 TOOL_MODULES = [
     "tests.integration.fleet_tools",
@@ -55,6 +60,7 @@ def settings(redis_url: str) -> Iterator[Settings]:
         result_grace_s=1.0,
         worker_heartbeat_s=0.5,
         credential_key=new_credential_key(),
+        fleet_key=FLEET_KEY,
     )
     client = redis.Redis.from_url(redis_url)
     # Ours, the tool queues, and kombu's bookkeeping (the database is the tests' own).

@@ -12,6 +12,8 @@ import pytest
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
+from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner, new_fleet_key
 
 KEYS = Keys("t")
 
@@ -92,3 +94,34 @@ async def test_settle_keeps_results_not_yet_delivered(
     await waiter.settle(stream)
     entries = await fake_redis.xrange(stream)
     assert len(entries) == 1 and b'"c9"' in entries[0][1][RESULT_FIELD.encode()]
+
+
+async def test_with_the_fleet_key_only_results_the_workers_signed_are_accepted(
+    fake_server: fakeredis.FakeServer,
+    fake_redis: fakeredis.FakeAsyncRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Given a client that may write the results stream but has no fleet key, when it
+    posts a well-formed result for the awaited call (unsigned, or signed with another
+    key), it is rejected and the call waits for the one a worker signed."""
+    signer = ResultSigner(new_fleet_key())
+    reader = fakeredis.FakeAsyncRedis(server=fake_server)
+    signed_waiter = ResultWaiter(reader, fake_redis, KEYS, "replica-2", block_ms=20, signer=signer)
+    await signed_waiter.start()
+    try:
+        stream = KEYS.results("s1")
+        futures = await signed_waiter.expect(stream, ["c1"], session_id="s1", tools={"c1": "t"})
+        forged = result("c1").model_copy(update={"response": {"n": "forged"}})
+        with caplog.at_level(logging.ERROR):
+            await post(fake_redis, stream, forged)  # no signature
+            payload = forged.model_dump_json().encode()
+            other = ResultSigner(new_fleet_key()).sign(payload)
+            await fake_redis.xadd(stream, {RESULT_FIELD: payload, SIGNATURE_FIELD: other})
+            reporter = ResultReporter(fakeredis.FakeRedis(server=fake_server), 100, signer)
+            reporter.post(stream, result("c1"))  # what a worker with the key posts
+            got = await asyncio.wait_for(futures["c1"], timeout=5)
+        assert got.response == {"n": "c1"}
+        assert caplog.text.count("no valid fleet-key signature") == 2
+    finally:
+        await signed_waiter.stop()
+        await reader.aclose()

@@ -1,0 +1,37 @@
+"""Results signed with the fleet key (HMAC-SHA256), so that a Redis client allowed to
+write a results stream cannot forge a result the orchestrator accepts.
+
+Workers sign each ToolResult they post; the orchestrator accepts a result only with a
+valid signature when it has the key (`TOOLFLEET_FLEET_KEY`, the same on every host).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+SIGNATURE_FIELD = "sig"
+
+
+def new_fleet_key() -> str:
+    """A random fleet key (64 hex digits) for TOOLFLEET_FLEET_KEY."""
+    return secrets.token_hex(32)
+
+
+class ResultSigner:
+    """Signs and checks result payloads with one fleet key."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key.encode()
+
+    def sign(self, payload: bytes) -> str:
+        """The payload's signature, as hex."""
+        return hmac.new(self._key, payload, hashlib.sha256).hexdigest()
+
+    def valid(self, payload: bytes, signature: bytes | str | None) -> bool:
+        """Whether `signature` is the payload's, compared in constant time."""
+        if signature is None:
+            return False
+        given = signature.decode() if isinstance(signature, bytes) else signature
+        return hmac.compare_digest(self.sign(payload), given)
