@@ -45,7 +45,7 @@ class Replica:
         self._sync: redis.Redis | None = None
         self.leases = Leases(self.redis, self.keys, self.id, settings.lease_ttl_s)
         self.store = SessionStore(self.redis, self.keys, settings.secret_arg_names)
-        signer = ResultSigner(settings.fleet_key) if settings.fleet_key else None
+        signer = ResultSigner.of(settings.fleet_key)
         self.waiter = ResultWaiter(self._blocking[0], self.redis, self.keys, self.id, signer=signer)
         self.fleet: ToolRunner = tool_runner or CeleryFleet(
             CeleryPublisher(self.redis, settings.secret_arg_names),

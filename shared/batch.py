@@ -86,8 +86,7 @@ class WriteBatch:
         if not self.commands:
             return []
         pipe = client.pipeline(transaction=True)
-        for command in self.commands:
-            pipe.execute_command(*command)
+        self._stage(pipe)
         return list(await pipe.execute())
 
     def run_sync(self, client: redis.Redis) -> list[Any]:
@@ -95,6 +94,9 @@ class WriteBatch:
         if not self.commands:
             return []
         pipe = client.pipeline(transaction=True)
-        for command in self.commands:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        self._stage(pipe)
         return list(pipe.execute())
+
+    def _stage(self, pipe: redis.client.Pipeline | aioredis.client.Pipeline) -> None:
+        for command in self.commands:
+            pipe.execute_command(*command)

@@ -25,6 +25,11 @@ class ResultSigner:
     def __init__(self, key: str) -> None:
         self._key = key.encode()
 
+    @classmethod
+    def of(cls, key: str | None) -> ResultSigner | None:
+        """The signer of the fleet key, or None when no key is set (results unsigned)."""
+        return cls(key) if key else None
+
     def sign(self, payload: bytes) -> str:
         """The payload's signature, as hex."""
         return hmac.new(self._key, payload, hashlib.sha256).hexdigest()

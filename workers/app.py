@@ -40,7 +40,7 @@ def create_app(settings: Settings) -> Celery:
     app.conf.update(celery_config(settings, list(found.tools.values())))
     client = resilient_client(settings.require_redis_url())  # results survive a Redis restart
     keys = Keys(settings.key_prefix)
-    signer = ResultSigner(settings.fleet_key) if settings.fleet_key else None
+    signer = ResultSigner.of(settings.fleet_key)
     reporter = ResultReporter(client, settings.results_maxlen, signer)
     completions = Completions(client, keys)
     services = ToolServices(
