@@ -108,7 +108,11 @@ async def _serve(
     async with serve_http(agents, settings, http, *bind, on_update=log_update) as running:
         names = ", ".join(running.orch.runners)
         print(f"toolfleet serve: {names} as {running.orch.replica_id}", flush=True)
-        auth = "bearer token required" if http.auth_required() else "no token (loopback only)"
+        auth = (
+            "callers identified by bearer token"
+            if http.auth_required()
+            else "no identities: loopback clients only"
+        )
         print(f"http: {running.url} ({auth}; approvals page {running.url}/approvals)", flush=True)
         await stop.wait()
 
@@ -179,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         const="",
         metavar="HOST:PORT",
         help="also serve the HTTP API and approvals page (alone: TOOLFLEET_HTTP_HOST:PORT, "
-        "127.0.0.1:8080); beyond loopback it needs TOOLFLEET_HTTP_TOKEN",
+        "127.0.0.1:8080); beyond loopback it needs caller identities (TOOLFLEET_HTTP_TOKEN, "
+        "TOOLFLEET_HTTP_API_KEYS or JWTs)",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from types import TracebackType
 
 from toolfleet.orchestrator.connections import stop_task
+from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import ApiError, detail_of, status_of
 from toolfleet.orchestrator.httpapi.hub import InvocationFailed, SessionHub, StreamClosed
+from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import HttpSettings
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
@@ -18,6 +22,8 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
+from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.messages import PendingCall
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,8 @@ class HttpApi:
         self.credentials = CredentialStore(sync_redis, self.keys, self.settings.credential_key)
         self._tasks: set[asyncio.Task[None]] = set()
         self._streams: set[asyncio.Queue[RunItem]] = set()
+        self.authenticator = Authenticator(http)
+        self._open_streams: dict[str, int] = {}
 
     async def __aenter__(self) -> HttpApi:
         return self
@@ -80,13 +88,79 @@ class HttpApi:
             raise ApiError(404, f"unknown app {app_name!r}; this orchestrator serves: {served}")
         return runner
 
-    async def session(self, app_name: str, user_id: str, session_id: str) -> Session:
-        """The session, 404 unless it exists and belongs to this app and user."""
+    def user(self, caller: Caller, user_id: str) -> None:
+        """404 unless `caller` may act as `user_id`: another user's resources are answered
+        as if they did not exist."""
+        if not caller.owns(user_id):
+            raise ApiError(404, f"unknown user {user_id!r}")
+
+    async def session(
+        self, caller: Caller, app_name: str, user_id: str, session_id: str
+    ) -> Session:
+        """The session, 404 unless it exists, belongs to this app and user, and `caller` may act
+        as that user."""
         self.runner(app_name)
+        unknown = ApiError(404, f"unknown session {session_id!r} of user {user_id!r}")
+        if not caller.owns(user_id):
+            raise unknown
         session = await self.store.get(session_id) if await self._exists(session_id) else None
         if session is None or session.app_name != app_name or session.user_id != user_id:
-            raise ApiError(404, f"unknown session {session_id!r} of user {user_id!r}")
+            raise unknown
         return session
+
+    async def ticket(self, caller: Caller, call_id: str) -> PendingCall:
+        """The pending call, 404 unless it is pending and `caller` may see it (an admin is told
+        why a call is not pending; others are not told whether it exists)."""
+        try:
+            call = await asyncio.to_thread(self.completions.get, call_id)
+        except CompletionError as exc:
+            raise ApiError(
+                404, str(exc) if caller.admin else f"unknown ticket {call_id!r}"
+            ) from exc
+        if not caller.sees(call):
+            raise ApiError(404, f"unknown ticket {call_id!r}")
+        return call
+
+    @contextmanager
+    def stream_slot(self, caller: Caller) -> Iterator[None]:
+        """Hold one of the open event streams while the block runs: 429 past the caller's
+        share (TOOLFLEET_HTTP_MAX_STREAMS_PER_CALLER), 503 past the replica's
+        (TOOLFLEET_HTTP_MAX_STREAMS)."""
+        mine = self._open_streams.get(caller.subject, 0)
+        if mine >= self.http.max_streams_per_caller:
+            raise ApiError(
+                429,
+                f"{mine} event streams of {caller.subject!r} are open, the most one caller may "
+                "hold (TOOLFLEET_HTTP_MAX_STREAMS_PER_CALLER): close one first",
+                headers={"Retry-After": "5"},
+            )
+        if sum(self._open_streams.values()) >= self.http.max_streams:
+            raise ApiError(
+                503,
+                f"this replica holds {self.http.max_streams} event streams, its limit "
+                "(TOOLFLEET_HTTP_MAX_STREAMS): try again later or poll the session",
+                headers={"Retry-After": "5"},
+            )
+        self._open_streams[caller.subject] = mine + 1
+        try:
+            yield
+        finally:
+            left = self._open_streams[caller.subject] - 1
+            if left:
+                self._open_streams[caller.subject] = left
+            else:
+                del self._open_streams[caller.subject]
+
+    def hold_stream(self, caller: Caller) -> Callable[[], None]:
+        """Take a `stream_slot` for a response that outlives the route; call the answer, once,
+        when the stream ends."""
+        with ExitStack() as held:
+            held.enter_context(self.stream_slot(caller))
+            return held.pop_all().close
+
+    def open_streams(self) -> int:
+        """How many event streams are open now."""
+        return sum(self._open_streams.values())
 
     async def _exists(self, session_id: str) -> bool:
         return bool(await self.redis.exists(self.keys.session(session_id)))

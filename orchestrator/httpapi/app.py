@@ -11,9 +11,10 @@ from fastapi.staticfiles import StaticFiles
 from toolfleet.orchestrator.httpapi.api import HttpApi
 from toolfleet.orchestrator.httpapi.errors import install_error_handlers
 from toolfleet.orchestrator.httpapi.guards import (
+    AccessMiddleware,
     BodyLimitMiddleware,
-    OriginMiddleware,
-    token_check,
+    TrustedProxies,
+    current_caller,
 )
 from toolfleet.orchestrator.httpapi.routes_sessions import sessions_router
 from toolfleet.orchestrator.httpapi.routes_streams import streams_router
@@ -35,9 +36,8 @@ def build_app(api: HttpApi) -> FastAPI:
         ),
     )
     install_error_handlers(app)
-    auth = []
-    if api.http.auth_required() and api.http.token is not None:
-        auth = [Depends(token_check(api.http.token.get_secret_value()))]
+    app.state.authenticator = api.authenticator
+    auth = [Depends(current_caller)]  # every route but health and the page's files
     app.include_router(sessions_router(api), dependencies=auth)
     app.include_router(streams_router(api), dependencies=auth)
     app.include_router(tickets_router(api), dependencies=auth)
@@ -53,7 +53,12 @@ def build_app(api: HttpApi) -> FastAPI:
         html = (STATIC / "approvals.html").read_text(encoding="utf-8")
         return HTMLResponse(html, headers=PAGE_HEADERS)
 
-    app.add_middleware(OriginMiddleware, open_api=not api.http.auth_required())
+    app.add_middleware(
+        AccessMiddleware,
+        open_api=not api.http.auth_required(),
+        proxies=TrustedProxies(api.http.trusted_proxies),
+        allow_proxies=api.http.allow_no_auth,
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=api.http.max_body_bytes)
     return app
 

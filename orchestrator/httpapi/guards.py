@@ -1,19 +1,20 @@
-"""What stands before the routes: the bearer token, body size, and browser-origin checks."""
+"""What stands before the routes: the caller's identity, body size, the peer and
+browser-origin checks."""
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Awaitable, Callable
+import ipaddress
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import Security
+from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolfleet.orchestrator.httpapi.errors import ApiError
+from toolfleet.orchestrator.httpapi.callers import Caller
+from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import is_loopback
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -21,30 +22,23 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 bearer = HTTPBearer(
     auto_error=False,
     scheme_name="bearer",
-    description="The token in TOOLFLEET_HTTP_TOKEN, as `Authorization: Bearer <token>`.",
+    description="An API key, a JWT, or the operator's token (TOOLFLEET_HTTP_TOKEN), as "
+    "`Authorization: Bearer <token>`.",
 )
 
 
-def token_check(expected: str) -> Callable[..., Awaitable[None]]:
-    """A dependency refusing requests without `Authorization: Bearer <expected>`."""
-    wanted = expected.encode()
+async def current_caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+) -> Caller:
+    """The request's Caller, by the app's Authenticator (`app.state.authenticator`); 401 when
+    it cannot be identified. FastAPI runs it once a request, however many routes ask."""
+    authenticator: Authenticator = request.app.state.authenticator
+    return await authenticator.caller(credentials.credentials if credentials else None)
 
-    async def check_token(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
-    ) -> None:
-        if credentials is None:
-            raise ApiError(
-                401,
-                "authentication required: send the header `Authorization: Bearer <token>` "
-                "with the token in TOOLFLEET_HTTP_TOKEN",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if not hmac.compare_digest(credentials.credentials.encode(), wanted):
-            raise ApiError(
-                401, "the bearer token is not valid", headers={"WWW-Authenticate": "Bearer"}
-            )
 
-    return check_token
+# What a route declares to know its caller.
+Who = Annotated[Caller, Depends(current_caller)]
 
 
 def _error(status: int, detail: str) -> JSONResponse:
@@ -106,37 +100,92 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-class OriginMiddleware:
-    """Refuse what a web page on another site could make a browser send.
+class TrustedProxies:
+    """The proxies whose X-Forwarded-* headers are believed (TOOLFLEET_HTTP_TRUSTED_PROXIES)."""
 
-    - A state-changing request whose Origin is not this server's own (cross-site
+    def __init__(self, entries: list[str]) -> None:
+        self._networks = [ipaddress.ip_network(e, strict=False) for e in entries]
+
+    def trusts(self, address: str | None) -> bool:
+        """True when `address` is one of the configured proxies."""
+        if address is None or not self._networks:
+            return False
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self._networks)
+
+    def client_of(self, peer: str | None, headers: Headers) -> str | None:
+        """The client's address: the peer's, or behind trusted proxies the nearest address in
+        X-Forwarded-For that is not one of them (entries further left are the client's say)."""
+        if not self.trusts(peer):
+            return peer
+        hops = [h.strip() for h in ",".join(headers.getlist("x-forwarded-for")).split(",")]
+        for hop in reversed([h for h in hops if h]):
+            if not self.trusts(hop):
+                return hop
+        return peer
+
+
+class AccessMiddleware:
+    """Who may reach the API at all, and what a web page on another site may not make a
+    browser send.
+
+    - Without caller identities (no token, API keys or JWTs) the API answers only
+      loopback clients, judged by the peer address (or, from a trusted proxy, by
+      X-Forwarded-For), never by the Host header; with TOOLFLEET_HTTP_ALLOW_NO_AUTH the
+      trusted proxies, which authenticate, are let in too.
+    - Without identities, a direct request must also name a loopback Host: a page whose
+      DNS name points at 127.0.0.1 (DNS rebinding) would otherwise reach the open API.
+    - A state-changing request whose Origin is not this server's own is refused (cross-site
       request forgery; the approvals page sends its requests from the same origin).
-    - Without a token, a Host header that is not loopback: a page whose DNS name
-      points at 127.0.0.1 (DNS rebinding) would otherwise reach the open API.
     """
 
-    def __init__(self, app: ASGIApp, open_api: bool) -> None:
+    def __init__(
+        self, app: ASGIApp, open_api: bool, proxies: TrustedProxies, allow_proxies: bool
+    ) -> None:
         self.app = app
         self.open_api = open_api
+        self.proxies = proxies
+        self.allow_proxies = allow_proxies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry: answer 403 to a Host that is not loopback while the API is open, or to a
+        """ASGI entry: answer 403 to a client an open API does not serve, or to a
         state-changing request with a foreign Origin; pass everything else on."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        host = headers.get("host", "")
-        if self.open_api and not is_loopback(urlsplit(f"//{host}").hostname or ""):
-            detail = (
-                f"host {host!r} refused: without TOOLFLEET_HTTP_TOKEN the API answers only "
-                "requests addressed to localhost"
-            )
-            await _error(403, detail)(scope, receive, send)
+        peer = scope["client"][0] if scope.get("client") else None
+        via_proxy = self.proxies.trusts(peer)
+        refusal = self._refusal(peer, via_proxy, headers) if self.open_api else None
+        if refusal is not None:
+            await _error(403, refusal)(scope, receive, send)
             return
+        host = headers.get("x-forwarded-host") if via_proxy else None
+        host = host or headers.get("host", "")
         origin = headers.get("origin")
         unsafe = scope["method"] not in SAFE_METHODS
         if unsafe and origin is not None and urlsplit(origin).netloc.lower() != host.lower():
             await _error(403, f"cross-origin request from {origin!r} refused")(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _refusal(self, peer: str | None, via_proxy: bool, headers: Headers) -> str | None:
+        """Why an open API refuses this request, or None to serve it."""
+        if via_proxy and self.allow_proxies:
+            return None
+        client = self.proxies.client_of(peer, headers)
+        if client is None or not is_loopback(client):
+            return (
+                f"client {client!r} refused: without caller identities (TOOLFLEET_HTTP_TOKEN, "
+                "TOOLFLEET_HTTP_API_KEYS or JWTs) the API answers only loopback clients"
+            )
+        host = headers.get("host", "")
+        if not via_proxy and not is_loopback(urlsplit(f"//{host}").hostname or ""):
+            return (
+                f"host {host!r} refused: without caller identities the API answers only "
+                "requests addressed to localhost"
+            )
+        return None

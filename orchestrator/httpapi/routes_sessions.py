@@ -12,6 +12,7 @@ from pydantic import Field
 from toolfleet.orchestrator.httpapi.api import HttpApi
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.events import event_json
+from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.hub import InvocationFailed, StreamClosed
 from toolfleet.orchestrator.httpapi.wire import (
     APP,
@@ -26,6 +27,7 @@ from toolfleet.orchestrator.httpapi.wire import (
     Ticket,
     ToolOut,
     User,
+    Whoami,
 )
 from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event, answer_of
@@ -68,6 +70,10 @@ def sessions_router(api: HttpApi) -> APIRouter:
     async def tickets_of(session_id: str) -> list[Ticket]:
         return [Ticket.of(c, names) for c in await api.store.pending_calls(session_id)]
 
+    @router.get("/me", response_model=Whoami, summary="Who the bearer token says you are")
+    async def whoami(caller: Who) -> Whoami:
+        return Whoami(subject=caller.subject, roles=caller.roles)
+
     @router.get("/apps", response_model=list[AppOut], summary="The agents this replica serves")
     async def list_apps() -> list[AppOut]:
         out = []
@@ -89,15 +95,17 @@ def sessions_router(api: HttpApi) -> APIRouter:
         summary="Create a session",
     )
     async def create_session(
-        app: App, user_id: User, body: CreateSession | None = None
+        app: App, user_id: User, caller: Who, body: CreateSession | None = None
     ) -> SessionOut:
         api.runner(app)
+        api.user(caller, user_id)
         session = await api.store.create(app, user_id, body.session_id if body else None)
         return session_out(session, [])
 
     @router.get(base, response_model=list[SessionSummary], summary="A user's sessions")
-    async def list_sessions(app: App, user_id: User) -> list[SessionSummary]:
+    async def list_sessions(app: App, user_id: User, caller: Who) -> list[SessionSummary]:
         api.runner(app)
+        api.user(caller, user_id)
         raw_ids = await api.redis.smembers(api.keys.user_sessions(app, user_id))
         ids = sorted(i.decode() if isinstance(i, bytes) else str(i) for i in raw_ids)
         pipe = api.redis.pipeline(transaction=False)
@@ -131,8 +139,10 @@ def sessions_router(api: HttpApi) -> APIRouter:
         responses=documented(404),
         summary="A session: its events, state and open tickets",
     )
-    async def get_session(app: App, user_id: User, session_id: SessionId) -> SessionOut:
-        session = await api.session(app, user_id, session_id)
+    async def get_session(
+        app: App, user_id: User, session_id: SessionId, caller: Who
+    ) -> SessionOut:
+        session = await api.session(caller, app, user_id, session_id)
         return session_out(session, await tickets_of(session_id))
 
     @router.post(
@@ -142,10 +152,10 @@ def sessions_router(api: HttpApi) -> APIRouter:
         summary="Send a message and wait for the agent's answer",
     )
     async def send_message(
-        app: App, user_id: User, session_id: SessionId, body: MessageAndWait
+        app: App, user_id: User, session_id: SessionId, body: MessageAndWait, caller: Who
     ) -> MessageResult:
         runner = api.runner(app)
-        await api.session(app, user_id, session_id)
+        await api.session(caller, app, user_id, session_id)
         queue = api.start_invocation(runner, user_id, session_id, body.text)
         answer, invocation_id = "", ""
         error: str | None = None

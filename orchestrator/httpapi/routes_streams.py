@@ -4,11 +4,12 @@
 # parameter types (the app names of this replica) are local to streams_router.
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from toolfleet.orchestrator.httpapi.api import HttpApi, RunItem
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
@@ -19,6 +20,7 @@ from toolfleet.orchestrator.httpapi.events import (
     UpdateWriter,
     encode,
 )
+from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.hub import InvocationFailed, StreamClosed
 from toolfleet.orchestrator.httpapi.wire import APP, APP_PATTERN, SendMessage, SessionId, User
 from toolfleet.orchestrator.loop.invocation import InvocationEnded
@@ -53,18 +55,23 @@ def streams_router(api: HttpApi) -> APIRouter:
     @router.post(
         base + "/{session_id}/messages/stream",
         response_class=StreamingResponse,
-        responses={**SSE_RESPONSE, **documented(404, 409, 502, 503)},
+        responses={**SSE_RESPONSE, **documented(404, 409, 429, 502, 503)},
         summary="Send a message; receive the invocation's events as they happen",
     )
     async def stream_message(
-        app: App, user_id: User, session_id: SessionId, body: SendMessage
+        app: App, user_id: User, session_id: SessionId, body: SendMessage, caller: Who
     ) -> StreamingResponse:
         runner = api.runner(app)
-        await api.session(app, user_id, session_id)
-        queue = api.start_invocation(runner, user_id, session_id, body.text)
-        first = await queue.get()
-        if isinstance(first, InvocationFailed):  # e.g. another invocation holds the session
-            raise ApiError(first.status, first.detail)
+        await api.session(caller, app, user_id, session_id)
+        release = api.hold_stream(caller)  # before the invocation starts: 429 runs nothing
+        try:
+            queue = api.start_invocation(runner, user_id, session_id, body.text)
+            first = await queue.get()
+            if isinstance(first, InvocationFailed):  # e.g. another invocation holds the session
+                raise ApiError(first.status, first.detail)
+        except BaseException:
+            release()
+            raise
         writer = UpdateWriter(session_id, runner.agent, api.settings)
 
         async def messages() -> AsyncIterator[SseMessage | None]:
@@ -92,12 +99,12 @@ def streams_router(api: HttpApi) -> APIRouter:
             finally:
                 api.untrack(queue)
 
-        return _sse(messages())
+        return _sse(messages(), release)
 
     @router.get(
         base + "/{session_id}/stream",
         response_class=StreamingResponse,
-        responses={**SSE_RESPONSE, **documented(404)},
+        responses={**SSE_RESPONSE, **documented(404, 429)},
         summary="Watch a session: the events of every invocation on this replica",
         description=(
             "Includes the invocations resumed when a ticket is completed, if this replica "
@@ -109,12 +116,14 @@ def streams_router(api: HttpApi) -> APIRouter:
         app: App,
         user_id: User,
         session_id: SessionId,
+        caller: Who,
         until_answer: Annotated[
             bool, Query(description="End the stream after the next `answer` or `error`.")
         ] = False,
     ) -> StreamingResponse:
         runner = api.runner(app)
-        await api.session(app, user_id, session_id)
+        await api.session(caller, app, user_id, session_id)
+        release = api.hold_stream(caller)
         subscription = api.hub.subscribe(session_id)  # before answering: nothing is missed
         writer = UpdateWriter(session_id, runner.agent, api.settings)
 
@@ -143,7 +152,7 @@ def streams_router(api: HttpApi) -> APIRouter:
             finally:
                 api.hub.unsubscribe(subscription)
 
-        return _sse(messages(), comment=f"watching session {session_id}")
+        return _sse(messages(), release, comment=f"watching session {session_id}")
 
     return router
 
@@ -156,7 +165,25 @@ async def _next(queue: asyncio.Queue[Any], ping_s: float) -> Any:
         return None
 
 
-def _sse(messages: AsyncIterator[SseMessage | None], comment: str = "") -> StreamingResponse:
+class _HeldStream(StreamingResponse):
+    """A streaming response that gives its stream slot back when it ends, however it ends
+    (finished, failed, or its client went away before the first byte)."""
+
+    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(body, media_type="text/event-stream", headers=SSE_HEADERS)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Stream the events, then release the slot."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def _sse(
+    messages: AsyncIterator[SseMessage | None], release: Callable[[], None], comment: str = ""
+) -> StreamingResponse:
     async def body() -> AsyncIterator[bytes]:
         if comment:
             yield f": {comment}\n\n".encode()
@@ -168,4 +195,4 @@ def _sse(messages: AsyncIterator[SseMessage | None], comment: str = "") -> Strea
             event_id += 1
             yield encode(message[0], message[1], event_id)
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return _HeldStream(body(), release)

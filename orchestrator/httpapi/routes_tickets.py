@@ -14,7 +14,9 @@ from fastapi.responses import JSONResponse
 
 from toolfleet.orchestrator.fleet.pools import live_workers
 from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
+from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.wire import (
     ID_PATTERN,
     Accepted,
@@ -42,17 +44,22 @@ def tickets_router(api: HttpApi) -> APIRouter:
     router = APIRouter(prefix="/tickets", tags=["tickets"], responses=documented(*COMMON_ERRORS))
     names = api.settings.secret_arg_names
 
+    def ticket_out(call: PendingCall, caller: Caller, now: float | None = None) -> Ticket:
+        return Ticket.of(call, names, now).model_copy(update={"actions": caller.actions(call)})
+
     @router.get("", response_model=list[Ticket], summary="Pending long-running calls, oldest first")
     async def list_tickets(
+        caller: Who,
         app: Annotated[str | None, Query(description="Only this app's.")] = None,
         session_id: Annotated[str | None, Query(description="Only this session's.")] = None,
         tool: Annotated[str | None, Query(description="Only tools whose name contains it.")] = None,
     ) -> list[Ticket]:
         now = time.time()
         return [
-            Ticket.of(c, names, now)
+            ticket_out(c, caller, now)
             for c in await api.store.pending_calls()
-            if (app is None or c.app_name == app)
+            if caller.sees(c)
+            and (app is None or c.app_name == app)
             and (session_id is None or c.session_id == session_id)
             and (tool is None or tool in c.tool)
         ]
@@ -60,13 +67,23 @@ def tickets_router(api: HttpApi) -> APIRouter:
     @router.get(
         "/{call_id}", response_model=Ticket, responses=documented(404), summary="One pending call"
     )
-    async def get_ticket(call_id: CallId) -> Ticket:
-        try:
-            call = await asyncio.to_thread(api.completions.get, call_id)
-        except CompletionError as exc:
-            raise ApiError(404, str(exc)) from exc
+    async def get_ticket(call_id: CallId, caller: Who) -> Ticket:
+        call = await api.ticket(caller, call_id)
         waiting = await asyncio.to_thread(api.completions.waiting, call)
-        return Ticket.of(call, names).model_copy(update={"waiting_completions": waiting})
+        return ticket_out(call, caller).model_copy(update={"waiting_completions": waiting})
+
+    async def authorize(
+        caller: Caller, call_id: str, allowed: Callable[[PendingCall], bool], need: str
+    ) -> None:
+        """404 unless `caller` may see the ticket, 403 unless `allowed` says they may act.
+
+        An admin passes without the record: a call no longer pending gets the completion
+        refused (404 or 409) and dead-lettered below, as the CLI does."""
+        if caller.admin:
+            return
+        call = await api.ticket(caller, call_id)
+        if not allowed(call):
+            raise ApiError(403, f"{caller.subject!r} may not {need} ticket {call_id!r}")
 
     async def post(call_id: str, response: dict[str, Any], final: bool) -> Accepted:
         size = len(json.dumps(response).encode())
@@ -110,7 +127,10 @@ def tickets_router(api: HttpApi) -> APIRouter:
             "both are kept in the dead-letter stream."
         ),
     )
-    async def post_result(call_id: CallId, body: PostResult) -> Accepted:
+    async def post_result(call_id: CallId, body: PostResult, caller: Who) -> Accepted:
+        await authorize(
+            caller, call_id, caller.may_post_result, "post results for (it needs service:<app>)"
+        )
         return await post(call_id, body.response, body.final)
 
     @router.post(
@@ -125,7 +145,13 @@ def tickets_router(api: HttpApi) -> APIRouter:
             "A call that waits for a result, not a credential, answers 409."
         ),
     )
-    async def supply_credential(call_id: CallId, body: SuppliedCredential) -> Accepted:
+    async def supply_credential(call_id: CallId, body: SuppliedCredential, caller: Who) -> Accepted:
+        call = await api.ticket(caller, call_id)
+        if not caller.may_supply_credential(call):
+            raise ApiError(
+                403, f"only the ticket's own user may supply its credential, not {caller.subject!r}"
+            )
+
         def supply() -> tuple[str, PendingCall]:
             call = api.completions.get(call_id)
             entry = api.completions.supply_credential(
@@ -145,7 +171,7 @@ def tickets_router(api: HttpApi) -> APIRouter:
     for verb, status in (("approve", "approved"), ("reject", "rejected")):
         router.add_api_route(
             f"/{{call_id}}/{verb}",
-            _decision_route(post, status),
+            _decision_route(post, authorize, status),
             methods=["POST"],
             status_code=202,
             response_model=Accepted,
@@ -157,10 +183,16 @@ def tickets_router(api: HttpApi) -> APIRouter:
     return router
 
 
+Authorize = Callable[[Caller, str, Callable[[PendingCall], bool], str], Awaitable[None]]
+
+
 def _decision_route(
-    post: Callable[[str, dict[str, Any], bool], Awaitable[Accepted]], status: str
+    post: Callable[[str, dict[str, Any], bool], Awaitable[Accepted]],
+    authorize: Authorize,
+    status: str,
 ) -> Callable[..., Awaitable[Accepted]]:
-    async def decide(call_id: CallId, body: Decision | None = None) -> Accepted:
+    async def decide(call_id: CallId, caller: Who, body: Decision | None = None) -> Accepted:
+        await authorize(caller, call_id, caller.may_decide, "decide (it needs approver:<app>)")
         response: dict[str, Any] = {"status": status}
         if body is not None and body.note:
             response["note"] = body.note

@@ -95,7 +95,7 @@ async def serve_http(
 
     Connections are accepted from the moment it yields (the socket listens already).
     """
-    http.check_bind(host)
+    http.check(host)
     access_log = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, HideTokens) for f in access_log.filters):
         access_log.addFilter(HideTokens())
@@ -117,6 +117,9 @@ async def serve_http(
             config = uvicorn.Config(
                 build_app(api),
                 lifespan="off",
+                # The client address is the peer's; AccessMiddleware alone reads X-Forwarded-For,
+                # and only from TOOLFLEET_HTTP_TRUSTED_PROXIES.
+                proxy_headers=False,
                 log_config=None,
                 server_header=False,
                 http="h11",

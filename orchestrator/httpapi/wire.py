@@ -133,6 +133,11 @@ class Ticket(BaseModel):
     created_at: float = Field(description="Epoch seconds.")
     age_s: float
     progress: list[dict[str, Any]]
+    actions: list[str] = Field(
+        default_factory=list,
+        description="What the caller may do with it (approve, reject, result, credential); "
+        "filled by the /tickets routes.",
+    )
     waiting_completions: list[str] = Field(
         default_factory=list,
         description="Stream entry ids of results posted for this call and not applied yet "
@@ -150,6 +155,13 @@ class Ticket(BaseModel):
             args=redact_args(call.args, secret_names),
             age_s=round(max(0.0, now - call.created_at), 3),
         )
+
+
+class Whoami(BaseModel):
+    """The caller the request's bearer token identifies."""
+
+    subject: str = Field(description="The user the caller acts as.")
+    roles: list[str] = Field(description="admin, approver:<app>, service:<app>[/<tool>].")
 
 
 class SessionSummary(BaseModel):

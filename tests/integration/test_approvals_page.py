@@ -19,6 +19,7 @@ from tests.integration.browser import chromium_page, find_chromium
 from tests.integration.http_support import TOKEN, bearer
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.shared.config import Settings
 
 pytestmark = pytest.mark.integration
@@ -42,11 +43,28 @@ def chromium() -> str:
     return binary
 
 
+# The page as three people see it: the employee, an approver of this app, one of another.
+PAGE_KEYS = {
+    name: ApiKey(subject=name, roles=roles, key=f"{name}-{uuid.uuid4().hex}")
+    for name, roles in (
+        ("emp-page", ()),
+        ("manager", (f"approver:{APP}",)),
+        ("banker", ("approver:bank_agent",)),
+    )
+}
+
+
+def page_token(name: str) -> str:
+    key = PAGE_KEYS[name].key
+    assert key is not None
+    return key.get_secret_value()
+
+
 @pytest.fixture
 async def served(
     settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
 ) -> AsyncIterator[RunningHttp]:
-    http = HttpSettings(token=TOKEN)
+    http = HttpSettings(token=TOKEN, api_keys=list(PAGE_KEYS.values()))
     async with serve_http([reimbursement.agent], settings, http, "127.0.0.1", 0) as running:
         yield running
 
@@ -111,3 +129,37 @@ async def test_approving_on_the_page_resumes_the_agent_and_the_ticket_disappears
         "Approved and paid: $200.00 for meals."
     )
     assert (ARTIFACTS / "approvals-done.png").stat().st_size > 1000
+
+
+async def test_the_page_shows_each_token_what_its_roles_allow(
+    served: RunningHttp, chromium: str, tmp_path: Path
+) -> None:
+    async with (
+        httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as client,
+        chromium_page(chromium, tmp_path / "profile") as page,
+    ):
+        _, ticket = await ask_for_reimbursement(client, "emp-page", "Please reimburse 300$")
+        decide = f'{row(ticket)}.querySelector("button[data-decision=approve]")'
+
+        # The employee sees their own request, without the buttons.
+        await page.goto(f"{served.url}/approvals#token={page_token('emp-page')}")
+        await page.wait_for(row(ticket), WAIT_S)
+        assert await page.evaluate(f"{decide} === null")
+        assert "not decide" in await page.evaluate(f"{row(ticket)}.cells[4].textContent")
+        assert "emp-page" in await page.evaluate("document.getElementById('caller').textContent")
+
+        # Another app's approver sees nothing of it.
+        await page.goto("about:blank")
+        await page.goto(f"{served.url}/approvals#token={page_token('banker')}")
+        await page.wait_for("document.getElementById('caller').textContent !== ''", WAIT_S)
+        await page.wait_for(
+            "document.getElementById('status').textContent.startsWith('updated')", WAIT_S
+        )
+        assert await page.evaluate(f"!{row(ticket)}")
+
+        # This app's approver decides it.
+        await page.goto("about:blank")
+        await page.goto(f"{served.url}/approvals#token={page_token('manager')}")
+        await page.wait_for(decide, WAIT_S)
+        await page.click(f'tr[data-call-id="{ticket}"] button[data-decision="approve"]')
+        await page.wait_for(f"!{row(ticket)}", WAIT_S)

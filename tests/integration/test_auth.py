@@ -16,6 +16,7 @@ from tests.integration.bank_api import BankApi
 from tests.integration.http_support import TOKEN, bearer
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
+from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.store import SessionStore
@@ -151,12 +152,12 @@ async def test_credential_requests_are_listed_and_answered_over_http(
 ) -> None:
     canary = f"canary-http-{uuid.uuid4().hex}"
     bank_api.valid_tokens.add(canary)
-    http = HttpSettings(token=TOKEN)
+    user, user_key = f"dee-{uuid.uuid4().hex[:6]}", f"key-{uuid.uuid4().hex}"
+    http = HttpSettings(token=TOKEN, api_keys=[ApiKey(subject=user, key=user_key)])
     async with (
         serve_http([bank_account.agent], settings, http, "127.0.0.1", 0) as served,
         httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as client,
     ):
-        user = f"dee-{uuid.uuid4().hex[:6]}"
         created = await client.post(f"/apps/bank_agent/users/{user}/sessions", json={})
         session_id = created.json()["id"]
         url = f"/apps/bank_agent/users/{user}/sessions/{session_id}/messages"
@@ -170,9 +171,11 @@ async def test_credential_requests_are_listed_and_answered_over_http(
         )
         assert wrong_kind.status_code == 409
 
-        supplied = await client.post(
-            f"/tickets/{ticket['call_id']}/credential", json={"credential": canary}
-        )
+        # Only the ticket's own user, not even the operator: it is stored as theirs.
+        url = f"/tickets/{ticket['call_id']}/credential"
+        by_operator = await client.post(url, json={"credential": canary})
+        assert by_operator.status_code == 403, by_operator.text
+        supplied = await client.post(url, json={"credential": canary}, headers=bearer(user_key))
         assert supplied.status_code == 202, supplied.text
         runner = served.orch.runner("bank_agent")
         assert await served.orch.wait_until_settled("bank_agent", session_id, WAIT_S)

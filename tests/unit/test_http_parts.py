@@ -14,10 +14,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from toolfleet.orchestrator.httpapi.events import encode, event_json, event_kind
-from toolfleet.orchestrator.httpapi.guards import BodyLimitMiddleware, OriginMiddleware
+from toolfleet.orchestrator.httpapi.guards import (
+    AccessMiddleware,
+    BodyLimitMiddleware,
+    TrustedProxies,
+)
 from toolfleet.orchestrator.httpapi.hub import MAX_QUEUED, SessionHub, StreamClosed
 from toolfleet.orchestrator.httpapi.serving import HideTokens
-from toolfleet.orchestrator.httpapi.settings import HttpSettings, is_loopback, parse_bind
+from toolfleet.orchestrator.httpapi.settings import ApiKey, HttpSettings, is_loopback, parse_bind
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.errors import ConfigError
 
@@ -46,11 +50,11 @@ def test_a_bad_port_is_a_config_error_naming_the_option() -> None:
 
 def test_listening_beyond_loopback_needs_a_token_unless_allowed() -> None:
     assert is_loopback("127.0.0.5") and is_loopback("[::1]") and not is_loopback("0.0.0.0")
-    DEFAULTS.check_bind("127.0.0.1")
+    DEFAULTS.check("127.0.0.1")
     with pytest.raises(ConfigError, match="TOOLFLEET_HTTP_TOKEN"):
-        DEFAULTS.check_bind("0.0.0.0")
-    HttpSettings(token="t").check_bind("0.0.0.0")
-    HttpSettings(token=None, allow_no_auth=True).check_bind("0.0.0.0")
+        DEFAULTS.check("0.0.0.0")
+    HttpSettings(token="t").check("0.0.0.0")
+    HttpSettings(api_keys=[ApiKey(subject="ann", key="k" * 16)]).check("0.0.0.0")
     assert not HttpSettings(token="").auth_required()
 
 
@@ -58,11 +62,23 @@ async def _echo(request: Request) -> JSONResponse:
     return JSONResponse({"bytes": len(await request.body())})
 
 
-def _guarded(max_bytes: int, open_api: bool) -> httpx.AsyncClient:
+def _guarded(
+    max_bytes: int,
+    open_api: bool,
+    peer: str = "127.0.0.1",
+    proxies: tuple[str, ...] = (),
+    allow_proxies: bool = False,
+) -> httpx.AsyncClient:
     app = Starlette(routes=[Route("/", _echo, methods=["GET", "POST"])])
-    app.add_middleware(OriginMiddleware, open_api=open_api)
+    app.add_middleware(
+        AccessMiddleware,
+        open_api=open_api,
+        proxies=TrustedProxies(list(proxies)),
+        allow_proxies=allow_proxies,
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_bytes)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://localhost")
+    transport = httpx.ASGITransport(app, client=(peer, 40000))
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost")
 
 
 async def test_bodies_over_the_limit_get_413_declared_or_streamed() -> None:
@@ -90,6 +106,47 @@ async def test_cross_origin_writes_and_foreign_hosts_of_an_open_api_are_refused(
         assert rebound.status_code == 403 and "localhost" in rebound.json()["detail"]
     async with _guarded(1024, open_api=False) as client:  # a token guards it: any host
         assert (await client.get("/", headers={"Host": "api.example"})).status_code == 200
+
+
+async def test_an_open_api_judges_the_peer_address_not_the_host_header() -> None:
+    async with _guarded(1024, open_api=True, peer="203.0.113.9") as client:
+        claimed = await client.get("/", headers={"Host": "localhost"})
+        assert claimed.status_code == 403 and "'203.0.113.9'" in claimed.json()["detail"]
+        # X-Forwarded-For from a peer that is not a trusted proxy is the client's say only.
+        spoofed = await client.get("/", headers={"X-Forwarded-For": "127.0.0.1"})
+        assert spoofed.status_code == 403
+    async with _guarded(1024, open_api=True, peer="::1") as client:
+        assert (await client.get("/", headers={"Host": "[::1]:8080"})).status_code == 200
+
+
+async def test_forwarded_addresses_count_only_from_trusted_proxies() -> None:
+    proxies = ("10.0.0.0/24",)
+    async with _guarded(1024, open_api=True, peer="10.0.0.7", proxies=proxies) as client:
+        # The proxy keeps the original Host: no 403 for it, the client address decides.
+        local = {"Host": "api.example", "X-Forwarded-For": "198.51.100.4, 127.0.0.1"}
+        assert (await client.get("/", headers=local)).status_code == 200
+        remote = {"Host": "api.example", "X-Forwarded-For": "127.0.0.1, 198.51.100.4"}
+        refused = await client.get("/", headers=remote)
+        assert refused.status_code == 403 and "198.51.100.4" in refused.json()["detail"]
+    # Behind an authenticating proxy (ALLOW_NO_AUTH): the proxy is let in, others are not.
+    behind = {"open_api": True, "proxies": proxies, "allow_proxies": True}
+    async with _guarded(1024, peer="10.0.0.7", **behind) as client:  # type: ignore[arg-type]
+        remote = {"Host": "api.example", "X-Forwarded-For": "198.51.100.4"}
+        assert (await client.get("/", headers=remote)).status_code == 200
+    async with _guarded(1024, peer="10.0.1.7", **behind) as client:  # type: ignore[arg-type]
+        assert (await client.get("/", headers={"Host": "api.example"})).status_code == 403
+
+
+def test_allow_no_auth_beyond_loopback_needs_trusted_proxies_and_jwts_need_aud_and_iss() -> None:
+    with pytest.raises(ConfigError, match="TOOLFLEET_HTTP_TRUSTED_PROXIES"):
+        HttpSettings(allow_no_auth=True).check("0.0.0.0")
+    HttpSettings(allow_no_auth=True, trusted_proxies=["10.0.0.1"]).check("0.0.0.0")
+    with pytest.raises(ConfigError, match="AUDIENCE"):
+        HttpSettings(jwt_secret="s" * 32, jwt_issuer="https://idp").check("0.0.0.0")
+    with pytest.raises(ConfigError, match="32 bytes"):
+        HttpSettings(jwt_secret="short", jwt_audience="a", jwt_issuer="i").check("0.0.0.0")
+    with pytest.raises(ValueError, match="not an address"):
+        HttpSettings(trusted_proxies="10.0.0.1, proxy.example")  # type: ignore[arg-type]
 
 
 def _model(*parts: types.Part) -> types.Content:

@@ -4,6 +4,8 @@
 // (never sent to the server, so never in its logs) or ?token=... is kept in this
 // browser's localStorage, removed from the address bar, and sent as
 // `Authorization: Bearer`; without one, the page asks for it on the first 401.
+// The server lists only the tickets the token's roles may see, each with the actions
+// they allow: an approver of the app gets the buttons, the ticket's user only sees it.
 "use strict";
 
 const REFRESH_MS = 1500;
@@ -19,6 +21,7 @@ function takeTokenFromUrl() {
     url.hash = "";
     history.replaceState(null, "", url); // keep it out of the address bar and history
     document.getElementById("login").hidden = true;
+    document.getElementById("caller").textContent = ""; // another token: ask who it is
   }
 }
 
@@ -31,6 +34,7 @@ async function api(path, options = {}) {
   const body = await response.json().catch(() => ({}));
   if (response.status === 401) {
     document.getElementById("login").hidden = false;
+    document.getElementById("caller").textContent = "";
   }
   if (!response.ok) throw new Error(body.detail || response.status + " " + response.statusText);
   return body;
@@ -68,6 +72,10 @@ function newRow(ticket) {
   if (ticket.kind === "credential") {
     // The user's secret is never typed into this page: it goes through the CLI.
     decision.textContent = "needs the user's credential: toolfleet tickets credential " + ticket.call_id;
+    return row;
+  }
+  if (!ticket.actions.includes("approve")) {
+    decision.textContent = "your roles may see this ticket, not decide it";
     return row;
   }
   const note = document.createElement("input");
@@ -108,8 +116,15 @@ function render(tickets) {
   document.getElementById("empty").hidden = shown.length > 0;
 }
 
+async function showCaller() {
+  const me = await api("me");
+  const roles = me.roles.length ? me.roles.join(", ") : "no roles: your own tickets only";
+  document.getElementById("caller").textContent = me.subject + " (" + roles + ")";
+}
+
 async function refresh() {
   try {
+    if (!document.getElementById("caller").textContent) await showCaller();
     render(await api("tickets"));
     showStatus("updated " + new Date().toLocaleTimeString());
   } catch (error) {
@@ -143,6 +158,7 @@ function start() {
     event.preventDefault();
     localStorage.setItem(TOKEN_KEY, document.getElementById("token").value);
     document.getElementById("login").hidden = true;
+    document.getElementById("caller").textContent = "";
     refresh();
   });
   document.getElementById("all").addEventListener("change", refresh);

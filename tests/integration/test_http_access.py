@@ -1,0 +1,257 @@
+"""Who may do what over HTTP: callers with API keys and roles, against every route.
+
+A matrix of callers x endpoints, each cell allowed or denied; another user's sessions and
+tickets answer 404 (their existence does not leak), a ticket one may see but not act on
+answers 403, and a denied request changes nothing. Unknown keys get 401; event streams
+are capped per caller (429).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from examples import bank_account, reimbursement
+from tests.integration.bank_api import BankApi
+from tests.integration.http_support import bearer
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.orchestrator.httpapi.settings import ApiKey
+from toolfleet.shared.config import Settings
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 30
+REIMBURSE = "reimbursement_agent"
+BANK = "bank_agent"
+ALICE = f"alice-{uuid.uuid4().hex[:6]}"  # the user whose sessions and tickets are probed
+ROLES: dict[str, list[str]] = {
+    "admin": ["admin"],
+    "approver": [f"approver:{REIMBURSE}"],
+    "other_approver": [f"approver:{BANK}"],
+    "service": [f"service:{REIMBURSE}/ask_for_approval"],
+    "other_service": [f"service:{REIMBURSE}/reimburse"],
+    ALICE: [],
+    "bob": [],
+}
+KEYS = {name: f"key-{name}-{uuid.uuid4().hex}" for name in ROLES}
+EVERYONE = set(ROLES)
+
+# Who may do what (everyone else is denied).
+OWNER = {"admin", ALICE}
+ALLOWED: dict[str, set[str]] = {
+    "create_session": OWNER,
+    "list_sessions": OWNER,
+    "get_session": OWNER,
+    "send_message": OWNER,
+    "watch_session": OWNER,
+    "see_approval": {"admin", "approver", "service", ALICE},
+    "approve": {"admin", "approver", "service"},
+    "reject": {"admin", "approver", "service"},
+    "post_result": {"admin", "service"},
+    "see_credential_request": {"admin", ALICE},
+    "supply_credential": {ALICE},
+}
+
+
+@pytest.fixture
+async def served(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], bank_api: BankApi
+) -> AsyncIterator[RunningHttp]:
+    keys = [ApiKey(subject=n, roles=tuple(r), key=KEYS[n]) for n, r in ROLES.items()]
+    http = HttpSettings(api_keys=keys, max_streams_per_caller=2)
+    agents = [reimbursement.agent, bank_account.agent]
+    async with serve_http(agents, settings, http, "127.0.0.1", 0) as running:
+        yield running
+
+
+@dataclass
+class Clients:
+    url: str
+    by_name: dict[str, httpx.AsyncClient]
+
+    def __getitem__(self, name: str) -> httpx.AsyncClient:
+        return self.by_name[name]
+
+
+@pytest.fixture
+async def clients(served: RunningHttp) -> AsyncIterator[Clients]:
+    opened = {
+        name: httpx.AsyncClient(base_url=served.url, headers=bearer(KEYS[name]), timeout=WAIT_S)
+        for name in ROLES
+    }
+    try:
+        yield Clients(served.url, opened)
+    finally:
+        for client in opened.values():
+            await client.aclose()
+
+
+async def pending_approval(client: httpx.AsyncClient, user: str = ALICE) -> tuple[str, str]:
+    """A new session of `user` waiting for an approval: (session id, ticket id)."""
+    created = await client.post(f"/apps/{REIMBURSE}/users/{user}/sessions", json={})
+    assert created.status_code == 201, created.text
+    session_id = created.json()["id"]
+    url = f"/apps/{REIMBURSE}/users/{user}/sessions/{session_id}/messages"
+    answered = await client.post(url, json={"text": "Reimburse $250 for a team meal."})
+    assert answered.status_code == 200, answered.text
+    (ticket,) = answered.json()["pending"]
+    return session_id, ticket["call_id"]
+
+
+async def pending_credential(client: httpx.AsyncClient) -> str:
+    """A new session of Alice's whose balance lookup waits for her API token: its ticket id."""
+    created = await client.post(f"/apps/{BANK}/users/{ALICE}/sessions", json={})
+    session_id = created.json()["id"]
+    url = f"/apps/{BANK}/users/{ALICE}/sessions/{session_id}/messages"
+    answered = await client.post(url, json={"text": "Balance of ACC-9?"})
+    (ticket,) = answered.json()["pending"]
+    assert ticket["kind"] == "credential"
+    call_id: str = ticket["call_id"]
+    return call_id
+
+
+def expect(action: str, caller: str, sees: bool = True) -> int | None:
+    """None when `caller` may do `action`; else the status it must get: 403 for a ticket it
+    may see, 404 for anything else (another user's resource does not exist for it)."""
+    if caller in ALLOWED[action]:
+        return None
+    return 403 if sees else 404
+
+
+def ok(response: httpx.Response, *statuses: int) -> None:
+    assert response.status_code in statuses, f"{response.request.url}: {response.text}"
+
+
+async def test_every_caller_gets_exactly_what_its_roles_allow(
+    clients: Clients, served: RunningHttp
+) -> None:
+    alice = clients[ALICE]
+    session_id, approval_id = await pending_approval(alice)
+    credential_id = await pending_credential(alice)
+    base = f"/apps/{REIMBURSE}/users/{ALICE}/sessions"
+    results: dict[tuple[str, str], int] = {}
+
+    async def probe(action: str, caller: str, method: str, url: str, body: Any = None) -> int:
+        response = await clients[caller].request(method, url, json=body)
+        results[(action, caller)] = response.status_code
+        return response.status_code
+
+    for name in ROLES:
+        c = clients[name]
+        # The user's own resources: everyone else gets 404, as if there were none.
+        status = await probe("list_sessions", name, "GET", base)
+        assert status == (200 if name in OWNER else 404)
+        status = await probe("get_session", name, "GET", f"{base}/{session_id}")
+        assert status == (200 if name in OWNER else 404)
+        status = await probe("create_session", name, "POST", base, {})
+        assert status == (201 if name in OWNER else 404)
+        watch = f"{base}/{session_id}/stream"
+        async with c.stream("GET", watch, params={"until_answer": True}) as streamed:
+            results[("watch_session", name)] = streamed.status_code
+        assert streamed.status_code == (200 if name in OWNER else 404)
+        if name not in OWNER:  # denied: no invocation starts (the owners' run below)
+            text = {"text": "Reimburse $1 please"}
+            url = f"{base}/{session_id}/messages"
+            status = await probe("send_message", name, "POST", url, text)
+            assert status == 404
+            assert (await c.post(f"{url}/stream", json=text)).status_code == 404
+
+        # Tickets: listed and shown only to those who may see them, with their actions.
+        listed = (await c.get("/tickets")).json()
+        by_id = {t["call_id"]: t for t in listed}
+        sees_approval = name in ALLOWED["see_approval"]
+        sees_credential = name in ALLOWED["see_credential_request"]
+        assert (approval_id in by_id) == sees_approval, name
+        assert (credential_id in by_id) == sees_credential, name
+        if sees_approval:
+            may = set(by_id[approval_id]["actions"])
+            assert ("approve" in may) == (name in ALLOWED["approve"]), name
+            assert ("result" in may) == (name in ALLOWED["post_result"]), name
+        if sees_credential:
+            may = set(by_id[credential_id]["actions"])
+            assert may == ({"credential"} if name == ALICE else set()), name
+        shown = await probe("see_approval", name, "GET", f"/tickets/{approval_id}")
+        assert shown == (200 if sees_approval else 404)
+        shown = await probe("see_credential_request", name, "GET", f"/tickets/{credential_id}")
+        assert shown == (200 if sees_credential else 404)
+
+        # Denied actions on tickets: 403 where the ticket is visible, else 404; nothing changes.
+        for action, path, body in (
+            ("approve", f"/tickets/{approval_id}/approve", {}),
+            ("reject", f"/tickets/{approval_id}/reject", {}),
+            ("post_result", f"/tickets/{approval_id}/result", {"response": {"status": "x"}}),
+        ):
+            wanted = expect(action, name, sees_approval)
+            if wanted is not None:
+                status = await probe(action, name, "POST", path, body)
+                assert status == wanted, (action, name)
+        wanted = expect("supply_credential", name, sees_credential)
+        if wanted is not None:
+            path = f"/tickets/{credential_id}/credential"
+            status = await probe("supply_credential", name, "POST", path, {"credential": "stolen"})
+            assert status == wanted, name
+
+    # Nothing a denied caller sent changed the tickets.
+    still = {t["call_id"] for t in (await clients["admin"].get("/tickets")).json()}
+    assert {approval_id, credential_id} <= still
+
+    # The allowed actions, each on a ticket of its own: accepted and applied.
+    for action, verb in (("approve", "approve"), ("reject", "reject"), ("post_result", "result")):
+        for name in sorted(ALLOWED[action]):
+            decided_session, ticket_id = await pending_approval(alice)
+            body: dict[str, Any] = {"response": {"status": "approved"}} if verb == "result" else {}
+            status = await probe(action, name, "POST", f"/tickets/{ticket_id}/{verb}", body)
+            assert status == 202, (action, name)
+            assert await served.orch.wait_until_settled(REIMBURSE, decided_session, WAIT_S)
+    supplied = await alice.post(
+        f"/tickets/{credential_id}/credential", json={"credential": "alice-own-token"}
+    )
+    results[("supply_credential", ALICE)] = supplied.status_code
+    assert supplied.status_code == 202, supplied.text
+    for name in OWNER:
+        created = await clients[name].post(base, json={})
+        url = f"{base}/{created.json()['id']}/messages"
+        answered = await clients[name].post(url, json={"text": "Reimburse $20 for a taxi."})
+        results[("send_message", name)] = answered.status_code
+        assert answered.status_code == 200 and "reimbursed" in answered.json()["answer"]
+
+    # Every cell of the matrix was tried.
+    assert {(a, n) for a in ALLOWED for n in ROLES} == set(results)
+
+
+async def test_unknown_or_missing_keys_get_401_and_me_names_the_caller(clients: Clients) -> None:
+    async with httpx.AsyncClient(base_url=clients.url, timeout=WAIT_S) as anonymous:
+        missing = await anonymous.get("/tickets")
+        assert missing.status_code == 401 and missing.headers["WWW-Authenticate"] == "Bearer"
+        for token in ("key-admin", KEYS["admin"] + "x", "a.b.c", KEYS["admin"].upper()):
+            wrong = await anonymous.get("/apps", headers=bearer(token))
+            assert wrong.status_code in (401, 403), token
+        assert (await anonymous.get("/health")).status_code == 200  # no token needed
+    me = (await clients["approver"].get("/me")).json()
+    assert me == {"subject": "approver", "roles": [f"approver:{REIMBURSE}"]}
+
+
+async def test_event_streams_are_capped_per_caller(clients: Clients) -> None:
+    alice = clients[ALICE]
+    session_id, _ = await pending_approval(alice)
+    watch = f"/apps/{REIMBURSE}/users/{ALICE}/sessions/{session_id}/stream"
+    async with alice.stream("GET", watch) as first, alice.stream("GET", watch) as second:
+        assert first.status_code == second.status_code == 200
+        third = await alice.get(watch)
+        assert third.status_code == 429 and "MAX_STREAMS_PER_CALLER" in third.json()["detail"]
+        # Another caller has a share of its own.
+        async with clients["admin"].stream("GET", watch) as others:
+            assert others.status_code == 200
+    # Closed streams give their slots back.
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            async with alice.stream("GET", watch) as again:
+                if again.status_code == 200:
+                    break
