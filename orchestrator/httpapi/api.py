@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from types import TracebackType
 
 from toolfleet.orchestrator.connections import stop_task
@@ -15,6 +14,7 @@ from toolfleet.orchestrator.httpapi.errors import ApiError, detail_of, status_of
 from toolfleet.orchestrator.httpapi.hub import InvocationFailed, SessionHub, StreamClosed
 from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import HttpSettings
+from toolfleet.orchestrator.httpapi.slots import StreamSlots
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
@@ -53,7 +53,7 @@ class HttpApi:
         self._tasks: set[asyncio.Task[None]] = set()
         self._streams: set[asyncio.Queue[RunItem]] = set()
         self.authenticator = Authenticator(http)
-        self._open_streams: dict[str, int] = {}
+        self.streams = StreamSlots(http.max_streams, http.max_streams_per_caller)
 
     async def __aenter__(self) -> HttpApi:
         return self
@@ -121,46 +121,10 @@ class HttpApi:
             raise ApiError(404, f"unknown ticket {call_id!r}")
         return call
 
-    @contextmanager
-    def stream_slot(self, caller: Caller) -> Iterator[None]:
-        """Hold one of the open event streams while the block runs: 429 past the caller's
-        share (TOOLFLEET_HTTP_MAX_STREAMS_PER_CALLER), 503 past the replica's
-        (TOOLFLEET_HTTP_MAX_STREAMS)."""
-        mine = self._open_streams.get(caller.subject, 0)
-        if mine >= self.http.max_streams_per_caller:
-            raise ApiError(
-                429,
-                f"{mine} event streams of {caller.subject!r} are open, the most one caller may "
-                "hold (TOOLFLEET_HTTP_MAX_STREAMS_PER_CALLER): close one first",
-                headers={"Retry-After": "5"},
-            )
-        if sum(self._open_streams.values()) >= self.http.max_streams:
-            raise ApiError(
-                503,
-                f"this replica holds {self.http.max_streams} event streams, its limit "
-                "(TOOLFLEET_HTTP_MAX_STREAMS): try again later or poll the session",
-                headers={"Retry-After": "5"},
-            )
-        self._open_streams[caller.subject] = mine + 1
-        try:
-            yield
-        finally:
-            left = self._open_streams[caller.subject] - 1
-            if left:
-                self._open_streams[caller.subject] = left
-            else:
-                del self._open_streams[caller.subject]
-
     def hold_stream(self, caller: Caller) -> Callable[[], None]:
-        """Take a `stream_slot` for a response that outlives the route; call the answer, once,
-        when the stream ends."""
-        with ExitStack() as held:
-            held.enter_context(self.stream_slot(caller))
-            return held.pop_all().close
-
-    def open_streams(self) -> int:
-        """How many event streams are open now."""
-        return sum(self._open_streams.values())
+        """Take an event-stream slot for `caller` (ApiError 429 or 503 past a cap) for a
+        response that outlives the route; call the answer, once, when the stream ends."""
+        return self.streams.take(caller)
 
     async def _exists(self, session_id: str) -> bool:
         return bool(await self.redis.exists(self.keys.session(session_id)))

@@ -20,6 +20,7 @@ from toolfleet.orchestrator.httpapi.callers import OPERATOR, Caller
 from toolfleet.orchestrator.httpapi.errors import ApiError
 from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import ApiKey, HttpSettings
+from toolfleet.orchestrator.httpapi.slots import StreamSlots
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.messages import PendingCall
 
@@ -210,3 +211,21 @@ def test_roles_decide_who_sees_and_acts_on_a_ticket() -> None:
     # Not even an admin may supply a user's credential: it would be stored as theirs.
     assert OPERATOR.sees(call(kind="credential"))
     assert OPERATOR.actions(call(kind="credential")) == []
+
+
+def test_stream_slots_cap_each_caller_and_the_replica_and_come_back() -> None:
+    slots = StreamSlots(max_total=3, max_per_caller=2)
+    ann, bob = Caller.of("ann", []), Caller.of("bob", [])
+    first, _ = slots.take(ann), slots.take(ann)
+    with pytest.raises(ApiError) as caught:
+        slots.take(ann)
+    assert caught.value.status == 429 and "MAX_STREAMS_PER_CALLER" in caught.value.detail
+    slots.take(bob)
+    with pytest.raises(ApiError) as caught:
+        slots.take(OPERATOR)  # an admin has no share, but the replica's cap holds
+    assert caught.value.status == 503 and "TOOLFLEET_HTTP_MAX_STREAMS" in caught.value.detail
+    first()
+    first()  # giving back twice gives back once
+    assert slots.open() == 2
+    slots.take(OPERATOR)
+    assert slots.open() == 3 and slots.callers() == 3
