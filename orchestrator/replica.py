@@ -22,6 +22,7 @@ from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.sealing import Sealer, warn_without_fleet_key
 from toolfleet.shared.signing import ResultSigner
 
 
@@ -48,7 +49,7 @@ class Replica:
         signer = ResultSigner.of(settings.fleet_key)
         self.waiter = ResultWaiter(self._blocking[0], self.redis, self.keys, self.id, signer=signer)
         self.fleet: ToolRunner = tool_runner or CeleryFleet(
-            CeleryPublisher(self.redis, settings.secret_arg_names),
+            CeleryPublisher(self.redis, settings.secret_arg_names, Sealer.of(settings)),
             self.waiter,
             settings,
             self.keys,
@@ -71,6 +72,8 @@ class Replica:
 
     async def __aenter__(self) -> Replica:
         await self.waiter.start()
+        if isinstance(self.fleet, CeleryFleet):
+            warn_without_fleet_key(self.settings)  # secrets would travel in clear
         return self
 
     async def __aexit__(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -25,6 +26,7 @@ from toolfleet.shared.errors import (
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall
 from toolfleet.shared.pending import PendingCalls
+from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 
 DEAD_LETTERS_MAXLEN = 10_000
 # A session's order list outlives any completion waiting in it, then goes.
@@ -41,12 +43,19 @@ return id
 
 
 class Completions:
-    """Synchronous client for tickets: list, show, post."""
+    """Synchronous client for tickets: list, show, post.
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    Posted results are kept with secret-named values masked (TOOLFLEET_SECRET_ARG_NAMES):
+    they reach the model from the stored session, where they are masked anyway.
+    """
+
+    def __init__(
+        self, client: redis.Redis, keys: Keys, secret_names: Iterable[str] = DEFAULT_SECRET_NAMES
+    ) -> None:
         self._redis = client
         self._keys = keys
-        self._pending = PendingCalls(keys)
+        self._secrets = secret_name_set(secret_names)
+        self._pending = PendingCalls(keys, self._secrets)
 
     def pending(self) -> list[PendingCall]:
         """Every pending call (ticket or credential request), oldest first."""
@@ -83,7 +92,11 @@ class Completions:
                 'a result must be a JSON object, e.g. {"status": "approved"}'
             )
         completion = Completion(
-            call_id=call_id, response=response, final=final, source=source, posted_at=time.time()
+            call_id=call_id,
+            response=redact_deep(response, self._secrets),
+            final=final,
+            source=source,
+            posted_at=time.time(),
         )
         pending = self._pending.get(self._redis, call_id)
         if pending is None:
@@ -193,6 +206,5 @@ def post_result(
     `post_result(call_id, {"status": "approved"}, settings=Settings())`.
     """
     with redis.Redis.from_url(settings.require_redis_url()) as client:
-        return Completions(client, Keys(settings.key_prefix)).post_result(
-            call_id, response, final=final, source=source
-        )
+        completions = Completions(client, Keys(settings.key_prefix), settings.secret_arg_names)
+        return completions.post_result(call_id, response, final=final, source=source)

@@ -84,8 +84,9 @@ class Settings(BaseSettings):
 
     fleet_key: str | None = Field(
         default=None,
-        description="Signs tool results (HMAC): the same on workers and orchestrators, so a "
-        "client that may only write a results stream cannot forge one. Unset: unsigned.",
+        description="Signs tool results (HMAC) and seals secret-named values in task messages "
+        "and results (Fernet, HKDF-derived key): the same on workers and orchestrators. Unset: "
+        "results unsigned, secrets in clear in transit.",
     )
     credential_key: str | None = Field(
         default=None,
@@ -97,7 +98,8 @@ class Settings(BaseSettings):
     )
     secret_arg_names: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["api_key", "password", "secret", "token", "authorization"],
-        description="Tool arguments shown as *** in Flower (task args) and toolfleet's output.",
+        description="Keys (any depth) whose values are masked wherever shown or stored, in "
+        "arguments and results, and sealed in transit.",
     )
 
     @field_validator("tool_modules", "secret_arg_names", mode="before")

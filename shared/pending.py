@@ -4,6 +4,9 @@ Every read and write of those records goes through `PendingCalls`. Writes are st
 on the caller's WriteBatch, so a record appears or goes in the same step as what makes
 it true (the session event that answers the call). A worker opens a ticket only for a
 call that is not closed, checked in the same step (`open`).
+
+Records are stored with secret-named values masked at any depth; sealed arguments are
+kept (a credential request's call is sent again from its record).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import redis.asyncio as aioredis
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import PendingCall
+from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 
 # A closed call's marker outlives any redelivery or late post of it, then goes.
 CLOSED_TTL_S = 7 * 24 * 3600
@@ -32,14 +36,33 @@ return 1
 class PendingCalls:
     """Where long-running calls wait for their final result (or a credential)."""
 
-    def __init__(self, keys: Keys) -> None:
+    def __init__(self, keys: Keys, secret_names: Iterable[str] = DEFAULT_SECRET_NAMES) -> None:
         self.key = keys.pending()
         self._keys = keys
+        self._secrets = secret_name_set(secret_names)
+
+    def record(self, call: PendingCall) -> str:
+        """The JSON stored for `call`: secret-named values masked, sealed arguments kept."""
+        secrets = self._secrets
+        update = {
+            "args": redact_deep(call.args, secrets, keep_sealed=True),
+            "ticket": redact_deep(call.ticket, secrets),
+            "progress": redact_deep(call.progress, secrets),
+        }
+        if call.envelope is not None:
+            envelope = call.envelope
+            update["envelope"] = envelope.model_copy(
+                update={
+                    "args": redact_deep(envelope.args, secrets, keep_sealed=True),
+                    "state": redact_deep(envelope.state, secrets, keep_sealed=True),
+                }
+            )
+        return call.model_copy(update=update).model_dump_json()
 
     def stage_put(self, batch: WriteBatch, calls: Iterable[PendingCall]) -> None:
         """Record (or update) `calls` in the caller's atomic step."""
         for call in calls:
-            batch.hset(self.key, call.call_id, call.model_dump_json())
+            batch.hset(self.key, call.call_id, self.record(call))
 
     def stage_drop(self, batch: WriteBatch, *call_ids: str) -> None:
         """Remove the records of `call_ids` in the caller's atomic step."""
@@ -50,7 +73,7 @@ class PendingCalls:
         """Record a ticket for `call` unless the orchestrator closed the call already
         (it timed out, say): then False, and the call must not run."""
         closed = self._keys.closed(call.session_id, call.call_id)
-        opened = client.eval(_OPEN_LUA, 2, closed, self.key, call.call_id, call.model_dump_json())
+        opened = client.eval(_OPEN_LUA, 2, closed, self.key, call.call_id, self.record(call))
         return bool(opened)
 
     def is_closed(self, client: redis.Redis, session_id: str, call_id: str) -> bool:

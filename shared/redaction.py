@@ -1,8 +1,8 @@
-"""Hide the values of secret-named tool arguments wherever arguments are shown or stored.
+"""Hide the values of secret-named keys, at any depth, wherever anything is shown or stored.
 
-Shown: Flower's task args, the console, the HTTP API. Stored: a session's events keep
-function-call arguments and function responses with secret-named keys as `***` (at any
-depth), so a secret a tool was given or returned is not left in Redis.
+Shown: logs, Flower's task args, the console, SSE and the HTTP API. Stored: session
+events, pending and parked records keep secret-named values as `***` (or sealed, where
+the orchestrator must send them again: shared.sealing), so no secret is left in Redis.
 """
 
 from __future__ import annotations
@@ -14,28 +14,42 @@ from urllib.parse import urlsplit, urlunsplit
 from google.genai import types
 
 MASK = "***"
+# A secret value sealed for the workers (shared.sealing): {"$sealed": "<Fernet token>"}.
+SEALED = "$sealed"
+DEFAULT_SECRET_NAMES = ("api_key", "password", "secret", "token", "authorization")
 
 
-def redact_args(args: Mapping[str, Any], secret_names: Iterable[str]) -> dict[str, Any]:
-    """A copy of `args` with the values of secret-named keys masked (case-insensitive)."""
-    secrets = {name.lower() for name in secret_names}
-    return {k: (MASK if k.lower() in secrets else v) for k, v in args.items()}
+def is_sealed(value: Any) -> bool:
+    """Whether `value` is a sealed secret, {"$sealed": "<token>"}."""
+    return isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get(SEALED), str)
 
 
-def redact_deep(value: Any, secrets: frozenset[str]) -> Any:
-    """`value` with every secret-named key masked, in nested dicts and lists too.
+def redact_deep(value: Any, secret_names: Iterable[str], *, keep_sealed: bool = False) -> Any:
+    """`value` with the value of every secret-named key (case-insensitive) masked as `***`,
+    in nested dicts and lists too; `value` itself when there is nothing to mask.
 
-    `secrets` are lower-case names. Returns `value` itself when nothing is masked.
+    The one masking function: for everything shown (logs, Flower, SSE, HTTP, console)
+    and stored (events, pending and parked records). `keep_sealed` keeps sealed values
+    (for records the orchestrator must send again); shown values are masked either way.
     """
+    return _redact(value, secret_name_set(secret_names), keep_sealed)
+
+
+def _redact(value: Any, secrets: frozenset[str], keep_sealed: bool) -> Any:
     if isinstance(value, Mapping):
-        masked = {
-            k: (MASK if isinstance(k, str) and k.lower() in secrets else redact_deep(v, secrets))
-            for k, v in value.items()
-        }
-        changed = any(masked[k] is not value[k] for k in value)
+        masked: dict[Any, Any] = {}
+        changed = False
+        for k, v in value.items():
+            if isinstance(k, str) and k.lower() in secrets:
+                kept = keep_sealed and is_sealed(v)
+                masked[k] = v if kept else MASK
+                changed = changed or not kept
+            else:
+                masked[k] = _redact(v, secrets, keep_sealed)
+                changed = changed or masked[k] is not v
         return masked if changed else value
-    if isinstance(value, list):
-        items = [redact_deep(v, secrets) for v in value]
+    if isinstance(value, list | tuple):
+        items = [_redact(v, secrets, keep_sealed) for v in value]
         return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
     return value
 
@@ -45,9 +59,10 @@ class _StoredEvent(Protocol):
     progress: dict[str, Any] | None
 
 
-def redacted_event_fields(event: _StoredEvent, secrets: frozenset[str]) -> dict[str, Any]:
+def redacted_event_fields(event: _StoredEvent, secrets: Iterable[str]) -> dict[str, Any]:
     """The fields of a session event to store instead, with secret-named keys masked in
     function-call args, function responses and progress; {} when nothing is masked."""
+    secrets = secret_name_set(secrets)
     if not secrets:
         return {}
     update: dict[str, Any] = {}
@@ -77,7 +92,7 @@ def redacted_event_fields(event: _StoredEvent, secrets: frozenset[str]) -> dict[
 
 
 def secret_name_set(secret_names: Iterable[str]) -> frozenset[str]:
-    """The secret argument names lower-cased, as `redact_deep` expects them."""
+    """The secret argument names lower-cased."""
     return frozenset(name.lower() for name in secret_names)
 
 

@@ -1,10 +1,15 @@
-"""Post ToolResults to a session's results stream (workers, jobs, the CLI)."""
+"""Post ToolResults to a session's results stream (workers, jobs, the CLI).
+
+With a fleet key, secret-named values of each response are sealed on the stream; the
+orchestrator opens them where it hands the response to the model.
+"""
 
 from __future__ import annotations
 
 import redis
 
 from toolfleet.shared.messages import RESULT_FIELD, ToolResult
+from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 
 # An abandoned session's inbox disappears after a day rather than living forever.
@@ -18,14 +23,22 @@ class ResultReporter:
     """
 
     def __init__(
-        self, client: redis.Redis, maxlen: int, signer: ResultSigner | None = None
+        self,
+        client: redis.Redis,
+        maxlen: int,
+        signer: ResultSigner | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self._client = client
         self._maxlen = maxlen
         self._signer = signer  # signs each result with the fleet key, when there is one
+        self._sealer = sealer  # seals its secrets with the key derived from it
 
     def post(self, stream: str, result: ToolResult) -> str:
-        """Append `result` to `stream` (signed) and renew its TTL; return the entry id."""
+        """Append `result` to `stream` (secrets sealed, signed) and renew its TTL; return
+        the entry id."""
+        if self._sealer is not None:
+            result = result.model_copy(update={"response": self._sealer.seal(result.response)})
         payload = result.model_dump_json().encode()
         fields: dict[str, bytes | str] = {RESULT_FIELD: payload}
         if self._signer is not None:

@@ -19,6 +19,7 @@ from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.redis_check import check_redis
 from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.tasks import (
@@ -41,8 +42,9 @@ def create_app(settings: Settings) -> Celery:
     client = resilient_client(settings.require_redis_url())  # results survive a Redis restart
     keys = Keys(settings.key_prefix)
     signer = ResultSigner.of(settings.fleet_key)
-    reporter = ResultReporter(client, settings.results_maxlen, signer)
-    completions = Completions(client, keys)
+    sealer = Sealer.of(settings)
+    reporter = ResultReporter(client, settings.results_maxlen, signer, sealer)
+    completions = Completions(client, keys, settings.secret_arg_names)
     services = ToolServices(
         settings=settings,
         scheduler=make_scheduler(app),
@@ -51,7 +53,7 @@ def create_app(settings: Settings) -> Celery:
         credentials=CredentialStore(client, keys, settings.credential_key),
     )
     guard = DeliveryGuard(client, keys, settings.max_deliveries)
-    deps = ToolTaskDeps(settings, reporter, completions, services, guard)
+    deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer)
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions)
     install_heartbeat(app, client, settings)

@@ -19,6 +19,7 @@ from toolfleet.shared.jobs import Job, JobContext, JobScheduler
 from toolfleet.shared.keys import Keys, queue_name, task_name
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
 from toolfleet.workers.executor import execute
 
@@ -68,6 +69,19 @@ def worker_lost(call: ToolCall, deliveries: int, *, worker: str, attempt: int) -
     )
 
 
+SEAL_REFUSAL = (
+    "the call's secret arguments could not be decrypted on the worker (the fleet is "
+    "misconfigured), so the tool did not run"
+)
+
+
+def unsealed(call: ToolCall, sealer: Sealer | None) -> ToolCall:
+    """The call with the secrets the orchestrator sealed opened: the tool gets the real
+    values. SealError when one does not open."""
+    args, state = unseal(call.args, sealer), unseal(call.state, sealer)
+    return call.model_copy(update={"args": args, "state": state})
+
+
 @dataclass(frozen=True)
 class ToolTaskDeps:
     """What every tool task needs besides its tool."""
@@ -77,6 +91,7 @@ class ToolTaskDeps:
     completions: Completions
     services: ToolServices
     deliveries: DeliveryGuard | None = None  # None: no crash guard (in-process tests)
+    sealer: Sealer | None = None  # opens the secrets the orchestrator sealed (fleet key)
 
 
 def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps) -> None:
@@ -130,6 +145,13 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             return
         attempt = self.request.retries + 1
         worker = self.request.hostname or "unknown"
+        try:
+            envelope = unsealed(envelope, deps.sealer)
+        except SealError as exc:
+            log.error("call %s (%s) not run: %s", envelope.call_id, tool.name, exc)
+            refused = error_result(envelope, "SealedArgumentError", SEAL_REFUSAL, worker=worker)
+            deps.reporter.post(envelope.reply_to, refused)
+            return
         closed: bool | None = None  # None: not checked yet
         if deps.deliveries is not None:
             count, closed = deps.deliveries.count(envelope, self.request.retries)

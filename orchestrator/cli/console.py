@@ -12,7 +12,7 @@ from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
 from toolfleet.orchestrator.models.protocol import function_calls, text_of
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolResult
-from toolfleet.shared.redaction import redact_args
+from toolfleet.shared.redaction import redact_deep
 
 MARKS = {CallStatus.SUCCESS: "ok", CallStatus.ERROR: "ERROR", CallStatus.PENDING: "pending"}
 
@@ -49,7 +49,7 @@ class CompletionStats:
 class ConsolePrinter:
     """Prints an invocation's updates to `out` as terminal lines, one `show` per update.
 
-    Arguments named in `secret_arg_names` are redacted; `turns` and `completions` collect
+    Values named in `secret_arg_names` are masked, at any depth; `turns` and `completions` collect
     what the demo summary reports."""
 
     def __init__(self, out: TextIO, secret_arg_names: Sequence[str] = ()) -> None:
@@ -88,9 +88,8 @@ class ConsolePrinter:
             return
         if event.progress is not None:
             (record,) = event.calls
-            self._line(
-                f"  … progress of {record.tool} from {record.worker}: {short(event.progress)}"
-            )
+            progress = short(self._shown(event.progress))
+            self._line(f"  … progress of {record.tool} from {record.worker}: {progress}")
             return
         if event.author == "completion":
             for record, response in zip(event.calls, _responses(event), strict=True):
@@ -98,7 +97,7 @@ class ConsolePrinter:
                 self.completions.append(CompletionStats(record.tool, record.worker, age))
                 self._line(
                     f"  ← final result of {record.tool} posted by {record.worker} after "
-                    f"{age:.1f} s: {short(response)}"
+                    f"{age:.1f} s: {short(self._shown(response))}"
                 )
             return
         if event.content is None:
@@ -115,7 +114,7 @@ class ConsolePrinter:
         if text:
             self._line(f"[{event.author}] {text}")
         for call in function_calls(event.content):
-            args = redact_args(call.args or {}, self._secret_names)
+            args = redact_deep(call.args or {}, self._secret_names)
             self._line(f"[{event.author}] calls {call.name}({short(args)})")
 
     def pending_quietly(self, calls: list[PendingCall]) -> None:
@@ -134,9 +133,8 @@ class ConsolePrinter:
                 self._line(f"  waiting for a credential for {call.tool} (call {call.call_id})")
                 self._line(f"    supply it: toolfleet tickets credential {call.call_id}")
                 continue
-            self._line(
-                f"  waiting for {call.tool} (call {call.call_id}, ticket {short(call.ticket, 60)})"
-            )
+            ticket = short(self._shown(call.ticket), 60)
+            self._line(f"  waiting for {call.tool} (call {call.call_id}, ticket {ticket})")
             self._line(
                 f"    complete it: toolfleet tickets complete {call.call_id} --json '{{...}}'"
             )
@@ -148,7 +146,7 @@ class ConsolePrinter:
         where = f"{result.worker} pid {result.pid}" if result.pid else result.worker
         self._line(
             f"    {MARKS[result.status]:>7} {result.tool:<24} {result.duration_s * 1000:7.0f} ms  "
-            f"on {where}  {short(result.response, 60)}"
+            f"on {where}  {short(self._shown(result.response), 60)}"
         )
 
     def _turn_summary(self) -> None:
@@ -163,6 +161,9 @@ class ConsolePrinter:
             f"  turn: {len(ran)} calls on {processes} worker processes, wall {wall * 1000:.0f} ms "
             f"vs {total * 1000:.0f} ms of tool time (x{total / wall if wall else 0:.1f} parallel)"
         )
+
+    def _shown(self, value: Any) -> Any:
+        return redact_deep(value, self._secret_names)
 
     def _line(self, text: str) -> None:
         print(text, file=self.out, flush=True)

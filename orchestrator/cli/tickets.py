@@ -17,12 +17,13 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import InvalidCompletionError
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.redaction import redact_deep
 
 
 def _completions() -> tuple[Completions, redis.Redis]:
     settings = Settings()
     client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
-    return Completions(client, Keys(settings.key_prefix)), client
+    return Completions(client, Keys(settings.key_prefix), settings.secret_arg_names), client
 
 
 def _age(seconds: float) -> str:
@@ -35,8 +36,9 @@ def _age(seconds: float) -> str:
 
 def cmd_list(args: argparse.Namespace) -> None:
     """`toolfleet tickets list`: one line per pending call of any session, oldest first, with
-    its arguments cut to 60 characters."""
+    its arguments (secret-named values masked) cut to 60 characters."""
     completions, client = _completions()
+    names = Settings().secret_arg_names
     with client:
         calls = completions.pending()
     if not calls:
@@ -47,7 +49,7 @@ def cmd_list(args: argparse.Namespace) -> None:
     for c in calls:
         age = _age(now - c.created_at)
         tool = f"{c.tool} (credential)" if c.kind == "credential" else c.tool
-        args_text = json.dumps(c.args)[:60]
+        args_text = json.dumps(redact_deep(c.args, names))[:60]
         print(
             f"{c.call_id:<24} {tool:<28} {age:>6}  {c.session_id:<14} {c.user_id:<10} {args_text}"
         )
@@ -60,7 +62,8 @@ def cmd_show(args: argparse.Namespace) -> None:
     completions, client = _completions()
     with client:
         call = completions.get(args.call_id)
-        shown = {**call.model_dump(mode="json"), "waiting_completions": completions.waiting(call)}
+        record = redact_deep(call.model_dump(mode="json"), Settings().secret_arg_names)
+        shown = {**record, "waiting_completions": completions.waiting(call)}
     print(json.dumps(shown, indent=2))
 
 

@@ -38,6 +38,8 @@ from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
 from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
+from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES
+from toolfleet.shared.sealing import Sealer
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,10 @@ class CompletionApplier:
         self._runners = {keys.completions(app): runner for app, runner in runners.items()}
         self._redis = client
         self._keys = keys
-        self._pending = PendingCalls(keys)
+        # The runners share their replica's settings: its secret names mask the records.
+        settings = next((r.settings for r in runners.values()), None)
+        names = settings.secret_arg_names if settings else DEFAULT_SECRET_NAMES
+        self._pending = PendingCalls(keys, names)
         self._resumer = resumer
         self._consumer = consumer
         self._progress_to_model = progress_to_model
@@ -259,9 +264,9 @@ class CompletionApplier:
             event = event.model_copy(update={"content": None, "progress": completion.response})
         mode = "final"
         if pending is not None and not completion.final:
-            mode = pending.model_copy(
-                update={"progress": [*pending.progress, completion.response]}
-            ).model_dump_json()
+            mode = self._pending.record(
+                pending.model_copy(update={"progress": [*pending.progress, completion.response]})
+            )
         keys = self._keys
         reply: Any = await self._redis.eval(
             _APPLY_LUA,
@@ -339,7 +344,8 @@ class CompletionApplier:
             consume(batch)
             await batch.run(self._redis)
             return False
-        event = responses_event(pending.invocation_id, pending.agent, ordered)
+        sealer = Sealer.of(runner.settings)
+        event = responses_event(pending.invocation_id, pending.agent, ordered, sealer)
         await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
         await self._resumer.notify(session.id, event)
         return True

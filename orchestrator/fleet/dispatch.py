@@ -13,6 +13,7 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from celery import Celery
@@ -22,7 +23,8 @@ from toolfleet.orchestrator.sessions.leases import Fence, write
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import task_name
 from toolfleet.shared.messages import ToolCall
-from toolfleet.shared.redaction import redact_args
+from toolfleet.shared.redaction import redact_deep, secret_name_set
+from toolfleet.shared.sealing import Sealer
 
 # Forgotten when the turn is answered (settle); this only bounds what a crash leaves.
 DISPATCHED_TTL_S = 7 * 24 * 3600
@@ -39,12 +41,19 @@ class Dispatch:
 class CeleryPublisher:
     """Pushes tool calls onto the Celery queues as task messages, bypassing `send_task`.
 
-    The args Flower shows have secret-named values masked; the call itself is sent whole.
+    The args Flower shows have secret-named values masked; in the call itself they are
+    sealed for the workers (with a fleet key; in clear without one).
     """
 
-    def __init__(self, client: aioredis.Redis, secret_arg_names: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        secret_arg_names: Sequence[str] = (),
+        sealer: Sealer | None = None,
+    ) -> None:
         self._redis = client
-        self._secret_names = frozenset(name.lower() for name in secret_arg_names)
+        self._secret_names = secret_name_set(secret_arg_names)
+        self._sealer = sealer
         # Used only to build messages (pure); it never connects anywhere.
         self._celery = Celery("toolfleet-orchestrator", set_as_current=False)
         self._origin = f"orchestrator@{socket.gethostname()}"
@@ -53,12 +62,12 @@ class CeleryPublisher:
         """The kombu Redis-transport message (JSON) of task `tool.<name>` for the call."""
         call = dispatch.call
         task_id = uuid.uuid4().hex
-        shown = redact_args(call.args, self._secret_names)
+        shown = redact_deep(call.args, self._secret_names)
         message = self._celery.amqp.create_task_message(
             task_id,
             task_name(call.tool),
             args=(),
-            kwargs={"call": call.model_dump(mode="json")},
+            kwargs={"call": self._body(call)},
             # What Flower shows as args: the tool's arguments, never the state snapshot.
             argsrepr=repr(shown),
             kwargsrepr=f"{{'call_id': {call.call_id!r}, 'session_id': {call.session_id!r}}}",
@@ -81,6 +90,14 @@ class CeleryPublisher:
                 },
             }
         )
+
+    def _body(self, call: ToolCall) -> dict[str, Any]:
+        """The call as sent: secret-named values in its arguments and state sealed."""
+        body = call.model_dump(mode="json")
+        if self._sealer is not None:
+            body["args"] = self._sealer.seal(body["args"])
+            body["state"] = self._sealer.seal(body["state"])
+        return body
 
     async def publish(
         self, dispatches: Sequence[Dispatch], *, record_in: str, fence: Fence | None = None

@@ -32,7 +32,7 @@ from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
 from toolfleet.shared.messages import PendingCall
-from toolfleet.shared.redaction import redact_args
+from toolfleet.shared.redaction import redact_deep
 
 SseMessage = tuple[str, dict[str, Any]]
 EVENT_NAMES = ("event", "calls", "result", "pending", "answer", "error")
@@ -49,12 +49,11 @@ PING = b": ping\n\n"
 
 
 def event_json(event: Event, secret_names: Sequence[str]) -> dict[str, Any]:
-    """An Event as JSON with the arguments of its function calls masked."""
-    data = event.model_dump(mode="json", exclude_none=True)
-    for part in (data.get("content") or {}).get("parts") or ():
-        call = part.get("function_call")
-        if call and isinstance(call.get("args"), dict):
-            call["args"] = redact_args(call["args"], secret_names)
+    """An Event as JSON with every secret-named value masked (call arguments, function
+    responses, progress, at any depth)."""
+    data: dict[str, Any] = redact_deep(
+        event.model_dump(mode="json", exclude_none=True), secret_names
+    )
     return data
 
 
@@ -99,7 +98,7 @@ class UpdateWriter:
                     "call_id": c.call_id,
                     "tool": c.tool,
                     "pool": self._pools.get(c.tool, self.settings.default_pool),
-                    "args": redact_args(c.args, self.settings.secret_arg_names),
+                    "args": redact_deep(c.args, self.settings.secret_arg_names),
                 }
                 for c in update.calls
             ]
@@ -118,7 +117,7 @@ class UpdateWriter:
                         pid=r.pid,
                         attempt=r.attempt,
                         duration_s=round(r.duration_s, 6),
-                        response=r.response,
+                        response=redact_deep(r.response, self.settings.secret_arg_names),
                     ),
                 )
             ]

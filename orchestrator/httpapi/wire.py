@@ -10,7 +10,7 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolfleet.shared.messages import PendingCall
-from toolfleet.shared.redaction import redact_args
+from toolfleet.shared.redaction import redact_deep
 
 # Ids in paths and bodies: what `toolfleet run`, uuid4().hex and e-mail-like user ids use.
 ID_PATTERN = r"^[A-Za-z0-9._@+-]{1,128}$"
@@ -114,7 +114,7 @@ class Accepted(BaseModel):
 
 
 class Ticket(BaseModel):
-    """A pending long-running call (secret-named arguments masked)."""
+    """A pending long-running call (secret-named values masked, at any depth)."""
 
     call_id: str
     tool: str
@@ -147,14 +147,11 @@ class Ticket(BaseModel):
 
     @classmethod
     def of(cls, call: PendingCall, secret_names: Sequence[str], now: float | None = None) -> Ticket:
-        """The API view of `call`: arguments named in `secret_names` masked, `age_s` as of `now`
-        (epoch seconds; default: the current time)."""
+        """The API view of `call`: values named in `secret_names` masked at any depth,
+        `age_s` as of `now` (epoch seconds; default: the current time)."""
         now = time.time() if now is None else now
-        return cls(
-            **call.model_dump(exclude={"args"}),
-            args=redact_args(call.args, secret_names),
-            age_s=round(max(0.0, now - call.created_at), 3),
-        )
+        shown = redact_deep(call.model_dump(mode="json", exclude={"envelope"}), secret_names)
+        return cls(**shown, age_s=round(max(0.0, now - call.created_at), 3))
 
 
 class Whoami(BaseModel):

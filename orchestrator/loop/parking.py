@@ -11,6 +11,7 @@ gets all responses in call order.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from google.genai import types
 
@@ -18,13 +19,18 @@ from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.loop.turn import pending_call
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.messages import ToolResult
+from toolfleet.shared.sealing import Sealer
 
 
 async def park_turn(
     inv: Invocation, turn_id: str, calls: list[types.FunctionCall], ordered: list[ToolResult]
 ) -> Event:
-    """Keep the turn's results, record its credential requests, tell the client."""
-    args = {c.id: dict(c.args or {}) for c in calls}
+    """Keep the turn's results, record its credential requests, tell the client.
+
+    A request's call is sent again from its record: its secret arguments are stored
+    sealed (masked without a fleet key: then that call cannot be sent again)."""
+    sealer = Sealer.of(inv.settings)
+    args = {c.id: _sealed(dict(c.args or {}), sealer) for c in calls}
     requests = [
         pending_call(
             inv,
@@ -48,3 +54,7 @@ async def park_turn(
     )
     await inv.store.append(inv.session, event, pending=requests, fence=inv.fence)
     return event
+
+
+def _sealed(args: dict[str, Any], sealer: Sealer | None) -> dict[str, Any]:
+    return args if sealer is None else sealer.seal(args)

@@ -26,6 +26,7 @@ from toolfleet.orchestrator.models.protocol import (
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.messages import CallStatus, ToolResult
+from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import ToolRegistry
 
@@ -113,7 +114,7 @@ async def _answer_calls(
         yield await park_turn(inv, model_event.id, calls, ordered)
         ending.reason = EndReason.AWAITING_CREDENTIAL
         return
-    response_event = responses_event(inv.id, agent.name, ordered)
+    response_event = responses_event(inv.id, agent.name, ordered, Sealer.of(inv.settings))
     await inv.store.append(
         inv.session,
         response_event,

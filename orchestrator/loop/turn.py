@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,8 +13,18 @@ from google.genai import types
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
-from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
+from toolfleet.shared.messages import (
+    CallStatus,
+    PendingCall,
+    ToolActions,
+    ToolCall,
+    ToolResult,
+    error_response,
+)
+from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import ToolRegistry
+
+log = logging.getLogger(__name__)
 
 
 async def run_calls(
@@ -119,11 +130,16 @@ def pending_call(
     )
 
 
-def responses_event(invocation_id: str, author: str, ordered: list[ToolResult]) -> Event:
-    """One Content with every function response, in call order."""
+def responses_event(
+    invocation_id: str, author: str, ordered: list[ToolResult], sealer: Sealer | None = None
+) -> Event:
+    """One Content with every function response, in call order: what the model gets, so
+    secrets the workers sealed are opened here (and masked again when stored)."""
     parts = [
         types.Part(
-            function_response=types.FunctionResponse(id=r.call_id, name=r.tool, response=r.response)
+            function_response=types.FunctionResponse(
+                id=r.call_id, name=r.tool, response=opened_response(r, sealer)
+            )
         )
         for r in ordered
     ]
@@ -142,3 +158,18 @@ def responses_event(invocation_id: str, author: str, ordered: list[ToolResult]) 
         actions=actions,
         calls=[CallRecord.of(r) for r in ordered],
     )
+
+
+def opened_response(result: ToolResult, sealer: Sealer | None) -> dict[str, Any]:
+    """The result's response with its sealed secrets opened; an error response for the
+    model when one does not open (the operator's log says which key to fix)."""
+    try:
+        opened: dict[str, Any] = unseal(result.response, sealer)
+    except SealError as exc:
+        log.error("the result of call %s (%s): %s", result.call_id, result.tool, exc)
+        return error_response(
+            "SealedResultError",
+            f"the result of {result.tool!r} held a secret that could not be decrypted; "
+            "the tool ran, but its result is not available",
+        )
+    return opened

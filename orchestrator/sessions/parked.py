@@ -1,12 +1,15 @@
 """Turns parked until the user supplies a credential (tool authentication).
 
 A parked turn keeps its calls' results in one Redis hash, with their call order,
-until each call that asked for a credential has run again with it.
+until each call that asked for a credential has run again with it. Their responses
+are kept as the workers sealed them; a secret-named value not sealed (no fleet key)
+is masked, as in the session's events.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 import redis.asyncio as aioredis
 
@@ -16,6 +19,7 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.pending import PendingCalls
+from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 
 ORDER_FIELD = "__order__"
 PARKED_TTL_S = 7 * 24 * 3600
@@ -24,14 +28,24 @@ PARKED_TTL_S = 7 * 24 * 3600
 class ParkedTurns:
     """The results of parked turns, by turn id (the model event that made the calls)."""
 
-    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        secret_names: Iterable[str] = DEFAULT_SECRET_NAMES,
+    ) -> None:
         self._redis = client
         self._keys = keys
-        self._pending = PendingCalls(keys)
+        self._secrets = secret_name_set(secret_names)
+        self._pending = PendingCalls(keys, self._secrets)
+
+    def _record(self, result: ToolResult) -> str:
+        response = redact_deep(result.response, self._secrets, keep_sealed=True)
+        return result.model_copy(update={"response": response}).model_dump_json()
 
     async def park(self, turn_id: str, ordered: list[ToolResult], fence: Fence | None) -> None:
         """Keep the results that are final; the others wait for a credential."""
-        fields = {r.call_id: r.model_dump_json() for r in ordered if not r.actions.requested_auth}
+        fields = {r.call_id: self._record(r) for r in ordered if not r.actions.requested_auth}
         fields[ORDER_FIELD] = json.dumps([r.call_id for r in ordered])
         key = self._keys.parked(turn_id)
         batch = WriteBatch()
@@ -47,7 +61,7 @@ class ParkedTurns:
         the call no longer waits)."""
         key = self._keys.parked(turn_id)
         batch = WriteBatch()
-        batch.hset(key, result.call_id, result.model_dump_json())
+        batch.hset(key, result.call_id, self._record(result))
         batch.add("HGETALL", key)
         _, raw = await write(self._redis, batch, fence)
         # HGETALL's reply: a dict from a transaction, a flat list from a fenced script.

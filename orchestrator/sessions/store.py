@@ -56,8 +56,8 @@ class SessionStore:
         self._redis = client
         self._keys = keys
         self._secrets = secret_name_set(secret_arg_names)  # masked in stored events
-        self._pending = PendingCalls(keys)
-        self.parked = ParkedTurns(client, keys)
+        self._pending = PendingCalls(keys, self._secrets)
+        self.parked = ParkedTurns(client, keys, self._secrets)
         # Per recently used session: app, user and the events stored so far (as stored).
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 
 import redis
 
@@ -86,3 +87,30 @@ def wait_for_gate(name: str, timeout_s: float) -> bool:
     """Block until the test pushes to the gate (BLPOP), at most `timeout_s`."""
     client, prefix = _gate_client()
     return client.blpop([gate_key(prefix, name)], timeout=timeout_s) is not None
+
+
+@tool
+def use_nested_secret(auth: dict[str, str], password: str, note: str) -> dict[str, object]:
+    """Uses secrets given at any depth; returns their digest and secrets of its own.
+
+    Args:
+        auth: Holds `api_key`.
+        password: A second secret.
+        note: Something to echo.
+    """
+    digest = hashlib.sha256(f"{auth['api_key']}|{password}".encode()).hexdigest()
+    made = auth["api_key"].replace("NESTED", "RESULT")  # a secret the tool returns
+    return {"note": note, "digest": digest, "token": made, "nested": {"secret": made}}
+
+
+def open_secret_ticket(auth: dict[str, str], subject: str) -> dict[str, object]:
+    """Opens a ticket with a nested secret; its final result is posted later.
+
+    Args:
+        auth: Holds `api_key`.
+        subject: What the ticket is about.
+    """
+    return {"status": "pending", "subject": subject, "length": len(auth["api_key"])}
+
+
+secret_ticket_tool = LongRunningFunctionTool(open_secret_ticket)

@@ -1,0 +1,126 @@
+"""Secret values sealed for the workers: in task messages, results streams and the
+records the orchestrator sends again, never in clear.
+
+Each secret-named value (TOOLFLEET_SECRET_ARG_NAMES, at any depth) becomes
+{"$sealed": "<Fernet token>"}, encrypted with a key derived (HKDF-SHA256) from the fleet
+key TOOLFLEET_FLEET_KEY, which only the fleet's workers and orchestrators hold. Without
+a fleet key nothing is sealed: secrets travel in clear (the orchestrator warns at start).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.redaction import SEALED, is_sealed, secret_name_set
+
+log = logging.getLogger(__name__)
+
+# HKDF's `info`: this key seals secrets and nothing else (the fleet key also signs results).
+_INFO = b"toolfleet seal v1"
+
+
+class SealError(ToolfleetError):
+    """A sealed value could not be opened: another fleet key sealed it, or none is set."""
+
+
+def seal_key(fleet_key: str) -> bytes:
+    """The Fernet key derived from the fleet key (HKDF-SHA256, no salt: one key per fleet)."""
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+        fleet_key.encode()
+    )
+    return base64.urlsafe_b64encode(derived)
+
+
+class Sealer:
+    """Seals the values of secret-named keys and opens sealed values, with one fleet key."""
+
+    def __init__(self, fleet_key: str, secret_names: Iterable[str]) -> None:
+        self._fernet = Fernet(seal_key(fleet_key))
+        self._secrets = secret_name_set(secret_names)
+
+    @classmethod
+    def of(cls, settings: Settings) -> Sealer | None:
+        """The sealer of the settings' fleet key, or None without one (nothing is sealed)."""
+        if not settings.fleet_key:
+            return None
+        return _cached(settings.fleet_key, secret_name_set(settings.secret_arg_names))
+
+    def seal(self, value: Any) -> Any:
+        """`value` with every secret-named value sealed (sealed ones are kept as they are)."""
+        if isinstance(value, Mapping):
+            return {k: self._sealed_item(k, v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.seal(v) for v in value]
+        return value
+
+    def unseal(self, value: Any) -> Any:
+        """`value` with every sealed value opened; SealError when one does not decrypt."""
+        return _opened(value, self._open)
+
+    def _sealed_item(self, key: Any, value: Any) -> Any:
+        if isinstance(key, str) and key.lower() in self._secrets and not is_sealed(value):
+            token = self._fernet.encrypt(json.dumps(value).encode()).decode()
+            return {SEALED: token}
+        return self.seal(value)
+
+    def _open(self, token: str) -> Any:
+        try:
+            return json.loads(self._fernet.decrypt(token))
+        except (InvalidToken, ValueError) as exc:
+            raise SealError(
+                "a sealed secret does not decrypt with this TOOLFLEET_FLEET_KEY: give the "
+                "orchestrators and workers of one fleet the same key"
+            ) from exc
+
+
+def unseal(value: Any, sealer: Sealer | None) -> Any:
+    """`value` with its sealed values opened by `sealer`; SealError if one does not open
+    (or there is a sealed value and no fleet key here)."""
+    if sealer is not None:
+        return sealer.unseal(value)
+    return _opened(value, _no_key)
+
+
+def _no_key(token: str) -> Any:
+    raise SealError(
+        "a sealed secret arrived but TOOLFLEET_FLEET_KEY is not set here: set it to the "
+        "fleet's key, the same as the orchestrator's"
+    )
+
+
+def _opened(value: Any, open_token: Callable[[str], Any]) -> Any:
+    if is_sealed(value):
+        return open_token(value[SEALED])
+    if isinstance(value, Mapping):
+        return {k: _opened(v, open_token) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_opened(v, open_token) for v in value]
+    return value
+
+
+@lru_cache(maxsize=8)
+def _cached(fleet_key: str, secrets: frozenset[str]) -> Sealer:
+    # Deriving the key per message would cost an HKDF run each time.
+    return Sealer(fleet_key, secrets)
+
+
+def warn_without_fleet_key(settings: Settings) -> None:
+    """Log once per start that secrets travel in clear without a fleet key."""
+    if not settings.fleet_key:
+        log.warning(
+            "TOOLFLEET_FLEET_KEY is not set: values of secret-named arguments and results "
+            "(%s) travel in clear in task messages and results streams; set the same "
+            "TOOLFLEET_FLEET_KEY on the orchestrators and workers to seal them",
+            ",".join(settings.secret_arg_names),
+        )

@@ -1,0 +1,121 @@
+"""Masking at any depth (redact_deep) and sealing secrets for the workers (shared.sealing)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import fakeredis
+import pytest
+
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.loop.turn import responses_event
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult
+from toolfleet.shared.pending import PendingCalls
+from toolfleet.shared.redaction import MASK, SEALED, redact_deep
+from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.sealing import Sealer, SealError, unseal
+from toolfleet.shared.signing import new_fleet_key
+from toolfleet.workers.tasks import unsealed
+
+NAMES = ["api_key", "password", "token", "secret"]
+ARGS = {
+    "auth": {"API_KEY": "CLEAR-K1"}, "password": "CLEAR-P1", "items": [{"token": "CLEAR-T1"}],
+    "note": "n",
+}  # fmt: skip
+
+
+def make_call(args: dict[str, object]) -> ToolCall:
+    return ToolCall(
+        call_id="c1", tool="use", args=args, session_id="s", app_name="a", user_id="u",
+        invocation_id="i", agent="a", state={"secret": "CLEAR-S1", "colour": "red"}, reply_to="r",
+        dispatched_at=time.time(),
+    )  # fmt: skip
+
+
+def make_result(response: dict[str, object]) -> ToolResult:
+    return ToolResult(
+        call_id="c1", tool="use", session_id="s", invocation_id="i",
+        status=CallStatus.SUCCESS, response=response,
+    )  # fmt: skip
+
+
+def test_redact_deep_masks_secret_names_at_any_depth_case_insensitively() -> None:
+    masked = redact_deep(ARGS, NAMES)
+    assert masked == {
+        "auth": {"API_KEY": MASK}, "password": MASK, "items": [{"token": MASK}], "note": "n",
+    }  # fmt: skip
+    assert ARGS["password"] == "CLEAR-P1"  # a copy: the original is untouched
+    clean = {"note": "n", "nested": [{"a": 1}]}
+    assert redact_deep(clean, NAMES) is clean  # nothing to mask: the value itself
+
+
+def test_redact_deep_keeps_sealed_values_only_when_asked() -> None:
+    value = {"auth": {"api_key": {SEALED: "gAAAA"}}, "password": "CLEAR-P1"}
+    assert redact_deep(value, NAMES) == {"auth": {"api_key": MASK}, "password": MASK}
+    kept = redact_deep(value, NAMES, keep_sealed=True)
+    assert kept == {"auth": {"api_key": {SEALED: "gAAAA"}}, "password": MASK}
+    sealed_only = {"auth": {"api_key": {SEALED: "gAAAA"}}}
+    assert redact_deep(sealed_only, NAMES, keep_sealed=True) is sealed_only
+
+
+def test_seal_hides_every_secret_value_and_unseal_restores_them() -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    sealed = sealer.seal(ARGS)
+    text = json.dumps(sealed)
+    assert "CLEAR-K1" not in text and "CLEAR-P1" not in text and "CLEAR-T1" not in text
+    assert set(sealed["auth"]["API_KEY"]) == {SEALED} and sealed["note"] == "n"
+    assert sealer.seal(sealed) == sealed  # sealing twice seals nothing more
+    assert sealer.unseal(sealed) == ARGS
+    assert unseal(ARGS, None) == ARGS  # nothing sealed, no key needed
+
+
+def test_a_sealed_value_opens_only_with_the_fleet_key_that_sealed_it() -> None:
+    sealed = Sealer(new_fleet_key(), NAMES).seal(ARGS)
+    with pytest.raises(SealError, match="TOOLFLEET_FLEET_KEY"):
+        Sealer(new_fleet_key(), NAMES).unseal(sealed)
+    with pytest.raises(SealError, match="TOOLFLEET_FLEET_KEY is not set"):
+        unseal(sealed, None)
+    with pytest.raises(SealError):
+        Sealer(new_fleet_key(), NAMES).unseal({"x": {SEALED: "not-a-token"}})
+
+
+def test_the_task_message_carries_secrets_sealed_and_the_worker_opens_them() -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    publisher = CeleryPublisher(None, NAMES, sealer)  # type: ignore[arg-type]
+    call = make_call(ARGS)
+    message = publisher.encode(Dispatch(call, "tools.default"))
+    _, kwargs, _ = json.loads(base64.b64decode(json.loads(message)["body"]))
+    for clear in ("CLEAR-K1", "CLEAR-P1", "CLEAR-T1", "CLEAR-S1"):
+        assert clear not in message and clear not in json.dumps(kwargs)
+    argsrepr = json.loads(message)["headers"]["argsrepr"]
+    assert "'auth': {'API_KEY': '***'}" in argsrepr
+    opened = unsealed(ToolCall.model_validate(kwargs["call"]), sealer)
+    assert opened.args == ARGS and opened.state == call.state
+    with pytest.raises(SealError):
+        unsealed(ToolCall.model_validate(kwargs["call"]), Sealer(new_fleet_key(), NAMES))
+
+
+def test_results_are_sealed_on_the_stream_and_opened_for_the_model() -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    client = fakeredis.FakeRedis()
+    ResultReporter(client, 100, sealer=sealer).post("results", make_result({"token": "CLEAR-T1"}))
+    ((_, fields),) = client.xrange("results")
+    assert b"CLEAR-T1" not in b"".join(fields.values())
+    posted = ToolResult.model_validate_json(fields[b"result"])
+    (part,) = responses_event("i", "a", [posted], sealer).content.parts  # type: ignore[union-attr, misc]
+    assert part.function_response.response == {"token": "CLEAR-T1"}  # type: ignore[union-attr]
+    (wrong,) = responses_event("i", "a", [posted], Sealer(new_fleet_key(), NAMES)).content.parts  # type: ignore[union-attr, misc]
+    assert wrong.function_response.response["error_type"] == "SealedResultError"  # type: ignore[union-attr, index]
+
+
+def test_pending_records_keep_secrets_masked_or_sealed_never_in_clear() -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    pending = PendingCall.starting(make_call(ARGS), {"status": "pending", "token": "t9"})
+    record = json.loads(PendingCalls(Keys("t"), NAMES).record(pending))
+    assert record["args"] == redact_deep(ARGS, NAMES) and record["ticket"]["token"] == MASK
+    sealed = pending.model_copy(update={"args": sealer.seal(ARGS)})
+    kept = json.loads(PendingCalls(Keys("t"), NAMES).record(sealed))
+    assert sealer.unseal(kept["args"]) == ARGS  # a credential request's call is sent again
