@@ -42,7 +42,7 @@ def create_app(settings: Settings) -> Celery:
     keys = Keys(settings.key_prefix)
     signer = ResultSigner.of(settings.fleet_key)
     reporter = ResultReporter(client, settings.results_maxlen, signer)
-    completions = Completions(client, keys)
+    completions = Completions(client, keys, maxlen=settings.completions_maxlen)
     services = ToolServices(
         settings=settings,
         scheduler=make_scheduler(app),

@@ -22,7 +22,8 @@ from toolfleet.shared.keys import Keys
 def _completions() -> tuple[Completions, redis.Redis]:
     settings = Settings()
     client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
-    return Completions(client, Keys(settings.key_prefix)), client
+    keys = Keys(settings.key_prefix)
+    return Completions(client, keys, maxlen=settings.completions_maxlen), client
 
 
 def _age(seconds: float) -> str:
