@@ -102,6 +102,9 @@ class SessionResumer:
             if session_id in self._resuming:
                 continue
             app, owner = await store.app_and_owner(session_id)
+            if app is None:  # the session expired (or was deleted): nothing to continue
+                await store.resumed(session_id)
+                continue
             runner = self._runners.get(app or "")
             if runner is None or owner not in (None, runner.agent.name):
                 # Another app's session (its own orchestrator finishes it), or an agent
