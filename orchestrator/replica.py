@@ -18,6 +18,7 @@ from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.orchestrator.sessions.compaction import SessionLimits
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
@@ -45,7 +46,8 @@ class Replica:
         self._blocking: list[aioredis.Redis] = [blocking_client(self._url)]
         self._sync: redis.Redis | None = None
         self.leases = Leases(self.redis, self.keys, self.id, settings.lease_ttl_s)
-        self.store = SessionStore(self.redis, self.keys, settings.secret_arg_names)
+        limits = SessionLimits(settings.session_max_events, settings.session_ttl_s)
+        self.store = SessionStore(self.redis, self.keys, settings.secret_arg_names, limits)
         signer = ResultSigner.of(settings.fleet_key)
         self.waiter = ResultWaiter(self._blocking[0], self.redis, self.keys, self.id, signer=signer)
         self.fleet: ToolRunner = tool_runner or CeleryFleet(

@@ -2,7 +2,9 @@
 
 The poster checks the call is still pending and refuses with a clear error if not;
 the orchestrator's consumer checks again and applies each call's final result once.
-Every refusal is kept in the dead-letter stream.
+Every refusal of a result for a call that is not pending is kept in the dead-letter
+stream. A stream holding TOOLFLEET_COMPLETIONS_MAXLEN unapplied results refuses posts
+(CompletionsFullError, nothing kept: the poster retries); applied entries are trimmed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from toolfleet.shared.errors import (
     AlreadyCompletedError,
     AwaitingCredentialError,
     CallNotPendingError,
+    CompletionsFullError,
     InvalidCompletionError,
 )
 from toolfleet.shared.keys import Keys
@@ -31,15 +34,52 @@ from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret
 DEAD_LETTERS_MAXLEN = 10_000
 # A session's order list outlives any completion waiting in it, then goes.
 ORDER_TTL_S = 7 * 24 * 3600
+# The orchestrators' consumer group on every completions stream.
+COMPLETIONS_GROUP = "orchestrators"
+
+# Drop the entries every consumer is done with: those older than both the first entry
+# the group has not been delivered (after last-delivered-id) and the oldest delivered
+# but unacknowledged one. A trimmed stream never drops an entry nobody has read, nor one
+# read and not applied. Without the group (no orchestrator ever ran) nothing is dropped.
+# KEYS[1]: the stream. ARGV[1]: the group.
+_TRIM_LUA = """
+local function older(a, b)
+  local ams, aseq = string.match(a, '(%d+)-(%d+)')
+  local bms, bseq = string.match(b, '(%d+)-(%d+)')
+  if tonumber(ams) ~= tonumber(bms) then return tonumber(ams) < tonumber(bms) end
+  return tonumber(aseq) < tonumber(bseq)
+end
+local function trim(stream, group)
+  if redis.call('exists', stream) == 0 then return 0 end
+  local minid = nil
+  for _, info in ipairs(redis.call('xinfo', 'groups', stream)) do
+    local fields = {}
+    for i = 1, #info, 2 do fields[info[i]] = info[i + 1] end
+    if fields['name'] == group then minid = fields['last-delivered-id'] end
+  end
+  if minid == nil then return 0 end
+  local pending = redis.call('xpending', stream, group)
+  if pending[1] > 0 and older(pending[2], minid) then minid = pending[2] end
+  return redis.call('xtrim', stream, 'MINID', minid)
+end
+"""
 
 # KEYS: the app's completions stream, the session's order list. ARGV: field, completion
-# JSON, order TTL. The stream is not trimmed here: an entry waiting to apply must stay.
-_POST_LUA = """
+# JSON, order TTL, group, cap. Applied entries are trimmed first; then a stream holding
+# `cap` entries (all unapplied) refuses the post: nothing is ever dropped unread.
+_POST_LUA = (
+    _TRIM_LUA
+    + """
+trim(KEYS[1], ARGV[4])
+if redis.call('xlen', KEYS[1]) >= tonumber(ARGV[5]) then return {'full'} end
 local id = redis.call('xadd', KEYS[1], '*', ARGV[1], ARGV[2])
 redis.call('rpush', KEYS[2], id)
 redis.call('expire', KEYS[2], ARGV[3])
-return id
+return {'posted', id}
 """
+)
+# KEYS[1]: a completions stream. ARGV[1]: the group. Returns how many entries went.
+TRIM_COMPLETIONS_LUA = _TRIM_LUA + "return trim(KEYS[1], ARGV[1])"
 
 
 class Completions:
@@ -50,12 +90,23 @@ class Completions:
     """
 
     def __init__(
-        self, client: redis.Redis, keys: Keys, secret_names: Iterable[str] = DEFAULT_SECRET_NAMES
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        secret_names: Iterable[str] = DEFAULT_SECRET_NAMES,
+        *,
+        maxlen: int = 10_000,
     ) -> None:
         self._redis = client
         self._keys = keys
+        self._maxlen = maxlen  # TOOLFLEET_COMPLETIONS_MAXLEN (its default here too)
         self._secrets = secret_name_set(secret_names)
         self._pending = PendingCalls(keys, self._secrets)
+
+    @classmethod
+    def of(cls, client: redis.Redis, keys: Keys, settings: Settings) -> Completions:
+        """The client with the settings' secret names and completions cap."""
+        return cls(client, keys, settings.secret_arg_names, maxlen=settings.completions_maxlen)
 
     def pending(self) -> list[PendingCall]:
         """Every pending call (ticket or credential request), oldest first."""
@@ -135,17 +186,27 @@ class Completions:
 
     def _post(self, pending: PendingCall, completion: Completion) -> str:
         """Add the completion to its app's stream and, in the same step, to the end of its
-        session's order: completions of a session apply in this order."""
-        entry_id = self._redis.eval(
+        session's order: completions of a session apply in this order. Refused with
+        CompletionsFullError while the stream holds `maxlen` unapplied entries."""
+        stream = self._keys.completions(pending.app_name)
+        reply: Any = self._redis.eval(
             _POST_LUA,
             2,
-            self._keys.completions(pending.app_name),
+            stream,
             self._keys.completion_order(pending.session_id),
             COMPLETION_FIELD,
             completion.model_dump_json(),
             ORDER_TTL_S,
+            COMPLETIONS_GROUP,
+            self._maxlen,
         )
-        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        if _text(reply[0]) == "full":
+            raise CompletionsFullError(
+                f"{stream} holds {self._maxlen} results not applied yet (the orchestrators "
+                "are behind or not running); nothing was posted - retry later, or raise "
+                "TOOLFLEET_COMPLETIONS_MAXLEN"
+            )
+        return _text(reply[1])
 
     def register(self, call: PendingCall) -> bool:
         """Record a long-running call as pending (workers do this before running it, so a
@@ -177,6 +238,10 @@ class Completions:
         )
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def dead_letter_fields(completion_json: str | bytes, reason: str) -> dict[str, str | bytes]:
     """The dead-letter entry: what was posted, why it was refused, when."""
     return {"completion": completion_json, "reason": reason, "at": json.dumps(time.time())}
@@ -206,5 +271,5 @@ def post_result(
     `post_result(call_id, {"status": "approved"}, settings=Settings())`.
     """
     with redis.Redis.from_url(settings.require_redis_url()) as client:
-        completions = Completions(client, Keys(settings.key_prefix), settings.secret_arg_names)
+        completions = Completions.of(client, Keys(settings.key_prefix), settings)
         return completions.post_result(call_id, response, final=final, source=source)

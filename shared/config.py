@@ -46,6 +46,31 @@ class Settings(BaseSettings):
         default=10_000, ge=100, description="Approximate cap on each results stream."
     )
     lease_ttl_s: float = Field(default=30.0, gt=0, description="Session lease lifetime.")
+    max_calls_per_turn: int = Field(
+        default=256,
+        ge=1,
+        description="Function calls of one model turn that run; the model gets an error "
+        "response for each call beyond (not dispatched), so one turn cannot flood the fleet. "
+        "256 is four waves of max_parallel_calls.",
+    )
+    completions_maxlen: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most results an app's completions stream holds unapplied; a post beyond "
+        "is refused (HTTP 503) until the orchestrators catch up. Applied entries are trimmed.",
+    )
+    session_max_events: int = Field(
+        default=1_000,
+        ge=10,
+        description="Events kept per session: older turns are dropped whole (from the oldest "
+        "user message on), never a function call apart from its responses.",
+    )
+    session_ttl_s: int = Field(
+        default=30 * 24 * 3600,
+        ge=0,
+        description="A session idle this long (no event written) expires with its events and "
+        "state; every write restarts the clock. 0 keeps sessions forever.",
+    )
     completion_claim_idle_s: float = Field(
         default=30.0,
         gt=0,

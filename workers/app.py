@@ -44,7 +44,7 @@ def create_app(settings: Settings) -> Celery:
     signer = ResultSigner.of(settings.fleet_key)
     sealer = Sealer.of(settings)
     reporter = ResultReporter(client, settings.results_maxlen, signer, sealer)
-    completions = Completions(client, keys, settings.secret_arg_names)
+    completions = Completions.of(client, keys, settings)
     services = ToolServices(
         settings=settings,
         scheduler=make_scheduler(app),

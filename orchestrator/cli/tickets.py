@@ -23,7 +23,8 @@ from toolfleet.shared.redaction import redact_deep
 def _completions() -> tuple[Completions, redis.Redis]:
     settings = Settings()
     client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
-    return Completions(client, Keys(settings.key_prefix), settings.secret_arg_names), client
+    keys = Keys(settings.key_prefix)
+    return Completions.of(client, keys, settings), client
 
 
 def _age(seconds: float) -> str:

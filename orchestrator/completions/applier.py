@@ -33,7 +33,11 @@ from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.completions import DEAD_LETTERS_MAXLEN, dead_letter_fields
+from toolfleet.shared.completions import (
+    COMPLETIONS_GROUP,
+    DEAD_LETTERS_MAXLEN,
+    dead_letter_fields,
+)
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
@@ -43,7 +47,7 @@ from toolfleet.shared.sealing import Sealer
 
 log = logging.getLogger(__name__)
 
-GROUP = "orchestrators"
+GROUP = COMPLETIONS_GROUP
 APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
 
 # KEYS: 1 lease, 2 pending hash, 3 applied claim, 4 events, 5 resume set, 6 stream,

@@ -2,7 +2,8 @@
 once (consumer group `orchestrators`; every replica is one consumer).
 
 Per entry: parse it, then apply it under the session's lock (CompletionApplier).
-Entries a crashed replica left unacknowledged are taken over with XAUTOCLAIM. The
+Entries a crashed replica left unacknowledged are taken over with XAUTOCLAIM; entries
+every consumer is done with are trimmed at the same pace. The
 listener also finishes the work of replicas that died: every `owed_scan_s` it
 continues each session that owes the model a turn and whose lease nobody holds.
 """
@@ -23,6 +24,7 @@ from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
 from toolfleet.orchestrator.completions.resumer import Notify, SessionResumer
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.shared.completions import TRIM_COMPLETIONS_LUA
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
@@ -94,6 +96,7 @@ class CompletionListener:
                 if time.monotonic() - last_claim > self._claim_idle_ms / 2000:
                     last_claim = time.monotonic()
                     await self._take_over_stale()
+                    await self._trim()
                 streams: Any = dict.fromkeys(self.applier.streams, ">")
                 response: Any = await self._redis.xreadgroup(
                     GROUP, self._consumer, streams, count=100, block=self._block_ms
@@ -118,6 +121,12 @@ class CompletionListener:
                 if fields:  # None for entries trimmed away meanwhile
                     log.info("took over completion %s from a stale consumer", decoded(entry_id))
                     self._spawn(stream, decoded(entry_id), fields)
+
+    async def _trim(self) -> None:
+        """Drop the entries the group is done with (applied ones leave tombstones), never
+        one that is unread or read and not acknowledged."""
+        for stream in self.applier.streams:
+            await self._redis.eval(TRIM_COMPLETIONS_LUA, 1, stream, GROUP)
 
     def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         self._start(self._handle_safely(stream, entry_id, fields))

@@ -4,8 +4,11 @@ when the replica that ran them died (their lease expired with the session owed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolfleet.orchestrator.loop.invocation import Update
@@ -16,6 +19,38 @@ from toolfleet.shared.errors import SessionBusyError
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str, Update], Awaitable[None] | None]
+
+
+@dataclass
+class _Held:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0  # tasks holding or waiting for the lock
+
+
+class SessionLocks:
+    """One asyncio lock per session, kept only while a task holds or waits for it: a
+    replica serving millions of sessions over its life keeps none of the finished ones."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session's lock for the block (waiting for it if another task has it)."""
+        held = self._held.setdefault(session_id, _Held())
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            # Counted, not weakly referenced: the entry goes the moment the last user does,
+            # cancelled waiters included, whatever else still refers to the lock.
+            held.users -= 1
+            if held.users == 0:
+                del self._held[session_id]
 
 
 class SessionResumer:
@@ -34,11 +69,11 @@ class SessionResumer:
         self._on_update = on_update
         self.lease_wait_s = lease_wait_s
         self._resuming: set[str] = set()  # sessions a task of this replica is continuing
-        self._session_locks: dict[str, asyncio.Lock] = {}
+        self.locks = SessionLocks()
 
-    def lock(self, session_id: str) -> asyncio.Lock:
+    def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         """Serializes this replica's work on one session (completions, resumes)."""
-        return self._session_locks.setdefault(session_id, asyncio.Lock())
+        return self.locks.hold(session_id)
 
     async def notify(self, session_id: str, update: Update) -> None:
         """Hand an update to the replica's `on_update` (SSE streams, the CLI)."""
@@ -67,6 +102,9 @@ class SessionResumer:
             if session_id in self._resuming:
                 continue
             app, owner = await store.app_and_owner(session_id)
+            if app is None:  # the session expired (or was deleted): nothing to continue
+                await store.resumed(session_id)
+                continue
             runner = self._runners.get(app or "")
             if runner is None or owner not in (None, runner.agent.name):
                 # Another app's session (its own orchestrator finishes it), or an agent

@@ -48,7 +48,7 @@ class HttpApi:
         self.store: SessionStore = replica.store
         # The CLI's code path, run in a thread: the same checks and dead letters.
         sync_redis = replica.sync_client()
-        self.completions = Completions(sync_redis, self.keys)
+        self.completions = Completions.of(sync_redis, self.keys, self.settings)
         self.credentials = CredentialStore(sync_redis, self.keys, self.settings.credential_key)
         self._tasks: set[asyncio.Task[None]] = set()
         self._streams: set[asyncio.Queue[RunItem]] = set()

@@ -16,6 +16,7 @@ from toolfleet.orchestrator.httpapi.wire import ErrorBody
 from toolfleet.shared.errors import (
     CallNotPendingError,
     CompletionError,
+    CompletionsFullError,
     ConfigError,
     InvalidCompletionError,
     ModelError,
@@ -44,6 +45,7 @@ class ApiError(Exception):
 STATUS_BY_TYPE: tuple[tuple[type[Exception], int], ...] = (
     (CallNotPendingError, 404),  # unknown call, or never long-running
     (InvalidCompletionError, 422),  # a result that is not a JSON object
+    (CompletionsFullError, 503),  # the orchestrators are behind: retry later
     (CompletionError, 409),  # the call's state refuses it: completed, awaits a credential
     (SessionNotFoundError, 404),
     (SessionError, 409),  # exists already, or another invocation holds it

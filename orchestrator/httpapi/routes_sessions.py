@@ -117,9 +117,12 @@ def sessions_router(api: HttpApi) -> APIRouter:
         pending: dict[str, int] = {}
         for call in await api.store.pending_calls():
             pending[call.session_id] = pending.get(call.session_id, 0) + 1
-        out = []
+        out, expired = [], []
         for i, session_id in enumerate(ids):
             created, count, last = replies[3 * i : 3 * i + 3]
+            if created is None:  # expired (TOOLFLEET_SESSION_TTL_S): forget its id
+                expired.append(session_id)
+                continue
             out.append(
                 SessionSummary(
                     id=session_id,
@@ -131,6 +134,8 @@ def sessions_router(api: HttpApi) -> APIRouter:
                     pending=pending.get(session_id, 0),
                 )
             )
+        if expired:
+            await api.redis.srem(api.keys.user_sessions(app, user_id), *expired)
         return sorted(out, key=lambda s: s.last_event_at or s.created_at or 0.0, reverse=True)
 
     @router.get(

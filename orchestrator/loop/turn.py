@@ -37,11 +37,17 @@ async def run_calls(
 ) -> AsyncIterator[CallsDispatched | CallFinished]:
     """Validate all calls, dispatch the valid ones at once, collect every result.
 
-    `resume`: the turn's invocation died after dispatching some of them (ToolRunner.run).
+    Only the first `max_calls_per_turn` calls run; the others are answered with an
+    error and never dispatched. `resume`: the turn's invocation died after dispatching
+    some of them (ToolRunner.run); the cap picks the same calls again.
     """
     planned: list[PlannedCall] = []
-    for fc in calls:
+    cap = inv.settings.max_calls_per_turn
+    for index, fc in enumerate(calls):
         envelope = make_envelope(inv, fc.id or "", fc.name or "", dict(fc.args or {}))
+        if index >= cap:
+            results[envelope.call_id] = over_cap(envelope, len(calls), cap)
+            continue
         tool = tools.get(envelope.tool)
         if tool is None:
             available = ", ".join(sorted(tools)) or "none"
@@ -78,6 +84,17 @@ async def run_calls(
                 result.actions.skip_summarization = True
             results[result.call_id] = result
             yield CallFinished(inv.id, result)
+
+
+def over_cap(call: ToolCall, made: int, cap: int) -> ToolResult:
+    """The answer to a call beyond the turn's cap: not run, and the model is told why."""
+    return failed(
+        call,
+        "TooManyCalls",
+        f"this turn made {made} function calls but at most {cap} run per turn "
+        f"(TOOLFLEET_MAX_CALLS_PER_TURN); this call ({call.tool}) was not run. Call it "
+        "again in a later turn if you still need it, or make fewer calls per turn.",
+    )
 
 
 def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]) -> ToolCall:

@@ -1,5 +1,8 @@
 """Sessions in Redis: create, read (one round trip once known) and append events
-with their state deltas, pending calls and owed-turn marks in one transaction."""
+with their state deltas, pending calls and owed-turn marks in one transaction.
+
+Bounded (SessionLimits): each write gives the session's keys their time to live again,
+and a history longer than its bound loses its oldest turns (compaction.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,12 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.sessions.compaction import (
+    SessionLimits,
+    compact,
+    keep_from,
+    stage_ttl,
+)
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import Fence, LeaseClaim, write
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
@@ -27,12 +36,17 @@ from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import redacted_event_fields, secret_name_set
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
-# KEYS: session hash, the user's session set. ARGV: session id, then field/value pairs.
-# All fields at once: a reader never sees a session without its user.
+# KEYS: session hash, the user's session set. ARGV: session id, TTL in seconds (0:
+# none), then field/value pairs. All fields at once: a reader never sees a session
+# without its user.
 _CREATE_LUA = """
 if redis.call('exists', KEYS[1]) == 1 then return 0 end
-redis.call('hset', KEYS[1], unpack(ARGV, 2))
+redis.call('hset', KEYS[1], unpack(ARGV, 3))
 redis.call('sadd', KEYS[2], ARGV[1])
+if tonumber(ARGV[2]) > 0 then
+  redis.call('expire', KEYS[1], ARGV[2])
+  redis.call('expire', KEYS[2], ARGV[2])
+end
 return 1
 """
 
@@ -45,16 +59,22 @@ class _Cached:
     app_name: str
     user_id: str
     events: list[Event]
+    trimmed: int = 0  # events compaction dropped before events[0]
 
 
 class SessionStore:
     """Sessions of one Redis and key prefix; keeps recently read events in memory."""
 
     def __init__(
-        self, client: aioredis.Redis, keys: Keys, secret_arg_names: Sequence[str] = ()
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        secret_arg_names: Sequence[str] = (),
+        limits: SessionLimits | None = None,
     ) -> None:
         self._redis = client
         self._keys = keys
+        self.limits = limits or SessionLimits()
         self._secrets = secret_name_set(secret_arg_names)  # masked in stored events
         self._pending = PendingCalls(keys, self._secrets)
         self.parked = ParkedTurns(client, keys, self._secrets)
@@ -81,6 +101,7 @@ class SessionStore:
             self._keys.session(session_id),
             self._keys.user_sessions(app_name, user_id),
             session_id,
+            self.limits.ttl_s,
             *fields,
             *(("owner", owner) if owner else ()),
         )
@@ -105,9 +126,10 @@ class SessionStore:
         pipe = self._redis.pipeline(transaction=False)
         if lease is not None:
             lease.stage(pipe)
-        pipe.hget(self._keys.session(session_id), "active_agent")
         pipe.llen(self._keys.events(session_id))
         pipe.lrange(self._keys.events(session_id), len(cached.events), -1)
+        # After the read of the events: a compaction before it shows in `trimmed`.
+        pipe.hmget(self._keys.session(session_id), "app_name", "active_agent", "trimmed")
         pipe.hgetall(self._keys.session_state(session_id))
         pipe.hgetall(self._keys.user_state(app, user))
         pipe.hgetall(self._keys.app_state(app))
@@ -118,17 +140,30 @@ class SessionStore:
                 lease.check(claimed)
             finally:
                 self._remember(session_id, cached)
-        active, length, raw_events, session_state, user_state, app_state = replies
+        length, raw_events, meta, session_state, user_state, app_state = replies
+        exists, active, trimmed = meta[0] is not None, meta[1], int(meta[2] or 0)
+        if not exists:  # expired (or deleted) since it was cached
+            self._cache.pop(session_id, None)
+            raise SessionNotFoundError(f"unknown session {session_id!r}")
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
             state.update({decoded(k): json.loads(v) for k, v in scope.items()})
-        if length < len(cached.events):  # Redis lost data: trust only what it has
+        if length < len(cached.events) or trimmed != cached.trimmed:
+            # Compacted since (or Redis lost data): trust only what it has now.
             cached.events.clear()
-            raw_events = await self._redis.lrange(self._keys.events(session_id), 0, -1)
+            cached.trimmed, raw_events = await self._read_all(session_id)
         cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
         self._remember(session_id, cached)
         events = list(cached.events)
         return Session(session_id, app, user, events, state, decoded(active) if active else None)
+
+    async def _read_all(self, session_id: str) -> tuple[int, list[bytes]]:
+        """Every stored event, with the number compaction dropped before them."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hget(self._keys.session(session_id), "trimmed")
+        pipe.lrange(self._keys.events(session_id), 0, -1)
+        trimmed, raw_events = await pipe.execute()
+        return int(trimmed or 0), raw_events
 
     def _remember(self, session_id: str, cached: _Cached) -> None:
         self._cache[session_id] = cached
@@ -214,11 +249,13 @@ class SessionStore:
             batch.sadd(self._keys.resume(), session.id)
         elif owes_turn is False:
             batch.srem(self._keys.resume(), session.id)
+        stage_ttl(batch, self._keys, session, self.limits.ttl_s)
         length = (await write(self._redis, batch, fence, release=release))[0]
         cached = self._cache.get(session.id)
         if cached is not None:
             if length == len(cached.events) + 1:
                 cached.events.append(stored)  # what the next read would parse
+                await self._compact(session.id, cached, fence)
             else:
                 del self._cache[session.id]  # written elsewhere meanwhile: read it all
         session.events.append(event)
@@ -227,6 +264,18 @@ class SessionStore:
                 session.state.pop(key, None)
             else:
                 session.state[key] = value
+
+    async def _compact(self, session_id: str, cached: _Cached, fence: Fence | None) -> None:
+        """Drop the oldest whole turns once the history is over its bound. Read from the
+        cache, which is the stored list here; Redis cuts only if nobody cut meanwhile."""
+        cut = keep_from(cached.events, self.limits.max_events)
+        if cut == 0:
+            return
+        if await compact(self._redis, self._keys, session_id, cached.trimmed, cut, fence):
+            del cached.events[:cut]
+            cached.trimmed += cut
+        else:
+            self._cache.pop(session_id, None)  # someone else cut: read it all next time
 
     def _state_hash(self, session: Session, key: str) -> str:
         if key.startswith(APP_PREFIX):

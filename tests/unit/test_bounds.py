@@ -1,0 +1,219 @@
+"""Bounds (issue 16 section 4): the call cap of a turn, the listener's session locks,
+session history compaction and expiry - with an in-process runner and fakeredis."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fakeredis
+import pytest
+from google.genai import types
+
+from tests.unit.test_loop import make_agent, responses, run
+from toolfleet.orchestrator.completions.resumer import SessionLocks
+from toolfleet.orchestrator.httpapi.errors import status_of
+from toolfleet.orchestrator.models.offline import Call, call, say
+from toolfleet.orchestrator.models.protocol import ModelRequest, function_calls
+from toolfleet.orchestrator.sessions.compaction import SessionLimits, keep_from
+from toolfleet.orchestrator.sessions.events import CallRecord, Event
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.errors import CompletionsFullError, SessionNotFoundError
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus
+
+KEYS = Keys("t")
+
+
+# --- the call cap of one turn ----------------------------------------------------------
+
+
+async def test_calls_beyond_the_turn_cap_are_answered_with_errors_and_not_dispatched(
+    store: SessionStore,
+) -> None:
+    made = [Call("add", {"a": i, "b": 1}) for i in range(5)]
+    agent, _ = make_agent(call(*made), say("ok"))
+    updates, runner, _ = await run(store, agent, "go", max_calls_per_turn=3)
+
+    answered = responses(updates)
+    assert [r.response for r in answered[:3]] == [{"result": 1}, {"result": 2}, {"result": 3}]
+    for late in answered[3:]:
+        assert late.response is not None and late.response["error_type"] == "TooManyCalls"
+        message = late.response["error_message"]
+        assert "at most 3 run per turn" in message and "TOOLFLEET_MAX_CALLS_PER_TURN" in message
+    model_turn = next(u for u in updates if isinstance(u, Event) and u.author == agent.name)
+    call_ids = [c.id for c in function_calls(model_turn.content)]  # type: ignore[arg-type]
+    assert runner.batches == [call_ids[:3]]  # only the first 3 were sent
+
+
+# --- the listener's per-session locks ----------------------------------------------------
+
+
+async def test_session_locks_are_dropped_once_nobody_holds_or_waits() -> None:
+    locks = SessionLocks()
+    inside: dict[str, int] = {}
+    overlaps = 0
+
+    async def work(session_id: str) -> None:
+        nonlocal overlaps
+        async with locks.hold(session_id):
+            inside[session_id] = inside.get(session_id, 0) + 1
+            overlaps += inside[session_id] > 1
+            await asyncio.sleep(0)  # ok: yields to the other task of the session
+            inside[session_id] -= 1
+
+    # Two tasks per session (one waits for the other), over many sessions.
+    await asyncio.gather(*(work(f"s{i % 500}") for i in range(1_000)))
+    assert overlaps == 0
+    assert len(locks) == 0
+
+    # A waiter cancelled while it waits leaves nothing behind either.
+    async with locks.hold("busy"):
+        waiter = asyncio.create_task(work("busy"))
+        await asyncio.sleep(0)  # ok: lets the waiter start waiting
+        assert len(locks) == 1
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    assert len(locks) == 0
+
+
+def test_a_full_completions_stream_is_answered_503() -> None:
+    assert status_of(CompletionsFullError("full")) == 503
+
+
+# --- session history compaction ------------------------------------------------------------
+
+
+def user(text: str) -> Event:
+    return Event(
+        invocation_id="i",
+        author="user",
+        content=types.Content(role="user", parts=[types.Part(text=text)]),
+    )
+
+
+def model_calls(*call_ids: str) -> Event:
+    parts = [types.Part(function_call=types.FunctionCall(id=c, name="t")) for c in call_ids]
+    return Event(invocation_id="i", author="a", content=types.Content(role="model", parts=parts))
+
+
+def answers(call_id: str, status: CallStatus = CallStatus.SUCCESS) -> Event:
+    response = types.FunctionResponse(id=call_id, name="t", response={"ok": True})
+    return Event(
+        invocation_id="i",
+        author="a",
+        content=types.Content(role="user", parts=[types.Part(function_response=response)]),
+        calls=[CallRecord(call_id=call_id, tool="t", status=status)],
+    )
+
+
+def model_text(text: str) -> Event:
+    return Event(
+        invocation_id="i",
+        author="a",
+        content=types.Content(role="model", parts=[types.Part(text=text)]),
+    )
+
+
+def turn(n: int, status: CallStatus = CallStatus.SUCCESS) -> list[Event]:
+    return [user(f"q{n}"), model_calls(f"c{n}"), answers(f"c{n}", status), model_text(f"a{n}")]
+
+
+def test_compaction_cuts_whole_turns_at_a_users_message() -> None:
+    events = [e for n in range(5) for e in turn(n)]  # 20 events, 4 per turn
+    assert keep_from(events, 20) == 0
+    assert keep_from(events, 10) == 12  # turns 3 and 4: 8 events (12 would split a turn)
+    assert keep_from(events, 8) == 12
+    assert keep_from(events, 3) == 16  # the newest turn is kept whole
+
+
+def test_compaction_keeps_a_call_whose_final_result_is_still_to_come() -> None:
+    # Turn 0's call is long-running: its response is 'pending' and no final one came.
+    events = turn(0, CallStatus.PENDING) + [e for n in range(1, 5) for e in turn(n)]
+    assert keep_from(events, 10) == 0
+    # Once its final result is in (a completion event), turns before it can go.
+    events.append(answers("c0"))
+    assert keep_from(events, 10) == 0  # the completion is the newest: the call stays
+    events += turn(5) + turn(6)
+    cut = keep_from(events, 10)
+    assert cut == 21  # the first user message after the completion
+    kept = events[cut:]
+    assert kept[0].author == "user" and len(kept) == 8
+
+
+def test_compaction_never_drops_a_turn_parked_for_a_credential() -> None:
+    parked = [user("q0"), model_calls("c0"), Event(invocation_id="i", author="a",
+              credential_requests=[{"call_id": "c0"}])]  # fmt: skip
+    events = parked + [e for n in range(1, 5) for e in turn(n)]
+    assert keep_from(events, 8) == 0
+
+
+def assert_well_formed(contents: list[types.Content]) -> None:
+    """Contents open with a user's message; every response follows its call."""
+    first = contents[0]
+    assert first.role == "user" and any(p.text for p in first.parts or ())
+    called: set[str] = set()
+    for content in contents:
+        for part in content.parts or ():
+            if part.function_call:
+                called.add(part.function_call.id or "")
+            if part.function_response:
+                assert part.function_response.id in called
+
+
+async def test_the_model_runs_on_a_compacted_session(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    store = SessionStore(fake_redis, KEYS, limits=SessionLimits(max_events=10))
+    reader = SessionStore(fake_redis, KEYS)  # another replica, with a cached copy
+    agent, model = make_agent(call(Call("add", {"a": 1, "b": 2})), say("three"))
+    for n in range(6):
+        if n == 2:
+            await reader.get("s1")  # cached before the cuts
+        updates, _, _ = await run(store, agent, f"question {n}")
+        assert responses(updates)[0].response == {"result": 3}
+
+    stored = await store.get("s1")
+    assert 4 <= len(stored.events) <= 10
+    assert_well_formed(stored.contents())
+    assert (await reader.get("s1")).events == stored.events  # the cut is seen elsewhere
+    fresh = await SessionStore(fake_redis, KEYS).get("s1")
+    assert fresh.events == stored.events
+    last: ModelRequest = model.requests[-1]
+    assert_well_formed(list(last.contents))
+    assert len(last.contents) <= 10 + 3  # the kept history plus this invocation's turn
+
+
+# --- session expiry --------------------------------------------------------------------------
+
+
+async def test_every_write_restarts_a_sessions_idle_clock(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    store = SessionStore(fake_redis, KEYS, limits=SessionLimits(ttl_s=3_600))
+    session = await store.create("app", "u1", "s1")
+    assert 0 < await fake_redis.ttl(KEYS.session("s1")) <= 3_600
+    await fake_redis.expire(KEYS.session("s1"), 10)  # time passes
+    await store.append(session, user("hello"))
+    for key in (KEYS.session("s1"), KEYS.events("s1"), KEYS.user_sessions("app", "u1")):
+        assert 3_500 < await fake_redis.ttl(key) <= 3_600
+
+
+async def test_an_expired_session_is_not_found_even_when_cached(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    store = SessionStore(fake_redis, KEYS)
+    session = await store.create("app", "u1", "s1")
+    await store.append(session, user("hello"))
+    await store.get("s1")  # cached
+    await fake_redis.delete(KEYS.session("s1"), KEYS.events("s1"))  # what expiry does
+    with pytest.raises(SessionNotFoundError):
+        await store.get("s1")
+
+
+async def test_sessions_kept_forever_with_ttl_zero(fake_redis: fakeredis.FakeAsyncRedis) -> None:
+    store = SessionStore(fake_redis, KEYS, limits=SessionLimits(ttl_s=0))
+    session = await store.create("app", "u1", "s1")
+    await store.append(session, user("hello"))
+    assert await fake_redis.ttl(KEYS.session("s1")) == -1
+    assert await fake_redis.ttl(KEYS.events("s1")) == -1
