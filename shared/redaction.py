@@ -24,6 +24,15 @@ def is_sealed(value: Any) -> bool:
     return isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get(SEALED), str)
 
 
+def mentions_sealed(value: Any) -> bool:
+    """Whether the reserved key `$sealed` appears anywhere in `value`."""
+    if isinstance(value, Mapping):
+        return SEALED in value or any(mentions_sealed(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(mentions_sealed(v) for v in value)
+    return False
+
+
 def redact_deep(value: Any, secret_names: Iterable[str], *, keep_sealed: bool = False) -> Any:
     """`value` with the value of every secret-named key (case-insensitive) masked as `***`,
     in nested dicts and lists too; `value` itself when there is nothing to mask.

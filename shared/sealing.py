@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
-from toolfleet.shared.redaction import SEALED, is_sealed, secret_name_set
+from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, SEALED, is_sealed, secret_name_set
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,10 @@ class Sealer:
         return value
 
     def unseal(self, value: Any) -> Any:
-        """`value` with every sealed value opened; SealError when one does not decrypt."""
-        return _opened(value, self._open)
+        """`value` with the sealed values under secret-named keys opened (where `seal` puts
+        them; one found anywhere else is not ours and stays as it is); SealError when one
+        does not decrypt."""
+        return _opened(value, self._open, self._secrets)
 
     def _sealed_item(self, key: Any, value: Any) -> Any:
         if isinstance(key, str) and key.lower() in self._secrets and not is_sealed(value):
@@ -84,12 +86,14 @@ class Sealer:
             ) from exc
 
 
-def unseal(value: Any, sealer: Sealer | None) -> Any:
+def unseal(
+    value: Any, sealer: Sealer | None, secret_names: Iterable[str] = DEFAULT_SECRET_NAMES
+) -> Any:
     """`value` with its sealed values opened by `sealer`; SealError if one does not open
-    (or there is a sealed value and no fleet key here)."""
+    (or, without a sealer, a sealed value sits under one of `secret_names`)."""
     if sealer is not None:
         return sealer.unseal(value)
-    return _opened(value, _no_key)
+    return _opened(value, _no_key, secret_name_set(secret_names))
 
 
 def _no_key(token: str) -> Any:
@@ -99,13 +103,18 @@ def _no_key(token: str) -> Any:
     )
 
 
-def _opened(value: Any, open_token: Callable[[str], Any]) -> Any:
-    if is_sealed(value):
-        return open_token(value[SEALED])
+def _opened(value: Any, open_token: Callable[[str], Any], secrets: frozenset[str]) -> Any:
     if isinstance(value, Mapping):
-        return {k: _opened(v, open_token) for k, v in value.items()}
+        return {
+            k: (
+                open_token(v[SEALED])
+                if is_sealed(v) and isinstance(k, str) and k.lower() in secrets
+                else _opened(v, open_token, secrets)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [_opened(v, open_token) for v in value]
+        return [_opened(v, open_token, secrets) for v in value]
     return value
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,10 +76,11 @@ SEAL_REFUSAL = (
 )
 
 
-def unsealed(call: ToolCall, sealer: Sealer | None) -> ToolCall:
+def unsealed(call: ToolCall, sealer: Sealer | None, secret_names: Sequence[str]) -> ToolCall:
     """The call with the secrets the orchestrator sealed opened: the tool gets the real
     values. SealError when one does not open."""
-    args, state = unseal(call.args, sealer), unseal(call.state, sealer)
+    args = unseal(call.args, sealer, secret_names)
+    state = unseal(call.state, sealer, secret_names)
     return call.model_copy(update={"args": args, "state": state})
 
 
@@ -146,7 +148,7 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
         attempt = self.request.retries + 1
         worker = self.request.hostname or "unknown"
         try:
-            envelope = unsealed(envelope, deps.sealer)
+            envelope = unsealed(envelope, deps.sealer, settings.secret_arg_names)
         except SealError as exc:
             log.error("call %s (%s) not run: %s", envelope.call_id, tool.name, exc)
             refused = error_result(envelope, "SealedArgumentError", SEAL_REFUSAL, worker=worker)

@@ -21,6 +21,7 @@ from toolfleet.shared.messages import (
     ToolResult,
     error_response,
 )
+from toolfleet.shared.redaction import SEALED, mentions_sealed
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import ToolRegistry
 
@@ -64,6 +65,15 @@ async def run_calls(
                 "InvalidArguments",
                 f"the arguments are {size} bytes, over the {inv.settings.max_payload_bytes}-byte "
                 "limit; pass less data (or a reference to it)",
+            )
+            continue
+        if mentions_sealed(envelope.args):
+            # Only the orchestrator seals; a model (or a prompt injected into it) that
+            # passes a sealed token of someone else's must not have a worker open it.
+            results[envelope.call_id] = failed(
+                envelope,
+                "InvalidArguments",
+                f"the key {SEALED!r} is reserved: it may not appear in a tool's arguments",
             )
             continue
         _, problems = tool.validate(envelope.args)

@@ -132,6 +132,17 @@ async def test_unknown_tool_gets_an_error_listing_tools_and_is_not_dispatched(
     assert len(runner.batches) == 1 and len(runner.batches[0]) == 1
 
 
+async def test_a_model_may_not_pass_a_sealed_value_to_a_tool(store: SessionStore) -> None:
+    """Only the orchestrator seals: a sealed token the model passes (a stolen one, say, that a
+    worker would otherwise open) is refused before dispatch."""
+    agent, _ = make_agent(call(Call("add", {"a": {"$sealed": "gAAAA-stolen"}, "b": 1})), say("ok"))
+    updates, runner, _ = await run(store, agent, "go")
+    (refused,) = responses(updates)
+    assert refused.response is not None and refused.response["error_type"] == "InvalidArguments"
+    assert "'$sealed' is reserved" in refused.response["error_message"]
+    assert runner.batches == []
+
+
 async def test_bad_arguments_name_each_problem_and_are_not_dispatched(store: SessionStore) -> None:
     agent, _ = make_agent(call(Call("add", {"a": "one", "c": 3})), say("ok"))
     updates, runner, _ = await run(store, agent, "go")

@@ -14,7 +14,7 @@ from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult
 from toolfleet.shared.pending import PendingCalls
-from toolfleet.shared.redaction import MASK, SEALED, redact_deep
+from toolfleet.shared.redaction import MASK, SEALED, mentions_sealed, redact_deep
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.signing import new_fleet_key
@@ -79,7 +79,18 @@ def test_a_sealed_value_opens_only_with_the_fleet_key_that_sealed_it() -> None:
     with pytest.raises(SealError, match="TOOLFLEET_FLEET_KEY is not set"):
         unseal(sealed, None)
     with pytest.raises(SealError):
-        Sealer(new_fleet_key(), NAMES).unseal({"x": {SEALED: "not-a-token"}})
+        Sealer(new_fleet_key(), NAMES).unseal({"token": {SEALED: "not-a-token"}})
+
+
+def test_only_sealed_values_under_secret_names_are_opened_and_models_may_not_send_any() -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    stolen = sealer.seal({"api_key": "VICTIM-KEY"})["api_key"]
+    # A sealed token moved under another name (to have a tool echo it back) stays sealed.
+    assert sealer.unseal({"query": stolen}) == {"query": stolen}
+    assert sealer.unseal({"api_key": stolen}) == {"api_key": "VICTIM-KEY"}
+    # The orchestrator refuses model arguments that carry the reserved key at all.
+    assert mentions_sealed({"q": [{"auth": {SEALED: "x"}}]})
+    assert not mentions_sealed({"q": [{"auth": {"api_key": "x"}}]})
 
 
 def test_the_task_message_carries_secrets_sealed_and_the_worker_opens_them() -> None:
@@ -92,10 +103,10 @@ def test_the_task_message_carries_secrets_sealed_and_the_worker_opens_them() -> 
         assert clear not in message and clear not in json.dumps(kwargs)
     argsrepr = json.loads(message)["headers"]["argsrepr"]
     assert "'auth': {'API_KEY': '***'}" in argsrepr
-    opened = unsealed(ToolCall.model_validate(kwargs["call"]), sealer)
+    opened = unsealed(ToolCall.model_validate(kwargs["call"]), sealer, NAMES)
     assert opened.args == ARGS and opened.state == call.state
     with pytest.raises(SealError):
-        unsealed(ToolCall.model_validate(kwargs["call"]), Sealer(new_fleet_key(), NAMES))
+        unsealed(ToolCall.model_validate(kwargs["call"]), Sealer(new_fleet_key(), NAMES), NAMES)
 
 
 def test_results_are_sealed_on_the_stream_and_opened_for_the_model() -> None:
