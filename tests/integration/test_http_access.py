@@ -9,12 +9,14 @@ are capped per caller (429).
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 
 from examples import bank_account, reimbursement
@@ -41,6 +43,7 @@ ROLES: dict[str, list[str]] = {
     "bob": [],
 }
 KEYS = {name: f"key-{name}-{uuid.uuid4().hex}" for name in ROLES}
+JWT_SECRET = uuid.uuid4().hex + uuid.uuid4().hex
 EVERYONE = set(ROLES)
 
 # Who may do what (everyone else is denied).
@@ -65,7 +68,13 @@ async def served(
     settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], bank_api: BankApi
 ) -> AsyncIterator[RunningHttp]:
     keys = [ApiKey(subject=n, roles=tuple(r), key=KEYS[n]) for n, r in ROLES.items()]
-    http = HttpSettings(api_keys=keys, max_streams_per_caller=2)
+    http = HttpSettings(
+        api_keys=keys,
+        max_streams_per_caller=2,
+        jwt_secret=JWT_SECRET,
+        jwt_audience="toolfleet-tests",
+        jwt_issuer="https://idp.test",
+    )
     agents = [reimbursement.agent, bank_account.agent]
     async with serve_http(agents, settings, http, "127.0.0.1", 0) as running:
         yield running
@@ -255,3 +264,28 @@ async def test_event_streams_are_capped_per_caller(clients: Clients) -> None:
             async with alice.stream("GET", watch) as again:
                 if again.status_code == 200:
                     break
+
+
+def a_jwt(subject: str, **claims: Any) -> str:
+    now = int(time.time())
+    payload = {"sub": subject, "aud": "toolfleet-tests", "iss": "https://idp.test", "exp": now + 60}
+    return jwt.encode({**payload, **claims}, JWT_SECRET, algorithm="HS256")
+
+
+async def test_a_jwt_acts_as_its_subject_and_a_bad_one_gets_401(clients: Clients) -> None:
+    session_id, _ = await pending_approval(clients[ALICE])
+    url = f"/apps/{REIMBURSE}/users/{ALICE}/sessions/{session_id}"
+    async with httpx.AsyncClient(base_url=clients.url, timeout=WAIT_S) as anonymous:
+        mine = await anonymous.get(url, headers=bearer(a_jwt(ALICE)))
+        assert mine.status_code == 200 and mine.json()["id"] == session_id
+        assert (await anonymous.get(url, headers=bearer(a_jwt("bob")))).status_code == 404
+        expired = a_jwt(ALICE, exp=int(time.time()) - 600)
+        assert (await anonymous.get(url, headers=bearer(expired))).status_code == 401
+        wrong_audience = a_jwt(ALICE, aud="another-service")
+        assert (await anonymous.get(url, headers=bearer(wrong_audience))).status_code == 401
+        forged = jwt.encode(
+            {"sub": ALICE, "aud": "toolfleet-tests", "iss": "https://idp.test", "exp": 2**31},
+            "not-the-secret-" * 3,
+            algorithm="HS256",
+        )
+        assert (await anonymous.get(url, headers=bearer(forged))).status_code == 401
