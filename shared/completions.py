@@ -30,6 +30,7 @@ from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
+from toolfleet.shared.scripts import LuaScript
 
 DEAD_LETTERS_MAXLEN = 10_000
 # A session's order list outlives any completion waiting in it, then goes.
@@ -78,8 +79,10 @@ redis.call('expire', KEYS[2], ARGV[3])
 return {'posted', id}
 """
 )
+_POST = LuaScript(_POST_LUA)
 # KEYS[1]: a completions stream. ARGV[1]: the group. Returns how many entries went.
 TRIM_COMPLETIONS_LUA = _TRIM_LUA + "return trim(KEYS[1], ARGV[1])"
+TRIM_COMPLETIONS = LuaScript(TRIM_COMPLETIONS_LUA)
 
 
 class Completions:
@@ -189,8 +192,8 @@ class Completions:
         session's order: completions of a session apply in this order. Refused with
         CompletionsFullError while the stream holds `maxlen` unapplied entries."""
         stream = self._keys.completions(pending.app_name)
-        reply: Any = self._redis.eval(
-            _POST_LUA,
+        reply: Any = _POST.run_sync(
+            self._redis,
             2,
             stream,
             self._keys.completion_order(pending.session_id),

@@ -21,6 +21,7 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
+from toolfleet.shared.scripts import LuaScript
 
 # A closed call's marker outlives any redelivery or late post of it, then goes.
 CLOSED_TTL_S = 7 * 24 * 3600
@@ -31,6 +32,7 @@ if redis.call('exists', KEYS[1]) == 1 then return 0 end
 redis.call('hset', KEYS[2], ARGV[1], ARGV[2])
 return 1
 """
+_OPEN = LuaScript(_OPEN_LUA)
 
 
 class PendingCalls:
@@ -73,7 +75,7 @@ class PendingCalls:
         """Record a ticket for `call` unless the orchestrator closed the call already
         (it timed out, say): then False, and the call must not run."""
         closed = self._keys.closed(call.session_id, call.call_id)
-        opened = client.eval(_OPEN_LUA, 2, closed, self.key, call.call_id, self.record(call))
+        opened = _OPEN.run_sync(client, 2, closed, self.key, call.call_id, self.record(call))
         return bool(opened)
 
     def is_closed(self, client: redis.Redis, session_id: str, call_id: str) -> bool:

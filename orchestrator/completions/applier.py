@@ -43,6 +43,7 @@ from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
 from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES
+from toolfleet.shared.scripts import LuaScript
 from toolfleet.shared.sealing import Sealer
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ end
 consume()
 return {'applied', n}
 """
+_APPLY = LuaScript(_APPLY_LUA)
 
 
 # KEYS: 1 stream, 2 dead letters, 3 order list (or the stream again: no session known).
@@ -112,6 +114,7 @@ redis.call('xdel', KEYS[1], ARGV[1])
 if KEYS[3] ~= KEYS[1] then redis.call('lrem', KEYS[3], 1, ARGV[1]) end
 return 1
 """
+_REFUSE = LuaScript(_REFUSE_LUA)
 
 
 class CompletionApplier:
@@ -168,8 +171,8 @@ class CompletionApplier:
         delete, leave its session's order), in one step - if it is still in the stream."""
         order = self._keys.completion_order(session_id) if session_id else stream
         fields = [word for pair in dead_letter_fields(raw, reason).items() for word in pair]
-        refused = await self._redis.eval(
-            _REFUSE_LUA, 3, stream, self._keys.dead_letters(), order,
+        refused = await _REFUSE.run(
+            self._redis, 3, stream, self._keys.dead_letters(), order,
             entry_id, GROUP, DEAD_LETTERS_MAXLEN, *fields,
         )  # fmt: skip
         if refused:
@@ -272,8 +275,8 @@ class CompletionApplier:
                 pending.model_copy(update={"progress": [*pending.progress, completion.response]})
             )
         keys = self._keys
-        reply: Any = await self._redis.eval(
-            _APPLY_LUA,
+        reply: Any = await _APPLY.run(
+            self._redis,
             10,
             hold.fence.key,
             keys.pending(),

@@ -24,7 +24,7 @@ from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
 from toolfleet.orchestrator.completions.resumer import Notify, SessionResumer
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.orchestrator.loop.runner import Runner
-from toolfleet.shared.completions import TRIM_COMPLETIONS_LUA
+from toolfleet.shared.completions import TRIM_COMPLETIONS
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
@@ -126,7 +126,7 @@ class CompletionListener:
         """Drop the entries the group is done with (applied ones leave tombstones), never
         one that is unread or read and not acknowledged."""
         for stream in self.applier.streams:
-            await self._redis.eval(TRIM_COMPLETIONS_LUA, 1, stream, GROUP)
+            await TRIM_COMPLETIONS.run(self._redis, 1, stream, GROUP)
 
     def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         self._start(self._handle_safely(stream, entry_id, fields))

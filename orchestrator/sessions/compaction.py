@@ -22,6 +22,7 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus
+from toolfleet.shared.scripts import LuaScript
 
 # Sessions' own keys get this TTL on every write; 30 days, the documented default.
 DEFAULT_TTL_S = 30 * 24 * 3600
@@ -41,6 +42,7 @@ redis.call('ltrim', KEYS[1], ARGV[2], -1)
 redis.call('hincrby', KEYS[2], 'trimmed', ARGV[2])
 return 1
 """
+_COMPACT = LuaScript(COMPACT_LUA)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,8 @@ async def compact(
 ) -> bool:
     """Drop the first `cut` stored events, if `trimmed` is still the count dropped before
     them (and `fence`'s lease is held); whether they were dropped."""
-    done = await client.eval(
-        COMPACT_LUA,
+    done = await _COMPACT.run(
+        client,
         3,
         keys.events(session_id),
         keys.session(session_id),

@@ -28,6 +28,7 @@ from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError, SessionBusyError
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.scripts import LuaScript
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ end
 if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
 return out
 """
+_FENCED, _RENEW, _RELEASE = (LuaScript(s) for s in (_FENCED_LUA, _RENEW_LUA, _RELEASE_LUA))
 # How long a failed renewal waits before it tries again (doubling, within the TTL).
 RENEW_RETRY_S = 0.2
 
@@ -95,8 +97,8 @@ class Fence:
         """Apply `batch` atomically if we hold the lease (and release it with `release`);
         raise LeaseLostError otherwise. The replies of the batch's commands, in order."""
         try:
-            reply = await client.eval(
-                _FENCED_LUA, 1, self.key, self.token, "1" if release else "0", *batch.flat()
+            reply = await _FENCED.run(
+                client, 1, self.key, self.token, "1" if release else "0", *batch.flat()
             )
         except aioredis.ResponseError as exc:
             if "LEASELOST" not in str(exc):
@@ -154,7 +156,7 @@ class Leases:
     async def renew(self, session_id: str, owner: str) -> bool:
         """Extend the lease to a full TTL if `owner` still holds it (False if not)."""
         ttl_ms = int(self.ttl_s * 1000)
-        renewed = await self._redis.eval(_RENEW_LUA, 1, self._keys.lease(session_id), owner, ttl_ms)
+        renewed = await _RENEW.run(self._redis, 1, self._keys.lease(session_id), owner, ttl_ms)
         return bool(renewed)
 
     async def wait_for(
@@ -172,7 +174,7 @@ class Leases:
 
     async def release(self, session_id: str, owner: str) -> None:
         """Release the lease if `owner` still holds it."""
-        await self._redis.eval(_RELEASE_LUA, 1, self._keys.lease(session_id), owner)
+        await _RELEASE.run(self._redis, 1, self._keys.lease(session_id), owner)
 
     async def unleased(self, session_ids: Sequence[str]) -> list[str]:
         """Those of the sessions no replica holds the lease of."""

@@ -34,6 +34,7 @@ from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import redacted_event_fields, secret_name_set
+from toolfleet.shared.scripts import LuaScript
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
 # KEYS: session hash, the user's session set. ARGV: session id, TTL in seconds (0:
@@ -49,6 +50,7 @@ if tonumber(ARGV[2]) > 0 then
 end
 return 1
 """
+_CREATE = LuaScript(_CREATE_LUA)
 
 # Parsed events of this many recently read sessions are kept in memory.
 EVENTS_CACHE_SESSIONS = 1024
@@ -95,8 +97,8 @@ class SessionStore:
         session_id = session_id or uuid.uuid4().hex
         fields: list[str | float] = ["app_name", app_name, "user_id", user_id]
         fields += ["created_at", time.time()]
-        created = await self._redis.eval(
-            _CREATE_LUA,
+        created = await _CREATE.run(
+            self._redis,
             2,
             self._keys.session(session_id),
             self._keys.user_sessions(app_name, user_id),
