@@ -58,13 +58,14 @@ class CallRun:
         try:
             if self._time_limit_s <= 0:
                 return await self._coro
-            async with asyncio.timeout(self._time_limit_s) as limit:
-                try:
+            limit = asyncio.timeout(self._time_limit_s)
+            try:
+                async with limit:  # cancels the coroutine at the limit, as TimeoutError
                     return await self._coro
-                except TimeoutError:
-                    if limit.expired():
-                        raise CallTimeLimit(self._time_limit_s) from None
-                    raise  # the tool's own TimeoutError
+            except TimeoutError:
+                if limit.expired():
+                    raise CallTimeLimit(self._time_limit_s) from None
+                raise  # the tool's own TimeoutError
         finally:
             self.tasks.discard(task)
             try:

@@ -83,9 +83,9 @@ class Heartbeat:
                 log.warning("could not remove heartbeat key: %s", exc)
 
 
-def celery_pool_name(worker: Any) -> str:
+def celery_pool_name(consumer: Any) -> str:
     """The name of a worker's Celery pool implementation, as `-P` takes it."""
-    module = getattr(worker.pool_cls, "__module__", "")
+    module = type(getattr(consumer, "pool", None)).__module__
     return {"celery.concurrency.thread": "threads", "celery.concurrency.prefork": "prefork"}.get(
         module, module.rpartition(".")[2]
     )
@@ -126,7 +126,8 @@ def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> N
         queues = [q.name for q in sender.task_consumer.queues]
         pools = sorted(q.removeprefix(QUEUE_PREFIX) for q in queues if q.startswith(QUEUE_PREFIX))
         runs = celery_pool_name(sender)
-        heartbeat.start(sender.hostname, pools, runs, int(sender.concurrency or 0))
+        concurrency = int(getattr(sender.controller, "concurrency", 0) or 0)
+        heartbeat.start(sender.hostname, pools, runs, concurrency)
         log.info("worker %s serves pools %s (%s)", sender.hostname, ", ".join(pools), runs)
         warn_of_pool_mismatch(pools, runs, settings)
 

@@ -29,8 +29,8 @@ async def _status(url: str, keys: Keys) -> None:
     print(f"workers: {len(workers)}")
     for w in workers:
         runs = f"{w.runs} x{w.concurrency}" if w.runs else ""
-        pools = ", ".join(w.pools)
-        print(f"  {w.hostname:<36} pools {pools:<20} {runs:<14} up {now - w.started_at:,.0f} s")
+        served = ", ".join(w.pools)
+        print(f"  {w.hostname:<36} pools {served:<20} {runs:<14} up {now - w.started_at:,.0f} s")
     print("queues:")
     for pool, depth in zip(pools, queued, strict=True):
         print(f"  {queue_name(pool):<24} {depth} waiting")
