@@ -56,5 +56,5 @@ def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
     adk = result["tables"]["adk"]
     assert adk["data"]["toolfleet_s"] and all(t > 0 for t in adk["data"]["toolfleet_s"])
     io = result["tables"]["io"]
-    assert len(io["rows"]) == len(sizes["io_ks"]) + 1  # the async ks, then the sync tool
+    assert len(io["rows"]) == len(sizes["io_ks"]) + 2  # the async ks, the sync tool, 2 processes
     assert all(row[4] > 0 for row in io["rows"])  # the io worker's RSS was measured
