@@ -47,6 +47,12 @@ class Sizes:
     adk_cpu_s: float = 1.0
     adk_slots: int = 4
     adk_repeat: int = 3
+    # 7. io pools
+    io_ks: tuple[int, ...] = (10, 100, 1000)
+    io_ms: int = 1000
+    io_sync_k: int = 200
+    io_prefork_max_k: int = 100  # prefork at k=1000 would take minutes (k/4 s)
+    io_repeat: int = 3
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +84,11 @@ SMOKE = Sizes(
     adk_async_ms=100,
     adk_cpu_s=0.2,
     adk_repeat=1,
+    io_ks=(10, 50),
+    io_ms=200,
+    io_sync_k=20,
+    io_prefork_max_k=10,
+    io_repeat=1,
 )
 
 

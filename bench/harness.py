@@ -208,6 +208,10 @@ def worker_env(pool_impl: str = "prefork") -> dict[str, str]:
 
 
 def toolfleet_workers(settings: Settings, pool_impl: str = "prefork") -> WorkerGroup:
+    """Workers of the bench pool; `threads` makes it an io pool (WorkerGroup picks Celery's
+    pool from the pool's kind)."""
+    if pool_impl == "threads":
+        settings = settings.model_copy(update={"io_pools": [*settings.io_pools, POOL]})
     return WorkerGroup(settings, extra_env=worker_env(pool_impl), start_timeout_s=60.0)
 
 

@@ -39,9 +39,10 @@ FIGURES = {
     "fanout": "bench.fanout:fanout",
     "adk": "bench.adk:adk",
     "scale": "bench.scale:scale",
+    "io": "bench.io_pools:io_pools",
 }
 NAMES = list(FIGURES)
-ORDER = {"per_call": 1, "fanout": 2, "throughput": 3, "scale": 4, "resume": 5, "adk": 6}
+ORDER = {"per_call": 1, "fanout": 2, "throughput": 3, "scale": 4, "resume": 5, "adk": 6, "io": 7}
 
 
 def _figure(name: str) -> Callable[[Context], Table]:
@@ -63,7 +64,13 @@ def cleanup(url: str, prefix: str) -> None:
     """Remove what the run left in Redis (matters with --redis-url)."""
     client = redis.Redis.from_url(url)
     try:
-        for pattern in (f"{prefix}:*", "tools.bench", "bench.raw", "bench:raw-worker:*"):
+        for pattern in (
+            f"{prefix}:*",
+            "tools.bench",
+            "tools.io",
+            "bench.raw",
+            "bench:raw-worker:*",
+        ):
             for key in client.scan_iter(pattern, count=1000):
                 client.delete(key)
     finally:

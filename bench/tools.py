@@ -6,7 +6,7 @@ The work itself is in bench.workload, shared with the raw Celery and ADK referen
 from __future__ import annotations
 
 from bench import workload
-from toolfleet.shared.tools import LongRunningFunctionTool, tool
+from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool, ToolOptions, tool
 
 
 @tool
@@ -45,7 +45,7 @@ def sync_io_b(ms: int) -> dict[str, int]:
     return workload.sleep_ms(ms)
 
 
-@tool
+@tool(kind="cpu")  # figure 6 runs all four tools on one prefork pool; figure 7 the io pool
 async def async_io(ms: int) -> dict[str, int]:
     """A non-blocking call (async HTTP).
 
@@ -75,3 +75,10 @@ def open_ticket(name: str) -> dict[str, str]:
 
 
 open_ticket_tool = LongRunningFunctionTool(open_ticket)
+
+
+# Figure 7: the same 1 s waits on an io pool (threads, one event loop per process) and, for
+# reference, the async one on today's prefork pool.
+async_io_on_io = FunctionTool(async_io.func, "async_io_on_io", ToolOptions(kind="io"))
+async_io_on_prefork = FunctionTool(async_io.func, "async_io_on_prefork", ToolOptions(kind="cpu"))
+sleep_on_io = FunctionTool(sleep_ms.func, "sleep_on_io", ToolOptions(kind="io"))

@@ -6,7 +6,7 @@ import math
 import ssl
 from typing import Any
 
-from toolfleet.shared.config import Settings
+from toolfleet.shared.config import PoolKind, Settings
 from toolfleet.shared.keys import queue_name
 from toolfleet.shared.tools import FunctionTool
 
@@ -20,8 +20,17 @@ def tool_time_limit(tool: FunctionTool, settings: Settings) -> float:
 
 
 def tool_pool(tool: FunctionTool, settings: Settings) -> str:
-    """The pool whose workers run a tool: its own `pool`, else the settings' default pool."""
-    return tool.options.pool or settings.default_pool
+    """The pool whose workers run a tool: its own `pool`; else by its kind, the default io
+    pool or the default (cpu) pool; a tool without a kind is io when it is `async def`."""
+    if tool.options.pool:
+        return tool.options.pool
+    kind = tool.options.kind or ("io" if tool.is_async else "cpu")
+    return settings.default_io_pool if kind == "io" else settings.default_pool
+
+
+def tool_kind(tool: FunctionTool, settings: Settings) -> PoolKind:
+    """The kind of the pool that runs a tool (what a worker of that pool must be)."""
+    return settings.pool_kind(tool_pool(tool, settings))
 
 
 # A sweep takes milliseconds; this only bounds how long a dead holder blocks the next.

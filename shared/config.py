@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolfleet.shared.errors import ConfigError
+
+# How a pool's workers run calls: `cpu` one per prefork process, `io` many per process.
+PoolKind = Literal["io", "cpu"]
 
 
 class Settings(BaseSettings):
@@ -28,7 +31,25 @@ class Settings(BaseSettings):
         description="Modules a worker imports to find its tools (agents, tools and toolsets "
         "defined at module level), e.g. `examples.weather,examples.stocks`.",
     )
-    default_pool: str = Field(default="default", description="Pool of tools that name none.")
+    default_pool: str = Field(
+        default="default", description="Pool of sync tools that name no pool and no kind."
+    )
+    io_pools: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["io"],
+        description="Pools whose kind is `io`: a worker runs many calls per process (coroutine "
+        "tools on one event loop, sync tools on threads). Every other pool is `cpu` (prefork: "
+        "one call per process). The default io pool is always io.",
+    )
+    default_io_pool: str = Field(
+        default="io",
+        description="Pool of async tools and of tools declaring kind='io' that name no pool.",
+    )
+    io_concurrency: int = Field(
+        default=200,
+        ge=1,
+        description="Calls one io worker process runs at once (its threads); `toolfleet "
+        "worker --concurrency` overrides it.",
+    )
     default_timeout_s: float = Field(default=60.0, gt=0, description="Tool time limit.")
     result_grace_s: float = Field(
         default=15.0,
@@ -127,7 +148,7 @@ class Settings(BaseSettings):
         "arguments and results, and sealed in transit.",
     )
 
-    @field_validator("tool_modules", "secret_arg_names", mode="before")
+    @field_validator("tool_modules", "secret_arg_names", "io_pools", mode="before")
     @classmethod
     def _split_modules(cls, value: object) -> object:
         # A comma-separated list in the environment, or a JSON list.
@@ -136,6 +157,10 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    def pool_kind(self, pool: str) -> PoolKind:
+        """`io` for the io pools (and the default io pool), `cpu` for every other pool."""
+        return "io" if pool in self.io_pools or pool == self.default_io_pool else "cpu"
 
     def require_redis_url(self) -> str:
         """The Redis URL; raises ConfigError saying how to provide one when it is unset."""

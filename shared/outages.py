@@ -35,6 +35,19 @@ def async_retry_policy() -> async_retry.Retry:
     return async_retry.Retry(_backoff(), _RETRIES)
 
 
-def resilient_client(url: str) -> redis.Redis:
-    """A synchronous client (workers, the CLI) that retries through an outage."""
-    return redis.Redis.from_url(url, retry=sync_retry())
+# How long a thread waits for a free connection of a shared client's pool.
+POOL_WAIT_S = 20.0
+
+
+def resilient_client(url: str, max_connections: int | None = None) -> redis.Redis:
+    """A synchronous client (workers, the CLI) that retries through an outage.
+
+    With `max_connections`, threads share a pool of that many connections and wait (up to
+    POOL_WAIT_S) for a free one: an io worker's hundreds of threads would otherwise pass
+    redis-py's default cap of 100 and fail with MaxConnectionsError."""
+    if max_connections is None:
+        return redis.Redis.from_url(url, retry=sync_retry())
+    pool = redis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=POOL_WAIT_S, retry=sync_retry()
+    )
+    return redis.Redis(connection_pool=pool)

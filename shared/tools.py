@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError
@@ -31,6 +31,9 @@ class ToolOptions:
     retry_on: tuple[type[BaseException], ...] = ()  # transient exceptions worth a retry
     max_retries: int = 3
     retry_backoff_s: float = 1.0  # first retry delay; doubles each time
+    # None: an async function is io, a sync one cpu. Chooses the default pool of that kind
+    # when `pool` is None; an explicit pool wins.
+    kind: Literal["io", "cpu"] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +52,9 @@ class FunctionTool:
         name = self.name or getattr(self.func, "__name__", "")
         if not name.isidentifier():
             raise ToolDefinitionError([f"tool name {name!r} is not an identifier"])
+        if self.options.kind not in (None, "io", "cpu"):
+            kind = self.options.kind
+            raise ToolDefinitionError([f"tool {name!r}: kind {kind!r} is not 'io' or 'cpu'"])
         try:
             signature = describe_function(self.func, name, ToolContext)
         except ValueError as exc:
@@ -110,9 +116,10 @@ def tool(
     max_retries: int = 3,
     retry_backoff_s: float = 1.0,
     long_running: bool = False,
+    kind: Literal["io", "cpu"] | None = None,
 ) -> Any:
-    """Decorator form: `@tool(pool="heavy", timeout_s=30)` or bare `@tool`."""
-    options = ToolOptions(pool, timeout_s, tuple(retry_on), max_retries, retry_backoff_s)
+    """Decorator form: `@tool(pool="heavy", timeout_s=30)`, `@tool(kind="io")` or bare `@tool`."""
+    options = ToolOptions(pool, timeout_s, tuple(retry_on), max_retries, retry_backoff_s, kind)
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(f, name, options, is_long_running=long_running)

@@ -32,6 +32,11 @@ from toolfleet.workers.tasks import (
 
 log = logging.getLogger(__name__)
 
+# Connections a worker process's calls share (delivery guard, results, tickets, services).
+# Each holds one for a round trip, so 64 serve hundreds of threads; more would only load
+# Redis with idle connections from every io worker.
+WORKER_CONNECTIONS = 64
+
 
 def create_app(settings: Settings) -> Celery:
     """The worker's Celery app: its tool and job tasks, heartbeat and services."""
@@ -39,7 +44,8 @@ def create_app(settings: Settings) -> Celery:
     found = load_definitions(settings.tool_modules)
     app = Celery("toolfleet", set_as_current=False)
     app.conf.update(celery_config(settings, list(found.tools.values())))
-    client = resilient_client(settings.require_redis_url())  # results survive a Redis restart
+    # Results survive a Redis restart; an io worker's threads share WORKER_CONNECTIONS.
+    client = resilient_client(settings.require_redis_url(), WORKER_CONNECTIONS)
     keys = Keys(settings.key_prefix)
     signer = ResultSigner.of(settings.fleet_key)
     sealer = Sealer.of(settings)

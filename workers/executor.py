@@ -6,8 +6,10 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,15 +19,9 @@ from toolfleet.shared.context import ToolContext, ToolServices
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult, error_response
 from toolfleet.shared.tools import FunctionTool
+from toolfleet.workers.call_loop import CallTimeLimit, call_loop
 
 log = logging.getLogger(__name__)
-
-_loop: asyncio.AbstractEventLoop | None = None
-
-# How long the tasks a coroutine tool leaves behind get to finish cancelling. It runs after
-# the soft time limit and before the result is posted, all before the hard limit (the soft
-# one + 1 s, see toolfleet.workers.tasks) ends the process.
-DRAIN_TIMEOUT_S = 0.5
 
 # State values must survive json.dumps: the orchestrator stores each one with it.
 _ADVICE = (
@@ -36,72 +32,33 @@ _ADVICE = (
 _NAMED_KEYS = 5
 
 
-def _event_loop() -> asyncio.AbstractEventLoop:
-    # One loop per worker process (prefork children each get their own after fork); it
-    # outlives a call, so clients a tool keeps for the loop stay usable, but no task does.
-    global _loop
-    if _loop is None or _loop.is_closed():
-        _loop = asyncio.new_event_loop()
-    return _loop
+def _signals_reach_us() -> bool:
+    """Whether Celery's time limits can interrupt this thread: they are signals, handled on
+    the main thread, where prefork and solo pools run tasks. A threads-pool thread is never
+    interrupted, so there the executor keeps each call's limit itself."""
+    return threading.current_thread() is threading.main_thread()
 
 
-def _run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine tool to its end on this process's loop; leave nothing of it there.
+def _call_sync(func: Callable[..., Any], args: dict[str, Any], time_limit_s: float) -> Any:
+    """Call a sync tool. On the main thread directly (Celery's limits interrupt it); on a
+    pool thread on a helper thread of its own, waited for up to `time_limit_s`: past it the
+    call is answered (CallTimeLimit) and the helper thread is abandoned, still running -
+    Python cannot stop a thread."""
+    if _signals_reach_us() or time_limit_s <= 0:
+        return func(**args)
+    done: Future[Any] = Future()
 
-    The soft time limit is raised by a signal handler wherever the process is: for a tool
-    awaiting something that is the loop's select(), so the exception leaves
-    run_until_complete with the tool's task still scheduled - it would resume inside the
-    next call. So after every run (a value, an exception or an interruption) the tasks
-    left on the loop - the tool's and any it started - are cancelled and drained."""
-    loop = _event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        _drain(loop)
-
-
-def _drain(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel every task on `loop` and let them finish, for DRAIN_TIMEOUT_S at most; if any
-    is still pending then (it swallowed its cancellation), or the drain is interrupted, drop
-    the loop instead."""
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    try:
-        # Again until none is left: a cancelled task may start another (an async
-        # generator's finalizer, a cleanup task).
-        while pending := asyncio.all_tasks(loop):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                log.error(
-                    "%d task(s) of a coroutine tool ignored cancellation for %g s: closing "
-                    "this process's event loop (the next call gets a new one): %s",
-                    len(pending),
-                    DRAIN_TIMEOUT_S,
-                    ", ".join(sorted(repr(t.get_coro()) for t in pending)),
-                )
-                _drop(loop, pending)
-                return
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.wait(pending, timeout=remaining))
-    except BaseException:  # the soft time limit during the drain, say: the loop is not clean
-        _drop(loop, asyncio.all_tasks(loop))
-        raise
-
-
-def _drop(loop: asyncio.AbstractEventLoop, stuck: set[asyncio.Task[Any]]) -> None:
-    """Close `loop` for good: its tasks never run again (the next call gets a new loop)."""
-    global _loop
-    for task in stuck:
-        # Close each coroutine now (its `finally` blocks run here, in this call), rather
-        # than at garbage collection, in whatever call is running then.
-        coro = task.get_coro()
+    def target() -> None:
         try:
-            coro.close()
-        except Exception:
-            log.exception("closing a task left by a coroutine tool failed: %r", coro)
-    loop.close()
-    if _loop is loop:
-        _loop = None
+            done.set_result(func(**args))
+        except BaseException as exc:  # the tool's own: reported as its call's outcome
+            done.set_exception(exc)
+
+    threading.Thread(target=target, name="toolfleet-sync-call", daemon=True).start()
+    wait([done], timeout=time_limit_s)
+    if not done.done():
+        raise CallTimeLimit(time_limit_s)
+    return done.result()
 
 
 @dataclass(frozen=True)
@@ -124,9 +81,11 @@ def execute(
 ) -> Outcome:
     """Run `tool` for `call` in this worker process and describe the outcome as a ToolResult.
 
-    Arguments are validated again here; coroutine tools run on this process's event loop,
-    and no task of theirs is left on it afterwards. Exceptions become ERROR results (the
-    exception kept for retries), as do a soft time limit and a response or state writes
+    Arguments are validated again here; coroutine tools run on this process's call loop
+    (shared by the calls of an io worker), and no task of theirs is left on it afterwards;
+    each call keeps its own `time_limit_s` (0: none), on a pool thread too. Exceptions
+    become ERROR results (the exception kept for retries), as do a time limit and a
+    response or state writes
     that are not JSON or together over `max_result_bytes` (ResultRejected, no state delta).
     A long-running tool's response is PENDING: its ticket."""
     started = time.time()
@@ -174,12 +133,16 @@ def execute(
     if tool.signature.context_param:
         args[tool.signature.context_param] = context
     try:
-        value = tool.func(**args)
-        if asyncio.iscoroutine(value):
-            value = _run_coroutine(value)
+        if tool.is_async:
+            value = call_loop().run(tool.func(**args), time_limit_s)
+        else:
+            value = _call_sync(tool.func, args, time_limit_s)
+            if asyncio.iscoroutine(value):  # a sync wrapper of a coroutine function
+                left = max(time_limit_s - (time.time() - started), 0.001) if time_limit_s else 0
+                value = call_loop().run(value, left)
     except ToolError as exc:
         return finish(CallStatus.ERROR, error_response("ToolError", str(exc)), exc)
-    except SoftTimeLimitExceeded as exc:
+    except (SoftTimeLimitExceeded, CallTimeLimit) as exc:
         message = f"tool {tool.name!r} exceeded its time limit of {time_limit_s:g} s"
         return finish(CallStatus.ERROR, error_response("TimeoutError", message), exc)
     except Exception as exc:

@@ -15,6 +15,7 @@ from celery.signals import worker_ready, worker_shutdown
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import QUEUE_PREFIX, Keys
+from toolfleet.shared.pool_kinds import CELERY_POOL
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,20 @@ class Heartbeat:
         self._hostname = ""
         self._value = ""
 
-    def start(self, hostname: str, pools: list[str]) -> None:
+    def start(self, hostname: str, pools: list[str], runs: str = "", concurrency: int = 0) -> None:
         """Beat once now (raising if Redis fails), then every `period_s` from a daemon thread,
-        which logs failed beats and goes on."""
+        which logs failed beats and goes on. `runs` names the Celery pool implementation
+        (threads, prefork), `concurrency` how many calls it runs at once."""
         self._hostname = hostname
         self._value = json.dumps(
-            {"hostname": hostname, "pools": pools, "pid": os.getpid(), "started_at": time.time()}
+            {
+                "hostname": hostname,
+                "pools": pools,
+                "pid": os.getpid(),
+                "started_at": time.time(),
+                "runs": runs,
+                "concurrency": concurrency,
+            }
         )
         self._beat()
         self._thread = threading.Thread(target=self._run, name="toolfleet-heartbeat", daemon=True)
@@ -74,6 +83,35 @@ class Heartbeat:
                 log.warning("could not remove heartbeat key: %s", exc)
 
 
+def celery_pool_name(consumer: Any) -> str:
+    """The name of a worker's Celery pool implementation, as `-P` takes it."""
+    module = type(getattr(consumer, "pool", None)).__module__
+    return {"celery.concurrency.thread": "threads", "celery.concurrency.prefork": "prefork"}.get(
+        module, module.rpartition(".")[2]
+    )
+
+
+def warn_of_pool_mismatch(pools: list[str], runs: str, settings: Settings) -> None:
+    """Log what to change when the Celery pool does not fit the pools' kind: an io pool on
+    prefork runs one call per process (`celery worker` without `-P threads`), a cpu pool on
+    threads lets CPU-bound calls share one interpreter."""
+    kinds = {settings.pool_kind(p) for p in pools}
+    if "io" in kinds and runs != CELERY_POOL["io"]:
+        log.warning(
+            "io pools %s run on the %s pool, one call per process: start them with "
+            "`toolfleet worker --pool io` or `celery ... worker -P threads -c %d`",
+            ", ".join(p for p in pools if settings.pool_kind(p) == "io"),
+            runs,
+            settings.io_concurrency,
+        )
+    if "cpu" in kinds and runs == CELERY_POOL["io"]:
+        log.warning(
+            "cpu pools %s run on the threads pool: CPU-bound calls share one interpreter; "
+            "start them with `-P prefork` (the default) or list them in TOOLFLEET_IO_POOLS",
+            ", ".join(p for p in pools if settings.pool_kind(p) == "cpu"),
+        )
+
+
 def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> None:
     """Beat for `app`'s worker from when it is ready until it shuts down; its pools are the
     `tools.*` queues it consumes.
@@ -87,8 +125,11 @@ def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> N
             return
         queues = [q.name for q in sender.task_consumer.queues]
         pools = sorted(q.removeprefix(QUEUE_PREFIX) for q in queues if q.startswith(QUEUE_PREFIX))
-        heartbeat.start(sender.hostname, pools)
-        log.info("worker %s serves pools %s", sender.hostname, ", ".join(pools))
+        runs = celery_pool_name(sender)
+        concurrency = int(getattr(sender.controller, "concurrency", 0) or 0)
+        heartbeat.start(sender.hostname, pools, runs, concurrency)
+        log.info("worker %s serves pools %s (%s)", sender.hostname, ", ".join(pools), runs)
+        warn_of_pool_mismatch(pools, runs, settings)
 
     @worker_shutdown.connect(weak=False)
     def _on_shutdown(sender: Any = None, **_: Any) -> None:

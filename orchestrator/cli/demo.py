@@ -76,7 +76,9 @@ def cmd_demo(args: argparse.Namespace) -> None:
         if not settings.redis_url:
             # Two worker processes for the fan-out pool show calls spreading across them.
             specs = [
-                WorkerSpec([pool], 3) if pool == settings.default_pool else WorkerSpec([pool], 1)
+                WorkerSpec([pool], 3 if pool == settings.default_pool else 1)
+                if settings.pool_kind(pool) == "cpu"
+                else WorkerSpec([pool])  # io: the settings' io concurrency, threads
                 for pool in pools_of(load_agent(DEMO_AGENT), settings)
             ]
             specs.append(WorkerSpec([settings.default_pool], 3))

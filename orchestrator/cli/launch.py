@@ -44,6 +44,14 @@ def pools_of(agent: Agent, settings: Settings) -> list[str]:
     return sorted(pools or {settings.default_pool})
 
 
+def specs_for(pools: Sequence[str], settings: Settings, cpu_concurrency: int) -> list[WorkerSpec]:
+    """One embedded worker per pool: `cpu_concurrency` processes for a cpu pool, the
+    settings' io concurrency (threads) for an io pool."""
+    return [
+        WorkerSpec([p], cpu_concurrency if settings.pool_kind(p) == "cpu" else None) for p in pools
+    ]
+
+
 def start_local_fleet(
     stack: ExitStack, settings: Settings, specs: Sequence[WorkerSpec]
 ) -> Settings:
@@ -57,9 +65,12 @@ def start_local_fleet(
     )
     print(f"embedded server: {server.binary} on {server.url} (no TOOLFLEET_REDIS_URL set)")
     group = stack.enter_context(WorkerGroup(settings))
-    for spec, worker in zip(specs, group.start_all(specs), strict=True):
-        pools = ", ".join(spec.pools)
-        print(f"worker {worker.hostname}: pool {pools}, {spec.concurrency} processes")
+    for worker in group.start_all(specs):
+        pools = ", ".join(worker.pools)
+        runs = "threads" if worker.kind == "io" else "processes"
+        print(
+            f"worker {worker.hostname}: pool {pools} ({worker.kind}), {worker.concurrency} {runs}"
+        )
     return settings
 
 

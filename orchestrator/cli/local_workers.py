@@ -22,9 +22,10 @@ from types import TracebackType
 import redis
 
 from toolfleet.orchestrator.cli.embedded import wait_for
-from toolfleet.shared.config import Settings
+from toolfleet.shared.config import PoolKind, Settings
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.pool_kinds import concurrency_for, kind_of_pools, worker_pool_argv
 
 
 @dataclass
@@ -36,6 +37,8 @@ class WorkerProcess:
     pools: Sequence[str]
     process: subprocess.Popen[bytes]
     log_path: Path
+    kind: PoolKind = "cpu"  # io: Celery's threads pool; cpu: prefork
+    concurrency: int = 1  # calls it runs at once: threads (io) or child processes (cpu)
 
     def log(self) -> str:
         """Everything the worker has written so far; empty if it has not written yet."""
@@ -69,13 +72,20 @@ class WorkerProcess:
         self.process.wait(10)
 
 
+# Prefork children of a cpu worker started here unless its spec says otherwise.
+CPU_CONCURRENCY = 2
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What to start: one worker serving `pools` with `concurrency` processes, named `name`
-    (default: the pools and a random suffix)."""
+    """What to start: one worker serving `pools` running `concurrency` calls at once, named
+    `name` (default: the pools and a random suffix).
+
+    The pools' kind picks the Celery pool: io pools run on threads (`concurrency` threads,
+    default the settings' io concurrency), cpu pools on prefork (default 2 processes)."""
 
     pools: Sequence[str]
-    concurrency: int = 2
+    concurrency: int | None = None
     name: str | None = None
 
 
@@ -90,7 +100,7 @@ class WorkerGroup:
     _log_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def start(
-        self, pools: Sequence[str], concurrency: int = 2, name: str | None = None
+        self, pools: Sequence[str], concurrency: int | None = None, name: str | None = None
     ) -> WorkerProcess:
         """Start one worker process and wait until it serves its pools."""
         worker = self._spawn(pools, concurrency, name)
@@ -104,7 +114,11 @@ class WorkerGroup:
             self._wait_ready(worker)
         return workers
 
-    def _spawn(self, pools: Sequence[str], concurrency: int, name: str | None) -> WorkerProcess:
+    def _spawn(
+        self, pools: Sequence[str], concurrency: int | None, name: str | None
+    ) -> WorkerProcess:
+        kind = kind_of_pools(pools, self.settings)
+        calls = concurrency_for(kind, self.settings, concurrency, CPU_CONCURRENCY)
         if self._log_dir is None:
             self._log_dir = tempfile.TemporaryDirectory(prefix="toolfleet-workers-")
         label = name or f"{'-'.join(pools)}-{uuid.uuid4().hex[:6]}"
@@ -116,6 +130,8 @@ class WorkerGroup:
             "TOOLFLEET_KEY_PREFIX": self.settings.key_prefix,
             "TOOLFLEET_TOOL_MODULES": ",".join(self.settings.tool_modules),
             "TOOLFLEET_DEFAULT_POOL": self.settings.default_pool,
+            "TOOLFLEET_IO_POOLS": ",".join(self.settings.io_pools),
+            "TOOLFLEET_DEFAULT_IO_POOL": self.settings.default_io_pool,
             "TOOLFLEET_DEFAULT_TIMEOUT_S": str(self.settings.default_timeout_s),
             "TOOLFLEET_WORKER_HEARTBEAT_S": str(self.settings.worker_heartbeat_s),
             "TOOLFLEET_REDELIVERY_MARGIN_S": str(self.settings.redelivery_margin_s),
@@ -135,8 +151,7 @@ class WorkerGroup:
             "worker",
             "-Q",
             ",".join(queue_name(p) for p in pools),
-            "-c",
-            str(concurrency),
+            *worker_pool_argv(kind, calls),
             "-n",
             hostname,
             "-E",
@@ -150,7 +165,7 @@ class WorkerGroup:
             process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        worker = WorkerProcess(hostname, list(pools), process, log_path)
+        worker = WorkerProcess(hostname, list(pools), process, log_path, kind, calls)
         self.workers.append(worker)
         return worker
 

@@ -22,9 +22,9 @@ from toolfleet.orchestrator.cli.launch import (
     load_agent,
     pools_of,
     redis_url_or_embedded_file,
+    specs_for,
     start_local_fleet,
 )
-from toolfleet.orchestrator.cli.local_workers import WorkerSpec
 from toolfleet.orchestrator.cli.status import cmd_status
 from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.loop.invocation import Update
@@ -32,7 +32,11 @@ from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import queue_name
+from toolfleet.shared.pool_kinds import concurrency_for, kind_of_pools, worker_pool_argv
 from toolfleet.shared.redis_check import check_redis
+
+# Prefork children of a `toolfleet worker` for cpu pools unless --concurrency says otherwise.
+CPU_CONCURRENCY = 4
 
 
 async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> None:
@@ -74,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         settings = settings.model_copy(update={"tool_modules": [*settings.tool_modules, module]})
     with ExitStack() as stack:
         if not settings.redis_url:
-            specs = [WorkerSpec([p], args.concurrency) for p in pools_of(agent, settings)]
+            specs = specs_for(pools_of(agent, settings), settings, args.concurrency)
             settings = start_local_fleet(stack, settings, specs)
         else:
             check_redis(settings.redis_url)
@@ -139,15 +143,22 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> None:
     """`toolfleet worker`: run a Celery worker in this process for the `--pool`s (default: the
-    default pool), loading `--tools` or TOOLFLEET_TOOL_MODULES. Returns when the worker exits."""
+    default pool), loading `--tools` or TOOLFLEET_TOOL_MODULES. Returns when the worker exits.
+
+    io pools run on Celery's threads pool (TOOLFLEET_IO_CONCURRENCY calls at once), cpu pools
+    on prefork (4 processes); `--concurrency` overrides either."""
     settings = Settings()
     if args.tools:
         settings = settings.model_copy(update={"tool_modules": args.tools.split(",")})
     from toolfleet.workers.app import create_app  # the orchestrator imports worker code only here
 
+    pools = args.pool or [settings.default_pool]
+    kind = kind_of_pools(pools, settings)  # before the app: a mixed worker is refused at once
+    concurrency = concurrency_for(kind, settings, args.concurrency, CPU_CONCURRENCY)
     app = create_app(settings)
-    queues = ",".join(queue_name(p) for p in args.pool or [settings.default_pool])
-    argv = ["worker", "-Q", queues, "-c", str(args.concurrency), "-E", "--loglevel", args.loglevel]
+    queues = ",".join(queue_name(p) for p in pools)
+    argv = ["worker", "-Q", queues, *worker_pool_argv(kind, concurrency), "-E"]
+    argv += ["--loglevel", args.loglevel]
     if args.name:
         argv += ["-n", args.name]
     app.worker_main(argv)
@@ -167,7 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", required=True, help="module:attribute of an Agent")
     run.add_argument("--user", default="user", help="user id (default: user)")
     run.add_argument("--session", default=None, help="session id (default: a new session)")
-    run.add_argument("--concurrency", type=int, default=4, help="processes per embedded worker")
+    run.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="processes per embedded cpu-pool worker (io pools: TOOLFLEET_IO_CONCURRENCY threads)",
+    )
     run.add_argument("--no-wait", action="store_true", help="do not wait for pending tickets")
     run.add_argument("--wait", type=float, default=3600, help="seconds to wait for tickets")
     run.add_argument("message")
@@ -191,7 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run a tool worker (a Celery worker) for some pools")
     worker.add_argument("--pool", action="append", help="pool to serve (repeatable)")
     worker.add_argument("--tools", help="comma-separated tool modules (TOOLFLEET_TOOL_MODULES)")
-    worker.add_argument("--concurrency", "-c", type=int, default=4)
+    worker.add_argument(
+        "--concurrency",
+        "-c",
+        type=int,
+        default=None,
+        help=f"calls at once: threads of an io pool (default TOOLFLEET_IO_CONCURRENCY), "
+        f"processes of a cpu pool (default {CPU_CONCURRENCY})",
+    )
     worker.add_argument("--name", "-n", help="Celery node name, e.g. heavy1@%%h")
     worker.add_argument("--loglevel", default="INFO")
     worker.set_defaults(func=cmd_worker)

@@ -28,7 +28,9 @@ async def _status(url: str, keys: Keys) -> None:
     print(f"redis: {url}")
     print(f"workers: {len(workers)}")
     for w in workers:
-        print(f"  {w.hostname:<36} pools {', '.join(w.pools):<20} up {now - w.started_at:,.0f} s")
+        runs = f"{w.runs} x{w.concurrency}" if w.runs else ""
+        served = ", ".join(w.pools)
+        print(f"  {w.hostname:<36} pools {served:<20} {runs:<14} up {now - w.started_at:,.0f} s")
     print("queues:")
     for pool, depth in zip(pools, queued, strict=True):
         print(f"  {queue_name(pool):<24} {depth} waiting")

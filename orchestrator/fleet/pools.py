@@ -18,12 +18,15 @@ CACHE_S = 0.5
 
 
 class WorkerInfo(BaseModel):
-    """A worker's heartbeat value: its hostname, the pools it serves, its pid and start time."""
+    """A worker's heartbeat value: its hostname, the pools it serves, its pid and start time,
+    its Celery pool implementation and concurrency (empty and 0 from older workers)."""
 
     hostname: str
     pools: list[str]
     pid: int
     started_at: float
+    runs: str = ""
+    concurrency: int = 0
 
 
 async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:

@@ -29,6 +29,7 @@ FAULT_TOOL_MODULES = [
     "tests.faults.input_tools",
     "tests.faults.async_fault_tools",
     "tests.faults.exactly_once_tools",
+    "tests.faults.io_pool_tools",
 ]
 
 

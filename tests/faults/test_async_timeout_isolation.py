@@ -65,7 +65,7 @@ async def test_async_tool_past_its_time_limit_never_runs_on_in_the_next_call(
     aclient: aioredis.Redis,
     report_figure: Callable[[str, object], None],
 ) -> None:
-    worker = workers.start(["default"], concurrency=1)  # one pool process: one event loop
+    worker = workers.start(["io"])  # async tools' pool: one process, one event loop
     prefix = settings.key_prefix
     patient = settings.model_copy(update={"result_grace_s": PATIENT_GRACE_S})
 

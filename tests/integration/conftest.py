@@ -72,7 +72,8 @@ def settings(redis_url: str) -> Iterator[Settings]:
 
 @pytest.fixture(scope="session")
 def fleet(settings: Settings, bank_api: BankApi) -> Iterator[WorkerGroup]:
-    """Two processes of 2 slots on the default pool, one each on `other`, `tickets`, `agents`."""
+    """Two processes of 2 slots on the default pool, one each on `other`, `tickets`, `agents`,
+    and an io worker (threads) for the async tools."""
     env = {
         "TOOLFLEET_TICKET_RESOLVE_AFTER_S": TICKET_RESOLVE_AFTER_S,
         "TOOLFLEET_EXAMPLE_API_URL": bank_api.url,
@@ -85,6 +86,7 @@ def fleet(settings: Settings, bank_api: BankApi) -> Iterator[WorkerGroup]:
                 WorkerSpec(["other"], 1, "w3"),
                 WorkerSpec(["tickets"], 1, "w4"),
                 WorkerSpec(["agents"], 1, "w5"),
+                WorkerSpec(["io"], 20, "w6"),
             ]
         )
         yield group

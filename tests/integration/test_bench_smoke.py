@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = ["per_call", "fanout", "throughput", "scale", "resume", "adk"]
+TABLES = ["per_call", "fanout", "throughput", "scale", "resume", "adk", "io"]
 
 
 def numbers(row: list[object]) -> list[float]:
@@ -55,3 +55,6 @@ def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
     assert len(fanout["rows"]) == len(sizes["fanout_ks"]) * len(sizes["fanout_slots"])
     adk = result["tables"]["adk"]
     assert adk["data"]["toolfleet_s"] and all(t > 0 for t in adk["data"]["toolfleet_s"])
+    io = result["tables"]["io"]
+    assert len(io["rows"]) == len(sizes["io_ks"]) + 2  # the async ks, the sync tool, 2 processes
+    assert all(row[4] > 0 for row in io["rows"])  # the io worker's RSS was measured

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import redis
 
@@ -10,6 +16,8 @@ from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_valkey_binary_from_the_wheel_serves_streams() -> None:
@@ -34,3 +42,23 @@ def test_status_lists_live_workers_pools_and_queues(
         assert worker.hostname in out
     assert "tools.default" in out and "tools.tickets" in out
     assert "pending tickets:" in out
+
+
+def test_run_starts_an_io_worker_for_an_agent_with_async_tools(tmp_path: Path) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TOOLFLEET_", "GOOGLE_", "GEMINI_"))
+    }
+    env.update(TMPDIR=str(tmp_path), TOOLFLEET_IO_CONCURRENCY="50")
+    message = "save notes.txt: the quarterly numbers"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfleet", "run", "--agent", "examples.documents:agent", message],
+        env=env, capture_output=True, text=True, timeout=110, cwd=REPO,
+    )  # fmt: skip
+
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    # save_document is `async def`: the io pool, on Celery's threads.
+    assert re.search(r"^worker io-\S+: pool io \(io\), 50 threads$", out, flags=re.M), out
+    assert "save_document" in out and "'version': 0" in out, out

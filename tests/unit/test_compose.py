@@ -155,11 +155,18 @@ def test_toolfleet_commands_are_valid_cli_invocations(services: dict[str, Any]) 
     parsed = {
         name: toolfleet_args(s) for name, s in services.items() if argv(s)[:1] == ["toolfleet"]
     }
-    workers = {"worker": "default", "worker-heavy": "heavy", "worker-tickets": "tickets"}
+    workers = {
+        "worker": "default",
+        "worker-heavy": "heavy",
+        "worker-tickets": "tickets",
+        "worker-io": "io",
+    }
     assert set(parsed) == {*workers, "orchestrator"}
     for name, pool in workers.items():
         assert parsed[name].command == "worker" and parsed[name].pool == [pool], name
     assert parsed["worker"].concurrency == 4  # WORKER_CONCURRENCY's default
+    assert parsed["worker-io"].concurrency is None  # TOOLFLEET_IO_CONCURRENCY threads
+    assert Settings().pool_kind("io") == "io" and Settings().pool_kind("default") == "cpu"
     assert parsed["orchestrator"].command == "serve"
 
 

@@ -23,7 +23,8 @@ from tests.unit.test_executor import envelope
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.tools import FunctionTool
-from toolfleet.workers import executor
+from toolfleet.workers import call_loop as call_loop_module
+from toolfleet.workers.call_loop import call_loop
 from toolfleet.workers.executor import execute
 
 LIMIT = 10_000
@@ -53,6 +54,16 @@ def soft_limit_signal() -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def loop_tasks() -> set[asyncio.Task[Any]]:
+    """The tasks on this process's call loop now."""
+    loop = call_loop().loop
+    return asyncio.run_coroutine_threadsafe(_tasks(), loop).result(5)
+
+
+async def _tasks() -> set[asyncio.Task[Any]]:
+    return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
 
 
 def arm_soft_limit() -> None:
@@ -187,7 +198,7 @@ def test_async_tool_interrupted_by_the_soft_limit_never_resumes_in_a_later_call(
     # Its task was cancelled (before the second call started), and nothing is left on the
     # loop to run in a third call either.
     assert log == ["first parked", "first cancelled", "second done"]
-    assert not asyncio.all_tasks(executor._event_loop())
+    assert not loop_tasks()
     assert run(opener).response == {"result": "opened"}
     assert "first side effect" not in log, log
 
@@ -195,22 +206,20 @@ def test_async_tool_interrupted_by_the_soft_limit_never_resumes_in_a_later_call(
 def test_tool_that_swallows_cancellation_cannot_hang_the_worker(
     soft_limit_signal: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(executor, "DRAIN_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(call_loop_module, "DRAIN_TIMEOUT_S", 0.2)
     log: list[str] = []
+    release = asyncio.Event()  # the test's cleanup: lets the stubborn tool out at last
 
     async def stubborn() -> str:
         """Ignores every cancellation; would record a side effect if it ever got out."""
         log.append("parked")
         arm_soft_limit()
-        while True:
+        while not release.is_set():
             try:
-                await asyncio.sleep(PARKED_S)  # ok: parks; only the interrupt ends it
+                await release.wait()
             except asyncio.CancelledError:
                 log.append("ignored a cancellation")
-                continue
-            break
-        log.append("stubborn side effect")
-        return "late"
+        return "released"
 
     async def quick() -> str:
         """Quick."""
@@ -218,22 +227,19 @@ def test_tool_that_swallows_cancellation_cannot_hang_the_worker(
             await asyncio.sleep(0)  # ok: yields to the loop
         return "quick"
 
-    old_loop = executor._event_loop()
     started = time.monotonic()
     first = run(stubborn, time_limit_s=INTERRUPT_AFTER_S)
     took = time.monotonic() - started
     assert first.response["error_type"] == "TimeoutError", first.response
-    assert took < INTERRUPT_AFTER_S + 0.2 + 2.0, took  # the drain was bounded
+    assert took < INTERRUPT_AFTER_S + 2 * 0.2 + 2.0, took  # the wait for it was bounded
     assert "ignored a cancellation" in log
-    # The loop it would not leave was closed; the next call runs on a new one.
-    assert old_loop.is_closed()
-    assert executor._event_loop() is not old_loop
-
+    # The shared loop goes on: the next call runs beside the task that would not stop.
     assert run(quick).response == {"result": "quick"}
-    assert "stubborn side effect" not in log, log
+    loop = call_loop().loop
+    loop.call_soon_threadsafe(release.set)
 
 
-def test_soft_limit_during_the_drain_drops_the_loop(soft_limit_signal: None) -> None:
+def test_soft_limit_during_the_cleanup_leaves_the_loop_serving(soft_limit_signal: None) -> None:
     log: list[str] = []
 
     async def slow_to_cancel() -> str:
@@ -253,10 +259,8 @@ def test_soft_limit_during_the_drain_drops_the_loop(soft_limit_signal: None) -> 
         await asyncio.sleep(0)  # ok: yields to the loop
         return "quick"
 
-    old_loop = executor._event_loop()
     first = run(slow_to_cancel, time_limit_s=INTERRUPT_AFTER_S)
     assert first.response["error_type"] == "TimeoutError", first.response
-    assert old_loop.is_closed()
     assert run(quick).response == {"result": "quick"}
     assert log == []
 

@@ -1,0 +1,149 @@
+"""One event loop per worker process, on a daemon thread, shared by every coroutine call.
+
+An io worker runs many calls at once: each Celery thread hands its coroutine to this loop
+and waits for it, so a thousand calls awaiting the network cost one thread each and share
+one loop. Nothing of one call may disturb another on the shared loop: every task a call
+starts is tagged with the call (a context variable read by the loop's task factory), so a
+call that ends - returns, raises, runs out of time or is interrupted - cancels its own
+tasks and no one else's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# How long the tasks a call leaves behind get to finish cancelling before the call is
+# answered anyway. Under the prefork pool it runs after the soft time limit and before the
+# hard one (the soft one + 1 s, see toolfleet.workers.tasks).
+DRAIN_TIMEOUT_S = 0.5
+
+# The call a task belongs to; tasks inherit their creator's context, hence its tag.
+_current_call: contextvars.ContextVar[CallRun | None] = contextvars.ContextVar(
+    "toolfleet_call", default=None
+)
+
+
+class CallTimeLimit(Exception):
+    """A coroutine call ran past its time limit and was cancelled."""
+
+
+class CallRun:
+    """One call's coroutine on the shared loop: its time limit and the tasks it started."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], time_limit_s: float) -> None:
+        self._coro = coro
+        self._time_limit_s = time_limit_s
+        self.tasks: set[asyncio.Task[Any]] = set()  # touched on the loop thread only
+        self.ended = threading.Event()  # set once its tasks are cancelled and drained
+
+    def adopt(self, task: asyncio.Task[Any]) -> None:
+        """Count `task` as this call's until it is done."""
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run(self) -> Any:
+        """Run the coroutine as this call, within its time limit; then cancel what it left."""
+        _current_call.set(self)  # this task's own context: only its children inherit it
+        task = asyncio.current_task()
+        assert task is not None
+        self.adopt(task)
+        try:
+            if self._time_limit_s <= 0:
+                return await self._coro
+            limit = asyncio.timeout(self._time_limit_s)
+            try:
+                async with limit:  # cancels the coroutine at the limit, as TimeoutError
+                    return await self._coro
+            except TimeoutError:
+                if limit.expired():
+                    raise CallTimeLimit(self._time_limit_s) from None
+                raise  # the tool's own TimeoutError
+        finally:
+            self.tasks.discard(task)
+            try:
+                await self._cancel_leftovers()
+            finally:
+                self.ended.set()
+
+    async def _cancel_leftovers(self) -> None:
+        """Cancel the tasks this call started and did not await, and wait for them to finish
+        (bounded). A task that ignores its cancellation is left on the loop, logged: it
+        cannot be removed without stopping every other call's loop."""
+        deadline = asyncio.get_running_loop().time() + DRAIN_TIMEOUT_S
+        # Again until none is left: a cancelled task may start another (a cleanup task).
+        while pending := set(self.tasks):
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                log.error(
+                    "%d task(s) of a coroutine tool ignored cancellation for %g s; they stay "
+                    "on this worker process's event loop: %s",
+                    len(pending),
+                    DRAIN_TIMEOUT_S,
+                    ", ".join(sorted(repr(t.get_coro()) for t in pending)),
+                )
+                return
+            for leftover in pending:
+                leftover.cancel()
+            await asyncio.wait(pending, timeout=remaining)
+
+
+def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    # Runs in the creator's context: a task created by a call's code belongs to that call.
+    task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+    owner = _current_call.get()
+    if owner is not None:
+        owner.adopt(task)
+    return task
+
+
+class CallLoop:
+    """The process's event loop, running on its own daemon thread."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_task_factory(_task_factory)
+        self._thread = threading.Thread(target=self._serve, name="toolfleet-call-loop", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, Any], time_limit_s: float) -> Any:
+        """Run `coro` on the loop as one call and wait for its value (from any thread).
+
+        Past `time_limit_s` (0: none) it is cancelled and CallTimeLimit is raised. If the
+        waiting thread is interrupted instead (Celery's soft time limit, a signal to the
+        main thread of a prefork child), the call is cancelled, its tasks get
+        DRAIN_TIMEOUT_S to finish, and the interruption goes on."""
+        call = CallRun(coro, time_limit_s)
+        future = asyncio.run_coroutine_threadsafe(call.run(), self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                future.cancel()
+                call.ended.wait(DRAIN_TIMEOUT_S * 2)
+            raise
+
+
+_call_loop: CallLoop | None = None
+_lock = threading.Lock()
+
+
+def call_loop() -> CallLoop:
+    """This process's call loop, started on first use (again in a forked child)."""
+    global _call_loop
+    with _lock:
+        if _call_loop is None or _call_loop.pid != os.getpid():
+            _call_loop = CallLoop()
+        return _call_loop
