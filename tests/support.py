@@ -20,7 +20,12 @@ class InProcessRunner:
         self.reverse = reverse  # yield results in reverse call order (arrival != call order)
 
     async def run(
-        self, calls: Sequence[PlannedCall], *, resume: bool = False, fence: object = None
+        self,
+        calls: Sequence[PlannedCall],
+        *,
+        resume: bool = False,
+        fence: object = None,
+        with_first_send: object = None,  # nothing goes through Redis: the loop writes alone
     ) -> AsyncIterator[ToolResult]:
         # In process nothing outlives a crash: a resumed turn runs all its calls.
         self.batches.append([p.call.call_id for p in calls])

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.pools import LivePools
-from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.sessions.leases import Fence
 from toolfleet.shared.batch import WriteBatch
@@ -52,12 +52,18 @@ class CeleryFleet:
         self._pools = pools
 
     async def run(
-        self, calls: Sequence[PlannedCall], *, resume: bool = False, fence: Fence | None = None
+        self,
+        calls: Sequence[PlannedCall],
+        *,
+        resume: bool = False,
+        fence: Fence | None = None,
+        with_first_send: WithFirstSend | None = None,
     ) -> AsyncIterator[ToolResult]:
         """Publish calls to their pools' queues and yield one result per call as they finish.
 
         At most `max_parallel_calls` are out at once. A call whose pool has no live worker,
-        or that misses its deadline, gets an error result. `resume`: see ToolRunner.run.
+        or that misses its deadline, gets an error result. `resume`, `with_first_send`:
+        see ToolRunner.run (the latter rides on the first publish, if any).
         """
         sent: set[str] = set()
         if resume and calls:
@@ -94,7 +100,10 @@ class CeleryFleet:
                 batch, waiting = waiting[:room], waiting[room:]
                 if batch:
                     dispatches = [self._dispatch(p) for p in batch]
-                    await self._publisher.publish(dispatches, record_in=record_in, fence=fence)
+                    await self._publisher.publish(
+                        dispatches, record_in=record_in, fence=fence, also=with_first_send
+                    )
+                    with_first_send = None
                     self._track(in_flight, futures, batch)
                 next_deadline = min(flight.deadline for flight in in_flight.values())
                 done, _ = await asyncio.wait(

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.fleet.protocol import WithFirstSend
 from toolfleet.orchestrator.sessions.leases import Fence, write
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import task_name
@@ -100,11 +101,17 @@ class CeleryPublisher:
         return body
 
     async def publish(
-        self, dispatches: Sequence[Dispatch], *, record_in: str, fence: Fence | None = None
+        self,
+        dispatches: Sequence[Dispatch],
+        *,
+        record_in: str,
+        fence: Fence | None = None,
+        also: WithFirstSend | None = None,
     ) -> None:
         """Push the messages and add their call ids to the set `record_in`, atomically:
         a replica that takes over the turn knows exactly what was sent. With `fence`,
-        only while that lease is held: a replica that lost the session sends nothing."""
+        only while that lease is held: a replica that lost the session sends nothing.
+        `also` adds writes of the caller's to the same step (the model turn)."""
         if not dispatches:
             return
         batch = WriteBatch()
@@ -112,7 +119,10 @@ class CeleryPublisher:
             batch.lpush(dispatch.queue, self.encode(dispatch))
         batch.sadd(record_in, *(d.call.call_id for d in dispatches))
         batch.expire(record_in, DISPATCHED_TTL_S)
-        await write(self._redis, batch, fence)
+        written = also(batch) if also is not None else None
+        replies = await write(self._redis, batch, fence)
+        if written is not None:
+            await written(replies)
 
     async def recorded(self, record_in: str) -> set[str]:
         """The call ids `publish` added to `record_in` (and not forgotten since)."""

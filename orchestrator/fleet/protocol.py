@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from toolfleet.orchestrator.sessions.leases import Fence
 from toolfleet.shared.batch import WriteBatch
@@ -20,15 +20,28 @@ class PlannedCall:
     tool: FunctionTool
 
 
+# Stages commands into the batch that sends a turn's first calls; what it returns is called
+# with that write's replies once it is done.
+WithFirstSend = Callable[[WriteBatch], Callable[[Sequence[Any]], Awaitable[None]]]
+
+
 class ToolRunner(Protocol):
     """Runs validated calls somewhere and yields one result per call, as they finish."""
 
     def run(
-        self, calls: Sequence[PlannedCall], *, resume: bool = False, fence: Fence | None = None
+        self,
+        calls: Sequence[PlannedCall],
+        *,
+        resume: bool = False,
+        fence: Fence | None = None,
+        with_first_send: WithFirstSend | None = None,
     ) -> AsyncIterator[ToolResult]:
         """`resume`: the calls are those of a turn whose invocation died; run only what
         was never sent, and collect the results of the others. `fence`: the session's
-        lease, which must still be held when the calls are sent."""
+        lease, which must still be held when the calls are sent. `with_first_send`: writes
+        (the model turn) to make in the same atomic step as sending the first calls; a
+        runner that sends nothing through Redis may ignore it (the loop then writes them
+        alone)."""
         ...
 
     async def settle(self, session_id: str) -> None:

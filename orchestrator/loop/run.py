@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from google.genai import types
 
@@ -24,6 +25,7 @@ from toolfleet.orchestrator.models.protocol import (
     function_calls,
 )
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.sealing import Sealer
@@ -103,11 +105,19 @@ async def _answer_calls(
         ending.reason = EndReason.ANSWERED
         return
     resuming = tools is None
+    # A new model turn is stored with its first calls sent, in one atomic step (one round
+    # trip less, and no "stored but not sent" window); alone if none is sent.
+    model_turn = None if resuming else _UnstoredTurn(inv, model_event)
     if tools is None:
         tools = await agent.tools_for(inv.readonly_context())
     results: dict[str, ToolResult] = {}
-    async for update in run_calls(inv, tools, calls, results, resume=resuming):
+    with_first_send = model_turn.stage if model_turn is not None else None
+    async for update in run_calls(
+        inv, tools, calls, results, resume=resuming, with_first_send=with_first_send
+    ):
         yield update
+    if model_turn is not None:
+        await model_turn.store_if_unsent()
     ordered = [results[c.id or ""] for c in calls]
     if any(r.actions.requested_auth for r in ordered):
         # The model sees these results only once the credentials are supplied.
@@ -133,9 +143,35 @@ async def _answer_calls(
         ending.reason = EndReason.ESCALATED  # the root agent gave up: nobody above answers
 
 
+class _UnstoredTurn:
+    """A model turn with calls, not stored yet: it goes in the write that sends its first
+    calls (`stage`), or alone when none is sent (all invalid, say)."""
+
+    def __init__(self, inv: Invocation, event: Event) -> None:
+        self._inv = inv
+        self._event = event
+        self._stored = False
+
+    def stage(self, batch: WriteBatch) -> Callable[[Sequence[Any]], Awaitable[None]]:
+        """Add the turn's append to `batch`; answer what to call with the batch's replies."""
+        staged = self._inv.store.stage_append(batch, self._inv.session, self._event)
+
+        async def written(replies: Sequence[Any]) -> None:
+            self._stored = True
+            await self._inv.store.appended(staged, replies, self._inv.fence)
+
+        return written
+
+    async def store_if_unsent(self) -> None:
+        """Store the turn now if no send carried it."""
+        if not self._stored:
+            await self._inv.store.append(self._inv.session, self._event, fence=self._inv.fence)
+            self._stored = True
+
+
 async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
-    """Ask the agent's model for its next turn and persist it; the turn and the tools
-    the model was offered."""
+    """Ask the agent's model for its next turn; the turn and the tools the model was
+    offered. An answer (no calls) is stored here; a turn with calls by `_answer_calls`."""
     if inv.lease is not None and inv.lease.renewal.lost:
         raise LeaseLostError(
             f"session {inv.session.id!r}: the lease was lost; not calling the model again"
@@ -156,8 +192,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
     # and the lease can go in the same transaction.
     inv.answered = not function_calls(content)
     if not inv.answered:
-        await inv.store.append(inv.session, model_event, fence=inv.fence)
-        return model_event, tools
+        return model_event, tools  # stored with its calls (_answer_calls)
     release = inv.lease is not None and inv.release_on_answer
     if inv.lease is not None and release:
         await inv.lease.renewal.stop()

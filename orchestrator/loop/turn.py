@@ -10,7 +10,7 @@ from typing import Any
 
 from google.genai import types
 
-from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
 from toolfleet.shared.messages import (
@@ -35,8 +35,10 @@ async def run_calls(
     results: dict[str, ToolResult],
     *,
     resume: bool = False,
+    with_first_send: WithFirstSend | None = None,
 ) -> AsyncIterator[CallsDispatched | CallFinished]:
     """Validate all calls, dispatch the valid ones at once, collect every result.
+    `with_first_send`: writes to make with the first calls sent (ToolRunner.run).
 
     Only the first `max_calls_per_turn` calls run; the others are answered with an
     error and never dispatched. `resume`: the turn's invocation died after dispatching
@@ -89,7 +91,10 @@ async def run_calls(
     if planned:
         yield CallsDispatched(inv.id, [p.call for p in planned])
         skipping = {p.call.call_id for p in planned if getattr(p.tool, "skip_summarization", False)}
-        async for result in inv.runner.run(planned, resume=resume, fence=inv.fence):
+        sending = inv.runner.run(
+            planned, resume=resume, fence=inv.fence, with_first_send=with_first_send
+        )
+        async for result in sending:
             if result.call_id in skipping:  # AgentTool(skip_summarization=True)
                 result.actions.skip_summarization = True
             results[result.call_id] = result

@@ -56,6 +56,17 @@ _CREATE = LuaScript(_CREATE_LUA)
 EVENTS_CACHE_SESSIONS = 1024
 
 
+@dataclass(frozen=True)
+class StagedAppend:
+    """An event's append staged in a batch: what `SessionStore.appended` needs once the
+    batch is written."""
+
+    session: Session
+    event: Event
+    stored: Event  # as written: temp: state and secrets left out
+    reply_index: int  # of its RPUSH among the batch's replies: the events' new length
+
+
 @dataclass
 class _Cached:
     app_name: str
@@ -228,15 +239,36 @@ class SessionStore:
         With `fence` (an invocation's lease), Redis applies it only while that lease is
         held (else LeaseLostError), and `release` releases the lease in the same step.
         """
+        batch = WriteBatch()
+        staged = self.stage_append(
+            batch, session, event, pending=pending, resolved=resolved, closed=closed,
+            owes_turn=owes_turn,
+        )  # fmt: skip
+        if also is not None:
+            also(batch)
+        replies = await write(self._redis, batch, fence, release=release)
+        await self.appended(staged, replies, fence)
+
+    def stage_append(
+        self,
+        batch: WriteBatch,
+        session: Session,
+        event: Event,
+        *,
+        pending: Sequence[PendingCall] = (),
+        resolved: PendingCall | None = None,
+        closed: Sequence[str] = (),
+        owes_turn: bool | None = None,
+    ) -> StagedAppend:
+        """`append`'s commands, added to `batch` (someone else's atomic write, e.g. the one
+        that sends a model turn's calls); call `appended` with that write's replies."""
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
         redacted = redacted_event_fields(event, self._secrets)
         stored = event.model_copy(update={"state_delta": durable_delta, **redacted})
-        batch = WriteBatch()
+        staged = StagedAppend(session, event, stored, reply_index=len(batch))
         batch.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
-        if also is not None:
-            also(batch)
         for key, value in durable_delta.items():
             hash_key = self._state_hash(session, key)
             if value is None:
@@ -252,11 +284,19 @@ class SessionStore:
         elif owes_turn is False:
             batch.srem(self._keys.resume(), session.id)
         stage_ttl(batch, self._keys, session, self.limits.ttl_s)
-        length = (await write(self._redis, batch, fence, release=release))[0]
+        return staged
+
+    async def appended(
+        self, staged: StagedAppend, replies: Sequence[Any], fence: Fence | None
+    ) -> None:
+        """The staged append was written (`replies`: the whole batch's): update the cache and
+        the session in memory, and compact the history if it is over its bound."""
+        session, event = staged.session, staged.event
+        length = replies[staged.reply_index]
         cached = self._cache.get(session.id)
         if cached is not None:
             if length == len(cached.events) + 1:
-                cached.events.append(stored)  # what the next read would parse
+                cached.events.append(staged.stored)  # what the next read would parse
                 await self._compact(session.id, cached, fence)
             else:
                 del self._cache[session.id]  # written elsewhere meanwhile: read it all

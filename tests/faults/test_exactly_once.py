@@ -47,11 +47,12 @@ from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
 from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallFinished
+from toolfleet.orchestrator.models.protocol import function_calls
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
 Figure = Callable[[str, object], None]
@@ -351,15 +352,17 @@ async def test_a_replica_that_lost_its_lease_mid_turn_cannot_write_the_session(
         assert client.get(keys.lease("lost")) == b"another-replica/1"
 
 
-async def test_an_invocation_failing_after_its_calls_are_stored_leaves_no_call_unanswered(
+async def test_a_turn_whose_calls_cannot_be_sent_is_not_stored_and_nothing_is_left_open(
     settings: Settings,
     workers: WorkerGroup,
     client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Given sending a turn's calls failing (the broker unreachable past the retries)
-    after the model's calls were stored, the session stays owed with that turn open;
-    the user's next message first gets those calls answered, then its own answer."""
+    """Given sending a turn's calls failing (the broker unreachable past the retries): the
+    model's turn is stored only in the step that sends its calls, so nothing of it is
+    stored and no call is left without a response; the caller gets the error and the
+    session owes nothing (as for any failed invocation without an open turn); the user's
+    next message starts afresh and is answered."""
     keys = Keys(settings.key_prefix)
     workers.start(["default"], concurrency=2)
     publish = CeleryPublisher.publish
@@ -375,12 +378,13 @@ async def test_an_invocation_failing_after_its_calls_are_stored_leaves_no_call_u
     async with Runner(interrupted, settings) as runner:
         with pytest.raises(redis.ConnectionError, match="injected"):
             await runner.ask(user_id="u", session_id="failed", message="go")
-        assert client.sismember(keys.resume(), "failed")  # still owed: the sweep finishes it
+        assert not client.sismember(keys.resume(), "failed")  # nothing open to finish
+        after_failure = stored_events(client, keys, "failed")
+        assert [e.author for e in after_failure] == ["user"]  # no model turn, no call
+        assert client.llen(queue_name("default")) == 0  # and nothing on the queue
         answer = await runner.ask(user_id="u", session_id="failed", message="next")
     events = stored_events(client, keys, "failed")
-    ticket_id, lookup_id = call_ids(events)
-    assert final_responses(events, lookup_id) == [{"found": True}]
-    assert final_responses(events, ticket_id) == [{"status": "pending", "subject": "refund"}]
+    assert not any(e.content and function_calls(e.content) for e in events)
     texts = [e.content.parts[0].text for e in events if e.author == "user" and e.content]
     assert texts == ["go", "next"] and answer == "noted: next"
     assert Session("failed", "interrupted", "u", events).open_turn() is None

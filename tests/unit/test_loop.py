@@ -21,6 +21,7 @@ from toolfleet.orchestrator.models.offline import Call, ScriptedModel, Step, cal
 from toolfleet.orchestrator.models.protocol import function_calls, text_of
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ModelError
@@ -277,20 +278,43 @@ async def test_a_turn_whose_invocation_died_is_finished_without_asking_the_model
 
 
 class FailingOnce(InProcessRunner):
-    """Sending the first turn's calls fails (the broker was away past the retries)."""
+    """The first turn's calls fail: with `sent`, after the send that stores the model turn
+    (the connection broke while the results were awaited); else before anything is sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, client: Any, *, sent: bool) -> None:
         super().__init__()
+        self.client = client
+        self.sent = sent
         self.failed = False
 
     async def run(  # type: ignore[override]
-        self, calls: Any, *, resume: bool = False, fence: object = None
+        self, calls: Any, *, resume: bool = False, fence: object = None, with_first_send: Any = None
     ) -> Any:
         if not self.failed:
             self.failed = True
+            if self.sent and with_first_send is not None:
+                batch = WriteBatch()  # the send: the model turn goes with it, as on the fleet
+                written = with_first_send(batch)
+                await written(await batch.run(self.client))
             raise ConnectionError("the broker is away")
         async for result in super().run(calls, resume=resume, fence=fence):
             yield result
+
+
+async def test_a_turn_whose_calls_were_never_sent_is_not_stored(store: SessionStore) -> None:
+    """The model turn is stored in the step that sends its calls: if sending fails, the
+    session holds no call that was never sent, and the next message starts afresh."""
+    model = ScriptedModel([call(Call("add", {"a": 1, "b": 2})), say("ok"), say("ok")])
+    agent = Agent(name="tester", tools=[add], model=model)
+    runner = FailingOnce(store._redis, sent=False)
+    session = await store.get_or_create("app", "u1", "s1")
+    inv = Invocation(agent, lambda _: model, session, store, runner, Settings(), Keys("t"))
+    hello = types.Content(role="user", parts=[types.Part(text="first")])
+    with pytest.raises(ConnectionError):
+        _ = [u async for u in run_invocation(inv, hello)]
+    stored = await store.get("s1")
+    assert stored.open_turn() is None
+    assert [e.author for e in stored.events] == ["user"]  # the message, and no model turn
 
 
 async def test_a_message_after_a_failed_turn_first_answers_that_turns_calls(
@@ -303,7 +327,7 @@ async def test_a_message_after_a_failed_turn_first_answers_that_turns_calls(
         [call(Call("add", {"a": 1, "b": 2}), Call("add", {"a": 3, "b": 4})), say("ok")]
     )
     agent = Agent(name="tester", tools=[add], model=model)
-    runner = FailingOnce()
+    runner = FailingOnce(store._redis, sent=True)
     session = await store.get_or_create("app", "u1", "s1")
 
     def invocation() -> Invocation:
