@@ -24,9 +24,11 @@ class Agent:
     `model` is a Model, a Gemini model id ("gemini-2.0-flash", as in ADK) or None;
     a model id or None picks Gemini when an API key is set and otherwise the offline
     model playing `offline_script` (see `choose_model`). `tools` takes
-    functions, FunctionTools (AgentTool included) and toolsets. A tool may hand the
-    conversation to one of `sub_agents` (transfer_to_agent) or back to the parent
-    (escalate). With `output_schema`, the final text is JSON of that model.
+    functions, FunctionTools (AgentTool included) and toolsets. The model may hand the
+    conversation to a sub-agent, the parent or a peer with the automatic
+    `transfer_to_agent` function, as in ADK; a tool may do so with its actions
+    (transfer_to_agent, or escalate to the parent). With `output_schema`, the final
+    text is JSON of that model.
     """
 
     name: str
@@ -37,6 +39,10 @@ class Agent:
     offline_script: Script | None = None
     sub_agents: Sequence[Agent] = ()
     output_schema: type[BaseModel] | None = None
+    # ADK's: rule out the parent, or the parent's other sub-agents, as targets of the
+    # automatic transfer_to_agent function (orchestrator.agents.transfer).
+    disallow_transfer_to_parent: bool = False
+    disallow_transfer_to_peers: bool = False
     parent: Agent | None = field(default=None, init=False, repr=False)
     function_tools: ToolRegistry = field(init=False, repr=False)
     toolsets: list[BaseToolset] = field(init=False, repr=False)

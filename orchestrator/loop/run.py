@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
 from toolfleet.orchestrator.loop.instructions import render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.parking import park_turn
@@ -104,7 +105,7 @@ async def _answer_calls(
         return
     resuming = tools is None
     if tools is None:
-        tools = await agent.tools_for(inv.readonly_context())
+        tools = await offered_tools(agent, inv.readonly_context())
     results: dict[str, ToolResult] = {}
     async for update in run_calls(inv, tools, calls, results, resume=resuming):
         yield update
@@ -141,11 +142,12 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
             f"session {inv.session.id!r}: the lease was lost; not calling the model again"
         )
     agent = inv.agent
-    tools = await agent.tools_for(inv.readonly_context())
+    tools = await offered_tools(agent, inv.readonly_context())
     authors, contents = inv.session.authored_contents()
+    parts = (render_instruction(agent, inv.session.state), transfer_instruction(agent))
     request = ModelRequest(
         agent_name=agent.name,
-        instruction=render_instruction(agent, inv.session.state),
+        instruction="\n\n".join(p for p in parts if p),
         contents=contents,
         tools=list(tools.values()),
         authors=authors,
