@@ -136,9 +136,22 @@ def tool(
     return wrap(func) if func is not None else wrap
 
 
-def as_tool(obj: FunctionTool | Callable[..., Any]) -> FunctionTool:
-    """Wrap a plain function; pass a FunctionTool through."""
-    return obj if isinstance(obj, FunctionTool) else FunctionTool(obj)
+@runtime_checkable
+class ConvertsToTool(Protocol):
+    """A tool object of another shape (a BaseTool subclass) that becomes a FunctionTool."""
+
+    def as_function_tool(self) -> FunctionTool:
+        """The FunctionTool that offers and runs it."""
+        ...
+
+
+def as_tool(obj: FunctionTool | ConvertsToTool | Callable[..., Any]) -> FunctionTool:
+    """Wrap a plain function, convert a BaseTool; pass a FunctionTool through."""
+    if isinstance(obj, FunctionTool):
+        return obj
+    if isinstance(obj, ConvertsToTool):
+        return obj.as_function_tool()
+    return FunctionTool(obj)
 
 
 @runtime_checkable

@@ -10,11 +10,12 @@ from pydantic import BaseModel
 
 from toolfleet.orchestrator.models.offline import Script
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.shared.base_tool import BaseTool
 from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.tools import FunctionTool, ToolRegistry, as_tool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
-ToolLike = FunctionTool | Callable[..., Any] | BaseToolset
+ToolLike = FunctionTool | BaseTool | Callable[..., Any] | BaseToolset
 
 
 @dataclass(eq=False)
@@ -23,9 +24,9 @@ class Agent:
 
     `model` is a Model, a Gemini model id ("gemini-2.0-flash", as in ADK) or None;
     a model id or None picks Gemini when an API key is set and otherwise the offline
-    model playing `offline_script` (see `choose_model`). `tools` takes
-    functions, FunctionTools (AgentTool included) and toolsets. The model may hand the
-    conversation to a sub-agent, the parent or a peer with the automatic
+    model playing `offline_script` (see `choose_model`). `tools` takes functions,
+    FunctionTools (AgentTool included), BaseTool subclasses and toolsets. The model
+    may hand the conversation to a sub-agent, the parent or a peer with the automatic
     `transfer_to_agent` function, as in ADK; a tool may do so with its actions
     (transfer_to_agent, or escalate to the parent). With `output_schema`, the final
     text is JSON of that model.
@@ -119,3 +120,7 @@ def _listed(
     except ToolDefinitionError as exc:
         return exc.problems
     return []
+
+
+# ADK's other name for the same class (`from google.adk.agents import LlmAgent`).
+LlmAgent = Agent
