@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from google.genai import types
 from pydantic import ValidationError
@@ -35,6 +35,8 @@ class AgentToolSpec(FunctionTool):
 
     agent: Agent | None = field(default=None, kw_only=True)
     skip_summarization: bool = field(default=False, kw_only=True)
+    # Its function is made per agent; workers find it through the agent, not by name.
+    checks_importable: ClassVar[bool] = False
 
     def renamed(self, name: str) -> FunctionTool:
         """The same agent tool under another name, keeping its agent and skip_summarization."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
@@ -11,15 +12,33 @@ from toolfleet.shared.errors import ConfigError, ToolDefinitionError
 from toolfleet.shared.jobs import Job
 from toolfleet.shared.tools import FunctionTool, ToolRegistry, ToolSource
 
+log = logging.getLogger(__name__)
+
 
 def tools_in_module(module: ModuleType) -> list[FunctionTool]:
-    """Every FunctionTool at module level and every tool of a ToolSource (agent, toolset)."""
+    """Every FunctionTool at module level and every tool of a ToolSource (agent, toolset).
+
+    A source that cannot list its tools (a broken toolset) is logged as an error naming
+    it, and its tools are not served; it neither stops the worker nor hides the
+    module's other tools.
+    """
     found: list[FunctionTool] = []
-    for value in vars(module).values():
+    for attr, value in vars(module).items():
         if isinstance(value, FunctionTool):
             found.append(value)
         elif isinstance(value, ToolSource) and not isinstance(value, type):
-            found.extend(value.all_tools())
+            try:
+                for tool in value.all_tools():
+                    found.append(tool)  # kept even if the source fails further on
+            except Exception as exc:
+                log.error(
+                    "tool module %s: %s (%s) cannot list its tools, so they are not served: %s: %s",
+                    module.__name__,
+                    attr,
+                    type(value).__qualname__,
+                    type(exc).__name__,
+                    exc,
+                )
     return found
 
 

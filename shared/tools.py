@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError
@@ -46,9 +47,17 @@ class FunctionTool:
     is_long_running: bool = False
     signature: Signature = field(init=False, repr=False)
 
+    # Whether `func` is the user's, which a worker must import by its module-level name.
+    # toolfleet's own wrappers (AgentTool, BaseTool) are found through their object.
+    checks_importable: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
         if not callable(self.func):
             raise ToolDefinitionError([f"{self.func!r} is not callable"])
+        if self.checks_importable:
+            problem = not_importable(self.func)
+            if problem:
+                raise ToolDefinitionError([problem])
         name = self.name or getattr(self.func, "__name__", "")
         if not name.isidentifier():
             raise ToolDefinitionError([f"tool name {name!r} is not an identifier"])
@@ -95,8 +104,8 @@ class FunctionTool:
         return validate_arguments(self.signature.args_model, args)
 
     def renamed(self, name: str) -> FunctionTool:
-        """The same function under another name (toolset prefixes)."""
-        return FunctionTool(self.func, name, self.options, self.is_long_running)
+        """The same tool under another name (toolset prefixes)."""
+        return dataclasses.replace(self, name=name)
 
 
 def LongRunningFunctionTool(  # named like ADK's class on purpose
@@ -127,9 +136,22 @@ def tool(
     return wrap(func) if func is not None else wrap
 
 
-def as_tool(obj: FunctionTool | Callable[..., Any]) -> FunctionTool:
-    """Wrap a plain function; pass a FunctionTool through."""
-    return obj if isinstance(obj, FunctionTool) else FunctionTool(obj)
+@runtime_checkable
+class ConvertsToTool(Protocol):
+    """A tool object of another shape (a BaseTool subclass) that becomes a FunctionTool."""
+
+    def as_function_tool(self) -> FunctionTool:
+        """The FunctionTool that offers and runs it."""
+        ...
+
+
+def as_tool(obj: FunctionTool | ConvertsToTool | Callable[..., Any]) -> FunctionTool:
+    """Wrap a plain function, convert a BaseTool; pass a FunctionTool through."""
+    if isinstance(obj, FunctionTool):
+        return obj
+    if isinstance(obj, ConvertsToTool):
+        return obj.as_function_tool()
+    return FunctionTool(obj)
 
 
 @runtime_checkable
@@ -171,6 +193,26 @@ class ToolRegistry(Mapping[str, FunctionTool]):
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+def not_importable(func: Callable[..., Any]) -> str | None:
+    """Why a worker could not import `func` (a lambda, a nested function, a bound
+    method), as a message saying what to do; None when it can."""
+    where = _where(func)
+    advice = (
+        "a worker imports each tool by its name in its module: define it with `def` at "
+        "the top level of a module"
+    )
+    if inspect.ismethod(func):
+        return (
+            f"tool {where} is a bound method; {advice} (it may call a method of an object "
+            "created there)"
+        )
+    if getattr(func, "__name__", "") == "<lambda>":
+        return f"tool {where} is a lambda; {advice}"
+    if "<locals>" in getattr(func, "__qualname__", ""):
+        return f"tool {where} is a nested function, defined inside another function; {advice}"
+    return None
 
 
 def _where(func: Callable[..., Any]) -> str:

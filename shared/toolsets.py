@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolfleet.shared.errors import ToolDefinitionError
-from toolfleet.shared.tools import FunctionTool
+from toolfleet.shared.tools import FunctionTool, as_tool
 
 
 @dataclass(frozen=True)
@@ -32,12 +32,20 @@ class ReadonlyContext:
 class BaseToolset:
     """Subclass and implement `get_tools`; `close` releases what the toolset holds.
 
-    `tool_name_prefix` is added to every tool's name (e.g. "calculator_"). Workers
-    must know every tool a toolset can ever return: `all_tools()` asks `get_tools`
-    with no context; override it if that does not list them all.
+    With `tool_name_prefix`, every tool is offered as "<prefix>_<name>" (as in ADK:
+    "calculator" gives "calculator_add_numbers"). Workers must know every tool a
+    toolset can ever return: `all_tools()` asks `get_tools` with no context; override
+    it if that does not list them all.
     """
 
-    def __init__(self, *, tool_name_prefix: str | None = None) -> None:
+    # Class-level defaults: ADK's examples subclass without calling super().__init__().
+    tool_name_prefix: str | None = None
+    tool_filter: list[str] | None = None
+
+    def __init__(
+        self, *, tool_filter: list[str] | None = None, tool_name_prefix: str | None = None
+    ) -> None:
+        self.tool_filter = tool_filter
         self.tool_name_prefix = tool_name_prefix
 
     async def get_tools(
@@ -55,10 +63,26 @@ class BaseToolset:
     async def get_tools_with_prefix(
         self, readonly_context: ReadonlyContext | None = None
     ) -> list[FunctionTool]:
-        """`get_tools`, each tool renamed with `tool_name_prefix` when set; what agents offer."""
-        tools = await self.get_tools(readonly_context)
+        """`get_tools` (only the names in `tool_filter`, when set), each tool renamed
+        "<prefix>_<name>" when `tool_name_prefix` is set; what agents offer.
+
+        Raises ToolDefinitionError naming the toolset when `get_tools` fails or returns
+        something that is not a tool.
+        """
+        try:
+            listed = await self.get_tools(readonly_context)
+            tools = [as_tool(t) for t in listed]
+        except ToolDefinitionError as exc:
+            problems = [f"toolset {describe(self)}: {p}" for p in exc.problems]
+            raise ToolDefinitionError(problems) from exc
+        except Exception as exc:
+            raise ToolDefinitionError(
+                [f"toolset {describe(self)}: get_tools() failed: {type(exc).__name__}: {exc}"]
+            ) from exc
+        if self.tool_filter is not None:
+            tools = [t for t in tools if t.name in self.tool_filter]
         prefix = self.tool_name_prefix
-        return [t.renamed(f"{prefix}{t.name}") for t in tools] if prefix else tools
+        return [t.renamed(f"{prefix}_{t.name}") for t in tools] if prefix else tools
 
     def all_tools(self) -> Iterable[FunctionTool]:
         """Every tool the toolset can return (for workers, which register them all)."""
@@ -69,3 +93,9 @@ class BaseToolset:
         raise ToolDefinitionError(
             [f"{type(self).__name__}.all_tools() cannot run inside an event loop: override it"]
         )
+
+
+def describe(toolset: BaseToolset) -> str:
+    """The toolset's class, where it is defined, for error messages."""
+    cls = type(toolset)
+    return f"{cls.__qualname__} ({cls.__module__})"

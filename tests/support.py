@@ -1,14 +1,25 @@
-"""Test doubles shared by unit tests: an in-process tool runner."""
+"""Test doubles shared by unit tests: an in-process tool runner, in-process tools."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.shared.messages import ToolResult
+from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
+
+
+@dataclass(frozen=True, eq=False)
+class LocalTool(FunctionTool):
+    """A tool run only in this process (the executor's unit tests): its function may be
+    nested in a test, which a worker could not import, so that check is off."""
+
+    checks_importable: ClassVar[bool] = False
 
 
 class InProcessRunner:

@@ -8,6 +8,9 @@ The names load lazily, on first use (as `google.adk.tools` does): a worker that
 imports a module of tools loads the tool definitions it uses, never the HTTP stack
 or the orchestrator's loop.
 
+ADK's names with ADK's signatures are also in `toolfleet.adk` (see there for why a
+module of its own).
+
 The source tree keeps `orchestrator/`, `workers/` and `shared/` at the repository's
 top level; this folder holds the facade and three relative symlinks to them, so the
 tree imports as `toolfleet.*` without an import hook (mypy and pytest read it as is)
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolfleet.orchestrator.agent_tool import AgentTool
-    from toolfleet.orchestrator.agents.agent import Agent
+    from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
     from toolfleet.orchestrator.loop.invocation import (
         CallFinished,
         CallsDispatched,
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from toolfleet.orchestrator.sessions.events import Event
     from toolfleet.orchestrator.sessions.session import Session
     from toolfleet.shared.auth import AuthConfig
+    from toolfleet.shared.base_tool import BaseTool
     from toolfleet.shared.completions import Completions, post_result
     from toolfleet.shared.config import Settings
     from toolfleet.shared.context import ToolContext
@@ -88,6 +92,7 @@ _MODULES: dict[str, str] = {
     "ToolOptions": "toolfleet.shared.tools",
     "ToolContext": "toolfleet.shared.context",
     "State": "toolfleet.shared.state",
+    "BaseTool": "toolfleet.shared.base_tool",
     "BaseToolset": "toolfleet.shared.toolsets",
     "ReadonlyContext": "toolfleet.shared.toolsets",
     "job": "toolfleet.shared.jobs",
@@ -96,6 +101,7 @@ _MODULES: dict[str, str] = {
     "AuthConfig": "toolfleet.shared.auth",
     # Agents, and running them.
     "Agent": "toolfleet.orchestrator.agents.agent",
+    "LlmAgent": "toolfleet.orchestrator.agents.agent",
     "AgentTool": "toolfleet.orchestrator.agent_tool",
     "Runner": "toolfleet.orchestrator.loop.runner",
     "Orchestrator": "toolfleet.orchestrator.service.orchestrator",
@@ -153,6 +159,7 @@ __all__ = [
     "AlreadyCompletedError",
     "AuthConfig",
     "AwaitingCredentialError",
+    "BaseTool",
     "BaseToolset",
     "Call",
     "CallFinished",
@@ -172,6 +179,7 @@ __all__ = [
     "JobContext",
     "Keys",
     "LeaseLostError",
+    "LlmAgent",
     "LongRunningFunctionTool",
     "Model",
     "ModelError",

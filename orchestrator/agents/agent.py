@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,31 +10,40 @@ from pydantic import BaseModel
 
 from toolfleet.orchestrator.models.offline import Script
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.shared.base_tool import BaseTool
+from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.tools import FunctionTool, ToolRegistry, as_tool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
-ToolLike = FunctionTool | Callable[..., Any] | BaseToolset
+ToolLike = FunctionTool | BaseTool | Callable[..., Any] | BaseToolset
 
 
 @dataclass(eq=False)
 class Agent:
     """An LLM agent whose tools run on the fleet.
 
-    `model=None` picks Gemini when an API key is set and otherwise the offline model
-    playing `offline_script` (see `choose_model`). `tools` takes
-    functions, FunctionTools (AgentTool included) and toolsets. A tool may hand the
-    conversation to one of `sub_agents` (transfer_to_agent) or back to the parent
-    (escalate). With `output_schema`, the final text is JSON of that model.
+    `model` is a Model, a Gemini model id ("gemini-2.0-flash", as in ADK) or None;
+    a model id or None picks Gemini when an API key is set and otherwise the offline
+    model playing `offline_script` (see `choose_model`). `tools` takes functions,
+    FunctionTools (AgentTool included), BaseTool subclasses and toolsets. The model
+    may hand the conversation to a sub-agent, the parent or a peer with the automatic
+    `transfer_to_agent` function, as in ADK; a tool may do so with its actions
+    (transfer_to_agent, or escalate to the parent). With `output_schema`, the final
+    text is JSON of that model.
     """
 
     name: str
     instruction: str = ""
     description: str = ""
     tools: Sequence[ToolLike] = ()
-    model: Model | None = None
+    model: Model | str | None = None
     offline_script: Script | None = None
     sub_agents: Sequence[Agent] = ()
     output_schema: type[BaseModel] | None = None
+    # ADK's: rule out the parent, or the parent's other sub-agents, as targets of the
+    # automatic transfer_to_agent function (orchestrator.agents.transfer).
+    disallow_transfer_to_parent: bool = False
+    disallow_transfer_to_peers: bool = False
     parent: Agent | None = field(default=None, init=False, repr=False)
     function_tools: ToolRegistry = field(init=False, repr=False)
     toolsets: list[BaseToolset] = field(init=False, repr=False)
@@ -42,6 +51,13 @@ class Agent:
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise ValueError(f"agent name {self.name!r} must be an identifier")
+        if not (
+            self.model is None or isinstance(self.model, str) or hasattr(self.model, "generate")
+        ):
+            raise TypeError(
+                f"agent {self.name!r}: model must be a Gemini model id (e.g. "
+                f"'gemini-2.0-flash') or a Model, not {type(self.model).__name__}"
+            )
         self.toolsets = [t for t in self.tools if isinstance(t, BaseToolset)]
         self.function_tools = ToolRegistry(
             as_tool(t) for t in self.tools if not isinstance(t, BaseToolset)
@@ -75,13 +91,36 @@ class Agent:
             chosen.extend(await toolset.get_tools_with_prefix(context))
         return ToolRegistry(chosen)
 
-    def all_tools(self) -> Iterable[FunctionTool]:
-        """Every tool a worker must know to serve this agent and its sub-agents (ToolSource)."""
+    def all_tools(self) -> Iterator[FunctionTool]:
+        """Every tool a worker must know to serve this agent and its sub-agents (ToolSource).
+
+        A toolset that cannot list its tools does not hide the others: they are all
+        yielded first, then ToolDefinitionError names every toolset that failed.
+        """
+        problems: list[str] = []
         for agent in self.walk():
             for tool in agent.function_tools.values():
                 yield tool
                 inner = getattr(tool, "agent", None)  # an AgentTool's own agent
                 if isinstance(inner, Agent):
-                    yield from inner.all_tools()
+                    problems.extend((yield from _listed(inner.all_tools)))
             for toolset in agent.toolsets:
-                yield from toolset.all_tools()
+                problems.extend((yield from _listed(toolset.all_tools)))
+        if problems:
+            raise ToolDefinitionError(problems)
+
+
+def _listed(
+    all_tools: Callable[[], Iterable[FunctionTool]],
+) -> Generator[FunctionTool, None, list[str]]:
+    """Yield what `all_tools()` lists; return the problems that stopped it (none if it
+    finished)."""
+    try:
+        yield from all_tools()
+    except ToolDefinitionError as exc:
+        return exc.problems
+    return []
+
+
+# ADK's other name for the same class (`from google.adk.agents import LlmAgent`).
+LlmAgent = Agent

@@ -1,4 +1,9 @@
-"""Pick the model for an agent: Gemini with an API key, else the offline script."""
+"""Pick the model for an agent: its own, Gemini with an API key, else the offline script.
+
+An agent names its model as ADK's do: a Model object, a Gemini model id string
+("gemini-2.0-flash"), or nothing. A string, or nothing, needs an API key to reach
+Gemini; without one the agent plays its offline script, and the startup line says so.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +13,52 @@ from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.shared.config import Settings, gemini_api_key
 from toolfleet.shared.errors import ConfigError
 
+NO_KEY = "no GOOGLE_API_KEY/GEMINI_API_KEY set"
+
+
+def model_id(agent: Agent) -> str | None:
+    """The Gemini model id the agent names, or inherits from its nearest ancestor naming
+    one (as ADK's `model=""` does); None when no agent up the tree names one."""
+    lineage: Agent | None = agent
+    while lineage is not None:
+        if isinstance(lineage.model, str) and lineage.model:
+            return lineage.model
+        if lineage.model is not None and not isinstance(lineage.model, str):
+            return None  # a Model object is the agent's own, not inherited by sub-agents
+        lineage = lineage.parent
+    return None
+
 
 def choose_model(agent: Agent, settings: Settings) -> Model:
-    """The agent's own model, else Gemini when an API key is set, else its offline script.
+    """The agent's own Model; else Gemini (the model id it names, or TOOLFLEET_MODEL) when
+    an API key is set; else its offline script.
 
     Raises ConfigError when the agent has none of these.
     """
-    if agent.model is not None:
+    if agent.model is not None and not isinstance(agent.model, str):
         return agent.model
+    named = model_id(agent)
     if gemini_api_key():
         from toolfleet.orchestrator.models.gemini import GeminiModel  # imported only when used
 
-        return GeminiModel(settings.model, timeout_s=settings.model_timeout_s)
+        return GeminiModel(named or settings.model, timeout_s=settings.model_timeout_s)
     if agent.offline_script is None:
+        wanted = f"model {named!r}" if named else "no model"
         raise ConfigError(
-            f"agent {agent.name!r} has no model: set GOOGLE_API_KEY (or GEMINI_API_KEY) to use "
-            "Gemini, or give the agent an offline_script"
+            f"agent {agent.name!r} has {wanted} and {NO_KEY}: set GOOGLE_API_KEY (or "
+            "GEMINI_API_KEY) to use Gemini, or give the agent an offline_script"
         )
     return ScriptedModel(agent.offline_script)
+
+
+def describe_choice(agent: Agent, model: Model) -> str:
+    """One line saying which model runs the agent, and why (the CLI prints it at start)."""
+    if model is agent.model:
+        return f"model: {model.name} (the agent's own)"
+    if isinstance(model, ScriptedModel):
+        named = model_id(agent)
+        instead = f"; the agent names {named!r}, which needs one" if named else ""
+        return f"model: {model.name} ({NO_KEY}{instead})"
+    if gemini_api_key():
+        return f"model: Gemini {model.name} (API key from the environment)"
+    return f"model: {model.name}"

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
-from toolfleet.shared.config import Settings, gemini_api_key
-
-
-def describe_model(agent: Agent, settings: Settings, model_name: str) -> str:
-    """One line saying which model runs, and why."""
-    if gemini_api_key() and agent.model is None:
-        return f"model: Gemini {settings.model} (API key from the environment)"
-    return f"model: {model_name} (no GOOGLE_API_KEY/GEMINI_API_KEY set)"
+from toolfleet.shared.config import Settings
 
 
 async def converse(
@@ -36,7 +30,7 @@ async def converse(
 
     async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
         runner = orch.runner(agent.name)
-        print(describe_model(agent, settings, runner.model.name))
+        print(describe_choice(agent, runner.model))
         async for update in runner.run(user_id=user_id, session_id=session_id, message=message):
             printer.show(update)
         pending = await runner.store.pending_calls(session_id)

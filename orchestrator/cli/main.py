@@ -15,6 +15,7 @@ from contextlib import ExitStack
 import redis
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.conversation import converse
 from toolfleet.orchestrator.cli.demo import cmd_demo
@@ -86,6 +87,12 @@ def cmd_run(args: argparse.Namespace) -> None:
         asyncio.run(_run(agent, settings, args))
 
 
+def print_models(orch: Orchestrator) -> None:
+    """Say which model runs each served agent, and why (as `toolfleet run` does)."""
+    for name, runner in orch.runners.items():
+        print(f"{name}: {describe_choice(runner.agent, runner.model)}", flush=True)
+
+
 async def _serve(
     agents: list[Agent], settings: Settings, bind: tuple[str, int] | None = None
 ) -> None:
@@ -100,6 +107,7 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     if bind is None:
         async with Orchestrator(agents, settings, on_update=log_update) as orch:
+            print_models(orch)
             print(f"toolfleet serve: {', '.join(orch.runners)} as {orch.replica_id}", flush=True)
             await stop.wait()
         return
@@ -110,6 +118,7 @@ async def _serve(
 
     http = HttpSettings()
     async with serve_http(agents, settings, http, *bind, on_update=log_update) as running:
+        print_models(running.orch)
         names = ", ".join(running.orch.runners)
         print(f"toolfleet serve: {names} as {running.orch.replica_id}", flush=True)
         auth = (

@@ -15,6 +15,7 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
 from toolfleet.orchestrator.loop.instructions import render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.parking import park_turn
@@ -109,7 +110,7 @@ async def _answer_calls(
     # trip less, and no "stored but not sent" window); alone if none is sent.
     model_turn = None if resuming else _UnstoredTurn(inv, model_event)
     if tools is None:
-        tools = await agent.tools_for(inv.readonly_context())
+        tools = await offered_tools(agent, inv.readonly_context())
     results: dict[str, ToolResult] = {}
     with_first_send = model_turn.stage if model_turn is not None else None
     async for update in run_calls(
@@ -177,11 +178,12 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
             f"session {inv.session.id!r}: the lease was lost; not calling the model again"
         )
     agent = inv.agent
-    tools = await agent.tools_for(inv.readonly_context())
+    tools = await offered_tools(agent, inv.readonly_context())
     authors, contents = inv.session.authored_contents()
+    parts = (render_instruction(agent, inv.session.state), transfer_instruction(agent))
     request = ModelRequest(
         agent_name=agent.name,
-        instruction=render_instruction(agent, inv.session.state),
+        instruction="\n\n".join(p for p in parts if p),
         contents=contents,
         tools=list(tools.values()),
         authors=authors,

@@ -10,6 +10,7 @@ from typing import Any
 
 from google.genai import types
 
+from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
@@ -78,12 +79,15 @@ async def run_calls(
                 f"the key {SEALED!r} is reserved: it may not appear in a tool's arguments",
             )
             continue
-        _, problems = tool.validate(envelope.args)
+        args, problems = tool.validate(envelope.args)
         if problems:
             detail = "; ".join(str(p) for p in problems)
             results[envelope.call_id] = failed(
                 envelope, "InvalidArguments", f"invalid arguments for {tool.name}: {detail}"
             )
+            continue
+        if isinstance(tool, TransferTool):  # answered here; stored with the others below
+            results[envelope.call_id] = answer_transfer(envelope, tool, args["agent_name"])
             continue
         planned.append(PlannedCall(envelope, tool))
     for result in results.values():

@@ -35,6 +35,7 @@ TOOL_MODULES = [
     "examples.documents",
     "examples.preferences",
     "examples.bank_account",
+    "tests.integration.adk_tools",
 ]
 TICKET_RESOLVE_AFTER_S = "0.5"
 

@@ -9,13 +9,13 @@ import fakeredis
 import pytest
 from celery import Celery
 
+from tests.support import LocalTool
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys, task_name
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.reporting import ResultReporter
-from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.tasks import (
     DELIVERIES_TTL_S,
     DeliveryGuard,
@@ -92,7 +92,7 @@ def test_the_delivery_past_the_limit_answers_worker_lost_and_does_not_run_the_to
         DeliveryGuard(client, KEYS, settings.max_deliveries),
     )
     app = Celery("guard-test", set_as_current=False)
-    register_tool_tasks(app, {"crashy": FunctionTool(crashy)}, deps)
+    register_tool_tasks(app, {"crashy": LocalTool(crashy)}, deps)
     task = app.tasks[task_name("crashy")]
 
     for _ in range(3):  # what a broker redelivering the same message does
@@ -139,7 +139,7 @@ def test_a_call_the_orchestrator_closed_is_not_run_and_gets_no_ticket(
     )
     app = Celery("closed-test", set_as_current=False)
     name = f"late_{'ticket' if long_running else 'plain'}"  # task names are process-wide
-    register_tool_tasks(app, {name: FunctionTool(late, name, is_long_running=long_running)}, deps)
+    register_tool_tasks(app, {name: LocalTool(late, name, is_long_running=long_running)}, deps)
     client.set(KEYS.closed("s", "c1"), 1)
 
     app.tasks[task_name(name)].apply(args=[_envelope(name)])

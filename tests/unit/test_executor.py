@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.support import LocalTool
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.messages import CallStatus, ToolCall
-from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
+from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
 
 
@@ -24,7 +25,7 @@ def envelope(tool: str, args: dict[str, Any], state: dict[str, Any] | None = Non
 
 
 def run(func: Any, args: dict[str, Any], **kw: Any) -> Any:
-    tool = func if isinstance(func, FunctionTool) else FunctionTool(func)
+    tool = func if isinstance(func, FunctionTool) else LocalTool(func)
     return execute(
         tool,
         envelope(tool.name, args, kw.pop("state", None)),
@@ -138,6 +139,6 @@ def test_long_running_initial_result_is_pending() -> None:
         """Asks."""
         return {"status": "pending", "ticket_id": "t-1"}
 
-    result = run(LongRunningFunctionTool(ask_for_approval), {"amount": 5})
+    result = run(LocalTool(ask_for_approval, is_long_running=True), {"amount": 5})
     assert result.status is CallStatus.PENDING
     assert result.response["ticket_id"] == "t-1"

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from billiard.pool import soft_timeout_sighandler
 
+from tests.support import LocalTool
 from tests.unit.test_executor import envelope
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.messages import CallStatus, ToolResult
-from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers import call_loop as call_loop_module
 from toolfleet.workers.call_loop import call_loop
 from toolfleet.workers.executor import execute
@@ -35,7 +35,7 @@ PARKED_S = 60.0
 
 
 def run(func: Any, args: dict[str, Any] | None = None, **kw: Any) -> ToolResult:
-    tool = FunctionTool(func)
+    tool = LocalTool(func)
     return execute(
         tool,
         envelope(tool.name, args or {}, kw.pop("state", None)),

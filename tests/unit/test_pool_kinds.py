@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import LocalTool
 from tests.unit.test_executor import envelope
 from toolfleet.orchestrator.agent_tool import AgentTool
 from toolfleet.orchestrator.agents.agent import Agent
@@ -125,7 +126,7 @@ def on_pool_threads(calls: list[tuple[Any, float]]) -> list[Any]:
     """Execute each (function, limit) on its own thread, as Celery's threads pool does."""
 
     def one(func: Any, limit: float) -> Any:
-        made = FunctionTool(func)
+        made = LocalTool(func)
         return execute(
             made, envelope(made.name, {}), worker="w", max_result_bytes=10_000, time_limit_s=limit
         ).result

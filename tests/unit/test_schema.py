@@ -15,6 +15,7 @@ import tests.seed_tools as seeds
 from examples.orders import lookup_order_status
 from examples.stocks import get_stock_price
 from examples.weather import analyze_sentiment, get_weather_report
+from tests.support import LocalTool
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool, ToolRegistry, tool
@@ -63,7 +64,7 @@ def test_tool_context_args_and_kwargs_are_hidden_from_the_model() -> None:
         """Saves a note."""
         return {}
 
-    fn = FunctionTool(note)
+    fn = LocalTool(note)
     assert list(fn.parameters_json_schema["properties"]) == ["text"]
     assert fn.signature.context_param == "tool_context"
 
@@ -98,7 +99,7 @@ def test_rich_types_become_json_schema() -> None:
             limit: At most this many.
         """
 
-    props = FunctionTool(rich).parameters_json_schema["properties"]
+    props = LocalTool(rich).parameters_json_schema["properties"]
     assert props["mode"] == {
         "enum": ["fast", "slow"],
         "type": "string",
@@ -127,7 +128,7 @@ def test_validation_returns_python_values() -> None:
     def place(address: Address, color: Color) -> None:
         """Place."""
 
-    args, problems = FunctionTool(place).validate({"address": {"street": "Main"}, "color": "red"})
+    args, problems = LocalTool(place).validate({"address": {"street": "Main"}, "color": "red"})
     assert problems == []
     assert args == {"address": Address(street="Main"), "color": Color.RED}
 
@@ -141,7 +142,7 @@ def test_unsupported_annotation_fails_at_definition_naming_function_and_problem(
         """Bad."""
 
     with pytest.raises(ToolDefinitionError) as err:
-        FunctionTool(bad)
+        LocalTool(bad)
     message = str(err.value)
     assert "'bad'" in message and "test_schema" in message
     assert "'thing': unsupported type Opaque" in message
@@ -153,19 +154,20 @@ def test_duplicate_tool_names_are_a_definition_error() -> None:
         """A."""
         return q
 
-    first = FunctionTool(lookup)
+    first = LocalTool(lookup)
     other = FunctionTool(seeds.get_weather, name="lookup")
     with pytest.raises(ToolDefinitionError, match="duplicate tool name 'lookup'"):
         ToolRegistry([first, other])
     assert len(ToolRegistry([first, first])) == 1  # the same tool twice is harmless
 
 
-def test_tool_options_and_long_running_note() -> None:
-    @tool(pool="heavy", timeout_s=5, retry_on=[ConnectionError])
-    def render(page: int) -> str:
-        """Renders a page."""
-        return "x"
+@tool(pool="heavy", timeout_s=5, retry_on=[ConnectionError])
+def render(page: int) -> str:
+    """Renders a page."""
+    return "x"
 
+
+def test_tool_options_and_long_running_note() -> None:
     assert render.options.pool == "heavy" and render.options.timeout_s == 5
     assert render.options.retry_on == (ConnectionError,)
     approval = LongRunningFunctionTool(seeds.get_weather)

@@ -1,0 +1,68 @@
+"""ADK's names with ADK's signatures, for programs moving over from `google.adk`.
+
+Replace the `google.adk...` import lines of an ADK program with one line::
+
+    from toolfleet.adk import Agent, FunctionTool, ToolContext
+
+Why a module of its own as well as the facade: the names here that toolfleet has
+already (Agent, FunctionTool, LongRunningFunctionTool, AgentTool, BaseToolset,
+ToolContext, ReadonlyContext) are the very objects `toolfleet` exports, so the facade
+exports the new ones too (LlmAgent, BaseTool) and both spellings work. But ADK's
+client side - `Runner(agent=, app_name=, session_service=)`, its session services and
+its events - has signatures that differ from toolfleet's own `Runner`; those belong
+here only, where they cannot change what `from toolfleet import Runner` means.
+(They are not written yet: see the README's "Coming from ADK".)
+
+The names load on first use, as the facade's do: a worker importing a tool module
+that uses them loads neither the HTTP stack nor the loop.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolfleet.orchestrator.agent_tool import AgentTool
+    from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.shared.base_tool import BaseTool
+    from toolfleet.shared.context import ToolContext
+    from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
+    from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
+
+# Each ADK name and the toolfleet module that defines it.
+_MODULES: dict[str, str] = {
+    "Agent": "toolfleet.orchestrator.agents.agent",
+    "LlmAgent": "toolfleet.orchestrator.agents.agent",
+    "AgentTool": "toolfleet.orchestrator.agent_tool",
+    "FunctionTool": "toolfleet.shared.tools",
+    "LongRunningFunctionTool": "toolfleet.shared.tools",
+    "BaseTool": "toolfleet.shared.base_tool",
+    "BaseToolset": "toolfleet.shared.toolsets",
+    "ReadonlyContext": "toolfleet.shared.toolsets",
+    "ToolContext": "toolfleet.shared.context",
+}
+
+__all__ = [
+    "Agent",
+    "AgentTool",
+    "BaseTool",
+    "BaseToolset",
+    "FunctionTool",
+    "LlmAgent",
+    "LongRunningFunctionTool",
+    "ReadonlyContext",
+    "ToolContext",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        raise AttributeError(f"module 'toolfleet.adk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULES[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
