@@ -10,8 +10,8 @@ ToolContext, ReadonlyContext) are the very objects `toolfleet` exports, so the f
 exports the new ones too (LlmAgent, BaseTool) and both spellings work. But ADK's
 client side - `Runner(agent=, app_name=, session_service=)`, its session services and
 its events - has signatures that differ from toolfleet's own `Runner`; those belong
-here only, where they cannot change what `from toolfleet import Runner` means.
-(They are not written yet: see the README's "Coming from ADK".)
+here only, where they cannot change what `from toolfleet import Runner` means:
+`toolfleet.adk.Runner` is ADK's, built on toolfleet's.
 
 The names load on first use, as the facade's do: a worker importing a tool module
 that uses them loads neither the HTTP stack nor the loop.
@@ -23,8 +23,24 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolfleet.orchestrator.adk.runner import Runner
+    from toolfleet.orchestrator.adk.services import (
+        BaseArtifactService,
+        BaseMemoryService,
+        InMemoryArtifactService,
+        InMemoryMemoryService,
+        RedisArtifactService,
+        RedisMemoryService,
+    )
+    from toolfleet.orchestrator.adk.sessions import (
+        BaseSessionService,
+        InMemorySessionService,
+        RedisSessionService,
+    )
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.orchestrator.sessions.events import Event
+    from toolfleet.orchestrator.sessions.session import Session
     from toolfleet.shared.base_tool import BaseTool
     from toolfleet.shared.context import ToolContext
     from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
@@ -41,17 +57,41 @@ _MODULES: dict[str, str] = {
     "BaseToolset": "toolfleet.shared.toolsets",
     "ReadonlyContext": "toolfleet.shared.toolsets",
     "ToolContext": "toolfleet.shared.context",
+    "Runner": "toolfleet.orchestrator.adk.runner",
+    "BaseSessionService": "toolfleet.orchestrator.adk.sessions",
+    "InMemorySessionService": "toolfleet.orchestrator.adk.sessions",
+    "RedisSessionService": "toolfleet.orchestrator.adk.sessions",
+    "Session": "toolfleet.orchestrator.sessions.session",
+    "Event": "toolfleet.orchestrator.sessions.events",
+    "BaseArtifactService": "toolfleet.orchestrator.adk.services",
+    "BaseMemoryService": "toolfleet.orchestrator.adk.services",
+    "InMemoryArtifactService": "toolfleet.orchestrator.adk.services",
+    "InMemoryMemoryService": "toolfleet.orchestrator.adk.services",
+    "RedisArtifactService": "toolfleet.orchestrator.adk.services",
+    "RedisMemoryService": "toolfleet.orchestrator.adk.services",
 }
 
 __all__ = [
     "Agent",
     "AgentTool",
+    "BaseArtifactService",
+    "BaseMemoryService",
+    "BaseSessionService",
     "BaseTool",
     "BaseToolset",
+    "Event",
     "FunctionTool",
+    "InMemoryArtifactService",
+    "InMemoryMemoryService",
+    "InMemorySessionService",
     "LlmAgent",
     "LongRunningFunctionTool",
     "ReadonlyContext",
+    "RedisArtifactService",
+    "RedisMemoryService",
+    "RedisSessionService",
+    "Runner",
+    "Session",
     "ToolContext",
 ]
 

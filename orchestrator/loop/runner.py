@@ -43,6 +43,7 @@ class Runner:
         tool_runner: ToolRunner | None = None,
         replica_id: str | None = None,
         depth: int = 0,
+        app_name: str | None = None,
     ) -> None:
         if replica is None:
             if settings is None:
@@ -55,14 +56,16 @@ class Runner:
         self.replica = replica
         self.settings = replica.settings
         self.depth = depth
+        self._app_name = app_name
         self.model = model or choose_model(agent, self.settings)
         self._models: dict[str, Model] = {agent.name: self.model}
         self._exit = AsyncExitStack()
 
     @property
     def app_name(self) -> str:
-        """The app whose sessions this runner runs: its root agent's name."""
-        return self.agent.name
+        """The app whose sessions this runner runs: `app_name`, by default its root
+        agent's name (ADK's Runner names it separately)."""
+        return self._app_name or self.agent.name
 
     @property
     def store(self) -> SessionStore:

@@ -61,6 +61,26 @@ class Event(BaseModel):
     progress: dict[str, Any] | None = None
     # Tools waiting for a credential (call id, tool, auth config): shown, not sent.
     credential_requests: list[dict[str, Any]] = Field(default_factory=list)
+    # ADK's: the ids of this event's calls of long-running tools. Not stored: the ADK
+    # Runner fills it in from the agent's tools when it yields the event.
+    long_running_tool_ids: set[str] = Field(default_factory=set, exclude=True)
+
+    def get_function_calls(self) -> list[types.FunctionCall]:
+        """The function calls in the event's content (ADK's Event has the same)."""
+        parts = self.content.parts or () if self.content else ()
+        return [p.function_call for p in parts if p.function_call]
+
+    def get_function_responses(self) -> list[types.FunctionResponse]:
+        """The function responses in the event's content (ADK's Event has the same)."""
+        parts = self.content.parts or () if self.content else ()
+        return [p.function_response for p in parts if p.function_response]
+
+    def is_final_response(self) -> bool:
+        """ADK's rule: the tools' responses are the answer (skip_summarization), or the
+        run pauses on a long-running call, or the event has neither calls nor responses."""
+        if self.actions.skip_summarization or self.long_running_tool_ids:
+            return True
+        return not self.get_function_calls() and not self.get_function_responses()
 
 
 def answer_of(event: Event) -> str:

@@ -1,0 +1,1 @@
+"""ADK's client side on toolfleet: its Runner, session services and service interfaces."""

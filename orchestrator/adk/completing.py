@@ -1,0 +1,98 @@
+"""One ADK message on a session: a FunctionResponse part completes a pending
+long-running call (posted and applied once, as a ticket's result); other parts are the
+user's message, as toolfleet's Runner runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.orchestrator.completions.applier import CompletionApplier
+from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.loop.invocation import Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion
+
+SOURCE = "adk-message"  # the completion's source, as `toolfleet tickets show` lists it
+
+
+async def run_message(
+    runner: Runner, session_id: str, message: types.Content
+) -> AsyncIterator[Event]:
+    """The events of `message` on the session: first those of the calls it completes
+    (each response applied, then the resumed agent), then those of its other parts."""
+    parts = message.parts or []
+    responses = [p.function_response for p in parts if p.function_response]
+    if responses:
+        async for event in _complete(runner, session_id, responses):
+            yield event
+    rest = [p for p in parts if not p.function_response]
+    if rest or not responses:
+        content = message.model_copy(update={"parts": rest})
+        async with runner.leases.hold(session_id) as hold:
+            session = await runner.store.get(session_id)
+            async for update in runner.invoke(session, content, lease=hold):
+                if isinstance(update, Event):
+                    yield update
+
+
+async def _complete(
+    runner: Runner, session_id: str, responses: list[types.FunctionResponse]
+) -> AsyncIterator[Event]:
+    """Post each response for its call, as ADK's client sends it: final unless it says
+    more follow (`will_continue`). Then apply them through the apply-once path, with an
+    intermediate response sent to the model as ADK does, and yield the agent's events."""
+    completions = Completions.of(runner.replica.sync_client(), runner.keys, runner.settings)
+    entries = []
+    for response in responses:
+        entry_id = await asyncio.to_thread(
+            completions.post_result,
+            response.id or "",
+            dict(response.response or {}),
+            final=not response.will_continue,
+            source=SOURCE,
+        )
+        entries.append(entry_id)
+    updates: asyncio.Queue[Update | None] = asyncio.Queue()
+
+    def on_update(_session_id: str, update: Update) -> None:
+        updates.put_nowait(update)
+
+    apps = {runner.app_name: runner}
+    # Only the applier's own continuation runs here: no sweep of owed sessions to start.
+    resumer = SessionResumer(apps, _never_started, on_update=on_update)
+    applier = CompletionApplier(
+        apps, runner.replica.redis, runner.keys, resumer, runner.replica.id, progress_to_model=True
+    )
+    stream = runner.keys.completions(runner.app_name)
+
+    async def apply() -> None:
+        try:
+            # The last applies every earlier one of the session first, in order.
+            found: Any = await runner.replica.redis.xrange(stream, entries[-1], entries[-1])
+            if found:  # else another orchestrator's listener applied them already
+                raw: bytes = found[0][1][COMPLETION_FIELD.encode()]
+                await applier.apply(stream, entries[-1], raw, Completion.model_validate_json(raw))
+        finally:
+            updates.put_nowait(None)
+
+    applying = asyncio.create_task(apply())
+    try:
+        while (update := await updates.get()) is not None:
+            if isinstance(update, Event):
+                yield update
+        await applying  # raises what applying raised
+    finally:
+        applying.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await applying
+
+
+def _never_started(work: Coroutine[Any, Any, None]) -> None:
+    work.close()  # resume_owed is not called here; nothing else starts tasks

@@ -1,0 +1,124 @@
+"""ADK's Runner: `run_async`/`run` yield ADK-shaped events, on toolfleet's own Runner."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncGenerator, Generator
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.orchestrator.adk.completing import run_message
+from toolfleet.orchestrator.adk.services import (
+    BaseArtifactService,
+    BaseMemoryService,
+    RedisArtifactService,
+    RedisMemoryService,
+    check_service,
+)
+from toolfleet.orchestrator.adk.sessions import BaseSessionService
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.errors import SessionNotFoundError
+
+
+class Runner:
+    """`Runner(agent=, app_name=, session_service=)`, as ADK's: one invocation per
+    `run_async`, run by toolfleet's loop with the tools on the session service's fleet."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        app_name: str,
+        session_service: BaseSessionService,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+    ) -> None:
+        if not isinstance(session_service, BaseSessionService):
+            raise TypeError(
+                "session_service must be toolfleet's InMemorySessionService() or "
+                f"RedisSessionService(settings), not {type(session_service).__name__}"
+            )
+        check_service(
+            artifact_service, BaseArtifactService, RedisArtifactService, "artifact_service"
+        )
+        check_service(memory_service, BaseMemoryService, RedisMemoryService, "memory_service")
+        self.agent = agent
+        self.app_name = app_name
+        self.session_service = session_service
+        self.artifact_service = artifact_service or RedisArtifactService()
+        self.memory_service = memory_service or RedisMemoryService()
+        self._long_running = {t.name for t in agent.all_tools() if t.is_long_running}
+
+    async def run_async(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        new_message: types.Content,
+        run_config: Any = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Run one invocation for `new_message`; yield its events as ADK's Runner does
+        (the user's message is not yielded). A FunctionResponse part for a pending
+        long-running call completes it, and the resumed agent's events follow."""
+        settings = await self.session_service.settings_for(self.agent)
+        async with FleetRunner(self.agent, settings, app_name=self.app_name) as runner:
+            try:
+                session = await runner.store.get(session_id)
+            except SessionNotFoundError:
+                session = None
+            if session is None or (session.app_name, session.user_id) != (self.app_name, user_id):
+                raise ValueError(f"Session not found: {session_id}")  # ADK's error
+            async for event in run_message(runner, session_id, new_message):
+                # The client's own message (and a result it sent) is not echoed, as in ADK.
+                if event.author in ("user", "completion"):
+                    continue
+                if event.content or event.actions.escalate:
+                    yield self._shaped(event)
+
+    def run(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        new_message: types.Content,
+        run_config: Any = None,
+    ) -> Generator[Event, None, None]:
+        """`run_async` for sync callers, as ADK's: it runs in a thread with an event loop
+        of its own, and its events are yielded here as they come."""
+        events: queue.Queue[Event | BaseException | None] = queue.Queue()
+
+        async def produce() -> None:
+            async for event in self.run_async(
+                user_id=user_id, session_id=session_id, new_message=new_message
+            ):
+                events.put(event)
+
+        def work() -> None:
+            try:
+                asyncio.run(produce())
+            except BaseException as exc:  # handed to the caller's thread, raised there
+                events.put(exc)
+            finally:
+                events.put(None)
+
+        thread = threading.Thread(target=work, name="toolfleet-adk-run", daemon=True)
+        thread.start()
+        try:
+            while (item := events.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            thread.join()
+
+    def _shaped(self, event: Event) -> Event:
+        """ADK's view of `event`: its calls of long-running tools named."""
+        ids = {c.id or "" for c in event.get_function_calls() if c.name in self._long_running}
+        if ids:
+            event = event.model_copy(update={"long_running_tool_ids": ids})
+        return event

@@ -1,0 +1,119 @@
+"""ADK's session services: where sessions live, and so which Redis and fleet run them.
+
+`RedisSessionService(settings)` is the fleet's: the Redis of `settings`, served by the
+workers already running there. `InMemorySessionService()` is ADK's name for the local
+default: as `toolfleet run`, it uses TOOLFLEET_REDIS_URL when set, and otherwise starts
+a private server on first use and local workers for each agent a Runner runs on it,
+all stopped when the program exits. "In memory" holds: nothing is persisted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolfleet.orchestrator.adk.local import LocalFleet
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.replica import Replica
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import SessionNotFoundError
+
+
+@dataclass
+class ListSessionsResponse:
+    """ADK's answer to `list_sessions`: the sessions, without their events."""
+
+    sessions: list[Session] = field(default_factory=list)
+
+
+class BaseSessionService:
+    """ADK's session service interface, on a Redis named by `settings_for`."""
+
+    async def settings_for(self, agent: Agent | None = None) -> Settings:
+        """The settings whose Redis holds the sessions (and, with `agent`, whose workers
+        serve its tools)."""
+        raise NotImplementedError
+
+    @asynccontextmanager
+    async def _replica(self) -> AsyncIterator[Replica]:
+        # One connection set per call: ADK's sync `run` calls from a thread of its own
+        # with its own event loop, where clients of another loop cannot be used.
+        async with Replica(await self.settings_for()) as replica:
+            yield replica
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session (a random id when None) with the initial `state`; raise
+        SessionExistsError if the id is taken."""
+        async with self._replica() as replica:
+            session = await replica.store.create(app_name, user_id, session_id)
+            if state:
+                # Stored as ADK stores it: an event carrying the state delta, so the
+                # scopes (app:, user:, temp:) apply as for any tool's write.
+                await replica.store.append(
+                    session, Event(invocation_id="", author="user", state_delta=dict(state))
+                )
+            return session
+
+    async def get_session(
+        self, *, app_name: str, user_id: str, session_id: str, config: Any = None
+    ) -> Session | None:
+        """The session with its events and state; None when there is none for that app
+        and user (as ADK)."""
+        async with self._replica() as replica:
+            try:
+                session = await replica.store.get(session_id)
+            except SessionNotFoundError:
+                return None
+        if session.app_name != app_name or session.user_id != user_id:
+            return None
+        return session
+
+    async def list_sessions(self, *, app_name: str, user_id: str) -> ListSessionsResponse:
+        """The user's sessions of the app, without their events."""
+        async with self._replica() as replica:
+            ids = await replica.redis.smembers(replica.keys.user_sessions(app_name, user_id))
+            sessions = []
+            for raw in sorted(ids):
+                session_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+                try:
+                    session = await replica.store.get(session_id)
+                except SessionNotFoundError:
+                    continue  # expired since
+                session.events = []
+                sessions.append(session)
+        return ListSessionsResponse(sessions=sessions)
+
+
+class RedisSessionService(BaseSessionService):
+    """Sessions on the fleet's Redis (`settings`), run by the workers serving it."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.settings.require_redis_url()  # says what to set when there is none
+
+    async def settings_for(self, agent: Agent | None = None) -> Settings:
+        """The fleet's settings: its workers serve the agents already."""
+        return self.settings
+
+
+class InMemorySessionService(BaseSessionService):
+    """ADK's local default: TOOLFLEET_REDIS_URL when set, else a private server and local
+    workers started on first use and stopped at exit."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._fleet = LocalFleet(settings or Settings())
+
+    async def settings_for(self, agent: Agent | None = None) -> Settings:
+        """The local fleet's settings, with workers for `agent`'s tools when given."""
+        return await self._fleet.settings_for(agent)
