@@ -20,7 +20,7 @@ from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.config import Settings
-from toolfleet.shared.errors import SessionNotFoundError
+from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 
 
 @dataclass
@@ -94,6 +94,21 @@ class BaseSessionService:
                 sessions.append(session)
         return ListSessionsResponse(sessions=sessions)
 
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete the session: its events, its session-scoped state and its bookkeeping
+        (user and app state stay, as in ADK)."""
+        async with self._replica() as replica:
+            keys = replica.keys
+            await replica.redis.delete(
+                keys.session(session_id),
+                keys.events(session_id),
+                keys.session_state(session_id),
+                keys.results(session_id),
+                keys.dispatched(session_id),
+                keys.completion_order(session_id),
+            )
+            await replica.redis.srem(keys.user_sessions(app_name, user_id), session_id)
+
 
 class RedisSessionService(BaseSessionService):
     """Sessions on the fleet's Redis (`settings`), run by the workers serving it."""
@@ -117,3 +132,29 @@ class InMemorySessionService(BaseSessionService):
     async def settings_for(self, agent: Agent | None = None) -> Settings:
         """The local fleet's settings, with workers for `agent`'s tools when given."""
         return await self._fleet.settings_for(agent)
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """As the base; an id the same app and user used before starts a new session in
+        its place, as ADK's in-memory service did when the reference's examples (which
+        create their session again for each query) were written."""
+        try:
+            return await super().create_session(
+                app_name=app_name, user_id=user_id, state=state, session_id=session_id
+            )
+        except SessionExistsError:
+            old = await self.get_session(
+                app_name=app_name, user_id=user_id, session_id=session_id or ""
+            )
+            if old is None:
+                raise  # another app's or user's: not ours to replace
+        await self.delete_session(app_name=app_name, user_id=user_id, session_id=old.id)
+        return await super().create_session(
+            app_name=app_name, user_id=user_id, state=state, session_id=session_id
+        )

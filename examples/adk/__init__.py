@@ -1,0 +1,1 @@
+"""Ports of the ADK reference's Python examples: only their import lines changed."""
