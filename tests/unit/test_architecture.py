@@ -179,12 +179,17 @@ def test_every_public_name_of_the_facade_resolves_to_its_own_definition() -> Non
 def test_the_adk_module_gives_the_facades_own_objects_under_adks_names() -> None:
     import toolfleet.adk as adk
 
-    for name in adk.__all__:
+    client_side = {"Runner", "Event", "Session"} | {n for n in adk.__all__ if n.endswith("Service")}
+    for name in set(adk.__all__) - client_side:
         assert getattr(adk, name) is getattr(toolfleet, name), name
     assert adk.LlmAgent is adk.Agent
+    # ADK's client side is toolfleet.adk's own: the facade's Runner keeps its meaning.
+    assert adk.Runner is not toolfleet.Runner
+    assert adk.Runner.__module__ == "toolfleet.orchestrator.adk.runner"
+    assert all(getattr(adk, name) is not None for name in client_side)
     assert heavy(loaded_after("from toolfleet.adk import FunctionTool, ToolContext")) == []
-    with pytest.raises(AttributeError, match="no attribute 'Runner'"):
-        _ = adk.Runner  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = adk.Nope  # type: ignore[attr-defined]
 
 
 def test_the_version_comes_from_the_installed_distribution() -> None:

@@ -1,0 +1,84 @@
+"""ADK's event shape on toolfleet's Event, and what ADK's Runner refuses or needs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from google.genai import types
+
+from examples import reimbursement
+from toolfleet.adk import (
+    BaseArtifactService,
+    Event,
+    InMemoryArtifactService,
+    InMemoryMemoryService,
+    RedisSessionService,
+    Runner,
+)
+from toolfleet.orchestrator.adk.local import tool_modules_of
+from toolfleet.shared.config import Settings
+from toolfleet.shared.messages import ToolActions
+
+CALL = types.Part(function_call=types.FunctionCall(id="c1", name="reimburse", args={}))
+RESPONSE = types.Part(function_response=types.FunctionResponse(id="c1", name="reimburse"))
+
+
+def event(*parts: types.Part, role: str = "model", **fields: object) -> Event:
+    return Event(
+        invocation_id="i", author="a", content=types.Content(role=role, parts=list(parts)), **fields
+    )
+
+
+def test_events_answer_adks_questions() -> None:
+    calls = event(CALL)
+    assert [c.id for c in calls.get_function_calls()] == ["c1"] and not calls.is_final_response()
+    responses = event(RESPONSE, role="user")
+    assert [r.id for r in responses.get_function_responses()] == ["c1"]
+    assert not responses.is_final_response()
+    assert event(types.Part(text="done")).is_final_response()
+    assert event(CALL, long_running_tool_ids={"c1"}).is_final_response()
+    skipped = event(RESPONSE, role="user", actions=ToolActions(skip_summarization=True))
+    assert skipped.is_final_response()
+    # Filled in by ADK's Runner as it yields, never stored.
+    assert "long_running_tool_ids" not in event(CALL, long_running_tool_ids={"c1"}).model_dump()
+
+
+def test_the_runner_takes_the_redis_services_and_refuses_others() -> None:
+    service = RedisSessionService(Settings(redis_url="redis://127.0.0.1:1/0"))
+    runner = Runner(
+        agent=reimbursement.agent,
+        app_name="expenses",
+        session_service=service,
+        artifact_service=InMemoryArtifactService(),
+        memory_service=InMemoryMemoryService(),
+    )
+    assert runner.app_name == "expenses" and runner.agent is reimbursement.agent
+
+    class InProcessArtifacts(BaseArtifactService):
+        """Artifacts a worker cannot reach."""
+
+    with pytest.raises(TypeError, match="pass RedisArtifactService"):
+        Runner(
+            agent=reimbursement.agent,
+            app_name="expenses",
+            session_service=service,
+            artifact_service=InProcessArtifacts(),
+        )
+    with pytest.raises(TypeError, match="InMemorySessionService"):
+        Runner(agent=reimbursement.agent, app_name="x", session_service=object())  # type: ignore[arg-type]
+
+
+def test_the_workers_import_the_agents_modules_and_a_script_by_its_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert tool_modules_of(reimbursement.agent) == (["examples.reimbursement"], [])
+    script = tmp_path / "my_agent.py"
+    main = type(sys)("__main__")
+    main.__file__ = str(script)
+    main.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(reimbursement.reimburse, "__module__", "__main__")
+    modules, paths = tool_modules_of(reimbursement.agent)
+    assert "my_agent" in modules and paths == [str(tmp_path)]
