@@ -32,6 +32,12 @@ def _waiting(view: ScriptView) -> Step:
 
 
 MODELS: dict[str, ScriptedModel] = {
+    "weather_sentiment_agent": ScriptedModel(
+        [
+            call(Call("get_weather_report", {"city": "London"})),
+            lambda v: say(v.response("get_weather_report")["report"]),
+        ]
+    ),
     "reimbursement_agent": ScriptedModel(
         by_message={
             r"50\$": [

@@ -102,24 +102,38 @@ async def test_adks_runner_pauses_on_a_long_running_call_and_a_message_completes
             pass
 
 
-def test_the_ported_human_in_the_loop_example_runs_on_the_embedded_default() -> None:
-    """No TOOLFLEET_REDIS_URL: InMemorySessionService starts a private server and workers,
-    and stops them when the example exits."""
+def example_output(name: str) -> list[str]:
+    """The printed lines of `python -m examples.adk.<name>` on the offline model, without
+    TOOLFLEET_REDIS_URL: InMemorySessionService starts a private server and workers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLFLEET_")}
     env.pop("GOOGLE_API_KEY", None)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.adk_example_run", "human_in_the_loop"],
+        [sys.executable, "-m", "tests.integration.adk_example_run", name],
         env=env,
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines()[2:] == [
+    return done.stdout.splitlines()
+
+
+def test_the_ported_human_in_the_loop_example_runs_on_the_embedded_default() -> None:
+    """No TOOLFLEET_REDIS_URL: InMemorySessionService starts a private server and workers,
+    and stops them when the example exits."""
+    assert example_output("human_in_the_loop")[2:] == [
         "[reimbursement_agent]: Reimbursed $50 for meals: approved automatically.",
         "",
         "Running agent...",
         "[reimbursement_agent]: Your $200 reimbursement is waiting for Sean Zhou "
         "(approval-ticket-1).",
         "[reimbursement_agent]: The manager approved: $200 for meals is reimbursed.",
+    ]
+
+
+def test_the_ported_weather_sentiment_example_runs_its_main_with_the_sync_run() -> None:
+    assert example_output("weather_sentiment") == [
+        "User Query: weather in london?",
+        "Agent Response: The current weather in London is cloudy with a temperature of 18 "
+        "degrees Celsius and a chance of rain.",
     ]
