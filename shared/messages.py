@@ -82,23 +82,41 @@ def error_response(error_type: str, message: str, **extra: Any) -> dict[str, Any
     return {"status": "error", "error_type": error_type, "error_message": message, **extra}
 
 
-def error_result(
-    call: ToolCall, error_type: str, message: str, *, worker: str, pid: int = 0, attempt: int = 1
+def answered_result(
+    call: ToolCall,
+    status: CallStatus,
+    response: dict[str, Any],
+    *,
+    worker: str,
+    actions: ToolActions | None = None,
+    pid: int = 0,
+    attempt: int = 1,
 ) -> ToolResult:
-    """The result of a call answered with an error without running its tool."""
+    """The result of a call answered at once, where it is (not a tool's run)."""
     now = time.time()
     return ToolResult(
         call_id=call.call_id,
         tool=call.tool,
         session_id=call.session_id,
         invocation_id=call.invocation_id,
-        status=CallStatus.ERROR,
-        response=error_response(error_type, message),
+        status=status,
+        response=response,
+        actions=actions or ToolActions(),
         worker=worker,
         pid=pid,
         started_at=now,
         finished_at=now,
         attempt=attempt,
+    )
+
+
+def error_result(
+    call: ToolCall, error_type: str, message: str, *, worker: str, pid: int = 0, attempt: int = 1
+) -> ToolResult:
+    """The result of a call answered with an error without running its tool."""
+    response = error_response(error_type, message)
+    return answered_result(
+        call, CallStatus.ERROR, response, worker=worker, pid=pid, attempt=attempt
     )
 
 

@@ -9,13 +9,19 @@ the same step, and the conversation continues with the target agent.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.messages import CallStatus, ToolActions, ToolCall, ToolResult, error_result
+from toolfleet.shared.messages import (
+    CallStatus,
+    ToolActions,
+    ToolCall,
+    ToolResult,
+    answered_result,
+    error_result,
+)
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
 from toolfleet.shared.toolsets import ReadonlyContext
 
@@ -123,16 +129,10 @@ def answer_transfer(call: ToolCall, tool: TransferTool, agent_name: str) -> Tool
             f"{', '.join(tool.targets)}",
             worker="orchestrator",
         )
-    now = time.time()
-    return ToolResult(
-        call_id=call.call_id,
-        tool=call.tool,
-        session_id=call.session_id,
-        invocation_id=call.invocation_id,
-        status=CallStatus.SUCCESS,
-        response={"result": None},
+    return answered_result(
+        call,
+        CallStatus.SUCCESS,
+        {"result": None},
         actions=ToolActions(transfer_to_agent=agent_name),
         worker="orchestrator",
-        started_at=now,
-        finished_at=now,
     )
