@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -74,18 +75,22 @@ def tickets_router(api: HttpApi) -> APIRouter:
 
     async def authorize(
         caller: Caller, call_id: str, allowed: Callable[[PendingCall], bool], need: str
-    ) -> None:
-        """404 unless `caller` may see the ticket, 403 unless `allowed` says they may act.
+    ) -> PendingCall | None:
+        """404 unless `caller` may see the ticket, 403 unless `allowed` says they may act;
+        the record read to decide it.
 
-        An admin passes without the record: a call no longer pending gets the completion
-        refused (404 or 409) and dead-lettered below, as the CLI does."""
+        An admin passes without the record (None): a call no longer pending gets the
+        completion refused (404 or 409) and dead-lettered below, as the CLI does."""
         if caller.admin:
-            return
+            return None
         call = await api.ticket(caller, call_id)
         if not allowed(call):
             raise ApiError(403, f"{caller.subject!r} may not {need} ticket {call_id!r}")
+        return call
 
-    async def post(call_id: str, response: dict[str, Any], final: bool) -> Accepted:
+    async def post(
+        call_id: str, response: dict[str, Any], final: bool, known: PendingCall | None
+    ) -> Accepted:
         size = len(json.dumps(response).encode())
         if size > api.settings.max_payload_bytes:
             raise ApiError(
@@ -95,10 +100,10 @@ def tickets_router(api: HttpApi) -> APIRouter:
             )
 
         def post_sync() -> tuple[str, PendingCall | None]:
-            try:
-                call: PendingCall | None = api.completions.get(call_id)
-            except CompletionError:
-                call = None  # post_result refuses it below, and dead-letters it
+            call = known  # read already to authorize the caller, unless an admin
+            if call is None:
+                with contextlib.suppress(CompletionError):  # post_result refuses it below
+                    call = api.completions.get(call_id)
             # The CLI's code path: a refused completion is dead-lettered and raises.
             entry = api.completions.post_result(call_id, response, final=final, source="http")
             return entry, call
@@ -128,10 +133,10 @@ def tickets_router(api: HttpApi) -> APIRouter:
         ),
     )
     async def post_result(call_id: CallId, body: PostResult, caller: Who) -> Accepted:
-        await authorize(
+        known = await authorize(
             caller, call_id, caller.may_post_result, "post results for (it needs service:<app>)"
         )
-        return await post(call_id, body.response, body.final)
+        return await post(call_id, body.response, body.final, known)
 
     @router.post(
         "/{call_id}/credential",
@@ -152,14 +157,13 @@ def tickets_router(api: HttpApi) -> APIRouter:
                 403, f"only the ticket's own user may supply its credential, not {caller.subject!r}"
             )
 
-        def supply() -> tuple[str, PendingCall]:
-            call = api.completions.get(call_id)
-            entry = api.completions.supply_credential(
-                call_id, body.credential, api.credentials, source="http"
-            )
-            return entry, call
-
-        entry_id, call = await asyncio.to_thread(supply)
+        entry_id = await asyncio.to_thread(
+            api.completions.supply_credential,
+            call_id,
+            body.credential,
+            api.credentials,
+            source="http",
+        )
         return Accepted(
             call_id=call_id,
             session_id=call.session_id,
@@ -183,20 +187,25 @@ def tickets_router(api: HttpApi) -> APIRouter:
     return router
 
 
-Authorize = Callable[[Caller, str, Callable[[PendingCall], bool], str], Awaitable[None]]
+Authorize = Callable[
+    [Caller, str, Callable[[PendingCall], bool], str], Awaitable[PendingCall | None]
+]
+Post = Callable[[str, dict[str, Any], bool, PendingCall | None], Awaitable[Accepted]]
 
 
 def _decision_route(
-    post: Callable[[str, dict[str, Any], bool], Awaitable[Accepted]],
+    post: Post,
     authorize: Authorize,
     status: str,
 ) -> Callable[..., Awaitable[Accepted]]:
     async def decide(call_id: CallId, caller: Who, body: Decision | None = None) -> Accepted:
-        await authorize(caller, call_id, caller.may_decide, "decide (it needs approver:<app>)")
+        known = await authorize(
+            caller, call_id, caller.may_decide, "decide (it needs approver:<app>)"
+        )
         response: dict[str, Any] = {"status": status}
         if body is not None and body.note:
             response["note"] = body.note
-        return await post(call_id, response, True)
+        return await post(call_id, response, True, known)
 
     return decide
 
