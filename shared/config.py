@@ -117,6 +117,13 @@ class Settings(BaseSettings):
         "of run again (a tool that kills its worker must not loop forever).",
     )
     model: str = Field(default="gemini-2.5-flash", description="Gemini model name.")
+    offline_models: str | None = Field(
+        default=None,
+        description="`module:attribute` naming a mapping of agent name to Model (e.g. "
+        "ScriptedModel): those agents run on it, ahead of an API key and their own "
+        "offline_script, on the orchestrator and on workers running agent tools. Runs an "
+        "ADK program offline without editing it.",
+    )
     model_timeout_s: float = Field(
         default=120.0,
         gt=0,

@@ -7,6 +7,9 @@ Gemini; without one the agent plays its offline script, and the startup line say
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
+
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.orchestrator.models.protocol import Model
@@ -14,6 +17,42 @@ from toolfleet.shared.config import Settings, gemini_api_key
 from toolfleet.shared.errors import ConfigError
 
 NO_KEY = "no GOOGLE_API_KEY/GEMINI_API_KEY set"
+OFFLINE_MODELS = "TOOLFLEET_OFFLINE_MODELS"
+
+
+_LOADED: dict[str, Mapping[str, Model]] = {}  # by spec: imported once per process
+
+
+def offline_models(spec: str) -> Mapping[str, Model]:
+    """The agent-name-to-Model mapping that `spec` ("module:attribute") names, imported
+    once per process.
+
+    Raises ConfigError naming what to change when it cannot be imported or is not one.
+    """
+    if spec in _LOADED:
+        return _LOADED[spec]
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"{OFFLINE_MODELS}={spec!r}: write it as module:attribute")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{OFFLINE_MODELS}={spec!r} cannot be imported: {exc}") from exc
+    if not isinstance(found, Mapping) or not all(
+        isinstance(name, str) and hasattr(model, "generate") for name, model in found.items()
+    ):
+        raise ConfigError(
+            f"{OFFLINE_MODELS}={spec!r} must name a dict of agent name to Model "
+            f"(e.g. ScriptedModel), not {type(found).__name__}"
+        )
+    _LOADED[spec] = found
+    return found
+
+
+def _offline_model_of(agent: Agent, settings: Settings) -> Model | None:
+    if not settings.offline_models:
+        return None
+    return offline_models(settings.offline_models).get(agent.name)
 
 
 def model_id(agent: Agent) -> str | None:
@@ -30,13 +69,16 @@ def model_id(agent: Agent) -> str | None:
 
 
 def choose_model(agent: Agent, settings: Settings) -> Model:
-    """The agent's own Model; else Gemini (the model id it names, or TOOLFLEET_MODEL) when
-    an API key is set; else its offline script.
+    """The agent's own Model; else the one TOOLFLEET_OFFLINE_MODELS maps its name to;
+    else Gemini (the model id it names, or TOOLFLEET_MODEL) when an API key is set; else
+    its offline script.
 
     Raises ConfigError when the agent has none of these.
     """
     if agent.model is not None and not isinstance(agent.model, str):
         return agent.model
+    if (offline := _offline_model_of(agent, settings)) is not None:
+        return offline
     named = model_id(agent)
     if gemini_api_key():
         from toolfleet.orchestrator.models.gemini import GeminiModel  # imported only when used
@@ -55,6 +97,8 @@ def describe_choice(agent: Agent, model: Model) -> str:
     """One line saying which model runs the agent, and why (the CLI prints it at start)."""
     if model is agent.model:
         return f"model: {model.name} (the agent's own)"
+    if any(model in loaded.values() for loaded in _LOADED.values()):
+        return f"model: {model.name} ({OFFLINE_MODELS})"
     if isinstance(model, ScriptedModel):
         named = model_id(agent)
         instead = f"; the agent names {named!r}, which needs one" if named else ""
@@ -62,3 +106,4 @@ def describe_choice(agent: Agent, model: Model) -> str:
     if gemini_api_key():
         return f"model: Gemini {model.name} (API key from the environment)"
     return f"model: {model.name}"
+

@@ -102,3 +102,34 @@ def test_the_runner_and_an_agent_tools_agent_take_model_ids(no_key: None) -> Non
     assert isinstance(runner.model, ScriptedModel)
     assert isinstance(runner.model_for(child), ScriptedModel)
     assert isinstance(Runner(child, SETTINGS).model, ScriptedModel)  # as a worker runs it
+
+
+OFFLINE = ScriptedModel([say("offline")])
+MODELS = {"weather": OFFLINE}
+
+
+def test_offline_models_named_in_settings_come_before_an_api_key(key: None) -> None:
+    settings = SETTINGS.model_copy(update={"offline_models": f"{__name__}:MODELS"})
+    agent = adk_agent()
+    assert choose_model(agent, settings) is OFFLINE
+    assert describe_choice(agent, OFFLINE) == (
+        "model: offline scripted model (TOOLFLEET_OFFLINE_MODELS)"
+    )
+    # An agent the mapping does not name is chosen for as before.
+    assert isinstance(
+        choose_model(Agent(name="other", model="gemini-2.0-flash"), settings), GeminiModel
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("no_colon", "write it as module:attribute"),
+        ("no.such.module:MODELS", "cannot be imported"),
+        (f"{__name__}:SETTINGS", "must name a dict of agent name to Model"),
+    ],
+)
+def test_a_wrong_offline_models_setting_says_what_to_change(spec: str, says: str) -> None:
+    settings = SETTINGS.model_copy(update={"offline_models": spec})
+    with pytest.raises(ConfigError, match=says):
+        choose_model(adk_agent(), settings)
