@@ -34,3 +34,12 @@ def render_instruction(agent: Agent, state: Mapping[str, Any]) -> str:
         )
 
     return _PLACEHOLDER.sub(fill, agent.instruction)
+
+
+def identity_instruction(agent: Agent) -> str:
+    """Who the model is, appended to every agent's instruction as ADK does: in a team the
+    model needs its own name (transfers and other agents' turns refer to names)."""
+    line = f'You are an agent. Your internal name is "{agent.name}".'
+    if agent.description:
+        line += f' The description about you is "{agent.description}".'
+    return line

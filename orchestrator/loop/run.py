@@ -16,7 +16,7 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
-from toolfleet.orchestrator.loop.instructions import render_instruction
+from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.parking import park_turn
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
@@ -180,7 +180,11 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
     agent = inv.agent
     tools = await offered_tools(agent, inv.readonly_context())
     authors, contents = inv.session.authored_contents()
-    parts = (render_instruction(agent, inv.session.state), transfer_instruction(agent))
+    parts = (
+        render_instruction(agent, inv.session.state),
+        identity_instruction(agent),
+        transfer_instruction(agent),
+    )
     request = ModelRequest(
         agent_name=agent.name,
         instruction="\n\n".join(p for p in parts if p),
