@@ -10,6 +10,7 @@ calling tool's delta.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -35,6 +36,9 @@ class AgentToolSpec(FunctionTool):
 
     agent: Agent | None = field(default=None, kw_only=True)
     skip_summarization: bool = field(default=False, kw_only=True)
+    # The module that made it: the one a worker imports to find it (its function is
+    # toolfleet's own), e.g. when an ADK program's Runner starts local workers.
+    defined_in: str = field(default="", kw_only=True)
     # Its function is made per agent; workers find it through the agent, not by name.
     checks_importable: ClassVar[bool] = False
 
@@ -46,6 +50,7 @@ class AgentToolSpec(FunctionTool):
             self.options,
             agent=self.agent,
             skip_summarization=self.skip_summarization,
+            defined_in=self.defined_in,
         )
 
 
@@ -67,6 +72,7 @@ def AgentTool(
         ToolOptions(pool=pool, timeout_s=timeout_s),
         agent=agent,
         skip_summarization=skip_summarization,
+        defined_in=sys._getframe(1).f_globals.get("__name__", ""),
     )
 
 

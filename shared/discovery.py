@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
+from toolfleet.shared.definition_imports import definitions_import
 from toolfleet.shared.errors import ConfigError, ToolDefinitionError
 from toolfleet.shared.jobs import Job
 from toolfleet.shared.tools import FunctionTool, ToolRegistry, ToolSource
@@ -60,7 +61,8 @@ def import_modules(names: Iterable[str]) -> list[ModuleType]:
     modules = []
     for name in names:
         try:
-            modules.append(importlib.import_module(name))
+            with definitions_import(name):
+                modules.append(importlib.import_module(name))
         except ImportError as exc:
             raise ConfigError(
                 f"tool module {name!r} (TOOLFLEET_TOOL_MODULES) cannot be imported: {exc}"

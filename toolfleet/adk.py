@@ -23,7 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolfleet.orchestrator.adk.runner import Runner
+    from toolfleet.orchestrator.adk.runner import EventActions, Runner
     from toolfleet.orchestrator.adk.services import (
         BaseArtifactService,
         BaseMemoryService,
@@ -58,6 +58,7 @@ _MODULES: dict[str, str] = {
     "ReadonlyContext": "toolfleet.shared.toolsets",
     "ToolContext": "toolfleet.shared.context",
     "Runner": "toolfleet.orchestrator.adk.runner",
+    "EventActions": "toolfleet.orchestrator.adk.runner",
     "BaseSessionService": "toolfleet.orchestrator.adk.sessions",
     "InMemorySessionService": "toolfleet.orchestrator.adk.sessions",
     "RedisSessionService": "toolfleet.orchestrator.adk.sessions",
@@ -80,6 +81,7 @@ __all__ = [
     "BaseTool",
     "BaseToolset",
     "Event",
+    "EventActions",
     "FunctionTool",
     "InMemoryArtifactService",
     "InMemoryMemoryService",

@@ -32,7 +32,8 @@ def tool_modules_of(agent: Agent) -> tuple[list[str], list[str]]:
     """
     names: set[str] = set()
     for tool in agent.all_tools():
-        names.add(getattr(tool.func, "__module__", "") or "")
+        # An agent tool's function is toolfleet's: the module that made it is the one.
+        names.add(getattr(tool, "defined_in", "") or getattr(tool.func, "__module__", "") or "")
     for each in agent.walk():
         names |= {type(toolset).__module__ for toolset in each.toolsets}
     modules, paths = set(), set()
@@ -60,7 +61,7 @@ class LocalFleet:
         self._settings = settings
         self._lock = threading.Lock()  # ADK's sync `run` calls from threads of its own
         self._stack: ExitStack | None = None
-        self._served: set[str] = set()  # modules some started worker imports
+        self._served: set[tuple[str, str]] = set()  # (module, pool) some worker serves
 
     async def settings_for(self, agent: Agent | None) -> Settings:
         """The settings; without TOOLFLEET_REDIS_URL, start the private server (and
@@ -88,14 +89,15 @@ class LocalFleet:
 
     def _start_workers(self, agent: Agent) -> None:
         modules, paths = tool_modules_of(agent)
-        if set(modules) <= self._served:
-            return
-        assert self._stack is not None
         settings = self._settings.model_copy(update={"tool_modules": modules})
+        pools = sorted({tool_pool(t, settings) for t in agent.all_tools()})
+        wanted = {(module, pool) for module in modules for pool in pools}
+        if wanted <= self._served:
+            return  # no tools of its own, or all served by workers started before
+        assert self._stack is not None
         path = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH", "")])])
         group = self._stack.enter_context(
             WorkerGroup(settings, extra_env={"PYTHONPATH": path} if paths else {})
         )
-        pools = sorted({tool_pool(t, settings) for t in agent.all_tools()})
-        group.start_all(specs_for(pools or [settings.default_pool], settings, CPU_CONCURRENCY))
-        self._served |= set(modules)
+        group.start_all(specs_for(pools, settings, CPU_CONCURRENCY))
+        self._served |= wanted

@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 from google.genai import types
+from pydantic import Field
 
 from toolfleet.orchestrator.adk.completing import run_message
 from toolfleet.orchestrator.adk.services import (
@@ -22,7 +23,16 @@ from toolfleet.orchestrator.adk.sessions import BaseSessionService
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionNotFoundError
+from toolfleet.shared.messages import ToolActions
+
+
+class EventActions(ToolActions):
+    """ADK's EventActions on the events a Runner yields: the tool's actions and the
+    event's state writes (`state_delta`, which toolfleet's Event keeps beside them)."""
+
+    state_delta: dict[str, Any] = Field(default_factory=dict)
 
 
 class Runner:
@@ -52,7 +62,11 @@ class Runner:
         self.session_service = session_service
         self.artifact_service = artifact_service or RedisArtifactService()
         self.memory_service = memory_service or RedisMemoryService()
-        self._long_running = {t.name for t in agent.all_tools() if t.is_long_running}
+        # The client's view of the stores the tools use: the session service's Redis.
+        for service in (self.artifact_service, self.memory_service):
+            if isinstance(service, RedisArtifactService | RedisMemoryService):
+                service.attach(session_service.settings_for)
+        self._long_running: set[str] | None = None  # read on first run: toolsets are async
 
     async def run_async(
         self,
@@ -64,7 +78,17 @@ class Runner:
     ) -> AsyncGenerator[Event, None]:
         """Run one invocation for `new_message`; yield its events as ADK's Runner does
         (the user's message is not yielded). A FunctionResponse part for a pending
-        long-running call completes it, and the resumed agent's events follow."""
+        long-running call completes it, and the resumed agent's events follow.
+
+        Called at module level while a worker imports the module for its tools, it
+        yields nothing: that is the program's client code, not the tools'."""
+        if skipped_at_import("Runner.run_async"):
+            return
+        await self.session_service.settle(self.app_name, user_id, session_id)
+        if self._long_running is None:
+            # In a thread: listing a toolset's tools runs its own event loop.
+            tools = await asyncio.to_thread(lambda: list(self.agent.all_tools()))
+            self._long_running = {t.name for t in tools if t.is_long_running}
         settings = await self.session_service.settings_for(self.agent)
         async with FleetRunner(self.agent, settings, app_name=self.app_name) as runner:
             try:
@@ -89,7 +113,10 @@ class Runner:
         run_config: Any = None,
     ) -> Generator[Event, None, None]:
         """`run_async` for sync callers, as ADK's: it runs in a thread with an event loop
-        of its own, and its events are yielded here as they come."""
+        of its own, and its events are yielded here as they come (none while a worker
+        imports the module for its tools, as `run_async`)."""
+        if skipped_at_import("Runner.run"):
+            return
         events: queue.Queue[Event | BaseException | None] = queue.Queue()
 
         async def produce() -> None:
@@ -117,8 +144,13 @@ class Runner:
             thread.join()
 
     def _shaped(self, event: Event) -> Event:
-        """ADK's view of `event`: its calls of long-running tools named."""
-        ids = {c.id or "" for c in event.get_function_calls() if c.name in self._long_running}
+        """ADK's view of `event`: its calls of long-running tools named, its state writes
+        in its actions."""
+        long_running = self._long_running or set()
+        update: dict[str, Any] = {
+            "actions": EventActions(**event.actions.model_dump(), state_delta=event.state_delta)
+        }
+        ids = {c.id or "" for c in event.get_function_calls() if c.name in long_running}
         if ids:
-            event = event.model_copy(update={"long_running_tool_ids": ids})
-        return event
+            update["long_running_tool_ids"] = ids
+        return event.model_copy(update=update)

@@ -9,7 +9,8 @@ all stopped when the program exits. "In memory" holds: nothing is persisted.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.config import Settings
+from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 
 
@@ -30,8 +32,34 @@ class ListSessionsResponse:
     sessions: list[Session] = field(default_factory=list)
 
 
+class SessionCreation:
+    """What `create_session` returns: await it for the Session. Made once, however
+    often it is awaited; never awaited, a Runner makes it when it first runs the session."""
+
+    def __init__(
+        self, make: Callable[[], Awaitable[Session]], *, app_name: str, user_id: str, id: str
+    ) -> None:
+        self._make = make
+        self._session: Session | None = None
+        self.app_name = app_name
+        self.user_id = user_id
+        self.id = id
+
+    async def _made(self) -> Session:
+        if self._session is None:
+            self._session = await self._make()
+        return self._session
+
+    def __await__(self) -> Generator[Any, None, Session]:
+        return self._made().__await__()
+
+
 class BaseSessionService:
     """ADK's session service interface, on a Redis named by `settings_for`."""
+
+    def __init__(self) -> None:
+        # Creations asked for without `await` (older ADK's sync API), by app, user and id.
+        self._unawaited: dict[tuple[str, str, str], SessionCreation] = {}
 
     async def settings_for(self, agent: Agent | None = None) -> Settings:
         """The settings whose Redis holds the sessions (and, with `agent`, whose workers
@@ -45,16 +73,49 @@ class BaseSessionService:
         async with Replica(await self.settings_for()) as replica:
             yield replica
 
-    async def create_session(
+    def create_session(
         self,
         *,
         app_name: str,
         user_id: str,
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
-    ) -> Session:
+    ) -> SessionCreation:
         """Create a session (a random id when None) with the initial `state`; raise
-        SessionExistsError if the id is taken."""
+        SessionExistsError if the id is taken.
+
+        Awaited, as ADK's async service is. Older ADK's was sync, and its examples call
+        it without `await`: the creation is then made when a Runner first runs that
+        session, and the returned object's `id` is already the session's.
+        """
+        new_id = session_id or uuid.uuid4().hex
+        creation = SessionCreation(
+            lambda: self._create_session(
+                app_name=app_name, user_id=user_id, state=state, session_id=new_id
+            ),
+            app_name=app_name,
+            user_id=user_id,
+            id=new_id,
+        )
+        if not skipped_at_import("create_session"):
+            self._unawaited[(app_name, user_id, creation.id)] = creation
+        return creation
+
+    async def settle(self, app_name: str, user_id: str, session_id: str) -> None:
+        """Make the creation of that session, if one was asked for and never awaited."""
+        creation = self._unawaited.get((app_name, user_id, session_id))
+        if creation is not None:
+            await creation
+
+    async def _create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None,
+        session_id: str,
+    ) -> Session:
+        self._unawaited.pop((app_name, user_id, session_id), None)
         async with self._replica() as replica:
             session = await replica.store.create(app_name, user_id, session_id)
             if state:
@@ -114,6 +175,7 @@ class RedisSessionService(BaseSessionService):
     """Sessions on the fleet's Redis (`settings`), run by the workers serving it."""
 
     def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__()
         self.settings = settings or Settings()
         self.settings.require_redis_url()  # says what to set when there is none
 
@@ -127,34 +189,35 @@ class InMemorySessionService(BaseSessionService):
     workers started on first use and stopped at exit."""
 
     def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__()
         self._fleet = LocalFleet(settings or Settings())
 
     async def settings_for(self, agent: Agent | None = None) -> Settings:
         """The local fleet's settings, with workers for `agent`'s tools when given."""
         return await self._fleet.settings_for(agent)
 
-    async def create_session(
+    async def _create_session(
         self,
         *,
         app_name: str,
         user_id: str,
-        state: dict[str, Any] | None = None,
-        session_id: str | None = None,
+        state: dict[str, Any] | None,
+        session_id: str,
     ) -> Session:
         """As the base; an id the same app and user used before starts a new session in
         its place, as ADK's in-memory service did when the reference's examples (which
         create their session again for each query) were written."""
         try:
-            return await super().create_session(
+            return await super()._create_session(
                 app_name=app_name, user_id=user_id, state=state, session_id=session_id
             )
         except SessionExistsError:
             old = await self.get_session(
-                app_name=app_name, user_id=user_id, session_id=session_id or ""
+                app_name=app_name, user_id=user_id, session_id=session_id
             )
             if old is None:
                 raise  # another app's or user's: not ours to replace
         await self.delete_session(app_name=app_name, user_id=user_id, session_id=old.id)
-        return await super().create_session(
+        return await super()._create_session(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id
         )

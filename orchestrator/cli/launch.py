@@ -12,6 +12,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.shared.auth import new_credential_key
 from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
+from toolfleet.shared.definition_imports import definitions_import
 from toolfleet.shared.discovery import load_definitions
 from toolfleet.shared.errors import ConfigError, ToolfleetError
 from toolfleet.shared.signing import new_fleet_key
@@ -28,7 +29,8 @@ def load_agent(spec: str) -> Agent:
             f"--agent {spec!r}: expected module:attribute, e.g. examples.weather:agent"
         )
     try:
-        module = importlib.import_module(module_name)
+        with definitions_import(module_name):
+            module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ToolfleetError(f"--agent {spec!r}: cannot import {module_name}: {exc}") from exc
     agent = getattr(module, attr, None)

@@ -10,15 +10,21 @@ from google.genai import types
 
 from examples import reimbursement
 from toolfleet.adk import (
+    Agent,
+    AgentTool,
     BaseArtifactService,
     Event,
+    EventActions,
     InMemoryArtifactService,
     InMemoryMemoryService,
     RedisSessionService,
     Runner,
 )
 from toolfleet.orchestrator.adk.local import tool_modules_of
+from toolfleet.orchestrator.adk.sessions import SessionCreation
+from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.config import Settings
+from toolfleet.shared.definition_imports import definitions_import
 from toolfleet.shared.messages import ToolActions
 
 CALL = types.Part(function_call=types.FunctionCall(id="c1", name="reimburse", args={}))
@@ -82,3 +88,45 @@ def test_the_workers_import_the_agents_modules_and_a_script_by_its_file(
     monkeypatch.setattr(reimbursement.reimburse, "__module__", "__main__")
     modules, paths = tool_modules_of(reimbursement.agent)
     assert "my_agent" in modules and paths == [str(tmp_path)]
+
+
+def test_module_level_client_code_does_nothing_while_its_module_is_imported_for_tools() -> None:
+    """A worker importing an ADK script for its tools must not run the script's program
+    (its module-level `call_agent(...)`): Runner.run and create_session do nothing then."""
+    service = RedisSessionService(Settings(redis_url="redis://127.0.0.1:1/0"))  # never reached
+    runner = Runner(agent=reimbursement.agent, app_name="expenses", session_service=service)
+    ask = types.Content(role="user", parts=[types.Part(text="hi")])
+    with definitions_import("some_script"):
+        assert list(runner.run(user_id="u", session_id="s", new_message=ask)) == []
+        creation = service.create_session(app_name="expenses", user_id="u", session_id="s")
+        assert creation.id == "s"
+    assert service._unawaited == {}  # nothing left for a Runner to create later
+    # Outside such an import, a sync create_session (older ADK) is made on first run.
+    later = service.create_session(app_name="expenses", user_id="u")
+    assert len(later.id) == 32 and list(service._unawaited) == [("expenses", "u", later.id)]
+
+
+async def test_a_creation_is_made_once_however_often_it_is_awaited() -> None:
+    made: list[str] = []
+
+    async def make() -> Session:
+        made.append("once")
+        return Session(id="s", app_name="a", user_id="u")
+
+    creation = SessionCreation(make, app_name="a", user_id="u", id="s")
+    first, second = await creation, await creation
+    assert first is second and made == ["once"]
+
+
+def test_events_carry_their_state_writes_in_adks_actions() -> None:
+    service = RedisSessionService(Settings(redis_url="redis://127.0.0.1:1/0"))
+    runner = Runner(agent=reimbursement.agent, app_name="expenses", session_service=service)
+    shaped = runner._shaped(event(RESPONSE, role="user", state_delta={"user:theme": "dark"}))
+    assert isinstance(shaped.actions, EventActions)
+    assert shaped.actions.state_delta == {"user:theme": "dark"}
+
+
+def test_an_agent_tool_names_the_module_that_made_it_for_the_workers() -> None:
+    summary = Agent(name="summary", instruction="Summarize.")
+    root = Agent(name="root", tools=[AgentTool(agent=summary)])
+    assert tool_modules_of(root) == ([__name__], [])
