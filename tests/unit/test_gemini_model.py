@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import socket
 import threading
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +14,7 @@ from typing import Any, Literal
 import pytest
 from google.genai import types
 
+from tests.gemini_stand_in import GENERATE_PATH, FakeGemini, Recorded, error_body, serve_gemini
 from tests.support import InProcessRunner
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.invocation import Invocation
@@ -30,83 +29,17 @@ from toolfleet.shared.keys import Keys
 from toolfleet.shared.tools import FunctionTool
 
 MODEL = "gemini-2.5-flash"
-# google-genai 3.x sends /v1/...; older releases sent /v1beta/...
-GENERATE_PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^/:?]+):generateContent$")
 
 
-@dataclass
-class Recorded:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-@dataclass
-class FakeGemini:
-    """Answers generateContent with scripted replies and records every request."""
-
-    port: int
-    replies: deque[tuple[int, dict[str, Any]]] = field(default_factory=deque)
-    requests: list[Recorded] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def reply(self, body: dict[str, Any], status: int = 200) -> None:
-        self.replies.append((status, body))
-
-    def model(self, **kwargs: Any) -> GeminiModel:
-        kwargs.setdefault("api_key", "test-key")
-        return GeminiModel(MODEL, base_url=self.base_url, initial_delay_s=0.01, **kwargs)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_POST(self) -> None:
-        fake = self.server.fake
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with fake.lock:
-            fake.requests.append(Recorded(self.path, dict(self.headers.items()), body))
-            if not GENERATE_PATH.match(self.path):
-                status, reply = 404, _error(404, f"no route {self.path}", "NOT_FOUND")
-            elif fake.replies:
-                status, reply = fake.replies.popleft()
-            else:  # a 4xx, so that an unexpected extra call fails at once without retries
-                status, reply = 409, _error(409, "script exhausted", "ABORTED")
-        payload = json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep pytest output clean; requests are recorded instead
-
-
-class _Server(ThreadingHTTPServer):
-    fake: FakeGemini
+def stand_in_model(fake: FakeGemini, **kwargs: Any) -> GeminiModel:
+    kwargs.setdefault("api_key", "test-key")
+    return GeminiModel(MODEL, base_url=fake.base_url, initial_delay_s=0.01, **kwargs)
 
 
 @pytest.fixture
 def gemini() -> Iterator[FakeGemini]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.fake = FakeGemini(port=server.server_address[1])
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield server.fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-def _error(code: int, message: str, status: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "status": status}}
+    with serve_gemini() as fake:
+        yield fake
 
 
 def _text_reply(text: str) -> dict[str, Any]:
@@ -191,7 +124,9 @@ async def test_parallel_calls_round_trip_ids_and_thought_signature(gemini: FakeG
     gemini.reply(_two_parallel_calls_reply())
     gemini.reply(_text_reply("Sunny in Paris; it is noon UTC."))
     tools = [FunctionTool(get_weather), FunctionTool(get_time)]
-    model = gemini.model()
+    model = stand_in_model(
+        gemini,
+    )
     user = _user("Weather in Paris, and the time in UTC?")
 
     turn = await model.generate(_request([user], tools))
@@ -307,7 +242,9 @@ async def test_thought_signature_bytes_survive_round_trip(gemini: FakeGemini) ->
         }
     )
     gemini.reply(_text_reply("ok"))
-    model = gemini.model()
+    model = stand_in_model(
+        gemini,
+    )
     user = _user("time?")
     turn = await model.generate(_request([user], [FunctionTool(get_time)]))
     assert turn.parts is not None and turn.parts[0].thought_signature == signature
@@ -329,10 +266,12 @@ async def test_thought_signature_bytes_survive_round_trip(gemini: FakeGemini) ->
 
 
 async def test_retries_429_then_succeeds(gemini: FakeGemini) -> None:
-    gemini.reply(_error(429, "quota", "RESOURCE_EXHAUSTED"), status=429)
+    gemini.reply(error_body(429, "quota", "RESOURCE_EXHAUSTED"), status=429)
     gemini.reply(_text_reply("hello"))
 
-    turn = await gemini.model().generate(_request([_user("hi")], []))
+    turn = await stand_in_model(
+        gemini,
+    ).generate(_request([_user("hi")], []))
 
     assert [p.text for p in turn.parts or []] == ["hello"]
     assert len(gemini.requests) == 2
@@ -343,20 +282,22 @@ async def test_retries_429_then_succeeds(gemini: FakeGemini) -> None:
 
 async def test_retries_stop_after_attempts(gemini: FakeGemini) -> None:
     for _ in range(3):
-        gemini.reply(_error(503, "overloaded", "UNAVAILABLE"), status=503)
+        gemini.reply(error_body(503, "overloaded", "UNAVAILABLE"), status=503)
 
     with pytest.raises(ModelError, match=r"after 2 attempts: HTTP 503 UNAVAILABLE: overloaded"):
-        await gemini.model(retry_attempts=2).generate(_request([_user("hi")], []))
+        await stand_in_model(gemini, retry_attempts=2).generate(_request([_user("hi")], []))
 
     assert len(gemini.requests) == 2
 
 
 async def test_400_is_not_retried(gemini: FakeGemini) -> None:
-    gemini.reply(_error(400, "Request contains an invalid argument.", "INVALID_ARGUMENT"), 400)
+    gemini.reply(error_body(400, "Request contains an invalid argument.", "INVALID_ARGUMENT"), 400)
     gemini.reply(_text_reply("never sent"))
 
     with pytest.raises(ModelError, match=r"HTTP 400 INVALID_ARGUMENT") as info:
-        await gemini.model().generate(_request([_user("hi")], []))
+        await stand_in_model(
+            gemini,
+        ).generate(_request([_user("hi")], []))
 
     assert "invalid argument" in str(info.value)
     assert "test-key" not in str(info.value)
@@ -368,7 +309,9 @@ async def test_blocked_prompt_raises_with_block_reason(gemini: FakeGemini) -> No
     gemini.reply({"promptFeedback": {"blockReason": "SAFETY"}})
 
     with pytest.raises(ModelError, match=r"prompt blocked: SAFETY"):
-        await gemini.model().generate(_request([_user("something unsafe")], []))
+        await stand_in_model(
+            gemini,
+        ).generate(_request([_user("something unsafe")], []))
 
     assert len(gemini.requests) == 1
 
@@ -377,10 +320,12 @@ async def test_candidate_without_content_raises_with_finish_reason(gemini: FakeG
     gemini.reply({"candidates": [{"finishReason": "SAFETY"}]})
 
     with pytest.raises(ModelError, match=r"empty turn \(finish_reason=SAFETY\)"):
-        await gemini.model().generate(_request([_user("something unsafe")], []))
+        await stand_in_model(
+            gemini,
+        ).generate(_request([_user("something unsafe")], []))
 
 
-async def test_unreachable_server_raises_model_error() -> None:
+async def test_unreachable_server_raises_modelerror_body() -> None:
     with socket.socket() as sock:  # a port that was free a moment ago, now closed
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -410,7 +355,7 @@ async def test_api_key_read_from_environment(
     assert gemini.requests[0].headers.get("x-goog-api-key") == "env-key"
 
 
-def test_missing_api_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_api_key_is_a_configerror_body(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
 
@@ -426,7 +371,9 @@ async def test_the_loop_drives_gemini_through_a_parallel_turn(
     """The whole loop, not a hand-made exchange: ids, signature and responses on the wire."""
     gemini.reply(_two_parallel_calls_reply())
     gemini.reply(_text_reply("Sunny in Paris; it is UTC there."))
-    model = gemini.model()
+    model = stand_in_model(
+        gemini,
+    )
     agent = Agent(
         name="weather", instruction="Be brief.", tools=[get_weather, get_time], model=model
     )
