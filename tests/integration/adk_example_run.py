@@ -1,70 +1,63 @@
-"""Run a ported ADK example as `python -m examples.adk.<name>` would, on the offline
-model: `python -m tests.integration.adk_example_run <name>`.
+"""Run a ported ADK example as `python -m <module>` would: on the offline model, or
+with `--gemini` through the real google-genai SDK against the Gemini REST stand-in.
 
-The example is untouched; the scripted model of its agent (below, by agent name) is
-injected where toolfleet picks a model, as a Gemini API key would pick Gemini.
+    python -m tests.integration.adk_example_run examples.adk.stock_price [--gemini]
+    python -m tests.integration.adk_example_run tests.integration.adk_drivers NAME
+
+The example is untouched. Offline, TOOLFLEET_OFFLINE_MODELS names the scripts of
+adk_example_models (the workers running agent tools read it too). With --gemini, an
+API key and GOOGLE_GEMINI_BASE_URL send every model call, the workers' included, to
+a stand-in that plays the same scripts; the last line counts what it answered.
+Stand-ins of third-party packages (yfinance) come first on the import path.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import runpy
 import sys
-from typing import Any
+from pathlib import Path
 
-from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.loop import runner as fleet_runner
-from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, Step, call, say
-from toolfleet.orchestrator.models.protocol import Model
-from toolfleet.shared.config import Settings
+from tests.gemini_stand_in import scripted_responder, serve_gemini
+from tests.integration.adk_example_models import MODELS
 
-
-def _after_approval(view: ScriptView) -> Step:
-    if view.response("ask_for_approval").get("status") == "approved":
-        return call(Call("reimburse", {"purpose": "meals", "amount": 200}))
-    return say("The manager rejected your reimbursement of $200 for meals.")
+STAND_INS = str(Path(__file__).resolve().parent.parent / "stand_ins")
+KEY = "stand-in-key"
 
 
-def _waiting(view: ScriptView) -> Step:
-    ticket = view.response("ask_for_approval")
-    return say(
-        f"Your $200 reimbursement is waiting for {ticket['approver']} ({ticket['ticket-id']})."
+def _use_stand_in_packages() -> None:
+    sys.path.insert(0, STAND_INS)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [STAND_INS, os.environ.get("PYTHONPATH", "")])
     )
 
 
-MODELS: dict[str, ScriptedModel] = {
-    "weather_sentiment_agent": ScriptedModel(
-        [
-            call(Call("get_weather_report", {"city": "London"})),
-            lambda v: say(v.response("get_weather_report")["report"]),
-        ]
-    ),
-    "reimbursement_agent": ScriptedModel(
-        by_message={
-            r"50\$": [
-                call(Call("reimburse", {"purpose": "meals", "amount": 50})),
-                say("Reimbursed $50 for meals: approved automatically."),
-            ],
-            r"200\$": [
-                call(Call("ask_for_approval", {"purpose": "meals", "amount": 200})),
-                _waiting,
-                _after_approval,
-                say("The manager approved: $200 for meals is reimbursed."),
-            ],
-        }
-    ),
-}
-
-
-def scripted(agent: Agent, settings: Settings) -> Model:
-    """The test's model for `agent`, instead of Gemini."""
-    return MODELS[agent.name]
+def _run(module: str, args: list[str]) -> None:
+    sys.argv = [module, *args]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 def main(argv: list[str]) -> None:
-    """Run the example as its `__main__`, with the scripted models."""
-    fleet_runner.choose_model = scripted  # type: ignore[assignment]
-    module: Any = f"examples.adk.{argv[0]}"
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    """Run the module as its `__main__` on the scripted models."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("module")
+    parser.add_argument("args", nargs="*")
+    parser.add_argument("--gemini", action="store_true")
+    options = parser.parse_args(argv)
+    _use_stand_in_packages()
+    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "TOOLFLEET_OFFLINE_MODELS"):
+        os.environ.pop(name, None)
+    if not options.gemini:
+        os.environ["TOOLFLEET_OFFLINE_MODELS"] = "tests.integration.adk_example_models:MODELS"
+        _run(options.module, options.args)
+        return
+    with serve_gemini(scripted_responder(MODELS)) as gemini:
+        os.environ["GOOGLE_API_KEY"] = KEY
+        os.environ["GOOGLE_GEMINI_BASE_URL"] = gemini.base_url
+        _run(options.module, options.args)
+    keyed = sum(r.headers.get("x-goog-api-key") == KEY for r in gemini.requests)
+    print(f"[stand-in] {len(gemini.requests)} requests, {keyed} with the API key")
 
 
 if __name__ == "__main__":

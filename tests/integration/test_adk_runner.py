@@ -4,9 +4,6 @@ completing a long-running call by a FunctionResponse message, and a ported examp
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -100,40 +97,3 @@ async def test_adks_runner_pauses_on_a_long_running_call_and_a_message_completes
     with pytest.raises(ValueError, match="Session not found"):
         async for _ in runner.run_async(user_id="u2", session_id=session.id, new_message=ask):
             pass
-
-
-def example_output(name: str) -> list[str]:
-    """The printed lines of `python -m examples.adk.<name>` on the offline model, without
-    TOOLFLEET_REDIS_URL: InMemorySessionService starts a private server and workers."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLFLEET_")}
-    env.pop("GOOGLE_API_KEY", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.adk_example_run", name],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.splitlines()
-
-
-def test_the_ported_human_in_the_loop_example_runs_on_the_embedded_default() -> None:
-    """No TOOLFLEET_REDIS_URL: InMemorySessionService starts a private server and workers,
-    and stops them when the example exits."""
-    assert example_output("human_in_the_loop")[2:] == [
-        "[reimbursement_agent]: Reimbursed $50 for meals: approved automatically.",
-        "",
-        "Running agent...",
-        "[reimbursement_agent]: Your $200 reimbursement is waiting for Sean Zhou "
-        "(approval-ticket-1).",
-        "[reimbursement_agent]: The manager approved: $200 for meals is reimbursed.",
-    ]
-
-
-def test_the_ported_weather_sentiment_example_runs_its_main_with_the_sync_run() -> None:
-    assert example_output("weather_sentiment") == [
-        "User Query: weather in london?",
-        "Agent Response: The current weather in London is cloudy with a temperature of 18 "
-        "degrees Celsius and a chance of rain.",
-    ]
