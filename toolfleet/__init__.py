@@ -44,6 +44,14 @@ if TYPE_CHECKING:
         say,
     )
     from toolfleet.orchestrator.models.protocol import Model, ModelRequest
+    from toolfleet.orchestrator.plugins import (
+        BasePlugin,
+        CallbackContext,
+        LlmRequest,
+        LlmResponse,
+        ReflectAndRetryToolPlugin,
+        ToolCallError,
+    )
     from toolfleet.orchestrator.service.orchestrator import Orchestrator
     from toolfleet.orchestrator.sessions.events import Event
     from toolfleet.orchestrator.sessions.session import Session
@@ -84,6 +92,13 @@ if TYPE_CHECKING:
 
 # Each public name and the module that defines it.
 _MODULES: dict[str, str] = {
+    # Callbacks around model and tool calls (ADK's plugins).
+    "BasePlugin": "toolfleet.orchestrator.plugins",
+    "CallbackContext": "toolfleet.orchestrator.plugins",
+    "LlmRequest": "toolfleet.orchestrator.plugins",
+    "LlmResponse": "toolfleet.orchestrator.plugins",
+    "ReflectAndRetryToolPlugin": "toolfleet.orchestrator.plugins",
+    "ToolCallError": "toolfleet.orchestrator.plugins",
     # Tools: defining them, and what they receive.
     "tool": "toolfleet.shared.tools",
     "as_tool": "toolfleet.shared.tools",
@@ -159,12 +174,14 @@ __all__ = [
     "AlreadyCompletedError",
     "AuthConfig",
     "AwaitingCredentialError",
+    "BasePlugin",
     "BaseTool",
     "BaseToolset",
     "Call",
     "CallFinished",
     "CallNotPendingError",
     "CallStatus",
+    "CallbackContext",
     "CallsDispatched",
     "CompletionError",
     "Completions",
@@ -180,6 +197,8 @@ __all__ = [
     "Keys",
     "LeaseLostError",
     "LlmAgent",
+    "LlmRequest",
+    "LlmResponse",
     "LongRunningFunctionTool",
     "Model",
     "ModelError",
@@ -187,6 +206,7 @@ __all__ = [
     "Orchestrator",
     "PendingCall",
     "ReadonlyContext",
+    "ReflectAndRetryToolPlugin",
     "Runner",
     "Script",
     "ScriptView",
@@ -201,6 +221,7 @@ __all__ = [
     "Step",
     "ToolActions",
     "ToolCall",
+    "ToolCallError",
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",

@@ -39,6 +39,13 @@ if TYPE_CHECKING:
     )
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.orchestrator.plugins import (
+        BasePlugin,
+        CallbackContext,
+        LlmRequest,
+        LlmResponse,
+        ReflectAndRetryToolPlugin,
+    )
     from toolfleet.orchestrator.sessions.events import Event
     from toolfleet.orchestrator.sessions.session import Session
     from toolfleet.shared.base_tool import BaseTool
@@ -48,6 +55,12 @@ if TYPE_CHECKING:
 
 # Each ADK name and the toolfleet module that defines it.
 _MODULES: dict[str, str] = {
+    # Callbacks around model and tool calls (ADK's plugins).
+    "BasePlugin": "toolfleet.orchestrator.plugins",
+    "CallbackContext": "toolfleet.orchestrator.plugins",
+    "LlmRequest": "toolfleet.orchestrator.plugins",
+    "LlmResponse": "toolfleet.orchestrator.plugins",
+    "ReflectAndRetryToolPlugin": "toolfleet.orchestrator.plugins",
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
     "AgentTool": "toolfleet.orchestrator.agent_tool",
@@ -76,20 +89,25 @@ __all__ = [
     "AgentTool",
     "BaseArtifactService",
     "BaseMemoryService",
+    "BasePlugin",
     "BaseSessionService",
     "BaseTool",
     "BaseToolset",
+    "CallbackContext",
     "Event",
     "FunctionTool",
     "InMemoryArtifactService",
     "InMemoryMemoryService",
     "InMemorySessionService",
     "LlmAgent",
+    "LlmRequest",
+    "LlmResponse",
     "LongRunningFunctionTool",
     "ReadonlyContext",
     "RedisArtifactService",
     "RedisMemoryService",
     "RedisSessionService",
+    "ReflectAndRetryToolPlugin",
     "Runner",
     "Session",
     "ToolContext",

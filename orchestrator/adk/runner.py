@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 from google.genai import types
@@ -21,6 +21,7 @@ from toolfleet.orchestrator.adk.services import (
 from toolfleet.orchestrator.adk.sessions import BaseSessionService
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.errors import SessionNotFoundError
 
@@ -37,6 +38,7 @@ class Runner:
         session_service: BaseSessionService,
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
+        plugins: Sequence[BasePlugin] | None = None,
     ) -> None:
         if not isinstance(session_service, BaseSessionService):
             raise TypeError(
@@ -52,6 +54,7 @@ class Runner:
         self.session_service = session_service
         self.artifact_service = artifact_service or RedisArtifactService()
         self.memory_service = memory_service or RedisMemoryService()
+        self.plugins = tuple(plugins or ())
         self._long_running = {t.name for t in agent.all_tools() if t.is_long_running}
 
     async def run_async(
@@ -66,7 +69,9 @@ class Runner:
         (the user's message is not yielded). A FunctionResponse part for a pending
         long-running call completes it, and the resumed agent's events follow."""
         settings = await self.session_service.settings_for(self.agent)
-        async with FleetRunner(self.agent, settings, app_name=self.app_name) as runner:
+        async with FleetRunner(
+            self.agent, settings, app_name=self.app_name, plugins=self.plugins
+        ) as runner:
             try:
                 session = await runner.store.get(session_id)
             except SessionNotFoundError:

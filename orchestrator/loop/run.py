@@ -7,6 +7,7 @@ scripted model and an in-process runner can drive it in unit tests.
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
+from toolfleet.orchestrator.loop.callbacks import Hooks
 from toolfleet.orchestrator.loop.instructions import render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.parking import park_turn
@@ -25,6 +27,7 @@ from toolfleet.orchestrator.models.protocol import (
     ModelRequest,
     function_calls,
 )
+from toolfleet.orchestrator.plugins.context import LlmResponse
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
@@ -32,6 +35,8 @@ from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import ToolRegistry
+
+log = logging.getLogger(__name__)
 
 
 async def run_invocation(inv: Invocation, message: types.Content | None) -> AsyncIterator[Update]:
@@ -83,6 +88,10 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
         # temp: state lives for one invocation only.
         for key in [k for k in inv.session.state if k.startswith(TEMP_PREFIX)]:
             del inv.session.state[key]
+        try:
+            await Hooks(inv.agent, inv.plugins).after_run(inv.callback_context())
+        except Exception:  # a plugin's cleanup must not hide how the invocation ended
+            log.exception("a plugin's after_run_callback failed (invocation %s)", inv.id)
 
 
 @dataclass
@@ -188,8 +197,16 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
         tools=list(tools.values()),
         authors=authors,
     )
-    content = with_call_ids(await inv.models(agent).generate(request))
-    model_event = Event(invocation_id=inv.id, author=agent.name, content=content)
+    hooks, context = Hooks(agent, inv.plugins), inv.callback_context()
+    response = await hooks.before_model(context, request)
+    if response is None:
+        response = LlmResponse(await inv.models(agent).generate(request))
+        response = await hooks.after_model(context, response)
+    content = with_call_ids(response.content)
+    # What the model callbacks wrote to state is stored with the turn.
+    model_event = Event(
+        invocation_id=inv.id, author=agent.name, content=content, state_delta=context.state.delta
+    )
     # An answer without calls ends the invocation: the session owes nothing from here,
     # and the lease can go in the same transaction.
     inv.answered = not function_calls(content)

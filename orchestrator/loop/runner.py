@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 
@@ -16,6 +16,7 @@ from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.loop.invocation import Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.orchestrator.sessions.leases import LeaseHold, Leases
@@ -31,6 +32,7 @@ class Runner:
 
     Alone, a runner is a replica of its own: it connects from `settings` and closes
     its connections at the end. Inside an Orchestrator, runners share its `replica`.
+    `plugins` (BasePlugin) run around every model and tool call of every agent.
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class Runner:
         replica_id: str | None = None,
         depth: int = 0,
         app_name: str | None = None,
+        plugins: Sequence[BasePlugin] = (),
     ) -> None:
         if replica is None:
             if settings is None:
@@ -57,6 +60,7 @@ class Runner:
         self.settings = replica.settings
         self.depth = depth
         self._app_name = app_name
+        self.plugins = tuple(plugins)  # app-wide callbacks, before each agent's own
         self.model = model or choose_model(agent, self.settings)
         self._models: dict[str, Model] = {agent.name: self.model}
         self._exit = AsyncExitStack()
@@ -164,6 +168,7 @@ class Runner:
             keys=self.keys,
             id=invocation_id,
             depth=self.depth,
+            plugins=self.plugins,
         )
 
     def model_for(self, agent: Agent) -> Model:
