@@ -21,6 +21,7 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import (
     AlreadyCompletedError,
+    AwaitingConfirmationError,
     AwaitingCredentialError,
     CallNotPendingError,
     CompletionsFullError,
@@ -37,6 +38,9 @@ DEAD_LETTERS_MAXLEN = 10_000
 ORDER_TTL_S = 7 * 24 * 3600
 # The orchestrators' consumer group on every completions stream.
 COMPLETIONS_GROUP = "orchestrators"
+
+# `Completions.confirm` without a payload: the tool gets the payload that was asked.
+UNCHANGED: Any = object()
 
 # Drop the entries every consumer is done with: those older than both the first entry
 # the group has not been delivered (after last-delivered-id) and the oldest delivered
@@ -161,7 +165,36 @@ class Completions:
             raise AwaitingCredentialError(
                 f"call {call_id!r} waits for a credential: `toolfleet tickets credential {call_id}`"
             )
+        if pending.kind == "confirmation":
+            raise AwaitingConfirmationError(
+                f"call {call_id!r} waits for a confirmation: `toolfleet tickets confirm "
+                f"{call_id}` or `toolfleet tickets reject {call_id}`"
+            )
         completion.session_id = pending.session_id
+        return self._post(pending, completion)
+
+    def confirm(
+        self, call_id: str, confirmed: bool, *, payload: Any = UNCHANGED, source: str = "api"
+    ) -> str:
+        """Answer a call waiting for a person's confirmation: confirmed, it is sent (its
+        tool finds `payload`, if given, in `tool_context.tool_confirmation`); rejected, it
+        gets an error response and never runs. Return the stream entry id."""
+        pending = self.get(call_id)
+        if pending.kind != "confirmation":
+            raise AwaitingConfirmationError(
+                f"call {call_id!r} waits for a {pending.kind}, not a confirmation"
+            )
+        response: dict[str, Any] = {"confirmed": bool(confirmed)}
+        if payload is not UNCHANGED:
+            response["payload"] = redact_deep(payload, self._secrets)
+        completion = Completion(
+            call_id=call_id,
+            session_id=pending.session_id,
+            response=response,
+            kind="confirmation",
+            source=source,
+            posted_at=time.time(),
+        )
         return self._post(pending, completion)
 
     def supply_credential(

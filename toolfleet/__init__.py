@@ -59,9 +59,11 @@ if TYPE_CHECKING:
     from toolfleet.shared.base_tool import BaseTool
     from toolfleet.shared.completions import Completions, post_result
     from toolfleet.shared.config import Settings
+    from toolfleet.shared.confirmation import ToolConfirmation
     from toolfleet.shared.context import ToolContext
     from toolfleet.shared.errors import (
         AlreadyCompletedError,
+        AwaitingConfirmationError,
         AwaitingCredentialError,
         CallNotPendingError,
         CompletionError,
@@ -166,6 +168,8 @@ _MODULES: dict[str, str] = {
     "AlreadyCompletedError": "toolfleet.shared.errors",
     "InvalidCompletionError": "toolfleet.shared.errors",
     "AwaitingCredentialError": "toolfleet.shared.errors",
+    "AwaitingConfirmationError": "toolfleet.shared.errors",
+    "ToolConfirmation": "toolfleet.shared.confirmation",
 }
 
 __all__ = [
@@ -173,6 +177,7 @@ __all__ = [
     "AgentTool",
     "AlreadyCompletedError",
     "AuthConfig",
+    "AwaitingConfirmationError",
     "AwaitingCredentialError",
     "BasePlugin",
     "BaseTool",
@@ -222,6 +227,7 @@ __all__ = [
     "ToolActions",
     "ToolCall",
     "ToolCallError",
+    "ToolConfirmation",
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",

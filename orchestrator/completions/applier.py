@@ -25,9 +25,10 @@ import redis.asyncio as aioredis
 from google.genai import types
 from pydantic import ValidationError
 
-from toolfleet.orchestrator.completions.credentials import rerun_with_credential
+from toolfleet.orchestrator.completions.credentials import rejected, rerun_with_credential
 from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.loop.parking import confirmation_request
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
@@ -38,6 +39,7 @@ from toolfleet.shared.completions import (
     DEAD_LETTERS_MAXLEN,
     dead_letter_fields,
 )
+from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
@@ -242,12 +244,18 @@ class CompletionApplier:
         if pending is None:
             await self._script(runner, stream, entry_id, raw, completion, None, hold)
             return False
-        if completion.kind == "credential" or pending.kind == "credential":
+        if completion.kind != "result" or pending.kind != "result":
             if completion.kind != pending.kind:
                 reason = f"{pending.call_id!r} expects a {pending.kind}"
                 await self.refuse(stream, entry_id, raw, reason, pending.session_id)
                 return False
-            return await self._apply_credential(runner, stream, entry_id, pending, hold)
+            try:
+                answer = _confirmation(pending, completion)
+            except ValidationError as exc:
+                reason = f"malformed confirmation for {pending.call_id!r}: {exc}"
+                await self.refuse(stream, entry_id, raw, reason, pending.session_id)
+                return False
+            return await self._apply_waiting(runner, stream, entry_id, pending, hold, answer)
         event = await self._script(runner, stream, entry_id, raw, completion, pending, hold)
         if event is None:
             return False
@@ -316,29 +324,42 @@ class CompletionApplier:
         )
         return event
 
-    async def _apply_credential(
-        self, runner: Runner, stream: str, entry_id: str, pending: PendingCall, hold: LeaseHold
+    async def _apply_waiting(
+        self,
+        runner: Runner,
+        stream: str,
+        entry_id: str,
+        pending: PendingCall,
+        hold: LeaseHold,
+        answer: ToolConfirmation | None,
     ) -> bool:
-        """The user supplied a credential: run the call again; True once the turn is
+        """The user supplied a credential (`answer` None) or answered a confirmation: run
+        the call (again), or answer it with an error if rejected; True once the turn is
         complete (its responses stored: the model answers them)."""
         session = await runner.store.get(pending.session_id)
-        result = await rerun_with_credential(runner, session, pending, hold)
+        if answer is not None and not answer.confirmed:
+            result = rejected(runner, session, pending)
+        else:
+            result = await rerun_with_credential(runner, session, pending, hold, answer)
 
         def consume(batch: WriteBatch) -> None:
             self._stage_consume(batch, stream, entry_id, pending.session_id)
 
-        if result.actions.requested_auth:  # still missing, or rejected by the tool
-            updated = pending.model_copy(update={"ticket": result.actions.requested_auth})
+        if result.actions.waits():  # still missing, rejected by the tool, or asked again
+            auth, asked = result.actions.requested_auth, result.actions.requested_confirmation
+            updated = pending.model_copy(
+                update={
+                    "ticket": auth or asked or {},
+                    "kind": "credential" if auth else "confirmation",
+                }
+            )
+            requests = [{"call_id": pending.call_id, "tool": pending.tool, "auth_config": auth}]
+            confirming = [confirmation_request(pending.call_id, pending.tool, {}, asked or {})]
             event = Event(
                 invocation_id=pending.invocation_id,
                 author=pending.agent,
-                credential_requests=[
-                    {
-                        "call_id": pending.call_id,
-                        "tool": pending.tool,
-                        "auth_config": updated.ticket,
-                    }
-                ],
+                credential_requests=requests if auth else [],
+                confirmation_requests=[] if auth else confirming,
             )
             await runner.store.append(
                 session, event, pending=[updated], also=consume, fence=hold.fence
@@ -356,6 +377,16 @@ class CompletionApplier:
         await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
         await self._resumer.notify(session.id, event)
         return True
+
+
+def _confirmation(pending: PendingCall, completion: Completion) -> ToolConfirmation | None:
+    """A confirmation's answer: the request (hint, payload) with what the person sent
+    (`confirmed`, and the payload if they edited it); None for a credential."""
+    if pending.kind != "confirmation":
+        return None
+    answered = {k: v for k, v in completion.response.items() if k in ("confirmed", "payload")}
+    asked = {k: v for k, v in pending.ticket.items() if k in ("hint", "payload")}
+    return ToolConfirmation.model_validate({**asked, **answered})
 
 
 def _response_event(pending: PendingCall, completion: Completion) -> Event:

@@ -13,7 +13,7 @@ class Duplicates:
     """The calls of one turn that repeat an earlier one (TOOLFLEET_DEDUPE_TOOL_CALLS).
 
     A long-running call is never dropped: its ticket belongs to its own call id, and a
-    copy could never be completed.
+    copy could never be completed; nor is a call a person must confirm (each is asked).
     """
 
     def __init__(self, enabled: bool) -> None:
@@ -23,7 +23,7 @@ class Duplicates:
 
     def drop(self, call: ToolCall, tool: FunctionTool) -> bool:
         """Whether `call` repeats an earlier call of the turn (then it is not dispatched)."""
-        if not self._enabled or tool.is_long_running:
+        if not self._enabled or tool.is_long_running or tool.require_confirmation:
             return False
         key = (call.tool, json.dumps(call.args, sort_keys=True, default=str))
         first = self._first.setdefault(key, call.call_id)
@@ -40,7 +40,10 @@ class Duplicates:
                 update={
                     "call_id": copy.call_id,
                     "state_delta": {},
-                    "actions": ToolActions(requested_auth=result.actions.requested_auth),
+                    "actions": ToolActions(
+                        requested_auth=result.actions.requested_auth,
+                        requested_confirmation=result.actions.requested_confirmation,
+                    ),
                 }
             )
             for copy in self._copies.get(result.call_id, [])

@@ -95,6 +95,7 @@ class EndReason(StrEnum):
     SKIPPED_SUMMARY = "skipped_summary"  # the tools' responses are the answer
     ESCALATED = "escalated"  # the root agent gave up its turn
     AWAITING_CREDENTIAL = "awaiting_credential"  # a tool asked the user for a credential
+    AWAITING_CONFIRMATION = "awaiting_confirmation"  # a call waits for a person's yes or no
     MAX_STEPS = "max_steps"  # the loop stopped after max_steps model calls
 
 

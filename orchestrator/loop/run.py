@@ -129,10 +129,14 @@ async def _answer_calls(
     if model_turn is not None:
         await model_turn.store_if_unsent()
     ordered = [results[c.id or ""] for c in calls]
-    if any(r.actions.requested_auth for r in ordered):
-        # The model sees these results only once the credentials are supplied.
+    if any(r.actions.waits() for r in ordered):
+        # The model sees these results only once the credentials are supplied and the
+        # confirmations answered (the other calls ran: their results are kept).
         yield await park_turn(inv, model_event.id, calls, ordered)
-        ending.reason = EndReason.AWAITING_CREDENTIAL
+        confirming = any(r.actions.requested_confirmation for r in ordered)
+        ending.reason = (
+            EndReason.AWAITING_CONFIRMATION if confirming else EndReason.AWAITING_CREDENTIAL
+        )
         return
     response_event = responses_event(inv.id, agent.name, ordered, Sealer.of(inv.settings))
     await inv.store.append(

@@ -73,8 +73,9 @@ class ToolCallbacks:
         if guarded is None:
             return result  # refused before the callbacks (unknown tool, bad arguments)
         delta = {**guarded.before_delta, **result.state_delta}
-        if result.status is CallStatus.PENDING or result.actions.requested_auth:
-            # Not final: its final response is applied later, without callbacks.
+        if result.status is CallStatus.PENDING or result.actions.waits():
+            # Not final (a ticket, or waiting for the user): its final response is
+            # applied later, without callbacks.
             return result.model_copy(update={"state_delta": delta})
         context = guarded.context
         context.state = State({**guarded.snapshot, **result.state_delta})  # what the tool left
@@ -117,7 +118,11 @@ def status_of(response: dict[str, Any]) -> CallStatus:
 def _merged(result: ToolActions, context: ToolActions) -> ToolActions:
     """The tool's actions, with those a callback set on its context added."""
     return result.model_copy(
-        update={k: v for k, v in context.model_dump().items() if v and k != "requested_auth"}
+        update={
+            k: v
+            for k, v in context.model_dump().items()
+            if v and k not in ("requested_auth", "requested_confirmation")
+        }
     )
 
 

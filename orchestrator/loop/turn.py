@@ -13,6 +13,7 @@ from google.genai import types
 from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.loop.callbacks import Hooks
+from toolfleet.orchestrator.loop.confirmation import ask_confirmation
 from toolfleet.orchestrator.loop.duplicates import Duplicates
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
@@ -49,8 +50,9 @@ async def run_calls(
     some of them (ToolRunner.run); the cap picks the same calls again.
 
     A valid call goes through the tool callbacks (before_tool may answer it: then it is
-    never dispatched); with dedupe_tool_calls a repeat of an earlier call of the turn is
-    not dispatched either, and gets that call's response.
+    never dispatched), then waits for a person if its tool requires a confirmation;
+    with dedupe_tool_calls a repeat of an earlier call of the turn is not dispatched
+    either, and gets that call's response.
     """
     planned: list[PlannedCall] = []
     callbacks = ToolCallbacks(Hooks(inv.agent, inv.plugins))
@@ -101,6 +103,8 @@ async def run_calls(
         if duplicates.drop(envelope, tool):
             continue
         answer = await callbacks.before(tool, envelope, args)
+        if answer is None:  # not sent until a person confirms it
+            answer = await ask_confirmation(tool, envelope, args)
         if answer is not None:
             results[envelope.call_id] = await callbacks.finish(answer)
             continue
