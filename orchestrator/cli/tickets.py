@@ -13,7 +13,7 @@ import redis
 
 from toolfleet.orchestrator.cli.launch import redis_url_or_embedded_file
 from toolfleet.shared.auth import CredentialStore
-from toolfleet.shared.completions import Completions
+from toolfleet.shared.completions import UNCHANGED, Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import InvalidCompletionError
 from toolfleet.shared.keys import Keys
@@ -49,11 +49,14 @@ def cmd_list(args: argparse.Namespace) -> None:
     print(f"{'CALL ID':<24} {'TOOL':<28} {'AGE':>6}  {'SESSION':<14} {'USER':<10} ARGS")
     for c in calls:
         age = _age(now - c.created_at)
-        tool = f"{c.tool} (credential)" if c.kind == "credential" else c.tool
+        tool = f"{c.tool} ({c.kind})" if c.kind != "result" else c.tool
         args_text = json.dumps(redact_deep(c.args, names))[:60]
         print(
             f"{c.call_id:<24} {tool:<28} {age:>6}  {c.session_id:<14} {c.user_id:<10} {args_text}"
         )
+        if c.kind == "confirmation":  # what the person is asked, under its call
+            payload = json.dumps(redact_deep(c.ticket.get("payload"), names))[:60]
+            print(f"{'':<24} hint: {c.ticket.get('hint', '')}  payload: {payload}")
 
 
 def cmd_show(args: argparse.Namespace) -> None:
@@ -88,11 +91,38 @@ def cmd_complete(args: argparse.Namespace) -> None:
 
 def cmd_decide(args: argparse.Namespace) -> None:
     """`toolfleet tickets approve|reject`: post the final result {"status": "approved"} or
-    {"status": "rejected"}, with `--note` as "note"."""
+    {"status": "rejected"}, with `--note` as "note". For a call waiting for a
+    confirmation, confirm it (it is sent) or reject it (it gets an error, never runs)."""
+    completions, client = _completions()
+    with client:
+        waiting = completions.get(args.call_id).kind == "confirmation"
+    if waiting:
+        _confirm(args.call_id, args.decision == "approved", UNCHANGED)
+        return
     response: dict[str, Any] = {"status": args.decision}
     if args.note:
         response["note"] = args.note
     _post(args.call_id, response, final=True)
+
+
+def cmd_confirm(args: argparse.Namespace) -> None:
+    """`toolfleet tickets confirm`: confirm a call waiting for a person; it is sent, and
+    its tool finds `--payload` (JSON; default: the payload it asked with) in
+    `tool_context.tool_confirmation`."""
+    payload = UNCHANGED
+    if args.payload is not None:
+        try:
+            payload = json.loads(args.payload)
+        except json.JSONDecodeError as exc:
+            raise InvalidCompletionError(f"--payload is not valid JSON: {exc}") from exc
+    _confirm(args.call_id, True, payload)
+
+
+def _confirm(call_id: str, confirmed: bool, payload: Any) -> None:
+    completions, client = _completions()
+    with client:
+        completions.confirm(call_id, confirmed, payload=payload, source="cli")
+    print(f"{'confirmed' if confirmed else 'rejected'} {call_id}")
 
 
 def cmd_credential(args: argparse.Namespace) -> None:
@@ -113,8 +143,8 @@ def cmd_credential(args: argparse.Namespace) -> None:
 
 
 def add_ticket_commands(sub: Any) -> None:
-    """Add `tickets` with its actions (list, show, complete, credential, approve, reject) to
-    `sub`, the subparsers of the `toolfleet` parser."""
+    """Add `tickets` with its actions (list, show, complete, credential, confirm, approve,
+    reject) to `sub`, the subparsers of the `toolfleet` parser."""
     tickets = sub.add_parser("tickets", help="pending long-running calls: list, show, complete")
     actions = tickets.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="pending calls across sessions, oldest first").set_defaults(
@@ -132,8 +162,13 @@ def add_ticket_commands(sub: Any) -> None:
     credential.add_argument("call_id")
     credential.add_argument("--stdin", action="store_true", help="read it from standard input")
     credential.set_defaults(func=cmd_credential)
+    confirm = actions.add_parser("confirm", help="confirm a call waiting for a person")
+    confirm.add_argument("call_id")
+    confirm.add_argument("--payload", help="the payload as edited (JSON) for the tool")
+    confirm.set_defaults(func=cmd_confirm)
     for decision, verb in (("approved", "approve"), ("rejected", "reject")):
-        parser = actions.add_parser(verb, help=f'final result {{"status": "{decision}"}}')
+        helped = f'final result {{"status": "{decision}"}}, or {verb} a confirmation'
+        parser = actions.add_parser(verb, help=helped)
         parser.add_argument("call_id")
         parser.add_argument("--note", help="added to the result as 'note'")
         parser.set_defaults(func=cmd_decide, decision=decision)

@@ -4,6 +4,8 @@ the tools themselves."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -16,6 +18,7 @@ import redis
 
 from tests.integration import confirm_tools, fleet_tools
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, Step, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
@@ -167,3 +170,24 @@ async def test_a_tool_asks_itself_and_gets_the_payload_as_the_person_edited_it(
         {"booked": {"city": "Oslo", "nights": 5}, "runs": 1}
     ]
     assert_one_response_per_call(session)
+
+
+async def test_the_cli_lists_a_confirmation_with_its_hint_and_confirms_an_edited_payload(
+    confirming: Confirming, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trips = tmp_path / "trips"
+    session_id, (request,) = await confirming.ask(
+        call(Call("book_trip", {"city": "Rome", "counter_file": str(trips)})), say("booked")
+    )
+    # The exact code paths of `toolfleet tickets list` and `toolfleet tickets confirm`.
+    await asyncio.to_thread(cli.main, ["tickets", "list"])
+    listed = capsys.readouterr().out
+    assert f"{request.call_id}" in listed and "book_trip (confirmation)" in listed
+    assert 'hint: Book a trip to Rome?  payload: {"city": "Rome", "nights": 2}' in listed
+
+    edited = json.dumps({"city": "Rome", "nights": 3})
+    await asyncio.to_thread(cli.main, ["tickets", "confirm", request.call_id, "--payload", edited])
+    session = await confirming.settled(session_id)
+    assert [r for _, r in answers(session)] == [
+        {"booked": {"city": "Rome", "nights": 3}, "runs": 1}
+    ]
