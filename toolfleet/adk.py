@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from toolfleet.orchestrator.sessions.events import Event
     from toolfleet.orchestrator.sessions.session import Session
     from toolfleet.shared.base_tool import BaseTool
+    from toolfleet.shared.confirmation import ToolConfirmation
     from toolfleet.shared.context import ToolContext
     from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
     from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
@@ -70,6 +71,7 @@ _MODULES: dict[str, str] = {
     "BaseToolset": "toolfleet.shared.toolsets",
     "ReadonlyContext": "toolfleet.shared.toolsets",
     "ToolContext": "toolfleet.shared.context",
+    "ToolConfirmation": "toolfleet.shared.confirmation",
     "Runner": "toolfleet.orchestrator.adk.runner",
     "BaseSessionService": "toolfleet.orchestrator.adk.sessions",
     "InMemorySessionService": "toolfleet.orchestrator.adk.sessions",
@@ -110,6 +112,7 @@ __all__ = [
     "ReflectAndRetryToolPlugin",
     "Runner",
     "Session",
+    "ToolConfirmation",
     "ToolContext",
 ]
 

@@ -11,6 +11,7 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.adk.completing import run_message
+from toolfleet.orchestrator.adk.confirming import with_confirmation_calls
 from toolfleet.orchestrator.adk.services import (
     BaseArtifactService,
     BaseMemoryService,
@@ -82,7 +83,7 @@ class Runner:
                 # The client's own message (and a result it sent) is not echoed, as in ADK.
                 if event.author in ("user", "completion"):
                     continue
-                if event.content or event.actions.escalate:
+                if event.content or event.actions.escalate or event.confirmation_requests:
                     yield self._shaped(event)
 
     def run(
@@ -122,7 +123,10 @@ class Runner:
             thread.join()
 
     def _shaped(self, event: Event) -> Event:
-        """ADK's view of `event`: its calls of long-running tools named."""
+        """ADK's view of `event`: its calls of long-running tools named, a confirmation
+        request as `adk_request_confirmation` calls."""
+        if event.confirmation_requests:
+            return with_confirmation_calls(event)
         ids = {c.id or "" for c in event.get_function_calls() if c.name in self._long_running}
         if ids:
             event = event.model_copy(update={"long_running_tool_ids": ids})
