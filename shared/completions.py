@@ -28,7 +28,7 @@ from toolfleet.shared.errors import (
     InvalidCompletionError,
 )
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 from toolfleet.shared.scripts import LuaScript
@@ -197,6 +197,22 @@ class Completions:
         )
         return self._post(pending, completion)
 
+    def cancel(self, call_id: str, *, resume: bool = True, source: str = "api") -> str:
+        """Close a pending call, whatever it waits for, with a Cancelled error response
+        (applied once, as a result is). With `resume`, the agent answers it; a session's
+        cancellation closes its tickets without resuming. Return the stream entry id."""
+        pending = self.get(call_id)
+        completion = Completion(
+            call_id=call_id,
+            session_id=pending.session_id,
+            response=cancelled_ticket(pending.tool),
+            kind="cancel",
+            resume=resume,
+            source=source,
+            posted_at=time.time(),
+        )
+        return self._post(pending, completion)
+
     def supply_credential(
         self, call_id: str, credential: str, store: CredentialStore, *, source: str = "api"
     ) -> str:
@@ -272,6 +288,15 @@ class Completions:
         return CallNotPendingError(
             f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
         )
+
+
+def cancelled_ticket(tool: str) -> dict[str, Any]:
+    """The final response of a ticket closed by a cancellation."""
+    return error_response(
+        "Cancelled",
+        f"the pending call of {tool!r} was cancelled (by the user or an operator); no "
+        "result will come for it",
+    )
 
 
 def _text(value: bytes | str) -> str:

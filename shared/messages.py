@@ -181,7 +181,11 @@ class Completion(BaseModel):
     session_id: str | None = Field(default=None, description="Orders a session's completions.")
     response: dict[str, Any]
     final: bool = True
-    kind: Literal["result", "credential", "confirmation"] = "result"
+    # cancel: close the ticket with a Cancelled error response, whatever it waits for.
+    kind: Literal["result", "credential", "confirmation", "cancel"] = "result"
+    # Whether the agent answers once this is applied; a session's cancellation closes its
+    # tickets without calling the model again.
+    resume: bool = True
     source: str = Field(default="api", description="Who posted it: cli, job, http, api.")
     posted_at: float
 

@@ -28,6 +28,7 @@ class InProcessRunner:
     def __init__(self, *, reverse: bool = False) -> None:
         self.batches: list[list[str]] = []  # call ids of each run(), to check what was dispatched
         self.settled: list[str] = []
+        self.stopped: list[str] = []  # call ids the loop asked to stop (cancelled)
         self.reverse = reverse  # yield results in reverse call order (arrival != call order)
 
     async def run(
@@ -62,6 +63,12 @@ class InProcessRunner:
 
     def stage_settle(self, session_id: str, batch: object) -> None:
         self.settled.append(session_id)
+
+    def cancel(self, session_id: str) -> None:
+        """In process, calls run to their end: a cancellation stops only the loop."""
+
+    async def stop(self, session_id: str, call_ids: Sequence[str]) -> None:
+        self.stopped.extend(call_ids)
 
 
 async def until(predicate: Callable[[], object], what: str, timeout_s: float) -> None:

@@ -9,8 +9,15 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import make_envelope
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.completions import cancelled_ticket
 from toolfleet.shared.confirmation import ToolConfirmation, rejection_message
-from toolfleet.shared.messages import PendingCall, ToolCall, ToolResult
+from toolfleet.shared.messages import (
+    CallStatus,
+    PendingCall,
+    ToolCall,
+    ToolResult,
+    answered_result,
+)
 from toolfleet.shared.redaction import redact_deep
 
 
@@ -24,6 +31,14 @@ def rejected(runner: Runner, session: Session, pending: PendingCall) -> ToolResu
     """The answer to a call a person rejected: an error, and it never runs."""
     envelope = waiting_envelope(runner, session, pending)
     return failed(envelope, "ConfirmationRejected", rejection_message(pending.tool))
+
+
+def cancelled(runner: Runner, session: Session, pending: PendingCall) -> ToolResult:
+    """The answer to a waiting call closed by a cancellation: an error; it never runs."""
+    envelope = waiting_envelope(runner, session, pending)
+    return answered_result(
+        envelope, CallStatus.ERROR, cancelled_ticket(pending.tool), worker="orchestrator"
+    )
 
 
 async def rerun_with_credential(

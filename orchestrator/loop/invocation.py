@@ -12,6 +12,7 @@ from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.plugins.context import CallbackContext
+from toolfleet.orchestrator.sessions.cancels import Cancellation
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import Fence, LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
@@ -40,6 +41,7 @@ class Invocation:
     lease: LeaseHold | None = None  # every write is fenced by it
     release_on_answer: bool = True  # release the lease in the answer's write (last step)
     plugins: Sequence[BasePlugin] = field(default_factory=tuple)  # the app's, around every call
+    cancellation: Cancellation | None = None  # set when the session is cancelled
 
     def __post_init__(self) -> None:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"
@@ -96,6 +98,7 @@ class EndReason(StrEnum):
     ESCALATED = "escalated"  # the root agent gave up its turn
     AWAITING_CREDENTIAL = "awaiting_credential"  # a tool asked the user for a credential
     AWAITING_CONFIRMATION = "awaiting_confirmation"  # a call waits for a person's yes or no
+    CANCELLED = "cancelled"  # the session was cancelled: what was in flight was stopped
     MAX_STEPS = "max_steps"  # the loop stopped after max_steps model calls
 
 

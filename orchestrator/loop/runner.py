@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
@@ -22,6 +23,8 @@ from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.orchestrator.sessions.leases import LeaseHold, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.cancellation import cancel_session
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys
@@ -136,11 +139,12 @@ class Runner:
         invocation.release_on_answer = release
         ended: InvocationEnded | None = None
         try:
-            async for update in run_invocation(invocation, message):
-                if isinstance(update, InvocationEnded):
-                    ended = update
-                else:
-                    yield update
+            with self.replica.cancels.watch(session.id) as invocation.cancellation:
+                async for update in run_invocation(invocation, message):
+                    if isinstance(update, InvocationEnded):
+                        ended = update
+                    else:
+                        yield update
         except Exception:
             if session.open_turn() is None and self.depth == 0:
                 with contextlib.suppress(LeaseLostError, RedisError):  # then it stays owed
@@ -151,6 +155,21 @@ class Runner:
             await self.store.resumed(session.id, fence=invocation.fence)
         if ended is not None:
             yield ended
+
+    async def cancel(self, session_id: str, *, keep_tickets: bool = False) -> list[str]:
+        """Cancel the session wherever it runs: its model call and the calls out on the
+        fleet are stopped (each answered once with a Cancelled error), and its pending
+        tickets closed unless `keep_tickets`; the ids of the tickets being closed."""
+        completions = Completions.of(self.replica.sync_client(), self.keys, self.settings)
+        return await asyncio.to_thread(
+            cancel_session,
+            self.replica.sync_client(),
+            self.keys,
+            completions,
+            session_id,
+            keep_tickets=keep_tickets,
+            source="api",
+        )
 
     def new_invocation(
         self, session: Session, agent_name: str | None = None, invocation_id: str = ""

@@ -1,0 +1,43 @@
+"""Slow tools the cancellation tests stop on real workers. Each leaves files behind: one
+when it starts (so a test cancels it while it runs), one if it ever finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from toolfleet.shared.tools import tool
+
+
+@tool(pool="stoppable")
+def crunch(marker: str, seconds: float) -> dict[str, object]:
+    """Runs for `seconds` on the prefork pool `stoppable`.
+
+    Args:
+        marker: Path prefix of the files it leaves: .started, .finished.
+        seconds: How long it runs.
+    """
+    Path(f"{marker}.started").write_text("started")
+    time.sleep(seconds)  # ok: the tool under test runs long on purpose
+    Path(f"{marker}.finished").write_text("finished")
+    return {"crunched": seconds}
+
+
+@tool
+async def fetch_slowly(marker: str, seconds: float) -> dict[str, object]:
+    """Waits `seconds` on an io worker's event loop.
+
+    Args:
+        marker: Path prefix of the files it leaves: .started, .finished.
+        seconds: How long it waits.
+    """
+    leave(marker, "started")
+    await asyncio.sleep(seconds)
+    leave(marker, "finished")
+    return {"fetched": seconds}
+
+
+def leave(marker: str, what: str) -> None:
+    """Leave the file that says the tool got this far."""
+    Path(f"{marker}.{what}").write_text(what)
