@@ -16,6 +16,7 @@ import redis
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import describe_choice
+from toolfleet.orchestrator.cli.cancel import add_cancel_command
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.conversation import converse
 from toolfleet.orchestrator.cli.demo import cmd_demo
@@ -229,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     add_ticket_commands(sub)
+    add_cancel_command(sub)
     status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
     status.set_defaults(func=cmd_status)
     return parser

@@ -20,7 +20,8 @@ from toolfleet.shared.keys import Keys
 from toolfleet.shared.redaction import redact_deep
 
 
-def _completions() -> tuple[Completions, redis.Redis]:
+def operator_completions() -> tuple[Completions, redis.Redis]:
+    """The operator's Completions (and its client, to close) from the environment."""
     settings = Settings()
     client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
     keys = Keys(settings.key_prefix)
@@ -38,7 +39,7 @@ def _age(seconds: float) -> str:
 def cmd_list(args: argparse.Namespace) -> None:
     """`toolfleet tickets list`: one line per pending call of any session, oldest first, with
     its arguments (secret-named values masked) cut to 60 characters."""
-    completions, client = _completions()
+    completions, client = operator_completions()
     names = Settings().secret_arg_names
     with client:
         calls = completions.pending()
@@ -63,7 +64,7 @@ def cmd_show(args: argparse.Namespace) -> None:
     """`toolfleet tickets show`: the pending call `call_id` as indented JSON, with the
     completions posted for it and not applied yet; CompletionError if it is not pending
     (its message says when its final result was applied)."""
-    completions, client = _completions()
+    completions, client = operator_completions()
     with client:
         call = completions.get(args.call_id)
         record = redact_deep(call.model_dump(mode="json"), Settings().secret_arg_names)
@@ -72,7 +73,7 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def _post(call_id: str, response: dict[str, Any], final: bool) -> None:
-    completions, client = _completions()
+    completions, client = operator_completions()
     with client:
         completions.post_result(call_id, response, final=final, source="cli")
     kind = "final result" if final else "progress"
@@ -93,7 +94,7 @@ def cmd_decide(args: argparse.Namespace) -> None:
     """`toolfleet tickets approve|reject`: post the final result {"status": "approved"} or
     {"status": "rejected"}, with `--note` as "note". For a call waiting for a
     confirmation, confirm it (it is sent) or reject it (it gets an error, never runs)."""
-    completions, client = _completions()
+    completions, client = operator_completions()
     with client:
         waiting = completions.get(args.call_id).kind == "confirmation"
     if waiting:
@@ -119,10 +120,19 @@ def cmd_confirm(args: argparse.Namespace) -> None:
 
 
 def _confirm(call_id: str, confirmed: bool, payload: Any) -> None:
-    completions, client = _completions()
+    completions, client = operator_completions()
     with client:
         completions.confirm(call_id, confirmed, payload=payload, source="cli")
     print(f"{'confirmed' if confirmed else 'rejected'} {call_id}")
+
+
+def cmd_cancel_ticket(args: argparse.Namespace) -> None:
+    """`toolfleet tickets cancel`: close one pending call with a Cancelled error response
+    (applied once); the agent answers it, as it would a result."""
+    completions, client = operator_completions()
+    with client:
+        completions.cancel(args.call_id, source="cli")
+    print(f"cancelled ticket {args.call_id}")
 
 
 def cmd_credential(args: argparse.Namespace) -> None:
@@ -131,7 +141,7 @@ def cmd_credential(args: argparse.Namespace) -> None:
 
     It is never taken from the command line, so it stays out of shell history."""
     settings = Settings()
-    completions, client = _completions()
+    completions, client = operator_completions()
     # Read from stdin, not the command line, so the secret stays out of shell history.
     credential = sys.stdin.readline().strip() if args.stdin else getpass.getpass("credential: ")
     if not credential:
@@ -143,8 +153,8 @@ def cmd_credential(args: argparse.Namespace) -> None:
 
 
 def add_ticket_commands(sub: Any) -> None:
-    """Add `tickets` with its actions (list, show, complete, credential, confirm, approve,
-    reject) to `sub`, the subparsers of the `toolfleet` parser."""
+    """Add `tickets` with its actions (list, show, complete, credential, cancel, confirm,
+    approve, reject) to `sub`, the subparsers of the `toolfleet` parser."""
     tickets = sub.add_parser("tickets", help="pending long-running calls: list, show, complete")
     actions = tickets.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="pending calls across sessions, oldest first").set_defaults(
@@ -162,6 +172,9 @@ def add_ticket_commands(sub: Any) -> None:
     credential.add_argument("call_id")
     credential.add_argument("--stdin", action="store_true", help="read it from standard input")
     credential.set_defaults(func=cmd_credential)
+    cancel = actions.add_parser("cancel", help="close one pending call as cancelled")
+    cancel.add_argument("call_id")
+    cancel.set_defaults(func=cmd_cancel_ticket)
     confirm = actions.add_parser("confirm", help="confirm a call waiting for a person")
     confirm.add_argument("call_id")
     confirm.add_argument("--payload", help="the payload as edited (JSON) for the tool")

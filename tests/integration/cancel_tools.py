@@ -7,6 +7,8 @@ import asyncio
 import time
 from pathlib import Path
 
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.models.offline import Call, ScriptView, call, say
 from toolfleet.shared.tools import tool
 
 
@@ -41,3 +43,15 @@ async def fetch_slowly(marker: str, seconds: float) -> dict[str, object]:
 def leave(marker: str, what: str) -> None:
     """Leave the file that says the tool got this far."""
     Path(f"{marker}.{what}").write_text(what)
+
+
+def _slow_fetch(view: ScriptView) -> dict[str, object]:
+    return {"marker": view.user_text, "seconds": 10}
+
+
+# `toolfleet run --agent tests.integration.cancel_tools:slow_agent MARKER`: one slow call.
+slow_agent = Agent(
+    name="slow_agent",
+    tools=[fetch_slowly],
+    offline_script=[call(Call("fetch_slowly", _slow_fetch)), say("it finished")],
+)
