@@ -65,6 +65,7 @@ class Replica:
             self.keys,
             LivePools(self.redis, self.keys),
             self._stopper,
+            self.cancels,
         )
 
     def cancel(self, request: CancelRequest) -> None:

@@ -13,6 +13,7 @@ from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, cancelled, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.fleet.stopping import CallStopper
+from toolfleet.orchestrator.sessions.cancels import CancelBoard
 from toolfleet.orchestrator.sessions.leases import Fence
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
@@ -46,6 +47,7 @@ class CeleryFleet:
         keys: Keys,
         pools: LivePools,
         stopper: CallStopper | None = None,
+        cancels: CancelBoard | None = None,
     ) -> None:
         self._publisher = publisher
         self._waiter = waiter
@@ -53,6 +55,7 @@ class CeleryFleet:
         self._keys = keys
         self._pools = pools
         self._stopper = stopper
+        self._cancels = cancels  # a cancellation that came before the calls were awaited
         self._running: dict[str, dict[str, PlannedCall]] = {}  # session -> awaited calls
 
     async def run(
@@ -101,6 +104,8 @@ class CeleryFleet:
         self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
         running = self._running.setdefault(session_id, {})
         running.update({p.call.call_id: p for p in calls})
+        if self._cancels is not None and self._cancels.requested(session_id):
+            self.cancel(session_id)  # cancelled while the calls were being planned
         try:
             while waiting or in_flight:
                 room = self._settings.max_parallel_calls - len(in_flight)

@@ -54,6 +54,10 @@ class CancelBoard:
             if not watching:
                 self._running.pop(session_id, None)
 
+    def requested(self, session_id: str) -> bool:
+        """Whether an invocation of the session running here was cancelled."""
+        return any(c.requested for c in self._running.get(session_id, []))
+
     def cancel(self, request: CancelRequest) -> bool:
         """Set the cancellations of the session's invocations here; whether there was one."""
         watching = self._running.get(request.session_id, [])
