@@ -4,13 +4,13 @@ executions are counted by the tool itself (a file per counter), never assumed.""
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration import fleet_tools
+from tests.support import answers, assert_one_response_per_call
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.runner import Runner
@@ -36,22 +36,6 @@ async def run_script(
         async for _ in runner.run(user_id="u1", session_id=session_id, message="go"):
             pass
         return await runner.store.get(session_id)
-
-
-def answers(session: Session) -> list[tuple[str, dict[str, Any]]]:
-    """(call id, response) of every function response the session holds, in order."""
-    return [
-        (r.id or "", r.response or {})
-        for event in session.events
-        for r in event.get_function_responses()
-    ]
-
-
-def assert_one_response_per_call(session: Session) -> None:
-    calls = [c.id for event in session.events for c in event.get_function_calls()]
-    responded = Counter(call_id for call_id, _ in answers(session))
-    assert responded == Counter(calls), (calls, responded)
-    assert set(responded.values()) == {1}
 
 
 async def test_a_short_circuit_never_reaches_a_worker(

@@ -7,15 +7,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.integration import cancel_tools, fleet_tools
-from tests.support import until
+from tests.support import answers, assert_one_response_per_call, until
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.orchestrator.loop.invocation import EndReason, InvocationEnded, Update
@@ -63,20 +61,6 @@ class Running:
 
     async def session(self) -> Session:
         return await self.runner.store.get(self.session_id)
-
-
-def answers(session: Session) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (r.id or "", r.response or {})
-        for event in session.events
-        for r in event.get_function_responses()
-    ]
-
-
-def assert_one_response_per_call(session: Session) -> None:
-    calls = [c.id for event in session.events for c in event.get_function_calls()]
-    responded = Counter(call_id for call_id, _ in answers(session))
-    assert responded == Counter(calls) and set(responded.values()) == {1}, (calls, responded)
 
 
 def left(marker: Path, what: str) -> bool:

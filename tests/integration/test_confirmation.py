@@ -7,16 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
 from tests.integration import confirm_tools, fleet_tools
+from tests.support import answers, assert_one_response_per_call
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
@@ -77,20 +76,6 @@ async def confirming(
     yield confirming
     await confirming.close()
     client.close()
-
-
-def answers(session: Session) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (r.id or "", r.response or {})
-        for event in session.events
-        for r in event.get_function_responses()
-    ]
-
-
-def assert_one_response_per_call(session: Session) -> None:
-    calls = [c.id for event in session.events for c in event.get_function_calls()]
-    responded = Counter(call_id for call_id, _ in answers(session))
-    assert responded == Counter(calls) and set(responded.values()) == {1}, (calls, responded)
 
 
 async def test_confirmed_call_runs_once_and_its_sibling_result_survives_the_wait(
@@ -191,3 +176,25 @@ async def test_the_cli_lists_a_confirmation_with_its_hint_and_confirms_an_edited
     assert [r for _, r in answers(session)] == [
         {"booked": {"city": "Rome", "nights": 3}, "runs": 1}
     ]
+
+
+async def test_a_confirmation_survives_a_restart_of_the_orchestrator(
+    confirming: Confirming, settings: Settings, tmp_path: Path
+) -> None:
+    transfers = tmp_path / "transfers"
+    session_id, (request,) = await confirming.ask(
+        call(Call("transfer_money", {"amount": 9, "counter_file": str(transfers)})), say("done")
+    )
+    await confirming.close()  # the orchestrator that parked the turn is gone
+
+    confirming.completions.confirm(request.call_id, True)
+    model = ScriptedModel(
+        [call(Call("transfer_money", {"amount": 9, "counter_file": "unused"})), say("done")]
+    )
+    agent = Agent(name="confirming", tools=TOOLS, model=model)
+    async with Orchestrator([agent], settings, models={"confirming": model}) as orch:
+        assert await orch.wait_until_settled("confirming", session_id, WAIT_S)
+        session = await orch.runner("confirming").store.get(session_id)
+    assert [r for _, r in answers(session)] == [{"moved": 9, "runs": 1, "confirmed": True}]
+    assert transfers.read_text() == "1"
+    assert_one_response_per_call(session)
