@@ -136,6 +136,15 @@ async def test_cancelling_an_io_coroutine_cancels_it_and_keeps_a_sibling_result(
     await until(lambda: "stopped cancelled call(s)" in io_worker.log(), "the stop", WAIT_S)
     assert not left(slow, "finished")
 
+    # The io worker (one process, its loop shared by every coroutine) takes the next call.
+    quick = tmp_path / "quick"
+    async with Running(
+        settings, call(Call("fetch_slowly", {"marker": str(quick), "seconds": 0})), say("done")
+    ) as running:
+        await asyncio.wait_for(running.start(), WAIT_S)
+        after = await running.session()
+    assert [r for _, r in answers(after)] == [{"fetched": 0}]
+
 
 async def test_cancel_closes_the_sessions_pending_tickets_unless_kept(
     settings: Settings, fleet: WorkerGroup
