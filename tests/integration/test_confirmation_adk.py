@@ -5,12 +5,20 @@ then runs on a real worker (counted by the tool itself)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.genai import types
 
 from tests.integration import confirm_tools
-from toolfleet.adk import Agent, Event, RedisSessionService, Runner, ToolConfirmation
+from toolfleet.adk import (
+    Agent,
+    BasePlugin,
+    Event,
+    RedisSessionService,
+    Runner,
+    ToolConfirmation,
+)
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
 from toolfleet.shared.config import Settings
@@ -61,3 +69,35 @@ async def test_adks_client_confirms_through_adk_request_confirmation(
     texts = ["".join(p.text or "" for p in e.content.parts or ()) for e in after if e.content]
     assert texts[-1] == "moved: {'moved': 70, 'runs': 1, 'confirmed': True}"
     assert counter.read_text() == "1"
+
+
+async def test_adks_runner_takes_plugins(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], tmp_path: Path
+) -> None:
+    counter = tmp_path / "transfers"
+
+    class Blocker(BasePlugin):
+        async def before_tool_callback(
+            self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
+        ) -> dict[str, Any] | None:
+            return {"blocked": tool.name}
+
+    script = [
+        call(Call("transfer_checked", {"amount": 5, "counter_file": str(counter)})),
+        say(lambda v: f"result: {v.response('transfer_checked')}"),
+    ]
+    agent = Agent(
+        name="payer", tools=[confirm_tools.transfer_checked_tool], model=ScriptedModel(script)
+    )
+    service = RedisSessionService(settings)
+    session = await service.create_session(app_name="payments", user_id="u1")
+    runner = Runner(
+        agent=agent, app_name="payments", session_service=service, plugins=[Blocker("blocker")]
+    )
+    ask = types.Content(role="user", parts=[types.Part(text="pay 5")])
+    events = [
+        e async for e in runner.run_async(user_id="u1", session_id=session.id, new_message=ask)
+    ]
+    texts = ["".join(p.text or "" for p in e.content.parts or ()) for e in events if e.content]
+    assert texts[-1] == "result: {'blocked': 'transfer_checked'}"
+    assert not counter.exists()  # the plugin answered: no worker ran it
