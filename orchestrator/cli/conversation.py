@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from toolfleet.orchestrator.agents.agent import Agent
@@ -13,6 +13,7 @@ from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
 
@@ -27,6 +28,7 @@ async def converse(
     message: str,
     wait_s: float | None,
     explain_pending: bool = True,
+    plugins: Sequence[BasePlugin] = (),
 ) -> bool:
     """Send one message, print the conversation, then wait (up to `wait_s`; None: not at
     all) for its long-running calls, printing the resumed invocations. True if settled."""
@@ -35,7 +37,7 @@ async def converse(
         if session == session_id:
             printer.show(update)
 
-    async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
+    async with Orchestrator([agent], settings, on_update=show_resumed, plugins=plugins) as orch:
         runner = orch.runner(agent.name)
         print(describe_choice(agent, runner.model))
         with cancel_on_ctrl_c(runner, session_id) as cancelling:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.models.offline import Call, ScriptView, call, say
-from toolfleet.shared.tools import tool
+from toolfleet.orchestrator.plugins.base import BasePlugin
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import FunctionTool, tool
 
 
 @tool(pool="stoppable")
@@ -55,3 +58,16 @@ slow_agent = Agent(
     tools=[fetch_slowly],
     offline_script=[call(Call("fetch_slowly", _slow_fetch)), say("it finished")],
 )
+
+
+class Blocker(BasePlugin):
+    """Answers every call itself: nothing reaches a worker."""
+
+    async def before_tool_callback(
+        self, *, tool: FunctionTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        return {"blocked_by_plugin": tool.name}
+
+
+# `toolfleet run ... --plugin tests.integration.cancel_tools:blocker`
+blocker = Blocker("blocker")

@@ -145,3 +145,21 @@ async def test_ctrl_c_in_toolfleet_run_cancels_the_call_and_the_run_ends(
     assert "cancelling the session" in err
     assert "Cancelled" in out and "it finished" not in out, out
     assert not left(Path(marker), "finished")
+
+
+async def test_toolfleet_run_takes_plugins(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], tmp_path: Path
+) -> None:
+    marker = str(tmp_path / "slow")
+    command = [
+        sys.executable, "-m", "toolfleet", "run", "--no-wait",
+        "--agent", "tests.integration.cancel_tools:slow_agent",
+        "--plugin", "tests.integration.cancel_tools:blocker", marker,
+    ]  # fmt: skip
+    done = await asyncio.to_thread(
+        subprocess.run, command, env=orchestrator_env, capture_output=True, text=True,
+        timeout=WAIT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "blocked_by_plugin" in done.stdout and "it finished" in done.stdout
+    assert not left(Path(marker), "started")  # the plugin answered: no worker ran it
