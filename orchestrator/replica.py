@@ -18,9 +18,12 @@ from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.orchestrator.fleet.stopping import CallStopper
+from toolfleet.orchestrator.sessions.cancels import CancelBoard
 from toolfleet.orchestrator.sessions.compaction import SessionLimits
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.cancellation import CancelRequest
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.sealing import Sealer, warn_without_fleet_key
@@ -49,14 +52,26 @@ class Replica:
         limits = SessionLimits(settings.session_max_events, settings.session_ttl_s)
         self.store = SessionStore(self.redis, self.keys, settings.secret_arg_names, limits)
         signer = ResultSigner.of(settings.fleet_key)
-        self.waiter = ResultWaiter(self._blocking[0], self.redis, self.keys, self.id, signer=signer)
+        # The sessions this replica runs an invocation of: a cancellation reaches them.
+        self.cancels = CancelBoard()
+        self.waiter = ResultWaiter(
+            self._blocking[0], self.redis, self.keys, self.id, signer=signer, on_cancel=self.cancel
+        )
+        self._stopper = CallStopper(settings)
         self.fleet: ToolRunner = tool_runner or CeleryFleet(
             CeleryPublisher(self.redis, settings.secret_arg_names, Sealer.of(settings)),
             self.waiter,
             settings,
             self.keys,
             LivePools(self.redis, self.keys),
+            self._stopper,
+            self.cancels,
         )
+
+    def cancel(self, request: CancelRequest) -> None:
+        """A session was cancelled: stop its invocation here, if this replica runs one."""
+        if self.cancels.cancel(request):
+            self.fleet.cancel(request.session_id)
 
     def blocking_client(self) -> aioredis.Redis:
         """A dedicated client for one task that blocks in XREAD(GROUP); closed with the
@@ -85,6 +100,7 @@ class Replica:
         tb: TracebackType | None,
     ) -> None:
         await self.waiter.stop()
+        self._stopper.close()
         for client in self._blocking:
             await client.aclose()
         await self.redis.aclose()

@@ -21,13 +21,14 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import (
     AlreadyCompletedError,
+    AwaitingConfirmationError,
     AwaitingCredentialError,
     CallNotPendingError,
     CompletionsFullError,
     InvalidCompletionError,
 )
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 from toolfleet.shared.scripts import LuaScript
@@ -37,6 +38,9 @@ DEAD_LETTERS_MAXLEN = 10_000
 ORDER_TTL_S = 7 * 24 * 3600
 # The orchestrators' consumer group on every completions stream.
 COMPLETIONS_GROUP = "orchestrators"
+
+# `Completions.confirm` without a payload: the tool gets the payload that was asked.
+UNCHANGED: Any = object()
 
 # Drop the entries every consumer is done with: those older than both the first entry
 # the group has not been delivered (after last-delivered-id) and the oldest delivered
@@ -161,7 +165,52 @@ class Completions:
             raise AwaitingCredentialError(
                 f"call {call_id!r} waits for a credential: `toolfleet tickets credential {call_id}`"
             )
+        if pending.kind == "confirmation":
+            raise AwaitingConfirmationError(
+                f"call {call_id!r} waits for a confirmation: `toolfleet tickets confirm "
+                f"{call_id}` or `toolfleet tickets reject {call_id}`"
+            )
         completion.session_id = pending.session_id
+        return self._post(pending, completion)
+
+    def confirm(
+        self, call_id: str, confirmed: bool, *, payload: Any = UNCHANGED, source: str = "api"
+    ) -> str:
+        """Answer a call waiting for a person's confirmation: confirmed, it is sent (its
+        tool finds `payload`, if given, in `tool_context.tool_confirmation`); rejected, it
+        gets an error response and never runs. Return the stream entry id."""
+        pending = self.get(call_id)
+        if pending.kind != "confirmation":
+            raise AwaitingConfirmationError(
+                f"call {call_id!r} waits for a {pending.kind}, not a confirmation"
+            )
+        response: dict[str, Any] = {"confirmed": bool(confirmed)}
+        if payload is not UNCHANGED:
+            response["payload"] = redact_deep(payload, self._secrets)
+        completion = Completion(
+            call_id=call_id,
+            session_id=pending.session_id,
+            response=response,
+            kind="confirmation",
+            source=source,
+            posted_at=time.time(),
+        )
+        return self._post(pending, completion)
+
+    def cancel(self, call_id: str, *, resume: bool = True, source: str = "api") -> str:
+        """Close a pending call, whatever it waits for, with a Cancelled error response
+        (applied once, as a result is). With `resume`, the agent answers it; a session's
+        cancellation closes its tickets without resuming. Return the stream entry id."""
+        pending = self.get(call_id)
+        completion = Completion(
+            call_id=call_id,
+            session_id=pending.session_id,
+            response=cancelled_ticket(pending.tool),
+            kind="cancel",
+            resume=resume,
+            source=source,
+            posted_at=time.time(),
+        )
         return self._post(pending, completion)
 
     def supply_credential(
@@ -239,6 +288,15 @@ class Completions:
         return CallNotPendingError(
             f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
         )
+
+
+def cancelled_ticket(tool: str) -> dict[str, Any]:
+    """The final response of a ticket closed by a cancellation."""
+    return error_response(
+        "Cancelled",
+        f"the pending call of {tool!r} was cancelled (by the user or an operator); no "
+        "result will come for it",
+    )
 
 
 def _text(value: bytes | str) -> str:

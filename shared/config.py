@@ -74,6 +74,12 @@ class Settings(BaseSettings):
         "response for each call beyond (not dispatched), so one turn cannot flood the fleet. "
         "256 is four waves of max_parallel_calls.",
     )
+    dedupe_tool_calls: bool = Field(
+        default=False,
+        description="Run identical calls of one model turn (same tool, same arguments) "
+        "once; each repeat gets the first call's response (ADK's dedupe_tool_calls). "
+        "Long-running calls always run.",
+    )
     completions_maxlen: int = Field(
         default=10_000,
         ge=1,

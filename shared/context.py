@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.genai import types
 
+from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.jobs import Job, JobScheduler
 from toolfleet.shared.messages import ToolActions, ToolCall
@@ -46,6 +47,10 @@ class ToolContext:
         self.depth = call.depth
         self.state = State(call.state)
         self.actions = ToolActions()
+        # A person's answer, when this call runs once confirmed (ADK's tool_confirmation).
+        self.tool_confirmation = (
+            ToolConfirmation.model_validate(call.confirmation) if call.confirmation else None
+        )
         self._services = services or ToolServices()
 
     @property
@@ -99,6 +104,14 @@ class ToolContext:
         store = self._need(self._services.credentials, "credentials")
         store.forget(self.app_name, self.user_id, auth_config)
         self.actions.requested_auth = auth_config.model_dump(mode="json")
+
+    def request_confirmation(self, *, hint: str | None = None, payload: Any = None) -> None:
+        """Ask a person to confirm this call, as ADK's: the model does not see this run's
+        response. Once confirmed, the call runs again with `tool_confirmation` set
+        (`confirmed`, and `payload` as the person may have edited it); rejected, the
+        model gets an error response."""
+        asked = ToolConfirmation(hint=hint or "", payload=payload)
+        self.actions.requested_confirmation = asked.model_dump(mode="json")
 
     @staticmethod
     def _need(service: _S | None, what: str) -> _S:

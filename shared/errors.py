@@ -69,6 +69,10 @@ class AwaitingCredentialError(CompletionError):
     """The call waits for a credential, not a result (or the other way round)."""
 
 
+class AwaitingConfirmationError(CompletionError):
+    """The call waits for a person's confirmation, not a result (or the other way round)."""
+
+
 class CompletionsFullError(CompletionError):
     """The app's completions stream holds its cap of unapplied results: the orchestrators
     are behind or not running. Retry later; the cap is TOOLFLEET_COMPLETIONS_MAXLEN."""

@@ -123,6 +123,11 @@ class Keys:
         a worker does not start it, and no ticket can be opened or completed for it."""
         return f"{self.prefix}:closed:{session_id}:{call_id}"
 
+    def cancels(self) -> str:
+        """Stream of session cancellations: every replica reads it, and the one running the
+        session stops what is in flight there."""
+        return f"{self.prefix}:cancels"
+
     def completion_order(self, session_id: str) -> str:
         """List of the session's completion entry ids, in the order the stream accepted
         them: each applies only once it is at the head, whichever replica reads it."""

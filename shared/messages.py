@@ -31,6 +31,13 @@ class ToolActions(BaseModel):
     escalate: bool = False
     # An AuthConfig as JSON: the tool needs a credential the user has not supplied.
     requested_auth: dict[str, Any] | None = None
+    # A ToolConfirmation as JSON (hint, payload): the call waits for a person's yes or no.
+    requested_confirmation: dict[str, Any] | None = None
+
+    def waits(self) -> bool:
+        """Whether the call waits for the user (a credential or a confirmation): its turn
+        is parked, and the model sees its response once it ran again."""
+        return self.requested_auth is not None or self.requested_confirmation is not None
 
 
 class ToolCall(BaseModel):
@@ -50,6 +57,8 @@ class ToolCall(BaseModel):
     reply_to: str = Field(description="Redis stream the ToolResult is posted to.")
     dispatched_at: float = Field(description="Epoch seconds when the orchestrator sent it.")
     depth: int = Field(default=0, ge=0, description="Agent-tool nesting level of the caller.")
+    # A ToolConfirmation as JSON: a person's answer, for a call sent once it was confirmed.
+    confirmation: dict[str, Any] | None = None
 
 
 class ToolResult(BaseModel):
@@ -138,7 +147,8 @@ class PendingCall(BaseModel):
     progress: list[dict[str, Any]] = Field(default_factory=list)
     # A credential request: the call runs again once the user supplies what `ticket`
     # (an AuthConfig) describes; the turn's other results wait in `turn_id`'s record.
-    kind: Literal["result", "credential"] = "result"
+    # A confirmation request likewise, `ticket` being the ToolConfirmation asked.
+    kind: Literal["result", "credential", "confirmation"] = "result"
     turn_id: str | None = None
     envelope: ToolCall | None = None
 
@@ -171,7 +181,11 @@ class Completion(BaseModel):
     session_id: str | None = Field(default=None, description="Orders a session's completions.")
     response: dict[str, Any]
     final: bool = True
-    kind: Literal["result", "credential"] = "result"
+    # cancel: close the ticket with a Cancelled error response, whatever it waits for.
+    kind: Literal["result", "credential", "confirmation", "cancel"] = "result"
+    # Whether the agent answers once this is applied; a session's cancellation closes its
+    # tickets without calling the model again.
+    resume: bool = True
     source: str = Field(default="api", description="Who posted it: cli, job, http, api.")
     posted_at: float
 

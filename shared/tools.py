@@ -45,6 +45,9 @@ class FunctionTool:
     name: str = ""
     options: ToolOptions = field(default_factory=ToolOptions)
     is_long_running: bool = False
+    # ADK's: True, or a function of the call's arguments (and `tool_context`, if it takes
+    # one) saying whether this call needs a person's confirmation before it is sent.
+    require_confirmation: bool | Callable[..., Any] = field(default=False, kw_only=True)
     signature: Signature = field(init=False, repr=False)
 
     # Whether `func` is the user's, which a worker must import by its module-level name.
@@ -109,10 +112,20 @@ class FunctionTool:
 
 
 def LongRunningFunctionTool(  # named like ADK's class on purpose
-    func: Callable[..., Any], *, name: str = "", options: ToolOptions | None = None
+    func: Callable[..., Any],
+    *,
+    name: str = "",
+    options: ToolOptions | None = None,
+    require_confirmation: bool | Callable[..., Any] = False,
 ) -> FunctionTool:
     """A tool that starts work and returns at once, typically {'status': 'pending', ...}."""
-    return FunctionTool(func, name, options or ToolOptions(), is_long_running=True)
+    return FunctionTool(
+        func,
+        name,
+        options or ToolOptions(),
+        is_long_running=True,
+        require_confirmation=require_confirmation,
+    )
 
 
 def tool(
@@ -126,12 +139,19 @@ def tool(
     retry_backoff_s: float = 1.0,
     long_running: bool = False,
     kind: Literal["io", "cpu"] | None = None,
+    require_confirmation: bool | Callable[..., Any] = False,
 ) -> Any:
     """Decorator form: `@tool(pool="heavy", timeout_s=30)`, `@tool(kind="io")` or bare `@tool`."""
     options = ToolOptions(pool, timeout_s, tuple(retry_on), max_retries, retry_backoff_s, kind)
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name, options, is_long_running=long_running)
+        return FunctionTool(
+            f,
+            name,
+            options,
+            is_long_running=long_running,
+            require_confirmation=require_confirmation,
+        )
 
     return wrap(func) if func is not None else wrap
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
@@ -28,6 +30,7 @@ class InProcessRunner:
     def __init__(self, *, reverse: bool = False) -> None:
         self.batches: list[list[str]] = []  # call ids of each run(), to check what was dispatched
         self.settled: list[str] = []
+        self.stopped: list[str] = []  # call ids the loop asked to stop (cancelled)
         self.reverse = reverse  # yield results in reverse call order (arrival != call order)
 
     async def run(
@@ -63,7 +66,29 @@ class InProcessRunner:
     def stage_settle(self, session_id: str, batch: object) -> None:
         self.settled.append(session_id)
 
+    def cancel(self, session_id: str) -> None:
+        """In process, calls run to their end: a cancellation stops only the loop."""
+
+    async def stop(self, session_id: str, call_ids: Sequence[str]) -> None:
+        self.stopped.extend(call_ids)
+
 
 async def until(predicate: Callable[[], object], what: str, timeout_s: float) -> None:
     """Wait for a condition off the event loop (the orchestrator keeps running)."""
     await asyncio.to_thread(wait_for, predicate, timeout_s, what, interval_s=0.05)
+
+
+def answers(session: Session) -> list[tuple[str, dict[str, Any]]]:
+    """(call id, response) of every function response the session holds, in order."""
+    return [
+        (r.id or "", r.response or {})
+        for event in session.events
+        for r in event.get_function_responses()
+    ]
+
+
+def assert_one_response_per_call(session: Session) -> None:
+    """Every function call of the session has exactly one response (the invariant)."""
+    calls = [c.id for event in session.events for c in event.get_function_calls()]
+    responded = Counter(call_id for call_id, _ in answers(session))
+    assert responded == Counter(calls) and set(responded.values()) == {1}, (calls, responded)

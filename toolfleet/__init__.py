@@ -44,6 +44,14 @@ if TYPE_CHECKING:
         say,
     )
     from toolfleet.orchestrator.models.protocol import Model, ModelRequest
+    from toolfleet.orchestrator.plugins import (
+        BasePlugin,
+        CallbackContext,
+        LlmRequest,
+        LlmResponse,
+        ReflectAndRetryToolPlugin,
+        ToolCallError,
+    )
     from toolfleet.orchestrator.service.orchestrator import Orchestrator
     from toolfleet.orchestrator.sessions.events import Event
     from toolfleet.orchestrator.sessions.session import Session
@@ -51,9 +59,11 @@ if TYPE_CHECKING:
     from toolfleet.shared.base_tool import BaseTool
     from toolfleet.shared.completions import Completions, post_result
     from toolfleet.shared.config import Settings
+    from toolfleet.shared.confirmation import ToolConfirmation
     from toolfleet.shared.context import ToolContext
     from toolfleet.shared.errors import (
         AlreadyCompletedError,
+        AwaitingConfirmationError,
         AwaitingCredentialError,
         CallNotPendingError,
         CompletionError,
@@ -84,6 +94,13 @@ if TYPE_CHECKING:
 
 # Each public name and the module that defines it.
 _MODULES: dict[str, str] = {
+    # Callbacks around model and tool calls (ADK's plugins).
+    "BasePlugin": "toolfleet.orchestrator.plugins",
+    "CallbackContext": "toolfleet.orchestrator.plugins",
+    "LlmRequest": "toolfleet.orchestrator.plugins",
+    "LlmResponse": "toolfleet.orchestrator.plugins",
+    "ReflectAndRetryToolPlugin": "toolfleet.orchestrator.plugins",
+    "ToolCallError": "toolfleet.orchestrator.plugins",
     # Tools: defining them, and what they receive.
     "tool": "toolfleet.shared.tools",
     "as_tool": "toolfleet.shared.tools",
@@ -151,6 +168,8 @@ _MODULES: dict[str, str] = {
     "AlreadyCompletedError": "toolfleet.shared.errors",
     "InvalidCompletionError": "toolfleet.shared.errors",
     "AwaitingCredentialError": "toolfleet.shared.errors",
+    "AwaitingConfirmationError": "toolfleet.shared.errors",
+    "ToolConfirmation": "toolfleet.shared.confirmation",
 }
 
 __all__ = [
@@ -158,13 +177,16 @@ __all__ = [
     "AgentTool",
     "AlreadyCompletedError",
     "AuthConfig",
+    "AwaitingConfirmationError",
     "AwaitingCredentialError",
+    "BasePlugin",
     "BaseTool",
     "BaseToolset",
     "Call",
     "CallFinished",
     "CallNotPendingError",
     "CallStatus",
+    "CallbackContext",
     "CallsDispatched",
     "CompletionError",
     "Completions",
@@ -180,6 +202,8 @@ __all__ = [
     "Keys",
     "LeaseLostError",
     "LlmAgent",
+    "LlmRequest",
+    "LlmResponse",
     "LongRunningFunctionTool",
     "Model",
     "ModelError",
@@ -187,6 +211,7 @@ __all__ = [
     "Orchestrator",
     "PendingCall",
     "ReadonlyContext",
+    "ReflectAndRetryToolPlugin",
     "Runner",
     "Script",
     "ScriptView",
@@ -201,6 +226,8 @@ __all__ = [
     "Step",
     "ToolActions",
     "ToolCall",
+    "ToolCallError",
+    "ToolConfirmation",
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",

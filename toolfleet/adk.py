@@ -39,15 +39,29 @@ if TYPE_CHECKING:
     )
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.orchestrator.plugins import (
+        BasePlugin,
+        CallbackContext,
+        LlmRequest,
+        LlmResponse,
+        ReflectAndRetryToolPlugin,
+    )
     from toolfleet.orchestrator.sessions.events import Event
     from toolfleet.orchestrator.sessions.session import Session
     from toolfleet.shared.base_tool import BaseTool
+    from toolfleet.shared.confirmation import ToolConfirmation
     from toolfleet.shared.context import ToolContext
     from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
     from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 # Each ADK name and the toolfleet module that defines it.
 _MODULES: dict[str, str] = {
+    # Callbacks around model and tool calls (ADK's plugins).
+    "BasePlugin": "toolfleet.orchestrator.plugins",
+    "CallbackContext": "toolfleet.orchestrator.plugins",
+    "LlmRequest": "toolfleet.orchestrator.plugins",
+    "LlmResponse": "toolfleet.orchestrator.plugins",
+    "ReflectAndRetryToolPlugin": "toolfleet.orchestrator.plugins",
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
     "AgentTool": "toolfleet.orchestrator.agent_tool",
@@ -57,6 +71,7 @@ _MODULES: dict[str, str] = {
     "BaseToolset": "toolfleet.shared.toolsets",
     "ReadonlyContext": "toolfleet.shared.toolsets",
     "ToolContext": "toolfleet.shared.context",
+    "ToolConfirmation": "toolfleet.shared.confirmation",
     "Runner": "toolfleet.orchestrator.adk.runner",
     "EventActions": "toolfleet.orchestrator.adk.runner",
     "BaseSessionService": "toolfleet.orchestrator.adk.sessions",
@@ -77,9 +92,11 @@ __all__ = [
     "AgentTool",
     "BaseArtifactService",
     "BaseMemoryService",
+    "BasePlugin",
     "BaseSessionService",
     "BaseTool",
     "BaseToolset",
+    "CallbackContext",
     "Event",
     "EventActions",
     "FunctionTool",
@@ -87,13 +104,17 @@ __all__ = [
     "InMemoryMemoryService",
     "InMemorySessionService",
     "LlmAgent",
+    "LlmRequest",
+    "LlmResponse",
     "LongRunningFunctionTool",
     "ReadonlyContext",
     "RedisArtifactService",
     "RedisMemoryService",
     "RedisSessionService",
+    "ReflectAndRetryToolPlugin",
     "Runner",
     "Session",
+    "ToolConfirmation",
     "ToolContext",
 ]
 

@@ -22,6 +22,7 @@ from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.workers.heartbeat import install_heartbeat
+from toolfleet.workers.stopping import install_stop_command
 from toolfleet.workers.tasks import (
     DeliveryGuard,
     ToolTaskDeps,
@@ -63,6 +64,7 @@ def create_app(settings: Settings) -> Celery:
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions)
     install_heartbeat(app, client, settings)
+    install_stop_command()
     log.info(
         "toolfleet worker: tools %s; jobs %s",
         ", ".join(sorted(found.tools)),

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,11 @@ _current_call: contextvars.ContextVar[CallRun | None] = contextvars.ContextVar(
 
 class CallTimeLimit(Exception):
     """A coroutine call ran past its time limit and was cancelled."""
+
+
+class CallStopped(Exception):
+    """A coroutine call was stopped by the orchestrator (its session was cancelled): it
+    has been answered already, so nothing is to be reported."""
 
 
 class CallRun:
@@ -113,31 +119,61 @@ class CallLoop:
         self.loop.set_task_factory(_task_factory)
         self._thread = threading.Thread(target=self._serve, name="toolfleet-call-loop", daemon=True)
         self._thread.start()
+        # Coroutine calls running now, by call id: the orchestrator may stop one.
+        self._running: dict[str, tuple[CallRun, Future[Any]]] = {}
+        self._stopped: set[str] = set()
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def run(self, coro: Coroutine[Any, Any, Any], time_limit_s: float) -> Any:
+    def run(self, coro: Coroutine[Any, Any, Any], time_limit_s: float, call_id: str = "") -> Any:
         """Run `coro` on the loop as one call and wait for its value (from any thread).
 
         Past `time_limit_s` (0: none) it is cancelled and CallTimeLimit is raised. If the
         waiting thread is interrupted instead (Celery's soft time limit, a signal to the
         main thread of a prefork child), the call is cancelled, its tasks get
-        DRAIN_TIMEOUT_S to finish, and the interruption goes on."""
+        DRAIN_TIMEOUT_S to finish, and the interruption goes on. Stopped by `stop`, the
+        call is cancelled alike and CallStopped is raised."""
         call = CallRun(coro, time_limit_s)
         future = asyncio.run_coroutine_threadsafe(call.run(), self.loop)
+        if call_id:
+            self._running[call_id] = (call, future)
         try:
             return future.result()
+        except CancelledError:
+            if call_id in self._stopped:
+                call.ended.wait(DRAIN_TIMEOUT_S * 2)
+                raise CallStopped(call_id) from None
+            raise
         except BaseException:
             if not future.done():
                 future.cancel()
                 call.ended.wait(DRAIN_TIMEOUT_S * 2)
             raise
+        finally:
+            if call_id:
+                self._running.pop(call_id, None)
+                self._stopped.discard(call_id)
+
+    def stop(self, call_id: str) -> bool:
+        """Cancel the coroutine call `call_id` if it runs here (from any thread)."""
+        running = self._running.get(call_id)
+        if running is None:
+            return False
+        self._stopped.add(call_id)
+        running[1].cancel()
+        return True
 
 
 _call_loop: CallLoop | None = None
 _lock = threading.Lock()
+
+
+def running_call_loop() -> CallLoop | None:
+    """This process's call loop if it has one (a process that ran no coroutine has none)."""
+    loop = _call_loop
+    return loop if loop is not None and loop.pid == os.getpid() else None
 
 
 def call_loop() -> CallLoop:

@@ -15,11 +15,12 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from toolfleet.shared.cancellation import cancelled_response
 from toolfleet.shared.context import ToolContext, ToolServices
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult, error_response
 from toolfleet.shared.tools import FunctionTool
-from toolfleet.workers.call_loop import CallTimeLimit, call_loop
+from toolfleet.workers.call_loop import CallStopped, CallTimeLimit, call_loop
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +135,16 @@ def execute(
         args[tool.signature.context_param] = context
     try:
         if tool.is_async:
-            value = call_loop().run(tool.func(**args), time_limit_s)
+            value = call_loop().run(tool.func(**args), time_limit_s, call.call_id)
         else:
             value = _call_sync(tool.func, args, time_limit_s)
             if asyncio.iscoroutine(value):  # a sync wrapper of a coroutine function
                 left = max(time_limit_s - (time.time() - started), 0.001) if time_limit_s else 0
-                value = call_loop().run(value, left)
+                value = call_loop().run(value, left, call.call_id)
     except ToolError as exc:
         return finish(CallStatus.ERROR, error_response("ToolError", str(exc)), exc)
+    except CallStopped as exc:  # answered by the orchestrator already: not reported
+        return finish(CallStatus.ERROR, cancelled_response(tool.name), exc)
     except (SoftTimeLimitExceeded, CallTimeLimit) as exc:
         message = f"tool {tool.name!r} exceeded its time limit of {time_limit_s:g} s"
         return finish(CallStatus.ERROR, error_response("TimeoutError", message), exc)

@@ -22,6 +22,7 @@ from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolRes
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
+from toolfleet.workers.call_loop import CallStopped
 from toolfleet.workers.executor import execute
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,9 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             services=deps.services,
         )
         error = outcome.exception
+        if isinstance(error, CallStopped):
+            log.info("call %s (%s) stopped: its session was cancelled", envelope.call_id, tool.name)
+            return  # the orchestrator answered it (Cancelled) and closed it
         retries_left = self.request.retries < options.max_retries
         if isinstance(error, Exception) and isinstance(error, options.retry_on) and retries_left:
             countdown = options.retry_backoff_s * (2**self.request.retries)

@@ -1,6 +1,7 @@
 """One ADK message on a session: a FunctionResponse part completes a pending
-long-running call (posted and applied once, as a ticket's result); other parts are the
-user's message, as toolfleet's Runner runs it."""
+long-running call (posted and applied once, as a ticket's result) or answers an
+`adk_request_confirmation`; other parts are the user's message, as toolfleet's Runner
+runs it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from google.genai import types
 
+from toolfleet.orchestrator.adk.confirming import confirmation_answer
 from toolfleet.orchestrator.completions.applier import CompletionApplier
 from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.loop.invocation import Update
@@ -51,6 +53,14 @@ async def _complete(
     completions = Completions.of(runner.replica.sync_client(), runner.keys, runner.settings)
     entries = []
     for response in responses:
+        confirming = confirmation_answer(response)
+        if confirming is not None:  # a person's answer to adk_request_confirmation
+            call_id, confirmed, payload = confirming
+            entry_id = await asyncio.to_thread(
+                completions.confirm, call_id, confirmed, payload=payload, source=SOURCE
+            )
+            entries.append(entry_id)
+            continue
         entry_id = await asyncio.to_thread(
             completions.post_result,
             response.id or "",

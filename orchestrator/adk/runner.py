@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 from google.genai import types
 from pydantic import Field
 
 from toolfleet.orchestrator.adk.completing import run_message
+from toolfleet.orchestrator.adk.confirming import with_confirmation_calls
 from toolfleet.orchestrator.adk.services import (
     BaseArtifactService,
     BaseMemoryService,
@@ -22,6 +23,7 @@ from toolfleet.orchestrator.adk.services import (
 from toolfleet.orchestrator.adk.sessions import BaseSessionService
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionNotFoundError
@@ -47,6 +49,7 @@ class Runner:
         session_service: BaseSessionService,
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
+        plugins: Sequence[BasePlugin] | None = None,
     ) -> None:
         if not isinstance(session_service, BaseSessionService):
             raise TypeError(
@@ -67,6 +70,7 @@ class Runner:
             if isinstance(service, RedisArtifactService | RedisMemoryService):
                 service.attach(session_service.settings_for)
         self._long_running: set[str] | None = None  # read on first run: toolsets are async
+        self.plugins = tuple(plugins or ())
 
     async def run_async(
         self,
@@ -90,7 +94,9 @@ class Runner:
             tools = await asyncio.to_thread(lambda: list(self.agent.all_tools()))
             self._long_running = {t.name for t in tools if t.is_long_running}
         settings = await self.session_service.settings_for(self.agent)
-        async with FleetRunner(self.agent, settings, app_name=self.app_name) as runner:
+        async with FleetRunner(
+            self.agent, settings, app_name=self.app_name, plugins=self.plugins
+        ) as runner:
             try:
                 session = await runner.store.get(session_id)
             except SessionNotFoundError:
@@ -101,7 +107,7 @@ class Runner:
                 # The client's own message (and a result it sent) is not echoed, as in ADK.
                 if event.author in ("user", "completion"):
                     continue
-                if event.content or event.actions.escalate:
+                if event.content or event.actions.escalate or event.confirmation_requests:
                     yield self._shaped(event)
 
     def run(
@@ -145,12 +151,14 @@ class Runner:
 
     def _shaped(self, event: Event) -> Event:
         """ADK's view of `event`: its calls of long-running tools named, its state writes
-        in its actions."""
+        in its actions, a confirmation request as `adk_request_confirmation` calls."""
+        event = with_confirmation_calls(event)
         long_running = self._long_running or set()
         update: dict[str, Any] = {
             "actions": EventActions(**event.actions.model_dump(), state_delta=event.state_delta)
         }
         ids = {c.id or "" for c in event.get_function_calls() if c.name in long_running}
+        ids |= set(event.long_running_tool_ids or ())
         if ids:
             update["long_running_tool_ids"] = ids
         return event.model_copy(update=update)

@@ -16,6 +16,8 @@ from toolfleet.shared.tools import FunctionTool, ToolRegistry, as_tool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 ToolLike = FunctionTool | BaseTool | Callable[..., Any] | BaseToolset
+# One callback or a list of them, as ADK's agents take (orchestrator.loop.callbacks).
+Callbacks = Callable[..., Any] | Sequence[Callable[..., Any]] | None
 
 
 @dataclass(eq=False)
@@ -30,6 +32,14 @@ class Agent:
     `transfer_to_agent` function, as in ADK; a tool may do so with its actions
     (transfer_to_agent, or escalate to the parent). With `output_schema`, the final
     text is JSON of that model.
+
+    The callbacks take ADK's signatures and run on the orchestrator (never on a
+    worker): `before_tool_callback(tool, args, tool_context)` returning a dict answers
+    the call without dispatching it; `after_tool_callback(tool, args, tool_context,
+    tool_response)` and `on_tool_error_callback(tool, args, tool_context, error)` may
+    return a dict that replaces the response; `before_model_callback(callback_context,
+    llm_request)` may return an LlmResponse that answers in the model's place, and
+    `after_model_callback(callback_context, llm_response)` one that replaces its answer.
     """
 
     name: str
@@ -44,6 +54,11 @@ class Agent:
     # automatic transfer_to_agent function (orchestrator.agents.transfer).
     disallow_transfer_to_parent: bool = False
     disallow_transfer_to_peers: bool = False
+    before_model_callback: Callbacks = None
+    after_model_callback: Callbacks = None
+    before_tool_callback: Callbacks = None
+    after_tool_callback: Callbacks = None
+    on_tool_error_callback: Callbacks = None
     parent: Agent | None = field(default=None, init=False, repr=False)
     function_tools: ToolRegistry = field(init=False, repr=False)
     toolsets: list[BaseToolset] = field(init=False, repr=False)

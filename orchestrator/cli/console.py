@@ -84,7 +84,13 @@ class ConsolePrinter:
                 f"[{event.author}] {request['tool']} needs a credential ({config.get('scheme')} "
                 f"'{config.get('key')}': {config.get('description') or 'no description'})"
             )
-        if event.credential_requests:
+        for asked in event.confirmation_requests:
+            payload = short(self._shown(asked.get("payload")), 60)
+            self._line(
+                f"[{event.author}] {asked['tool']} waits for a confirmation: "
+                f"{asked.get('hint') or 'confirm it?'} (payload {payload})"
+            )
+        if event.credential_requests or event.confirmation_requests:
             return
         if event.progress is not None:
             (record,) = event.calls
@@ -127,11 +133,16 @@ class ConsolePrinter:
 
     def pending(self, calls: list[PendingCall]) -> None:
         """List calls waiting on the user, each with the `toolfleet tickets` command that settles it
-        (credential, complete, or approve for tools with "approval" in their name)."""
+        (credential, confirm, complete, or approve for tools with "approval" in their name)."""
         for call in calls:
             if call.kind == "credential":
                 self._line(f"  waiting for a credential for {call.tool} (call {call.call_id})")
                 self._line(f"    supply it: toolfleet tickets credential {call.call_id}")
+                continue
+            if call.kind == "confirmation":
+                self._line(f"  waiting for a confirmation of {call.tool} (call {call.call_id})")
+                self._line(f"    confirm it: toolfleet tickets confirm {call.call_id}")
+                self._line(f"    or reject:  toolfleet tickets reject {call.call_id}")
                 continue
             ticket = short(self._shown(call.ticket), 60)
             self._line(f"  waiting for {call.tool} (call {call.call_id}, ticket {ticket})")

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.loop.invocation import Update
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
 
@@ -20,6 +28,7 @@ async def converse(
     message: str,
     wait_s: float | None,
     explain_pending: bool = True,
+    plugins: Sequence[BasePlugin] = (),
 ) -> bool:
     """Send one message, print the conversation, then wait (up to `wait_s`; None: not at
     all) for its long-running calls, printing the resumed invocations. True if settled."""
@@ -28,11 +37,15 @@ async def converse(
         if session == session_id:
             printer.show(update)
 
-    async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
+    async with Orchestrator([agent], settings, on_update=show_resumed, plugins=plugins) as orch:
         runner = orch.runner(agent.name)
         print(describe_choice(agent, runner.model))
-        async for update in runner.run(user_id=user_id, session_id=session_id, message=message):
-            printer.show(update)
+        with cancel_on_ctrl_c(runner, session_id) as cancelling:
+            async for update in runner.run(user_id=user_id, session_id=session_id, message=message):
+                printer.show(update)
+        if cancelling:
+            await asyncio.gather(*cancelling)
+            raise KeyboardInterrupt  # the session is consistent: now the command ends
         pending = await runner.store.pending_calls(session_id)
         if not pending or wait_s is None:
             return not pending
@@ -41,3 +54,28 @@ async def converse(
         else:
             printer.pending_quietly(pending)
         return await orch.wait_until_settled(agent.name, session_id, wait_s)
+
+
+@contextmanager
+def cancel_on_ctrl_c(runner: Runner, session_id: str) -> Iterator[list[asyncio.Task[list[str]]]]:
+    """While the invocation runs, Ctrl-C cancels the session (its calls in flight are
+    stopped and answered, its tickets closed) and the invocation ends by itself; a second
+    Ctrl-C interrupts at once. The list holds the cancellation's task, once there is one."""
+    loop = asyncio.get_running_loop()
+    cancelling: list[asyncio.Task[list[str]]] = []
+
+    def interrupted() -> None:
+        loop.remove_signal_handler(signal.SIGINT)  # the next Ctrl-C interrupts as usual
+        print("cancelling the session (Ctrl-C again to quit at once)...", file=sys.stderr)
+        cancelling.append(asyncio.ensure_future(runner.cancel(session_id)))
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    except (NotImplementedError, RuntimeError):  # no signals here (Windows, a thread)
+        yield cancelling
+        return
+    try:
+        yield cancelling
+    finally:
+        if not cancelling:
+            loop.remove_signal_handler(signal.SIGINT)

@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis, embedded_url
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.shared.auth import new_credential_key
 from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
@@ -37,6 +38,28 @@ def load_agent(spec: str) -> Agent:
     if not isinstance(agent, Agent):
         raise ToolfleetError(f"--agent {spec!r}: {attr} in {module_name} is not an Agent")
     return agent
+
+
+def load_plugin(spec: str) -> BasePlugin:
+    """Import the plugin named by `spec`, "module:attribute" (a BasePlugin instance).
+
+    Raises ToolfleetError, saying which, if the form is wrong, the module does not import, or
+    the attribute is not a BasePlugin."""
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ToolfleetError(
+            f"--plugin {spec!r}: expected module:attribute, e.g. app.plugins:retry"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolfleetError(f"--plugin {spec!r}: cannot import {module_name}: {exc}") from exc
+    plugin = getattr(module, attr, None)
+    if not isinstance(plugin, BasePlugin):
+        raise ToolfleetError(
+            f"--plugin {spec!r}: {attr} in {module_name} is not a BasePlugin instance"
+        )
+    return plugin
 
 
 def pools_of(agent: Agent, settings: Settings) -> list[str]:

@@ -16,11 +16,13 @@ import redis
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import describe_choice
+from toolfleet.orchestrator.cli.cancel import add_cancel_command
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.conversation import converse
 from toolfleet.orchestrator.cli.demo import cmd_demo
 from toolfleet.orchestrator.cli.launch import (
     load_agent,
+    load_plugin,
     pools_of,
     redis_url_or_embedded_file,
     specs_for,
@@ -29,6 +31,7 @@ from toolfleet.orchestrator.cli.launch import (
 from toolfleet.orchestrator.cli.status import cmd_status
 from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.loop.invocation import Update
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
@@ -50,6 +53,7 @@ async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> No
         session_id=args.session,
         message=args.message,
         wait_s=None if args.no_wait else args.wait,
+        plugins=[load_plugin(spec) for spec in args.plugin or ()],
     )
     if not settled and not args.no_wait:
         print(
@@ -94,7 +98,10 @@ def print_models(orch: Orchestrator) -> None:
 
 
 async def _serve(
-    agents: list[Agent], settings: Settings, bind: tuple[str, int] | None = None
+    agents: list[Agent],
+    settings: Settings,
+    bind: tuple[str, int] | None = None,
+    plugins: Sequence[BasePlugin] = (),
 ) -> None:
     log = logging.getLogger("toolfleet.serve")
 
@@ -106,7 +113,7 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if bind is None:
-        async with Orchestrator(agents, settings, on_update=log_update) as orch:
+        async with Orchestrator(agents, settings, on_update=log_update, plugins=plugins) as orch:
             print_models(orch)
             print(f"toolfleet serve: {', '.join(orch.runners)} as {orch.replica_id}", flush=True)
             await stop.wait()
@@ -117,7 +124,8 @@ async def _serve(
     )
 
     http = HttpSettings()
-    async with serve_http(agents, settings, http, *bind, on_update=log_update) as running:
+    served = serve_http(agents, settings, http, *bind, on_update=log_update, plugins=plugins)
+    async with served as running:
         print_models(running.orch)
         names = ", ".join(running.orch.runners)
         print(f"toolfleet serve: {names} as {running.orch.replica_id}", flush=True)
@@ -146,8 +154,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
         bind = parse_bind(args.http, HttpSettings())
     agents = [load_agent(spec) for spec in args.agent]
+    plugins = [load_plugin(spec) for spec in args.plugin or ()]
     freeze_startup_heap()
-    asyncio.run(_serve(agents, settings, bind))
+    asyncio.run(_serve(agents, settings, bind, plugins))
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
@@ -195,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-wait", action="store_true", help="do not wait for pending tickets")
     run.add_argument("--wait", type=float, default=3600, help="seconds to wait for tickets")
+    run.add_argument(
+        "--plugin",
+        action="append",
+        help="module:attribute of a BasePlugin run around every call (repeatable)",
+    )
     run.add_argument("message")
     run.set_defaults(func=cmd_run)
 
@@ -210,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also serve the HTTP API and approvals page (alone: TOOLFLEET_HTTP_HOST:PORT, "
         "127.0.0.1:8080); beyond loopback it needs caller identities (TOOLFLEET_HTTP_TOKEN, "
         "TOOLFLEET_HTTP_API_KEYS or JWTs)",
+    )
+    serve.add_argument(
+        "--plugin",
+        action="append",
+        help="module:attribute of a BasePlugin run around every call (repeatable)",
     )
     serve.set_defaults(func=cmd_serve)
 
@@ -229,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     add_ticket_commands(sub)
+    add_cancel_command(sub)
     status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
     status.set_defaults(func=cmd_status)
     return parser

@@ -13,14 +13,15 @@ import redis
 
 from toolfleet.orchestrator.cli.launch import redis_url_or_embedded_file
 from toolfleet.shared.auth import CredentialStore
-from toolfleet.shared.completions import Completions
+from toolfleet.shared.completions import UNCHANGED, Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import InvalidCompletionError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.redaction import redact_deep
 
 
-def _completions() -> tuple[Completions, redis.Redis]:
+def operator_completions() -> tuple[Completions, redis.Redis]:
+    """The operator's Completions (and its client, to close) from the environment."""
     settings = Settings()
     client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
     keys = Keys(settings.key_prefix)
@@ -38,7 +39,7 @@ def _age(seconds: float) -> str:
 def cmd_list(args: argparse.Namespace) -> None:
     """`toolfleet tickets list`: one line per pending call of any session, oldest first, with
     its arguments (secret-named values masked) cut to 60 characters."""
-    completions, client = _completions()
+    completions, client = operator_completions()
     names = Settings().secret_arg_names
     with client:
         calls = completions.pending()
@@ -49,18 +50,21 @@ def cmd_list(args: argparse.Namespace) -> None:
     print(f"{'CALL ID':<24} {'TOOL':<28} {'AGE':>6}  {'SESSION':<14} {'USER':<10} ARGS")
     for c in calls:
         age = _age(now - c.created_at)
-        tool = f"{c.tool} (credential)" if c.kind == "credential" else c.tool
+        tool = f"{c.tool} ({c.kind})" if c.kind != "result" else c.tool
         args_text = json.dumps(redact_deep(c.args, names))[:60]
         print(
             f"{c.call_id:<24} {tool:<28} {age:>6}  {c.session_id:<14} {c.user_id:<10} {args_text}"
         )
+        if c.kind == "confirmation":  # what the person is asked, under its call
+            payload = json.dumps(redact_deep(c.ticket.get("payload"), names))[:60]
+            print(f"{'':<24} hint: {c.ticket.get('hint', '')}  payload: {payload}")
 
 
 def cmd_show(args: argparse.Namespace) -> None:
     """`toolfleet tickets show`: the pending call `call_id` as indented JSON, with the
     completions posted for it and not applied yet; CompletionError if it is not pending
     (its message says when its final result was applied)."""
-    completions, client = _completions()
+    completions, client = operator_completions()
     with client:
         call = completions.get(args.call_id)
         record = redact_deep(call.model_dump(mode="json"), Settings().secret_arg_names)
@@ -69,7 +73,7 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def _post(call_id: str, response: dict[str, Any], final: bool) -> None:
-    completions, client = _completions()
+    completions, client = operator_completions()
     with client:
         completions.post_result(call_id, response, final=final, source="cli")
     kind = "final result" if final else "progress"
@@ -88,11 +92,47 @@ def cmd_complete(args: argparse.Namespace) -> None:
 
 def cmd_decide(args: argparse.Namespace) -> None:
     """`toolfleet tickets approve|reject`: post the final result {"status": "approved"} or
-    {"status": "rejected"}, with `--note` as "note"."""
+    {"status": "rejected"}, with `--note` as "note". For a call waiting for a
+    confirmation, confirm it (it is sent) or reject it (it gets an error, never runs)."""
+    completions, client = operator_completions()
+    with client:
+        waiting = completions.get(args.call_id).kind == "confirmation"
+    if waiting:
+        _confirm(args.call_id, args.decision == "approved", UNCHANGED)
+        return
     response: dict[str, Any] = {"status": args.decision}
     if args.note:
         response["note"] = args.note
     _post(args.call_id, response, final=True)
+
+
+def cmd_confirm(args: argparse.Namespace) -> None:
+    """`toolfleet tickets confirm`: confirm a call waiting for a person; it is sent, and
+    its tool finds `--payload` (JSON; default: the payload it asked with) in
+    `tool_context.tool_confirmation`."""
+    payload = UNCHANGED
+    if args.payload is not None:
+        try:
+            payload = json.loads(args.payload)
+        except json.JSONDecodeError as exc:
+            raise InvalidCompletionError(f"--payload is not valid JSON: {exc}") from exc
+    _confirm(args.call_id, True, payload)
+
+
+def _confirm(call_id: str, confirmed: bool, payload: Any) -> None:
+    completions, client = operator_completions()
+    with client:
+        completions.confirm(call_id, confirmed, payload=payload, source="cli")
+    print(f"{'confirmed' if confirmed else 'rejected'} {call_id}")
+
+
+def cmd_cancel_ticket(args: argparse.Namespace) -> None:
+    """`toolfleet tickets cancel`: close one pending call with a Cancelled error response
+    (applied once); the agent answers it, as it would a result."""
+    completions, client = operator_completions()
+    with client:
+        completions.cancel(args.call_id, source="cli")
+    print(f"cancelled ticket {args.call_id}")
 
 
 def cmd_credential(args: argparse.Namespace) -> None:
@@ -101,7 +141,7 @@ def cmd_credential(args: argparse.Namespace) -> None:
 
     It is never taken from the command line, so it stays out of shell history."""
     settings = Settings()
-    completions, client = _completions()
+    completions, client = operator_completions()
     # Read from stdin, not the command line, so the secret stays out of shell history.
     credential = sys.stdin.readline().strip() if args.stdin else getpass.getpass("credential: ")
     if not credential:
@@ -113,8 +153,8 @@ def cmd_credential(args: argparse.Namespace) -> None:
 
 
 def add_ticket_commands(sub: Any) -> None:
-    """Add `tickets` with its actions (list, show, complete, credential, approve, reject) to
-    `sub`, the subparsers of the `toolfleet` parser."""
+    """Add `tickets` with its actions (list, show, complete, credential, cancel, confirm,
+    approve, reject) to `sub`, the subparsers of the `toolfleet` parser."""
     tickets = sub.add_parser("tickets", help="pending long-running calls: list, show, complete")
     actions = tickets.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="pending calls across sessions, oldest first").set_defaults(
@@ -132,8 +172,16 @@ def add_ticket_commands(sub: Any) -> None:
     credential.add_argument("call_id")
     credential.add_argument("--stdin", action="store_true", help="read it from standard input")
     credential.set_defaults(func=cmd_credential)
+    cancel = actions.add_parser("cancel", help="close one pending call as cancelled")
+    cancel.add_argument("call_id")
+    cancel.set_defaults(func=cmd_cancel_ticket)
+    confirm = actions.add_parser("confirm", help="confirm a call waiting for a person")
+    confirm.add_argument("call_id")
+    confirm.add_argument("--payload", help="the payload as edited (JSON) for the tool")
+    confirm.set_defaults(func=cmd_confirm)
     for decision, verb in (("approved", "approve"), ("rejected", "reject")):
-        parser = actions.add_parser(verb, help=f'final result {{"status": "{decision}"}}')
+        helped = f'final result {{"status": "{decision}"}}, or {verb} a confirmation'
+        parser = actions.add_parser(verb, help=helped)
         parser.add_argument("call_id")
         parser.add_argument("--note", help="added to the result as 'note'")
         parser.set_defaults(func=cmd_decide, decision=decision)

@@ -18,18 +18,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
 from google.genai import types
 from pydantic import ValidationError
 
-from toolfleet.orchestrator.completions.credentials import rerun_with_credential
 from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.completions.waiting import WaitingCalls
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.loop.runner import Runner
-from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared.batch import WriteBatch
@@ -38,13 +37,13 @@ from toolfleet.shared.completions import (
     DEAD_LETTERS_MAXLEN,
     dead_letter_fields,
 )
+from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
 from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES
 from toolfleet.shared.scripts import LuaScript
-from toolfleet.shared.sealing import Sealer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,8 @@ APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
 #       7 order list, 8 closed marker, 9 session hash, 10 dead letters.
 # ARGV: 1 token, 2 call id, 3 entry id, 4 event JSON, 5 session id, 6 group,
 #       7 applied TTL, 8 claim JSON, 9 posted JSON, 10 now, 11 dead-letter maxlen,
-#       12 closed TTL, 13 "final" or the updated pending record (progress).
+#       12 closed TTL, 13 "final", "closed" (final, without resuming the agent) or the
+#       updated pending record (progress).
 _APPLY_LUA = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST the session lease is not held by this writer')
@@ -89,11 +89,11 @@ if redis.call('hexists', KEYS[2], ARGV[2]) == 0 then
   return refuse('no pending call with id ' .. ARGV[2])
 end
 local n = redis.call('rpush', KEYS[4], ARGV[4])
-if ARGV[13] == 'final' then
+if ARGV[13] == 'final' or ARGV[13] == 'closed' then
   redis.call('set', KEYS[3], ARGV[8], 'EX', ARGV[7])
   redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
   redis.call('hdel', KEYS[2], ARGV[2])
-  redis.call('sadd', KEYS[5], ARGV[5])
+  if ARGV[13] == 'final' then redis.call('sadd', KEYS[5], ARGV[5]) end
 else
   redis.call('hset', KEYS[2], ARGV[2], ARGV[13])
 end
@@ -138,6 +138,7 @@ class CompletionApplier:
         names = settings.secret_arg_names if settings else DEFAULT_SECRET_NAMES
         self._pending = PendingCalls(keys, names)
         self._resumer = resumer
+        self._waiting = WaitingCalls(client, resumer)
         self._consumer = consumer
         self._progress_to_model = progress_to_model
 
@@ -177,6 +178,16 @@ class CompletionApplier:
         )  # fmt: skip
         if refused:
             log.warning("refused completion %s: %s", entry_id, reason)
+
+    def _consumer_of(
+        self, stream: str, entry_id: str, pending: PendingCall
+    ) -> Callable[[WriteBatch], None]:
+        """Stages the entry's consumption into a caller's atomic step."""
+
+        def consume(batch: WriteBatch) -> None:
+            self._stage_consume(batch, stream, entry_id, pending.session_id)
+
+        return consume
 
     def _stage_consume(
         self, batch: WriteBatch, stream: str, entry_id: str, session_id: str | None
@@ -242,16 +253,34 @@ class CompletionApplier:
         if pending is None:
             await self._script(runner, stream, entry_id, raw, completion, None, hold)
             return False
-        if completion.kind == "credential" or pending.kind == "credential":
+        if completion.kind == "cancel" and pending.kind != "result":
+            return await self._waiting.apply(
+                runner,
+                pending,
+                hold,
+                self._consumer_of(stream, entry_id, pending),
+                cancel=completion,
+            )
+        if completion.kind not in ("result", "cancel") or pending.kind != "result":
             if completion.kind != pending.kind:
                 reason = f"{pending.call_id!r} expects a {pending.kind}"
                 await self.refuse(stream, entry_id, raw, reason, pending.session_id)
                 return False
-            return await self._apply_credential(runner, stream, entry_id, pending, hold)
+            try:
+                answer = _confirmation(pending, completion)
+            except ValidationError as exc:
+                reason = f"malformed confirmation for {pending.call_id!r}: {exc}"
+                await self.refuse(stream, entry_id, raw, reason, pending.session_id)
+                return False
+            return await self._waiting.apply(
+                runner, pending, hold, self._consumer_of(stream, entry_id, pending), answer
+            )
         event = await self._script(runner, stream, entry_id, raw, completion, pending, hold)
         if event is None:
             return False
         await self._resumer.notify(pending.session_id, event)
+        if completion.kind == "cancel":
+            return completion.resume
         return completion.final or self._progress_to_model
 
     async def _script(
@@ -269,7 +298,8 @@ class CompletionApplier:
         event = _response_event(pending, completion) if pending else None
         if event is not None and not completion.final and not self._progress_to_model:
             event = event.model_copy(update={"content": None, "progress": completion.response})
-        mode = "final"
+        # A cancellation of the session closes the ticket without resuming the agent.
+        mode = "final" if completion.resume else "closed"
         if pending is not None and not completion.final:
             mode = self._pending.record(
                 pending.model_copy(update={"progress": [*pending.progress, completion.response]})
@@ -316,46 +346,15 @@ class CompletionApplier:
         )
         return event
 
-    async def _apply_credential(
-        self, runner: Runner, stream: str, entry_id: str, pending: PendingCall, hold: LeaseHold
-    ) -> bool:
-        """The user supplied a credential: run the call again; True once the turn is
-        complete (its responses stored: the model answers them)."""
-        session = await runner.store.get(pending.session_id)
-        result = await rerun_with_credential(runner, session, pending, hold)
 
-        def consume(batch: WriteBatch) -> None:
-            self._stage_consume(batch, stream, entry_id, pending.session_id)
-
-        if result.actions.requested_auth:  # still missing, or rejected by the tool
-            updated = pending.model_copy(update={"ticket": result.actions.requested_auth})
-            event = Event(
-                invocation_id=pending.invocation_id,
-                author=pending.agent,
-                credential_requests=[
-                    {
-                        "call_id": pending.call_id,
-                        "tool": pending.tool,
-                        "auth_config": updated.ticket,
-                    }
-                ],
-            )
-            await runner.store.append(
-                session, event, pending=[updated], also=consume, fence=hold.fence
-            )
-            await self._resumer.notify(session.id, event)
-            return False
-        ordered = await runner.store.parked.complete(pending.turn_id or "", result, hold.fence)
-        if ordered is None:  # another call of the turn still waits for its credential
-            batch = WriteBatch()
-            consume(batch)
-            await batch.run(self._redis)
-            return False
-        sealer = Sealer.of(runner.settings)
-        event = responses_event(pending.invocation_id, pending.agent, ordered, sealer)
-        await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
-        await self._resumer.notify(session.id, event)
-        return True
+def _confirmation(pending: PendingCall, completion: Completion) -> ToolConfirmation | None:
+    """A confirmation's answer: the request (hint, payload) with what the person sent
+    (`confirmed`, and the payload if they edited it); None for a credential."""
+    if pending.kind != "confirmation":
+        return None
+    answered = {k: v for k, v in completion.response.items() if k in ("confirmed", "payload")}
+    asked = {k: v for k, v in pending.ticket.items() if k in ("hint", "payload")}
+    return ToolConfirmation.model_validate({**asked, **answered})
 
 
 def _response_event(pending: PendingCall, completion: Completion) -> Event:

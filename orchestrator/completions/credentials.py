@@ -1,5 +1,6 @@
-"""A user supplied a credential: run the waiting call again, and once every call of
-its parked turn has a result, answer the model with all of them (loop.parking)."""
+"""A user supplied a credential, or a person confirmed a call: run the waiting call
+(again), and once every call of its parked turn has a result, answer the model with
+all of them (loop.parking). A rejected call gets an error instead, and never runs."""
 
 from __future__ import annotations
 
@@ -8,21 +9,56 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import make_envelope
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.shared.messages import PendingCall, ToolResult
+from toolfleet.shared.completions import cancelled_ticket
+from toolfleet.shared.confirmation import ToolConfirmation, rejection_message
+from toolfleet.shared.messages import (
+    CallStatus,
+    PendingCall,
+    ToolCall,
+    ToolResult,
+    answered_result,
+)
 from toolfleet.shared.redaction import redact_deep
 
 
+def waiting_envelope(runner: Runner, session: Session, pending: PendingCall) -> ToolCall:
+    """The call as it is sent once its wait is over (its session's state as it is now)."""
+    invocation = runner.new_invocation(session, pending.agent, pending.invocation_id)
+    return make_envelope(invocation, pending.call_id, pending.tool, pending.args)
+
+
+def rejected(runner: Runner, session: Session, pending: PendingCall) -> ToolResult:
+    """The answer to a call a person rejected: an error, and it never runs."""
+    envelope = waiting_envelope(runner, session, pending)
+    return failed(envelope, "ConfirmationRejected", rejection_message(pending.tool))
+
+
+def cancelled(runner: Runner, session: Session, pending: PendingCall) -> ToolResult:
+    """The answer to a waiting call closed by a cancellation: an error; it never runs."""
+    envelope = waiting_envelope(runner, session, pending)
+    return answered_result(
+        envelope, CallStatus.ERROR, cancelled_ticket(pending.tool), worker="orchestrator"
+    )
+
+
 async def rerun_with_credential(
-    runner: Runner, session: Session, pending: PendingCall, hold: LeaseHold
+    runner: Runner,
+    session: Session,
+    pending: PendingCall,
+    hold: LeaseHold,
+    confirmation: ToolConfirmation | None = None,
 ) -> ToolResult:
-    """Dispatch the call again, as it was; the tool now finds the supplied credential.
+    """Dispatch the call again, as it was; the tool now finds the supplied credential,
+    or (`confirmation`) the person's answer in `tool_context.tool_confirmation`.
 
     Its secret arguments come from the record, sealed; masked ones (no fleet key when it
     was parked) cannot be sent again, and the model is told so."""
     invocation = runner.new_invocation(session, pending.agent, pending.invocation_id)
     tools = await invocation.agent.tools_for(invocation.readonly_context())
     tool = tools.get(pending.tool)
-    envelope = make_envelope(invocation, pending.call_id, pending.tool, pending.args)
+    envelope = waiting_envelope(runner, session, pending)
+    if confirmation is not None:
+        envelope.confirmation = confirmation.model_dump(mode="json")
     if tool is None:
         return failed(envelope, "UnknownTool", f"tool {pending.tool!r} is no longer available")
     names = runner.settings.secret_arg_names

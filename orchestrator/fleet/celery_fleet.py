@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.pools import LivePools
-from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, cancelled, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.orchestrator.fleet.stopping import CallStopper
+from toolfleet.orchestrator.sessions.cancels import CancelBoard
 from toolfleet.orchestrator.sessions.leases import Fence
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
@@ -44,12 +46,17 @@ class CeleryFleet:
         settings: Settings,
         keys: Keys,
         pools: LivePools,
+        stopper: CallStopper | None = None,
+        cancels: CancelBoard | None = None,
     ) -> None:
         self._publisher = publisher
         self._waiter = waiter
         self._settings = settings
         self._keys = keys
         self._pools = pools
+        self._stopper = stopper
+        self._cancels = cancels  # a cancellation that came before the calls were awaited
+        self._running: dict[str, dict[str, PlannedCall]] = {}  # session -> awaited calls
 
     async def run(
         self,
@@ -83,7 +90,8 @@ class CeleryFleet:
         if not calls:
             return
         stream = calls[0].call.reply_to
-        record_in = self._keys.dispatched(calls[0].call.session_id)
+        session_id = calls[0].call.session_id
+        record_in = self._keys.dispatched(session_id)
         futures = await self._waiter.expect(
             stream,
             [p.call.call_id for p in calls],
@@ -94,10 +102,19 @@ class CeleryFleet:
         waiting = [p for p in calls if p.call.call_id not in sent]
         in_flight: dict[asyncio.Future[ToolResult], _Flight] = {}
         self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
+        running = self._running.setdefault(session_id, {})
+        running.update({p.call.call_id: p for p in calls})
+        if self._cancels is not None and self._cancels.requested(session_id):
+            self.cancel(session_id)  # cancelled while the calls were being planned
         try:
             while waiting or in_flight:
                 room = self._settings.max_parallel_calls - len(in_flight)
                 batch, waiting = waiting[:room], waiting[room:]
+                # Answered before it was sent (its session was cancelled): never sent.
+                answered = [p for p in batch if futures[p.call.call_id].done()]
+                batch = [p for p in batch if not futures[p.call.call_id].done()]
+                for planned in answered:
+                    yield futures[planned.call.call_id].result()
                 if batch:
                     dispatches = [self._dispatch(p) for p in batch]
                     await self._publisher.publish(
@@ -123,6 +140,19 @@ class CeleryFleet:
         finally:
             for planned in calls:  # a consumer that stops early must not leak futures
                 self._waiter.forget(planned.call.call_id)
+                running.pop(planned.call.call_id, None)
+            if not running:
+                self._running.pop(session_id, None)
+
+    def cancel(self, session_id: str) -> None:
+        """Answer the session's awaited calls with a Cancelled error, at once."""
+        for planned in list(self._running.get(session_id, {}).values()):
+            self._waiter.answer(cancelled(planned.call))
+
+    async def stop(self, session_id: str, call_ids: Sequence[str]) -> None:
+        """Have the workers stop these calls (they are closed: none starts after this)."""
+        if call_ids and self._stopper is not None:
+            await self._stopper.stop(session_id, call_ids)
 
     def _track(
         self,

@@ -8,7 +8,14 @@ from typing import Any, Protocol
 
 from toolfleet.orchestrator.sessions.leases import Fence
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.messages import ToolCall, ToolResult, error_result
+from toolfleet.shared.cancellation import cancelled_response
+from toolfleet.shared.messages import (
+    CallStatus,
+    ToolCall,
+    ToolResult,
+    answered_result,
+    error_result,
+)
 from toolfleet.shared.tools import FunctionTool
 
 
@@ -49,6 +56,27 @@ class ToolRunner(Protocol):
 
     def stage_settle(self, session_id: str, batch: WriteBatch) -> None:
         """`settle` as commands of the transaction that persists the results."""
+
+    def cancel(self, session_id: str) -> None:
+        """The session was cancelled: every call of it still awaited gets a Cancelled
+        error result at once (`run` yields them, and sends none of its calls not sent
+        yet); a result that arrives later is dropped."""
+
+    async def stop(self, session_id: str, call_ids: Sequence[str]) -> None:
+        """Tell the workers to stop these calls of the session, answered (and closed)
+        already: a call on a prefork worker is terminated, a coroutine on an io worker
+        cancelled."""
+
+
+def cancelled(call: ToolCall) -> ToolResult:
+    """The answer to a call stopped by its session's cancellation."""
+    response = cancelled_response(call.tool)
+    return answered_result(call, CallStatus.ERROR, response, worker="orchestrator")
+
+
+def is_cancelled(result: ToolResult) -> bool:
+    """Whether the orchestrator answered the call with a cancellation."""
+    return result.worker == "orchestrator" and result.response.get("error_type") == "Cancelled"
 
 
 def failed(call: ToolCall, error_type: str, message: str) -> ToolResult:

@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.cancellation import CANCEL_FIELD, CancelRequest
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import RESULT_FIELD, ToolResult
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
@@ -61,6 +62,7 @@ class ResultWaiter:
         replica_id: str,
         block_ms: int = BLOCK_MS,
         signer: ResultSigner | None = None,
+        on_cancel: Callable[[CancelRequest], None] | None = None,
     ):
         # `reader` is dedicated: its connection spends most of its life inside XREAD BLOCK.
         self._reader = reader
@@ -68,6 +70,10 @@ class ResultWaiter:
         self._signer = signer  # with the fleet key: only results it signed are accepted
         self._wake_key = keys.wake(replica_id)
         self._wake_last = "0-0"
+        # Session cancellations, read with the results (one XREAD for all).
+        self._on_cancel = on_cancel
+        self._cancels_key = keys.cancels()
+        self._cancels_last = "0-0"
         self._pending: dict[str, _Awaited] = {}  # by call id
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task[None] | None = None
@@ -79,6 +85,9 @@ class ResultWaiter:
     async def start(self) -> None:
         """Start the reader task, after clearing this replica's wake stream."""
         await self._writer.delete(self._wake_key)
+        # Only cancellations from now on: earlier ones were for invocations of the past.
+        newest: Any = await self._writer.xrevrange(self._cancels_key, count=1)
+        self._cancels_last = decoded(newest[0][0]) if newest else "0-0"
         self._task = asyncio.create_task(self._run(), name="toolfleet-result-waiter")
 
     async def stop(self) -> None:
@@ -124,6 +133,15 @@ class ResultWaiter:
         if awaited is not None and not awaited.future.done():
             awaited.future.cancel()
 
+    def answer(self, result: ToolResult) -> bool:
+        """Resolve the awaited call with `result` (the orchestrator's own answer, such as a
+        cancellation), unless its result is in already; a later one is dropped."""
+        awaited = self._pending.pop(result.call_id, None)
+        if awaited is None or awaited.future.done():
+            return False
+        awaited.future.set_result(result)
+        return True
+
     async def settle(self, stream: str, forget: str | None = None) -> None:
         """The caller persisted what it was given: trim the stream up to it (and delete
         the key `forget`, in the same round trip)."""
@@ -148,6 +166,8 @@ class ResultWaiter:
             self._drop_idle_watches()
             streams = {stream: w.last_id for stream, w in self._watches.items()}
             streams[self._wake_key] = self._wake_last
+            if self._on_cancel is not None:
+                streams[self._cancels_key] = self._cancels_last
             self._reading = True
             try:
                 response: Any = await self._reader.xread(streams, block=self._block_ms)  # type: ignore[arg-type]
@@ -165,8 +185,22 @@ class ResultWaiter:
                 if stream == self._wake_key:
                     self._wake_last = decoded(entries[-1][0])
                     continue
+                if stream == self._cancels_key:
+                    self._cancels_last = decoded(entries[-1][0])
+                    self._cancelled(entries)
+                    continue
                 for entry_id, fields in entries:
                     self._deliver(stream, decoded(entry_id), fields)
+
+    def _cancelled(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+        for entry_id, fields in entries:
+            try:
+                request = CancelRequest.model_validate_json(fields.get(CANCEL_FIELD.encode(), b""))
+            except ValidationError as exc:
+                log.error("ignored a malformed cancellation %s: %s", decoded(entry_id), exc)
+                continue
+            assert self._on_cancel is not None
+            self._on_cancel(request)
 
     def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         watch = self._watches[stream]

@@ -16,6 +16,8 @@ from toolfleet.orchestrator.httpapi.guards import (
     TrustedProxies,
     current_caller,
 )
+from toolfleet.orchestrator.httpapi.routes_cancel import cancel_router
+from toolfleet.orchestrator.httpapi.routes_confirmations import confirmations_router
 from toolfleet.orchestrator.httpapi.routes_sessions import sessions_router
 from toolfleet.orchestrator.httpapi.routes_streams import streams_router
 from toolfleet.orchestrator.httpapi.routes_tickets import health_router, tickets_router
@@ -41,6 +43,8 @@ def build_app(api: HttpApi) -> FastAPI:
     app.include_router(sessions_router(api), dependencies=auth)
     app.include_router(streams_router(api), dependencies=auth)
     app.include_router(tickets_router(api), dependencies=auth)
+    app.include_router(confirmations_router(api), dependencies=auth)
+    app.include_router(cancel_router(api), dependencies=auth)
     app.include_router(health_router(api))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 

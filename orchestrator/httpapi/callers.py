@@ -19,7 +19,7 @@ from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.messages import PendingCall
 
 ANY = "*"
-Action = Literal["approve", "reject", "result", "credential"]
+Action = Literal["approve", "reject", "result", "credential", "confirm"]
 
 
 class UnknownRoleError(ValueError):
@@ -81,7 +81,12 @@ class Caller:
 
     def sees(self, call: PendingCall) -> bool:
         """May see the ticket: its user, an approver or service of its app, or admin."""
-        return self.owns(call.user_id) or self.may_decide(call) or self.may_post_result(call)
+        return (
+            self.owns(call.user_id)
+            or self.may_decide(call)
+            or self.may_post_result(call)
+            or self.may_confirm(call)
+        )
 
     def may_decide(self, call: PendingCall) -> bool:
         """May approve or reject it: an approver of its app, admin, or a service in scope."""
@@ -98,6 +103,13 @@ class Caller:
         """Only the ticket's own user: a credential is stored as theirs and used for them."""
         return call.kind == "credential" and self.subject == call.user_id
 
+    def may_confirm(self, call: PendingCall) -> bool:
+        """May confirm or reject a call waiting for a person: its own user (as in ADK,
+        where the user answers), an approver of its app, or admin."""
+        if call.kind != "confirmation":
+            return False
+        return self.owns(call.user_id) or any(s.covers(call) for s in self.approves)
+
     def actions(self, call: PendingCall) -> list[Action]:
         """What this caller may do with the ticket, for the approvals page."""
         out: list[Action] = []
@@ -107,6 +119,8 @@ class Caller:
             out.append("result")
         if self.may_supply_credential(call):
             out.append("credential")
+        if self.may_confirm(call):
+            out.append("confirm")
         return out
 
 

@@ -2,7 +2,7 @@
 
 Event names and their data (JSON, each with `session_id`):
 - `event`: a session event as stored, with `kind` (user, model, responses, completion,
-  progress, credential, error), `author`, `text` and the whole `event` (secret
+  progress, credential, confirmation, error), `author`, `text` and the whole `event` (secret
   arguments masked);
 - `calls`: the calls of a turn left for the fleet, each with its `pool` and arguments;
 - `result`: one call's result: `status`, `worker`, `pid`, `duration_s`, `response`;
@@ -58,12 +58,14 @@ def event_json(event: Event, secret_names: Sequence[str]) -> dict[str, Any]:
 
 
 def event_kind(event: Event) -> str:
-    """The `kind` of an `event` message: error, credential, user, progress, completion, model,
-    or responses (a turn's function responses)."""
+    """The `kind` of an `event` message: error, credential, confirmation, user, progress,
+    completion, model, or responses (a turn's function responses)."""
     if event.error:
         return "error"
     if event.credential_requests:
         return "credential"
+    if event.confirmation_requests:
+        return "confirmation"
     if event.author == "user":
         return "user"
     if event.author == "completion":

@@ -20,6 +20,7 @@ from toolfleet.orchestrator.httpapi.hub import SessionHub
 from toolfleet.orchestrator.httpapi.settings import HttpSettings
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
@@ -90,6 +91,7 @@ async def serve_http(
     *,
     on_update: Notify | None = None,
     models: dict[str, Model] | None = None,
+    plugins: Sequence[BasePlugin] = (),
 ) -> AsyncIterator[RunningHttp]:
     """`async with serve_http(...) as running:` serves until the block ends.
 
@@ -111,7 +113,9 @@ async def serve_http(
 
     try:
         async with (
-            Orchestrator(agents, settings, on_update=notify, models=models) as orch,
+            Orchestrator(
+                agents, settings, on_update=notify, models=models, plugins=plugins
+            ) as orch,
             HttpApi(orch, hub, http) as api,
         ):
             config = uvicorn.Config(

@@ -76,6 +76,19 @@ class PostResult(BaseModel):
     final: bool = Field(default=True, description="false: an intermediate result (progress).")
 
 
+class ConfirmationAnswer(BaseModel):
+    """A person's answer to a call waiting for a confirmation (ADK's ToolConfirmation)."""
+
+    model_config = REQUEST
+
+    confirmed: bool = Field(description="True: the call is sent; false: it gets an error.")
+    payload: Any = Field(
+        default=None,
+        description="The payload as edited, for the tool's `tool_context.tool_confirmation`; "
+        "leave it out to pass the payload it asked with.",
+    )
+
+
 class SuppliedCredential(BaseModel):
     """The credential a pending call asked for; it never enters the session or the model's
     input."""
@@ -127,7 +140,9 @@ class Ticket(BaseModel):
     kind: str = Field(
         default="result",
         description="result: waits for its result; credential: waits for the user's "
-        "credential (`toolfleet tickets credential <call_id>`), the ticket is what is needed.",
+        "credential (`toolfleet tickets credential <call_id>`), the ticket is what is needed; "
+        "confirmation: waits for a person's yes or no, the ticket holds the hint and payload "
+        "(POST /tickets/{call_id}/confirmation).",
     )
     ticket: dict[str, Any] = Field(description="The call's initial (pending) response.")
     created_at: float = Field(description="Epoch seconds.")
@@ -135,7 +150,8 @@ class Ticket(BaseModel):
     progress: list[dict[str, Any]]
     actions: list[str] = Field(
         default_factory=list,
-        description="What the caller may do with it (approve, reject, result, credential); "
+        description="What the caller may do with it (approve, reject, result, credential, "
+        "confirm); "
         "filled by the /tickets routes.",
     )
     waiting_completions: list[str] = Field(

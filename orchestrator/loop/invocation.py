@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.plugins.base import BasePlugin
+from toolfleet.orchestrator.plugins.context import CallbackContext
+from toolfleet.orchestrator.sessions.cancels import Cancellation
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import Fence, LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
@@ -37,6 +40,8 @@ class Invocation:
     answered: bool = False  # the model's answer is stored (and the session owes nothing)
     lease: LeaseHold | None = None  # every write is fenced by it
     release_on_answer: bool = True  # release the lease in the answer's write (last step)
+    plugins: Sequence[BasePlugin] = field(default_factory=tuple)  # the app's, around every call
+    cancellation: Cancellation | None = None  # set when the session is cancelled
 
     def __post_init__(self) -> None:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"
@@ -45,6 +50,17 @@ class Invocation:
     def fence(self) -> Fence | None:
         """The lease every write of this invocation is fenced by (None: in-process tests)."""
         return self.lease.fence if self.lease is not None else None
+
+    def callback_context(self) -> CallbackContext:
+        """What model callbacks and plugins' run callbacks see of this invocation."""
+        return CallbackContext(
+            self.session.state,
+            agent_name=self.agent.name,
+            invocation_id=self.id,
+            session_id=self.session.id,
+            user_id=self.session.user_id,
+            app_name=self.session.app_name,
+        )
 
     def readonly_context(self) -> ReadonlyContext:
         """What toolsets see when they choose their tools for this invocation."""
@@ -81,6 +97,8 @@ class EndReason(StrEnum):
     SKIPPED_SUMMARY = "skipped_summary"  # the tools' responses are the answer
     ESCALATED = "escalated"  # the root agent gave up its turn
     AWAITING_CREDENTIAL = "awaiting_credential"  # a tool asked the user for a credential
+    AWAITING_CONFIRMATION = "awaiting_confirmation"  # a call waits for a person's yes or no
+    CANCELLED = "cancelled"  # the session was cancelled: what was in flight was stopped
     MAX_STEPS = "max_steps"  # the loop stopped after max_steps model calls
 
 

@@ -1,11 +1,13 @@
-"""Parking a turn whose tools wait for a credential (ADK's request_credential).
+"""Parking a turn whose tools wait for a credential (ADK's request_credential) or a
+person's confirmation (require_confirmation, request_confirmation).
 
 A tool that lacks a credential calls `tool_context.request_credential(auth_config)`.
 The turn is parked: its other results wait in Redis (ParkedTurns), each such call is
 recorded as a pending credential request, and the model sees nothing yet. When the
 user supplies the credential, the completions listener runs the call again
 (completions.credentials) and, once every call of the turn has its result, the model
-gets all responses in call order.
+gets all responses in call order. A confirmation works alike: confirmed, the call is
+sent (again) with the person's answer; rejected, it gets an error response.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from toolfleet.shared.sealing import Sealer
 async def park_turn(
     inv: Invocation, turn_id: str, calls: list[types.FunctionCall], ordered: list[ToolResult]
 ) -> Event:
-    """Keep the turn's results, record its credential requests, tell the client.
+    """Keep the turn's results, record its credential and confirmation requests, tell
+    the client.
 
     A request's call is sent again from its record: its secret arguments are stored
     sealed (masked without a fleet key: then that call cannot be sent again)."""
@@ -36,24 +39,45 @@ async def park_turn(
             inv,
             r,
             args[r.call_id],
-            ticket=r.actions.requested_auth or {},
+            ticket=r.actions.requested_auth or r.actions.requested_confirmation or {},
             created_at=time.time(),
-            kind="credential",
+            kind="credential" if r.actions.requested_auth else "confirmation",
             turn_id=turn_id,
         )
         for r in ordered
-        if r.actions.requested_auth
+        if r.actions.waits()
     ]
     await inv.store.parked.park(turn_id, ordered, inv.fence)
+    shown = {c.id: dict(c.args or {}) for c in calls}
     event = Event(
         invocation_id=inv.id,
         author=inv.agent.name,
         credential_requests=[
-            {"call_id": p.call_id, "tool": p.tool, "auth_config": p.ticket} for p in requests
+            {"call_id": p.call_id, "tool": p.tool, "auth_config": p.ticket}
+            for p in requests
+            if p.kind == "credential"
+        ],
+        confirmation_requests=[
+            confirmation_request(p.call_id, p.tool, shown[p.call_id], p.ticket)
+            for p in requests
+            if p.kind == "confirmation"
         ],
     )
     await inv.store.append(inv.session, event, pending=requests, fence=inv.fence)
     return event
+
+
+def confirmation_request(
+    call_id: str, tool: str, args: dict[str, Any], asked: dict[str, Any]
+) -> dict[str, Any]:
+    """How a confirmation request is shown: the call, and the hint and payload asked."""
+    return {
+        "call_id": call_id,
+        "tool": tool,
+        "args": args,
+        "hint": asked.get("hint", ""),
+        "payload": asked.get("payload"),
+    }
 
 
 def _sealed(args: dict[str, Any], sealer: Sealer | None) -> dict[str, Any]:

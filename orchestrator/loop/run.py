@@ -7,6 +7,7 @@ scripted model and an in-process runner can drive it in unit tests.
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,9 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
+from toolfleet.orchestrator.fleet.protocol import is_cancelled
+from toolfleet.orchestrator.loop.callbacks import Hooks
+from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
 from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.parking import park_turn
@@ -25,6 +29,8 @@ from toolfleet.orchestrator.models.protocol import (
     ModelRequest,
     function_calls,
 )
+from toolfleet.orchestrator.plugins.context import LlmResponse
+from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_cancelled
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
@@ -32,6 +38,8 @@ from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import ToolRegistry
+
+log = logging.getLogger(__name__)
 
 
 async def run_invocation(inv: Invocation, message: types.Content | None) -> AsyncIterator[Update]:
@@ -65,7 +73,12 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
             if open_turn is not None:
                 model_event, open_turn = open_turn, None
             else:
-                model_event, tools = await _model_turn(inv)
+                turn = await _model_turn(inv)
+                if turn is None:  # cancelled before the model answered: nothing is open
+                    async for update in _cancelled(inv):
+                        yield update
+                    return
+                model_event, tools = turn
                 yield model_event
             async for update in _answer_calls(inv, model_event, ending, tools=tools):
                 yield update
@@ -83,6 +96,10 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
         # temp: state lives for one invocation only.
         for key in [k for k in inv.session.state if k.startswith(TEMP_PREFIX)]:
             del inv.session.state[key]
+        try:
+            await Hooks(inv.agent, inv.plugins).after_run(inv.callback_context())
+        except Exception:  # a plugin's cleanup must not hide how the invocation ended
+            log.exception("a plugin's after_run_callback failed (invocation %s)", inv.id)
 
 
 @dataclass
@@ -120,10 +137,20 @@ async def _answer_calls(
     if model_turn is not None:
         await model_turn.store_if_unsent()
     ordered = [results[c.id or ""] for c in calls]
-    if any(r.actions.requested_auth for r in ordered):
-        # The model sees these results only once the credentials are supplied.
+    cancellation = inv.cancellation
+    if cancellation is not None and cancellation.requested:
+        ending.reason = EndReason.CANCELLED  # after this turn's responses are stored
+        if not cancellation.keep_tickets:  # nothing of the turn is left waiting
+            ordered = [closed_by_cancel(r) for r in ordered]
+    if any(r.actions.waits() for r in ordered):
+        # The model sees these results only once the credentials are supplied and the
+        # confirmations answered (the other calls ran: their results are kept).
         yield await park_turn(inv, model_event.id, calls, ordered)
-        ending.reason = EndReason.AWAITING_CREDENTIAL
+        confirming = any(r.actions.requested_confirmation for r in ordered)
+        if ending.reason is None:
+            ending.reason = (
+                EndReason.AWAITING_CONFIRMATION if confirming else EndReason.AWAITING_CREDENTIAL
+            )
         return
     response_event = responses_event(inv.id, agent.name, ordered, Sealer.of(inv.settings))
     await inv.store.append(
@@ -136,6 +163,11 @@ async def _answer_calls(
         fence=inv.fence,
     )
     yield response_event
+    stopping = [r.call_id for r in ordered if is_cancelled(r)]
+    if stopping:  # closed now: a worker still running one of them is told to stop it
+        await inv.runner.stop(inv.session.id, stopping)
+    if ending.reason is EndReason.CANCELLED:
+        return
     async for action_event in _apply_actions(inv, response_event):
         yield action_event
     if response_event.actions.skip_summarization:
@@ -170,9 +202,20 @@ class _UnstoredTurn:
             self._stored = True
 
 
-async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
+async def _cancelled(inv: Invocation) -> AsyncIterator[Update]:
+    """End a cancelled invocation that has nothing open: a last event says so."""
+    event = Event(invocation_id=inv.id, author=inv.agent.name, error=CANCELLED_MESSAGE)
+    await inv.store.append(inv.session, event, fence=inv.fence)
+    yield event
+    yield InvocationEnded(inv.id, EndReason.CANCELLED, CANCELLED_MESSAGE)
+
+
+async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     """Ask the agent's model for its next turn; the turn and the tools the model was
-    offered. An answer (no calls) is stored here; a turn with calls by `_answer_calls`."""
+    offered, or None if the session is cancelled first. An answer (no calls) is stored
+    here; a turn with calls by `_answer_calls`."""
+    if inv.cancellation is not None and inv.cancellation.requested:
+        return None
     if inv.lease is not None and inv.lease.renewal.lost:
         raise LeaseLostError(
             f"session {inv.session.id!r}: the lease was lost; not calling the model again"
@@ -192,8 +235,19 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
         tools=list(tools.values()),
         authors=authors,
     )
-    content = with_call_ids(await inv.models(agent).generate(request))
-    model_event = Event(invocation_id=inv.id, author=agent.name, content=content)
+    hooks, context = Hooks(agent, inv.plugins), inv.callback_context()
+    response = await hooks.before_model(context, request)
+    if response is None:
+        # Nothing is stored until the model answers: a cancellation may stop it here.
+        generated = await unless_cancelled(inv.models(agent).generate(request), inv.cancellation)
+        if generated is None:
+            return None
+        response = await hooks.after_model(context, LlmResponse(generated))
+    content = with_call_ids(response.content)
+    # What the model callbacks wrote to state is stored with the turn.
+    model_event = Event(
+        invocation_id=inv.id, author=agent.name, content=content, state_delta=context.state.delta
+    )
     # An answer without calls ends the invocation: the session owes nothing from here,
     # and the lease can go in the same transaction.
     inv.answered = not function_calls(content)

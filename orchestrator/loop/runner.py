@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 
@@ -16,11 +17,14 @@ from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.loop.invocation import Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.orchestrator.sessions.leases import LeaseHold, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.cancellation import cancel_session
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys
@@ -31,6 +35,7 @@ class Runner:
 
     Alone, a runner is a replica of its own: it connects from `settings` and closes
     its connections at the end. Inside an Orchestrator, runners share its `replica`.
+    `plugins` (BasePlugin) run around every model and tool call of every agent.
     """
 
     def __init__(
@@ -44,6 +49,7 @@ class Runner:
         replica_id: str | None = None,
         depth: int = 0,
         app_name: str | None = None,
+        plugins: Sequence[BasePlugin] = (),
     ) -> None:
         if replica is None:
             if settings is None:
@@ -57,6 +63,7 @@ class Runner:
         self.settings = replica.settings
         self.depth = depth
         self._app_name = app_name
+        self.plugins = tuple(plugins)  # app-wide callbacks, before each agent's own
         self.model = model or choose_model(agent, self.settings)
         self._models: dict[str, Model] = {agent.name: self.model}
         self._exit = AsyncExitStack()
@@ -132,11 +139,12 @@ class Runner:
         invocation.release_on_answer = release
         ended: InvocationEnded | None = None
         try:
-            async for update in run_invocation(invocation, message):
-                if isinstance(update, InvocationEnded):
-                    ended = update
-                else:
-                    yield update
+            with self.replica.cancels.watch(session.id) as invocation.cancellation:
+                async for update in run_invocation(invocation, message):
+                    if isinstance(update, InvocationEnded):
+                        ended = update
+                    else:
+                        yield update
         except Exception:
             if session.open_turn() is None and self.depth == 0:
                 with contextlib.suppress(LeaseLostError, RedisError):  # then it stays owed
@@ -147,6 +155,21 @@ class Runner:
             await self.store.resumed(session.id, fence=invocation.fence)
         if ended is not None:
             yield ended
+
+    async def cancel(self, session_id: str, *, keep_tickets: bool = False) -> list[str]:
+        """Cancel the session wherever it runs: its model call and the calls out on the
+        fleet are stopped (each answered once with a Cancelled error), and its pending
+        tickets closed unless `keep_tickets`; the ids of the tickets being closed."""
+        completions = Completions.of(self.replica.sync_client(), self.keys, self.settings)
+        return await asyncio.to_thread(
+            cancel_session,
+            self.replica.sync_client(),
+            self.keys,
+            completions,
+            session_id,
+            keep_tickets=keep_tickets,
+            source="api",
+        )
 
     def new_invocation(
         self, session: Session, agent_name: str | None = None, invocation_id: str = ""
@@ -164,6 +187,7 @@ class Runner:
             keys=self.keys,
             id=invocation_id,
             depth=self.depth,
+            plugins=self.plugins,
         )
 
     def model_for(self, agent: Agent) -> Model:

@@ -12,7 +12,11 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
+from toolfleet.orchestrator.loop.callbacks import Hooks
+from toolfleet.orchestrator.loop.confirmation import ask_confirmation
+from toolfleet.orchestrator.loop.duplicates import Duplicates
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
+from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
 from toolfleet.shared.messages import (
     CallStatus,
@@ -44,8 +48,15 @@ async def run_calls(
     Only the first `max_calls_per_turn` calls run; the others are answered with an
     error and never dispatched. `resume`: the turn's invocation died after dispatching
     some of them (ToolRunner.run); the cap picks the same calls again.
+
+    A valid call goes through the tool callbacks (before_tool may answer it: then it is
+    never dispatched), then waits for a person if its tool requires a confirmation;
+    with dedupe_tool_calls a repeat of an earlier call of the turn is not dispatched
+    either, and gets that call's response.
     """
     planned: list[PlannedCall] = []
+    callbacks = ToolCallbacks(Hooks(inv.agent, inv.plugins))
+    duplicates = Duplicates(inv.settings.dedupe_tool_calls)
     cap = inv.settings.max_calls_per_turn
     for index, fc in enumerate(calls):
         envelope = make_envelope(inv, fc.id or "", fc.name or "", dict(fc.args or {}))
@@ -89,20 +100,32 @@ async def run_calls(
         if isinstance(tool, TransferTool):  # answered here; stored with the others below
             results[envelope.call_id] = answer_transfer(envelope, tool, args["agent_name"])
             continue
+        if duplicates.drop(envelope, tool):
+            continue
+        answer = await callbacks.before(tool, envelope, args)
+        if answer is None:  # not sent until a person confirms it
+            answer = await ask_confirmation(tool, envelope, args)
+        if answer is not None:
+            results[envelope.call_id] = await callbacks.finish(answer)
+            continue
         planned.append(PlannedCall(envelope, tool))
-    for result in results.values():
-        yield CallFinished(inv.id, result)
+    for result in list(results.values()):
+        for copy in [result, *duplicates.copies(result)]:
+            results[copy.call_id] = copy
+            yield CallFinished(inv.id, copy)
     if planned:
         yield CallsDispatched(inv.id, [p.call for p in planned])
         skipping = {p.call.call_id for p in planned if getattr(p.tool, "skip_summarization", False)}
         sending = inv.runner.run(
             planned, resume=resume, fence=inv.fence, with_first_send=with_first_send
         )
-        async for result in sending:
+        async for arrived in sending:
+            result = await callbacks.finish(arrived)
             if result.call_id in skipping:  # AgentTool(skip_summarization=True)
                 result.actions.skip_summarization = True
-            results[result.call_id] = result
-            yield CallFinished(inv.id, result)
+            for copy in [result, *duplicates.copies(result)]:
+                results[copy.call_id] = copy
+                yield CallFinished(inv.id, copy)
 
 
 def over_cap(call: ToolCall, made: int, cap: int) -> ToolResult:

@@ -19,9 +19,12 @@ def is_client_call_id(call_id: str | None) -> bool:
     return bool(call_id) and str(call_id).startswith(CLIENT_CALL_ID_PREFIX)
 
 
-@dataclass(frozen=True)
+@dataclass
 class ModelRequest:
-    """What a model gets for one turn: instruction, conversation so far, tools on offer."""
+    """What a model gets for one turn: instruction, conversation so far, tools on offer.
+
+    Not frozen: a before_model callback may change it (ADK's LlmRequest) before it is sent.
+    """
 
     agent_name: str
     instruction: str

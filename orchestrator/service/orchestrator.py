@@ -13,6 +13,7 @@ from toolfleet.orchestrator.completions.listener import CompletionListener
 from toolfleet.orchestrator.completions.resumer import Notify
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
@@ -29,12 +30,14 @@ class Orchestrator:
         on_update: Notify | None = None,
         models: dict[str, Model] | None = None,
         claim_idle_ms: int | None = None,
+        plugins: Sequence[BasePlugin] = (),
     ) -> None:
         self.settings = settings
         self.replica = Replica(settings)
         models = models or {}
         self.runners = {
-            a.name: Runner(a, replica=self.replica, model=models.get(a.name)) for a in agents
+            a.name: Runner(a, replica=self.replica, model=models.get(a.name), plugins=plugins)
+            for a in agents
         }
         self.listener = CompletionListener(
             self.runners,

@@ -61,6 +61,9 @@ class Event(BaseModel):
     progress: dict[str, Any] | None = None
     # Tools waiting for a credential (call id, tool, auth config): shown, not sent.
     credential_requests: list[dict[str, Any]] = Field(default_factory=list)
+    # Calls waiting for a person's confirmation (call id, tool, args, hint, payload):
+    # shown (ADK's client sees `adk_request_confirmation` calls), not sent to the model.
+    confirmation_requests: list[dict[str, Any]] = Field(default_factory=list)
     # ADK's: the ids of this event's calls of long-running tools. Not stored: the ADK
     # Runner fills it in from the agent's tools when it yields the event.
     long_running_tool_ids: set[str] = Field(default_factory=set, exclude=True)

@@ -1,4 +1,5 @@
-"""Turns parked until the user supplies a credential (tool authentication).
+"""Turns parked until the user supplies a credential (tool authentication) or a
+person answers a confirmation request.
 
 A parked turn keeps its calls' results in one Redis hash, with their call order,
 until each call that asked for a credential has run again with it. Their responses
@@ -44,8 +45,8 @@ class ParkedTurns:
         return result.model_copy(update={"response": response}).model_dump_json()
 
     async def park(self, turn_id: str, ordered: list[ToolResult], fence: Fence | None) -> None:
-        """Keep the results that are final; the others wait for a credential."""
-        fields = {r.call_id: self._record(r) for r in ordered if not r.actions.requested_auth}
+        """Keep the results that are final; the others wait for the user."""
+        fields = {r.call_id: self._record(r) for r in ordered if not r.actions.waits()}
         fields[ORDER_FIELD] = json.dumps([r.call_id for r in ordered])
         key = self._keys.parked(turn_id)
         batch = WriteBatch()
@@ -56,7 +57,8 @@ class ParkedTurns:
     async def complete(
         self, turn_id: str, result: ToolResult, fence: Fence | None
     ) -> list[ToolResult] | None:
-        """Add a call's result, run again with its credential: every result of the turn
+        """Add a call's result (run again with its credential or confirmation, or
+        rejected): every result of the turn
         in call order once none is missing (the record is then gone), else None (and
         the call no longer waits)."""
         key = self._keys.parked(turn_id)

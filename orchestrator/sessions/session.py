@@ -32,11 +32,12 @@ class Session:
     def open_turn(self) -> Event | None:
         """The model's last turn, if some of its function calls have no response yet: its
         invocation died while they ran (or failed). Events without content after it
-        (progress) do not hide it; a turn parked for a credential is not open."""
+        (progress) do not hide it; a turn parked for a credential or a confirmation is
+        not open."""
         answered: set[str] = set()
         for event in reversed(self.events):
-            if event.credential_requests:
-                return None  # parked: the user's credential resumes it
+            if event.credential_requests or event.confirmation_requests:
+                return None  # parked: the user's credential or confirmation resumes it
             content = event.content
             if content is None:
                 continue

@@ -36,6 +36,8 @@ TOOL_MODULES = [
     "examples.preferences",
     "examples.bank_account",
     "tests.integration.adk_tools",
+    "tests.integration.confirm_tools",
+    "tests.integration.cancel_tools",
 ]
 TICKET_RESOLVE_AFTER_S = "0.5"
 

@@ -1,4 +1,5 @@
-// The approvals page: pending tickets, approve or reject with one click.
+// The approvals page: pending tickets, approve or reject with one click; calls waiting
+// for a confirmation, with their hint and an editable payload, confirm or reject.
 // The list is read again every REFRESH_MS, so a ticket completed elsewhere (the CLI,
 // a webhook, a job) disappears by itself. A token given in the link as #token=...
 // (never sent to the server, so never in its logs) or ?token=... is kept in this
@@ -74,6 +75,10 @@ function newRow(ticket) {
     decision.textContent = "needs the user's credential: toolfleet tickets credential " + ticket.call_id;
     return row;
   }
+  if (ticket.kind === "confirmation") {
+    confirmationControls(ticket, decision, row);
+    return row;
+  }
   if (!ticket.actions.includes("approve")) {
     decision.textContent = "your roles may see this ticket, not decide it";
     return row;
@@ -94,9 +99,65 @@ function newRow(ticket) {
   return row;
 }
 
+// A call waiting for a person: its hint, its payload in an editable box, Confirm and
+// Reject. Confirmed, the tool gets the payload as edited (tool_context.tool_confirmation).
+function confirmationControls(ticket, decision, row) {
+  const hint = document.createElement("p");
+  hint.className = "hint";
+  hint.textContent = ticket.ticket.hint || "confirm this call?";
+  decision.append(hint);
+  if (!ticket.actions.includes("confirm")) {
+    decision.append("your roles may see this call, not confirm it");
+    return;
+  }
+  const payload = document.createElement("textarea");
+  payload.className = "payload";
+  payload.rows = 4;
+  payload.value = JSON.stringify(ticket.ticket.payload ?? null, null, 1);
+  decision.append(payload);
+  for (const [verb, label, confirmed] of [["confirm", "Confirm", true], ["reject", "Reject", false]]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = verb === "confirm" ? "approve" : "reject";
+    button.dataset.decision = verb;
+    button.textContent = label;
+    button.addEventListener("click", () => answer(ticket.call_id, confirmed, payload.value, row));
+    decision.append(button);
+  }
+}
+
+async function answer(callId, confirmed, payloadText, row) {
+  let payload;
+  try {
+    payload = JSON.parse(payloadText);
+  } catch (error) {
+    showStatus("the payload is not valid JSON: " + error.message, true);
+    return;
+  }
+  row.classList.add("sent");
+  for (const button of row.querySelectorAll("button")) button.disabled = true;
+  try {
+    const body = confirmed ? { confirmed, payload } : { confirmed };
+    await api(`tickets/${encodeURIComponent(callId)}/confirmation`, {
+      method: "POST",
+      body: JSON.stringify(body),
+    });
+    const outcome = confirmed ? "confirmed" : "rejected";
+    decided.set(callId, outcome);
+    showStatus(`${outcome} ${callId}`);
+  } catch (error) {
+    row.classList.remove("sent");
+    for (const button of row.querySelectorAll("button")) button.disabled = false;
+    showStatus(error.message, true);
+  }
+  await refresh();
+}
+
 function render(tickets) {
   const showAll = document.getElementById("all").checked;
-  const shown = tickets.filter((t) => showAll || t.tool.includes("approval"));
+  const shown = tickets.filter(
+    (t) => showAll || t.tool.includes("approval") || t.kind === "confirmation",
+  );
   const body = document.querySelector("#tickets tbody");
   const rows = new Map([...body.rows].map((row) => [row.dataset.callId, row]));
   for (const ticket of shown) {

@@ -1,0 +1,60 @@
+"""ADK's wire format for confirmations: a waiting call is shown to ADK's client as an
+`adk_request_confirmation` function call, and the client's function response to it is
+the person's answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.completions import UNCHANGED
+from toolfleet.shared.confirmation import (
+    REQUEST_CONFIRMATION,
+    ToolConfirmation,
+    confirmation_call_id,
+    confirmed_call_id,
+)
+
+
+def with_confirmation_calls(event: Event) -> Event:
+    """`event` as ADK's client sees it: one `adk_request_confirmation` call per call
+    that waits for a confirmation (ids in long_running_tool_ids, as ADK marks them)."""
+    if not event.confirmation_requests:
+        return event
+    calls = [
+        types.FunctionCall(
+            id=confirmation_call_id(request["call_id"]),
+            name=REQUEST_CONFIRMATION,
+            args={
+                "originalFunctionCall": {
+                    "id": request["call_id"],
+                    "name": request["tool"],
+                    "args": request.get("args", {}),
+                },
+                "toolConfirmation": ToolConfirmation(
+                    hint=request.get("hint", ""), payload=request.get("payload")
+                ).model_dump(mode="json"),
+            },
+        )
+        for request in event.confirmation_requests
+    ]
+    content = types.Content(role="model", parts=[types.Part(function_call=c) for c in calls])
+    ids = {c.id or "" for c in calls}
+    return event.model_copy(update={"content": content, "long_running_tool_ids": ids})
+
+
+def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, Any] | None:
+    """(call id, confirmed, payload or UNCHANGED) when `response` answers an
+    `adk_request_confirmation` call; None for any other response."""
+    if response.name != REQUEST_CONFIRMATION:
+        return None
+    answer = dict(response.response or {})
+    call_id = confirmed_call_id(response.id or "")
+    if call_id is None:
+        raise ValueError(
+            f"a response to {REQUEST_CONFIRMATION} must carry the id of the call it answers "
+            f"(it starts with 'adk-confirm-'), not {response.id!r}"
+        )
+    return call_id, bool(answer.get("confirmed")), answer.get("payload", UNCHANGED)

@@ -1,0 +1,86 @@
+"""A call of a parked turn gets its answer: the user's credential or a person's
+confirmation (the call runs again), a rejection or a cancellation (an error, and it
+never runs). Once every call of the turn has its result, the model gets them all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import redis.asyncio as aioredis
+
+from toolfleet.orchestrator.completions.credentials import (
+    cancelled,
+    rejected,
+    rerun_with_credential,
+)
+from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.loop.parking import confirmation_request
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.loop.turn import responses_event
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.leases import LeaseHold
+from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.confirmation import ToolConfirmation
+from toolfleet.shared.messages import Completion, PendingCall
+from toolfleet.shared.sealing import Sealer
+
+
+class WaitingCalls:
+    """Applies the answers to calls that wait for the user (credential, confirmation)."""
+
+    def __init__(self, client: aioredis.Redis, resumer: SessionResumer) -> None:
+        self._redis = client
+        self._resumer = resumer
+
+    async def apply(
+        self,
+        runner: Runner,
+        pending: PendingCall,
+        hold: LeaseHold,
+        consume: Callable[[WriteBatch], None],
+        answer: ToolConfirmation | None = None,
+        cancel: Completion | None = None,
+    ) -> bool:
+        """Run the call (again) with the credential now stored or as confirmed (`answer`),
+        or answer it with an error if rejected or cancelled (`cancel`); `consume` stages
+        the completion's acknowledgement into the step that stores the outcome. True
+        once the turn is complete and the agent is to answer it."""
+        session = await runner.store.get(pending.session_id)
+        if cancel is not None:
+            result = cancelled(runner, session, pending)
+        elif answer is not None and not answer.confirmed:
+            result = rejected(runner, session, pending)
+        else:
+            result = await rerun_with_credential(runner, session, pending, hold, answer)
+        if result.actions.waits():  # still missing, rejected by the tool, or asked again
+            auth, asked = result.actions.requested_auth, result.actions.requested_confirmation
+            updated = pending.model_copy(
+                update={
+                    "ticket": auth or asked or {},
+                    "kind": "credential" if auth else "confirmation",
+                }
+            )
+            requests = [{"call_id": pending.call_id, "tool": pending.tool, "auth_config": auth}]
+            confirming = [confirmation_request(pending.call_id, pending.tool, {}, asked or {})]
+            event = Event(
+                invocation_id=pending.invocation_id,
+                author=pending.agent,
+                credential_requests=requests if auth else [],
+                confirmation_requests=[] if auth else confirming,
+            )
+            await runner.store.append(
+                session, event, pending=[updated], also=consume, fence=hold.fence
+            )
+            await self._resumer.notify(session.id, event)
+            return False
+        ordered = await runner.store.parked.complete(pending.turn_id or "", result, hold.fence)
+        if ordered is None:  # another call of the turn still waits
+            batch = WriteBatch()
+            consume(batch)
+            await batch.run(self._redis)
+            return False
+        sealer = Sealer.of(runner.settings)
+        event = responses_event(pending.invocation_id, pending.agent, ordered, sealer)
+        await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
+        await self._resumer.notify(session.id, event)
+        return cancel is None or cancel.resume

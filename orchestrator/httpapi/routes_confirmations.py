@@ -1,0 +1,67 @@
+"""`POST /tickets/{call_id}/confirmation`: a person confirms or rejects a call that waits
+for it (FunctionTool(require_confirmation=...), tool_context.request_confirmation)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
+from toolfleet.orchestrator.httpapi.guards import Who
+from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, Accepted, ConfirmationAnswer
+from toolfleet.shared.completions import UNCHANGED
+
+CallId = Annotated[str, Path(pattern=ID_PATTERN, description="The waiting call's id.")]
+
+
+def confirmations_router(api: HttpApi) -> APIRouter:
+    """The confirmation route, beside the other `/tickets` routes."""
+    router = APIRouter(prefix="/tickets", tags=["tickets"], responses=documented(*COMMON_ERRORS))
+
+    @router.post(
+        "/{call_id}/confirmation",
+        status_code=202,
+        response_model=Accepted,
+        responses=documented(404, 409),
+        summary="Confirm or reject a call that waits for a person",
+        description=(
+            "Confirmed, the call is sent to the fleet, and its tool finds the payload (as "
+            "edited, if given) in tool_context.tool_confirmation; rejected, the model gets "
+            "one error response and the call never runs. Applied once: a call answered "
+            "already answers 404 or 409."
+        ),
+    )
+    async def confirm(call_id: CallId, body: ConfirmationAnswer, caller: Who) -> Accepted:
+        call = await api.ticket(caller, call_id)
+        if not caller.may_confirm(call):
+            raise ApiError(
+                403,
+                f"{caller.subject!r} may not answer ticket {call_id!r}: it needs to be the "
+                "ticket's user or approver:<app>, and the ticket must wait for a confirmation",
+            )
+        payload = body.payload if "payload" in body.model_fields_set else UNCHANGED
+        if payload is not UNCHANGED:
+            size = len(json.dumps(payload).encode())
+            if size > api.settings.max_payload_bytes:
+                raise ApiError(
+                    413,
+                    f"the payload is {size} bytes of JSON, over the "
+                    f"{api.settings.max_payload_bytes}-byte limit (TOOLFLEET_MAX_PAYLOAD_BYTES)",
+                )
+        entry_id = await asyncio.to_thread(
+            api.completions.confirm, call_id, body.confirmed, payload=payload, source="http"
+        )
+        verdict = "confirmed: the call is sent" if body.confirmed else "rejected"
+        return Accepted(
+            call_id=call_id,
+            session_id=call.session_id,
+            final=True,
+            entry_id=entry_id,
+            detail=f"{verdict}; the agent resumes once every call of its turn is answered",
+        )
+
+    return router

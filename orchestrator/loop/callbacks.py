@@ -1,0 +1,139 @@
+"""The chains of callbacks around model and tool calls: the app's plugins first, then
+the agent's own callbacks (ADK's order); the first that returns a value decides."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.plugins.base import BasePlugin
+from toolfleet.orchestrator.plugins.context import CallbackContext, LlmRequest, LlmResponse
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import FunctionTool
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """One agent's callbacks and the app's plugins, called in ADK's order."""
+
+    agent: Agent
+    plugins: Sequence[BasePlugin] = ()
+
+    async def before_model(
+        self, context: CallbackContext, request: LlmRequest
+    ) -> LlmResponse | None:
+        """An LlmResponse that answers in the model's place, or None to call the model."""
+        for plugin in self.plugins:
+            answer = await plugin.before_model_callback(
+                callback_context=context, llm_request=request
+            )
+            if answer is not None:
+                return _checked(answer, LlmResponse, plugin.name, "before_model_callback")
+        for callback in listed(self.agent.before_model_callback):
+            answer = await called(callback, callback_context=context, llm_request=request)
+            if answer is not None:
+                return _checked(answer, LlmResponse, _name(callback), "before_model_callback")
+        return None
+
+    async def after_model(self, context: CallbackContext, response: LlmResponse) -> LlmResponse:
+        """The model's answer, or what a callback replaced it with."""
+        for plugin in self.plugins:
+            answer = await plugin.after_model_callback(
+                callback_context=context, llm_response=response
+            )
+            if answer is not None:
+                return _checked(answer, LlmResponse, plugin.name, "after_model_callback")
+        for callback in listed(self.agent.after_model_callback):
+            answer = await called(callback, callback_context=context, llm_response=response)
+            if answer is not None:
+                return _checked(answer, LlmResponse, _name(callback), "after_model_callback")
+        return response
+
+    async def before_tool(
+        self, tool: FunctionTool, args: dict[str, Any], context: ToolContext
+    ) -> dict[str, Any] | None:
+        """A response that short-circuits the call, or None to dispatch it."""
+        for plugin in self.plugins:
+            answer = await plugin.before_tool_callback(
+                tool=tool, tool_args=args, tool_context=context
+            )
+            if answer is not None:
+                return _checked(answer, dict, plugin.name, "before_tool_callback")
+        for callback in listed(self.agent.before_tool_callback):
+            answer = await called(callback, tool=tool, args=args, tool_context=context)
+            if answer is not None:
+                return _checked(answer, dict, _name(callback), "before_tool_callback")
+        return None
+
+    async def after_tool(
+        self, tool: FunctionTool, args: dict[str, Any], context: ToolContext, result: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """A response that replaces `result`, or None to keep it."""
+        for plugin in self.plugins:
+            answer = await plugin.after_tool_callback(
+                tool=tool, tool_args=args, tool_context=context, result=result
+            )
+            if answer is not None:
+                return _checked(answer, dict, plugin.name, "after_tool_callback")
+        for callback in listed(self.agent.after_tool_callback):
+            answer = await called(
+                callback, tool=tool, args=args, tool_context=context, tool_response=result
+            )
+            if answer is not None:
+                return _checked(answer, dict, _name(callback), "after_tool_callback")
+        return None
+
+    async def on_tool_error(
+        self, tool: FunctionTool, args: dict[str, Any], context: ToolContext, error: Exception
+    ) -> dict[str, Any] | None:
+        """A response that replaces the error response, or None to keep it."""
+        for plugin in self.plugins:
+            answer = await plugin.on_tool_error_callback(
+                tool=tool, tool_args=args, tool_context=context, error=error
+            )
+            if answer is not None:
+                return _checked(answer, dict, plugin.name, "on_tool_error_callback")
+        for callback in listed(self.agent.on_tool_error_callback):
+            answer = await called(callback, tool=tool, args=args, tool_context=context, error=error)
+            if answer is not None:
+                return _checked(answer, dict, _name(callback), "on_tool_error_callback")
+        return None
+
+    async def after_run(self, context: CallbackContext) -> None:
+        """Tell every plugin that the invocation ended."""
+        for plugin in self.plugins:
+            await plugin.after_run_callback(invocation_context=context)
+
+
+def listed(spec: Callable[..., Any] | Sequence[Callable[..., Any]] | None) -> list[Any]:
+    """An agent's callback setting as a list: ADK takes one callable or a list of them."""
+    if spec is None:
+        return []
+    if callable(spec):
+        return [spec]
+    return list(spec)
+
+
+async def called(callback: Callable[..., Any], **kwargs: Any) -> Any:
+    """Call a sync or async callback with ADK's keyword arguments."""
+    answer = callback(**kwargs)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
+
+
+def _checked(answer: object, kind: type[_T], who: str, hook: str) -> _T:
+    if not isinstance(answer, kind):
+        raise TypeError(
+            f"{hook} {who!r} returned {type(answer).__name__}: return a {kind.__name__} or None"
+        )
+    return answer
+
+
+def _name(callback: Callable[..., Any]) -> str:
+    return getattr(callback, "__qualname__", repr(callback))

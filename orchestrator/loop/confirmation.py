@@ -1,0 +1,66 @@
+"""Asking a person before a call runs: FunctionTool(require_confirmation=...).
+
+Decided on the orchestrator, before dispatch: a call that needs a confirmation is not
+sent; its turn is parked (loop.parking) with the confirmation request, and the call is
+sent once a person confirms it (completions.applier), with their answer in
+`tool_context.tool_confirmation`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+from toolfleet.orchestrator.fleet.protocol import failed
+from toolfleet.shared.confirmation import ToolConfirmation
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.messages import CallStatus, ToolActions, ToolCall, ToolResult, answered_result
+from toolfleet.shared.tools import FunctionTool
+
+log = logging.getLogger(__name__)
+
+AWAITING = {"status": "awaiting_confirmation"}  # the parked result's response (not shown)
+
+
+async def ask_confirmation(
+    tool: FunctionTool, call: ToolCall, args: dict[str, Any]
+) -> ToolResult | None:
+    """The parked result asking for a confirmation when `call` needs one and has none
+    yet; None to send it now. An error result when the tool's check itself fails."""
+    if call.confirmation is not None or not tool.require_confirmation:
+        return None
+    try:
+        needed = await _needed(tool, call, args)
+    except Exception as exc:
+        log.exception("require_confirmation of %s failed (call %s)", tool.name, call.call_id)
+        return failed(
+            call,
+            "ConfirmationCheckError",
+            f"checking whether {tool.name!r} needs a confirmation failed "
+            f"({type(exc).__name__}); the call was not run",
+        )
+    if not needed:
+        return None
+    asked = ToolConfirmation(
+        hint=f"Please approve or reject the call of {tool.name!r} with these arguments."
+    )
+    actions = ToolActions(requested_confirmation=asked.model_dump(mode="json"))
+    return answered_result(
+        call, CallStatus.SUCCESS, dict(AWAITING), worker="orchestrator", actions=actions
+    )
+
+
+async def _needed(tool: FunctionTool, call: ToolCall, args: dict[str, Any]) -> bool:
+    """True, or what the tool's check answers for these arguments (ADK passes the
+    arguments, and the tool context to a check that takes one)."""
+    check = tool.require_confirmation
+    if not callable(check):
+        return bool(check)
+    kwargs = dict(args)
+    if "tool_context" in inspect.signature(check).parameters:
+        kwargs["tool_context"] = ToolContext(call)
+    answer = check(**kwargs)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return bool(answer)

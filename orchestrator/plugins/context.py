@@ -1,0 +1,61 @@
+"""What a model callback sees: the invocation's identity and the session's state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.orchestrator.models.protocol import ModelRequest
+from toolfleet.shared.state import State
+
+# ADK's name for what a model is asked: toolfleet's ModelRequest (instruction, contents,
+# tools); a before_model callback may change it in place.
+LlmRequest = ModelRequest
+
+
+@dataclass
+class LlmResponse:
+    """ADK's name for a model's answer: the Content it returned. A before_model callback
+    that returns one answers in the model's place; an after_model callback may return
+    another to replace it."""
+
+    content: types.Content
+
+
+class CallbackContext:
+    """Passed to before/after model callbacks (and plugins' run callbacks), as ADK's.
+
+    `state` is a snapshot of the session's state; what a callback writes is stored with
+    the model's turn (as that event's state delta), so the next steps see it.
+    """
+
+    def __init__(
+        self,
+        state: Mapping[str, Any],
+        *,
+        agent_name: str,
+        invocation_id: str,
+        session_id: str,
+        user_id: str,
+        app_name: str,
+    ) -> None:
+        self.state = State(state)
+        self.agent_name = agent_name
+        self.invocation_id = invocation_id
+        self.session_id = session_id
+        self.user_id = user_id
+        self.app_name = app_name
+
+
+class ToolCallError(Exception):
+    """A call's error response, as the exception on_tool_error callbacks receive (the
+    tool raised on a worker; only its type name and message crossed over)."""
+
+    def __init__(self, error_type: str, error_message: str, response: dict[str, Any]) -> None:
+        super().__init__(f"{error_type}: {error_message}")
+        self.error_type = error_type
+        self.error_message = error_message
+        self.response = response

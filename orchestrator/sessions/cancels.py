@@ -1,0 +1,87 @@
+"""A session's cancellation on the replica running it: the replica learns of it (the
+cancels stream) and sets the invocation's Cancellation; the loop stops at the next await
+it races against it (the model call) and the fleet answers the calls it awaits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from toolfleet.shared.cancellation import CancelRequest
+
+_T = TypeVar("_T")
+
+CANCELLED_MESSAGE = "cancelled by the user or an operator"
+
+
+@dataclass
+class Cancellation:
+    """One running invocation's: set once its session is cancelled."""
+
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    keep_tickets: bool = False  # leave the session's pending tickets open
+
+    @property
+    def requested(self) -> bool:
+        """Whether the session was cancelled."""
+        return self.event.is_set()
+
+    def set(self, keep_tickets: bool) -> None:
+        """Cancel the invocation."""
+        self.keep_tickets = keep_tickets
+        self.event.set()
+
+
+class CancelBoard:
+    """The sessions this replica runs an invocation of, and their cancellations."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, list[Cancellation]] = {}
+
+    @contextmanager
+    def watch(self, session_id: str) -> Iterator[Cancellation]:
+        """A Cancellation for an invocation of `session_id`, while it runs."""
+        cancellation = Cancellation()
+        self._running.setdefault(session_id, []).append(cancellation)
+        try:
+            yield cancellation
+        finally:
+            watching = self._running.get(session_id, [])
+            watching.remove(cancellation)
+            if not watching:
+                self._running.pop(session_id, None)
+
+    def requested(self, session_id: str) -> bool:
+        """Whether an invocation of the session running here was cancelled."""
+        return any(c.requested for c in self._running.get(session_id, []))
+
+    def cancel(self, request: CancelRequest) -> bool:
+        """Set the cancellations of the session's invocations here; whether there was one."""
+        watching = self._running.get(request.session_id, [])
+        for cancellation in watching:
+            cancellation.set(request.keep_tickets)
+        return bool(watching)
+
+
+async def unless_cancelled(work: Awaitable[_T], cancellation: Cancellation | None) -> _T | None:
+    """`work`'s value, or None if the cancellation comes first (`work` is then cancelled:
+    use this only where stopping half-way leaves nothing behind, such as a model call)."""
+    task = asyncio.ensure_future(work)
+    if cancellation is None:
+        return await task
+    waiter = asyncio.ensure_future(cancellation.event.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        raise
+    finally:
+        waiter.cancel()
+    if task.done():
+        return task.result()  # done first (or both at once): its value stands
+    task.cancel()
+    await asyncio.wait({task})
+    return None

@@ -1,0 +1,49 @@
+"""A person's confirmation of a call before it runs (ADK's ToolConfirmation).
+
+The wire format is ADK's: the client sees an `adk_request_confirmation` function call
+whose arguments hold the original call and a ToolConfirmation, and answers it with a
+function response `{"confirmed": ..., "payload": ...}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+# The name of the function call that asks the client for a confirmation (ADK's).
+REQUEST_CONFIRMATION = "adk_request_confirmation"
+# The id of that function call: this prefix and the original call's id.
+CONFIRMATION_ID_PREFIX = "adk-confirm-"
+
+
+class ToolConfirmation(BaseModel):
+    """What a person is asked (`hint`, `payload`) and what they answered (`confirmed`,
+    the payload as they edited it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hint: str = ""
+    confirmed: bool = False
+    payload: Any = None
+
+
+def confirmation_call_id(call_id: str) -> str:
+    """The id of the `adk_request_confirmation` call that asks about call `call_id`."""
+    return f"{CONFIRMATION_ID_PREFIX}{call_id}"
+
+
+def confirmed_call_id(confirmation_id: str) -> str | None:
+    """The original call's id from an `adk_request_confirmation` call's id; None if it
+    is not one."""
+    if not confirmation_id.startswith(CONFIRMATION_ID_PREFIX):
+        return None
+    return confirmation_id[len(CONFIRMATION_ID_PREFIX) :]
+
+
+def rejection_message(tool: str) -> str:
+    """What the model reads when a person rejected its call."""
+    return (
+        f"the user rejected this call of {tool!r}; it did not run. Do not call it again "
+        "unless the user asks for it."
+    )

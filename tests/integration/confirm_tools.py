@@ -1,0 +1,63 @@
+"""Tools that need a person's confirmation, run on real workers by the integration
+tests; each counts its runs in a file, so a test sees how often it really ran."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import FunctionTool
+
+
+def counted(counter_file: str) -> int:
+    """Add one run to the file's count; the count after this run."""
+    path = Path(counter_file)
+    runs = int(path.read_text()) + 1 if path.exists() else 1
+    path.write_text(str(runs))
+    return runs
+
+
+def transfer_money(amount: int, counter_file: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Moves money; a person confirms each call first.
+
+    Args:
+        amount: Euros to move.
+        counter_file: Where runs are counted.
+    """
+    confirmation = tool_context.tool_confirmation
+    return {
+        "moved": amount,
+        "runs": counted(counter_file),
+        "confirmed": confirmation.confirmed if confirmation else None,
+    }
+
+
+def over_100(amount: int, counter_file: str) -> bool:
+    """Only large transfers need a person."""
+    return amount > 100
+
+
+transfer_money_tool = FunctionTool(transfer_money, require_confirmation=True)
+transfer_checked_tool = FunctionTool(
+    transfer_money, name="transfer_checked", require_confirmation=over_100
+)
+
+
+def book_trip(city: str, counter_file: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Books a trip; asks a person to confirm the booking it proposes.
+
+    Args:
+        city: Where to.
+        counter_file: Where confirmed runs are counted.
+    """
+    confirmation = tool_context.tool_confirmation
+    if confirmation is None:
+        tool_context.request_confirmation(
+            hint=f"Book a trip to {city}?", payload={"city": city, "nights": 2}
+        )
+        return {"status": "awaiting approval"}
+    return {"booked": confirmation.payload, "runs": counted(counter_file)}
+
+
+book_trip_tool = FunctionTool(book_trip)

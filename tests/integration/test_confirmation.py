@@ -1,0 +1,200 @@
+"""Confirmation before a call runs, on real workers: confirm, reject, an edited payload,
+and the results of the turn's other calls kept through the wait. Runs are counted by
+the tools themselves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.integration import confirm_tools, fleet_tools
+from tests.support import answers, assert_one_response_per_call
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli import main as cli
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, Step, call, say
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
+from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import PendingCall
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 30
+TOOLS = [*tools_in_module(confirm_tools), fleet_tools.flaky]
+
+
+class Confirming:
+    """Runs a scripted agent on an orchestrator of its own; the operator's Completions."""
+
+    def __init__(self, settings: Settings, completions: Completions) -> None:
+        self.settings = settings
+        self.completions = completions
+        self.model = ScriptedModel([])
+        self._exit = AsyncExitStack()
+        self.orch: Orchestrator | None = None
+
+    async def ask(self, *steps: Step) -> tuple[str, list[PendingCall]]:
+        """Start an orchestrator whose model plays `steps`; run one message on a new session."""
+        self.model = ScriptedModel(list(steps))
+        agent = Agent(name="confirming", tools=TOOLS, model=self.model)
+        orch = Orchestrator([agent], self.settings, models={"confirming": self.model})
+        self.orch = await self._exit.enter_async_context(orch)
+        runner = self.orch.runner("confirming")
+        session_id = uuid.uuid4().hex
+        await runner.ask(user_id="u1", session_id=session_id, message="go")
+        return session_id, await runner.store.pending_calls(session_id)
+
+    async def settled(self, session_id: str) -> Session:
+        """The session once the completions listener applied everything and it is idle."""
+        assert self.orch is not None
+        assert await self.orch.wait_until_settled("confirming", session_id, WAIT_S)
+        return await self.orch.runner("confirming").store.get(session_id)
+
+    async def close(self) -> None:
+        """Stop the orchestrator."""
+        await self._exit.aclose()
+
+
+@pytest.fixture
+async def confirming(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> AsyncIterator[Confirming]:
+    client = redis.Redis.from_url(settings.require_redis_url())
+    confirming = Confirming(settings, Completions(client, Keys(settings.key_prefix)))
+    yield confirming
+    await confirming.close()
+    client.close()
+
+
+async def test_confirmed_call_runs_once_and_its_sibling_result_survives_the_wait(
+    confirming: Confirming, tmp_path: Path
+) -> None:
+    transfers, sibling = tmp_path / "transfers", tmp_path / "sibling"
+    session_id, (request,) = await confirming.ask(
+        call(
+            Call("transfer_money", {"amount": 50, "counter_file": str(transfers)}),
+            Call("flaky", {"counter_file": str(sibling), "failures": 0}),
+        ),
+        say("done"),
+    )
+    assert request.kind == "confirmation" and request.tool == "transfer_money"
+    assert "approve or reject" in request.ticket["hint"]
+    assert not transfers.exists()  # not sent to any worker
+    assert sibling.read_text() == "1"  # the sibling ran during the wait
+    assert len(confirming.model.requests) == 1  # the model has seen no response yet
+    with pytest.raises(CompletionError, match="waits for a confirmation"):
+        confirming.completions.post_result(request.call_id, {"ok": True})
+
+    confirming.completions.confirm(request.call_id, True)
+    session = await confirming.settled(session_id)
+
+    responses = [r for _, r in answers(session)]
+    assert responses == [{"moved": 50, "runs": 1, "confirmed": True}, {"runs": 1}]
+    assert transfers.read_text() == "1" and sibling.read_text() == "1"
+    assert len(confirming.model.requests) == 2  # all responses of the turn, once
+    assert_one_response_per_call(session)
+
+
+async def test_rejected_call_gets_one_error_and_never_runs(
+    confirming: Confirming, tmp_path: Path
+) -> None:
+    transfers = tmp_path / "transfers"
+    session_id, (request,) = await confirming.ask(
+        call(Call("transfer_checked", {"amount": 500, "counter_file": str(transfers)})),
+        say("ok"),
+    )
+    confirming.completions.confirm(request.call_id, False)
+    session = await confirming.settled(session_id)
+
+    ((_, response),) = answers(session)
+    assert response["status"] == "error" and response["error_type"] == "ConfirmationRejected"
+    assert not transfers.exists()
+    with pytest.raises(CompletionError, match=r"already has its final result|no pending call"):
+        confirming.completions.confirm(request.call_id, True)
+    assert_one_response_per_call(session)
+
+
+async def test_a_check_that_says_no_sends_the_call_at_once(
+    confirming: Confirming, tmp_path: Path
+) -> None:
+    transfers = tmp_path / "transfers"
+    session_id, pending = await confirming.ask(
+        call(Call("transfer_checked", {"amount": 20, "counter_file": str(transfers)})),
+        say("ok"),
+    )
+    assert pending == []
+    session = await confirming.settled(session_id)
+    assert [r for _, r in answers(session)] == [{"moved": 20, "runs": 1, "confirmed": None}]
+
+
+async def test_a_tool_asks_itself_and_gets_the_payload_as_the_person_edited_it(
+    confirming: Confirming, tmp_path: Path
+) -> None:
+    trips = tmp_path / "trips"
+    session_id, (request,) = await confirming.ask(
+        call(Call("book_trip", {"city": "Oslo", "counter_file": str(trips)})), say("booked")
+    )
+    assert request.ticket == {"hint": "Book a trip to Oslo?", "confirmed": False} | {
+        "payload": {"city": "Oslo", "nights": 2}
+    }
+    confirming.completions.confirm(request.call_id, True, payload={"city": "Oslo", "nights": 5})
+    session = await confirming.settled(session_id)
+    assert [r for _, r in answers(session)] == [
+        {"booked": {"city": "Oslo", "nights": 5}, "runs": 1}
+    ]
+    assert_one_response_per_call(session)
+
+
+async def test_the_cli_lists_a_confirmation_with_its_hint_and_confirms_an_edited_payload(
+    confirming: Confirming, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trips = tmp_path / "trips"
+    session_id, (request,) = await confirming.ask(
+        call(Call("book_trip", {"city": "Rome", "counter_file": str(trips)})), say("booked")
+    )
+    # The exact code paths of `toolfleet tickets list` and `toolfleet tickets confirm`.
+    await asyncio.to_thread(cli.main, ["tickets", "list"])
+    listed = capsys.readouterr().out
+    assert f"{request.call_id}" in listed and "book_trip (confirmation)" in listed
+    assert 'hint: Book a trip to Rome?  payload: {"city": "Rome", "nights": 2}' in listed
+
+    edited = json.dumps({"city": "Rome", "nights": 3})
+    await asyncio.to_thread(cli.main, ["tickets", "confirm", request.call_id, "--payload", edited])
+    session = await confirming.settled(session_id)
+    assert [r for _, r in answers(session)] == [
+        {"booked": {"city": "Rome", "nights": 3}, "runs": 1}
+    ]
+
+
+async def test_a_confirmation_survives_a_restart_of_the_orchestrator(
+    confirming: Confirming, settings: Settings, tmp_path: Path
+) -> None:
+    transfers = tmp_path / "transfers"
+    session_id, (request,) = await confirming.ask(
+        call(Call("transfer_money", {"amount": 9, "counter_file": str(transfers)})), say("done")
+    )
+    await confirming.close()  # the orchestrator that parked the turn is gone
+
+    confirming.completions.confirm(request.call_id, True)
+    model = ScriptedModel(
+        [call(Call("transfer_money", {"amount": 9, "counter_file": "unused"})), say("done")]
+    )
+    agent = Agent(name="confirming", tools=TOOLS, model=model)
+    async with Orchestrator([agent], settings, models={"confirming": model}) as orch:
+        assert await orch.wait_until_settled("confirming", session_id, WAIT_S)
+        session = await orch.runner("confirming").store.get(session_id)
+    assert [r for _, r in answers(session)] == [{"moved": 9, "runs": 1, "confirmed": True}]
+    assert transfers.read_text() == "1"
+    assert_one_response_per_call(session)

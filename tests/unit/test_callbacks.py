@@ -1,0 +1,211 @@
+"""Tool and model callbacks, plugins, the retry plugin and dedupe, in the loop (scripted
+model, in-process runner, fakeredis store)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.genai import types
+
+from tests.support import InProcessRunner
+from tests.unit.test_loop import add, explode, response_event, responses
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.invocation import Invocation, Update
+from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.models.protocol import text_of
+from toolfleet.orchestrator.plugins import (
+    BasePlugin,
+    CallbackContext,
+    LlmRequest,
+    LlmResponse,
+    ReflectAndRetryToolPlugin,
+)
+from toolfleet.orchestrator.plugins.retry import HANDLED
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus
+from toolfleet.shared.tools import FunctionTool
+
+
+async def run(
+    store: SessionStore,
+    agent: Agent,
+    *,
+    plugins: tuple[BasePlugin, ...] = (),
+    **settings: Any,
+) -> tuple[list[Update], InProcessRunner, str]:
+    session = await store.get_or_create("app", "u1", "s1")
+    runner = InProcessRunner()
+    model = agent.model
+    assert isinstance(model, ScriptedModel)
+    inv = Invocation(
+        agent, lambda _: model, session, store, runner, Settings(**settings), Keys("t")
+    )
+    inv.plugins = plugins
+    content = types.Content(role="user", parts=[types.Part(text="go")])
+    updates = [u async for u in run_invocation(inv, content)]
+    return updates, runner, session.id
+
+
+def agent_with(*steps: Any, **callbacks: Any) -> Agent:
+    return Agent(name="tester", tools=[add, explode], model=ScriptedModel(list(steps)), **callbacks)
+
+
+async def test_before_tool_returning_a_dict_answers_the_call_without_dispatching_it(
+    store: SessionStore,
+) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def guard(tool: FunctionTool, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        seen.append((tool.name, args))
+        tool_context.state["guarded"] = True
+        return {"result": "blocked"} if args["a"] == 13 else None
+
+    agent = agent_with(
+        call(Call("add", {"a": 13, "b": 1}), Call("add", {"a": 1, "b": 1})),
+        say("ok"),
+        before_tool_callback=guard,
+    )
+    updates, runner, session_id = await run(store, agent)
+
+    blocked, added = responses(updates)
+    assert blocked.response == {"result": "blocked"}
+    assert added.response == {"result": 2}
+    # Only the second call reached the runner.
+    assert runner.batches == [[added.id]]
+    assert seen == [("add", {"a": 13, "b": 1}), ("add", {"a": 1, "b": 1})]
+    assert (await store.get(session_id)).state["guarded"] is True
+
+
+async def test_after_tool_may_replace_a_response_and_sees_the_tools_state_writes(
+    store: SessionStore,
+) -> None:
+    async def double(
+        tool: FunctionTool,
+        args: dict[str, Any],
+        tool_context: ToolContext,
+        tool_response: dict[str, Any],
+    ) -> dict[str, Any]:
+        tool_context.state["after"] = tool_response["result"]
+        return {"result": tool_response["result"] * 2}
+
+    agent = agent_with(call(Call("add", {"a": 2, "b": 3})), say("ok"), after_tool_callback=double)
+    updates, _, _ = await run(store, agent)
+    (added,) = responses(updates)
+    assert added.response == {"result": 10}
+    assert response_event(updates).state_delta == {"after": 5}
+
+
+async def test_on_tool_error_may_replace_an_error_and_a_plugin_goes_before_the_agent(
+    store: SessionStore,
+) -> None:
+    agent_calls: list[str] = []
+
+    class Handler(BasePlugin):
+        async def on_tool_error_callback(
+            self,
+            *,
+            tool: FunctionTool,
+            tool_args: dict[str, Any],
+            tool_context: ToolContext,
+            error: Exception,
+        ) -> dict[str, Any] | None:
+            return {"result": f"handled {error}"}
+
+    agent = agent_with(
+        call(Call("explode")),
+        say("ok"),
+        on_tool_error_callback=lambda **kw: agent_calls.append("called"),
+    )
+    updates, _, _ = await run(store, agent, plugins=(Handler("handler"),))
+    (handled,) = responses(updates)
+    assert handled.response == {"result": "handled RuntimeError: boom"}
+    assert response_event(updates).calls[0].status is CallStatus.SUCCESS
+    assert agent_calls == []  # the plugin answered first
+
+
+async def test_a_failing_callback_answers_its_call_with_an_error_and_the_turn_goes_on(
+    store: SessionStore,
+) -> None:
+    def broken(**_: Any) -> None:
+        raise ValueError("bug in the callback")
+
+    agent = agent_with(
+        call(Call("add", {"a": 1, "b": 2})), say("still here"), after_tool_callback=broken
+    )
+    updates, _, session_id = await run(store, agent)
+    (answer,) = responses(updates)
+    assert answer.response is not None and answer.response["error_type"] == "CallbackError"
+    assert text_of((await store.get(session_id)).events[-1].content) == "still here"
+
+
+async def test_before_model_may_answer_in_the_models_place(store: SessionStore) -> None:
+    def canned(callback_context: CallbackContext, llm_request: LlmRequest) -> LlmResponse:
+        callback_context.state["canned"] = llm_request.agent_name
+        content = types.Content(role="model", parts=[types.Part(text="from the callback")])
+        return LlmResponse(content)
+
+    agent = agent_with(say("from the model"), before_model_callback=canned)
+    model = agent.model
+    assert isinstance(model, ScriptedModel)
+    _, _, session_id = await run(store, agent)
+    stored = await store.get(session_id)
+    assert text_of(stored.events[-1].content) == "from the callback"
+    assert model.requests == []  # the model was never called
+    assert stored.state["canned"] == "tester"
+
+
+async def test_after_model_may_replace_the_models_answer(store: SessionStore) -> None:
+    class Shout(BasePlugin):
+        async def after_model_callback(
+            self, *, callback_context: CallbackContext, llm_response: LlmResponse
+        ) -> LlmResponse | None:
+            text = text_of(llm_response.content).upper()
+            return LlmResponse(types.Content(role="model", parts=[types.Part(text=text)]))
+
+    agent = agent_with(say("quiet"))
+    _, _, session_id = await run(store, agent, plugins=(Shout("shout"),))
+    assert text_of((await store.get(session_id)).events[-1].content) == "QUIET"
+
+
+async def test_retry_plugin_lets_the_model_retry_n_times_then_the_error_stands(
+    store: SessionStore,
+) -> None:
+    retry = ReflectAndRetryToolPlugin(max_retries=2)
+    agent = agent_with(
+        call(Call("explode")), call(Call("explode")), call(Call("explode")), say("gave up")
+    )
+    updates, _, _ = await run(store, agent, plugins=(retry,))
+
+    first, second, third = (responses(updates, turn)[0].response for turn in range(3))
+    assert first is not None and second is not None
+    assert (first["response_type"], first["retry_count"]) == (HANDLED, 1)
+    assert (second["response_type"], second["retry_count"]) == (HANDLED, 2)
+    assert "reflection_guidance" in second and second["error_message"] == "boom"
+    assert third == {"status": "error", "error_type": "RuntimeError", "error_message": "boom"}
+    assert retry._failures == {}  # dropped when the invocation ended
+
+
+async def test_dedupe_runs_identical_calls_once_and_each_copy_gets_the_response(
+    store: SessionStore,
+) -> None:
+    same = Call("add", {"a": 1, "b": 2})
+    agent = agent_with(call(same, Call("add", {"a": 5, "b": 5}), same, same), say("ok"))
+    updates, runner, _ = await run(store, agent, dedupe_tool_calls=True)
+
+    answers = responses(updates)
+    three, ten = {"result": 3}, {"result": 10}
+    assert [a.response for a in answers] == [three, ten, three, three]
+    assert len({a.id for a in answers}) == 4  # one response per call id
+    (batch,) = runner.batches
+    assert batch == [answers[0].id, answers[1].id]
+
+
+async def test_without_dedupe_identical_calls_all_run(store: SessionStore) -> None:
+    same = Call("add", {"a": 1, "b": 2})
+    agent = agent_with(call(same, same), say("ok"))
+    _, runner, _ = await run(store, agent)
+    assert [len(b) for b in runner.batches] == [2]
