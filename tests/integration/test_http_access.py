@@ -60,6 +60,8 @@ ALLOWED: dict[str, set[str]] = {
     "post_result": {"admin", "service"},
     "see_credential_request": {"admin", ALICE},
     "supply_credential": {ALICE},
+    "cancel_session": OWNER,
+    "cancel_ticket": {"admin", "approver", "service", ALICE},
 }
 
 
@@ -201,6 +203,14 @@ async def test_every_caller_gets_exactly_what_its_roles_allow(
             if wanted is not None:
                 status = await probe(action, name, "POST", path, body)
                 assert status == wanted, (action, name)
+        # Cancelling: a session by its owner only; a ticket by whoever may act on it.
+        if name not in OWNER:
+            url = f"{base}/{session_id}/cancel"
+            assert await probe("cancel_session", name, "POST", url, {}) == 404
+        wanted = expect("cancel_ticket", name, sees_approval)
+        if wanted is not None:
+            url = f"/tickets/{approval_id}/cancel"
+            assert await probe("cancel_ticket", name, "POST", url) == wanted, name
         wanted = expect("supply_credential", name, sees_credential)
         if wanted is not None:
             path = f"/tickets/{credential_id}/credential"
@@ -219,6 +229,17 @@ async def test_every_caller_gets_exactly_what_its_roles_allow(
             status = await probe(action, name, "POST", f"/tickets/{ticket_id}/{verb}", body)
             assert status == 202, (action, name)
             assert await served.orch.wait_until_settled(REIMBURSE, decided_session, WAIT_S)
+    for name in sorted(ALLOWED["cancel_ticket"]):
+        cancelled_session, ticket_id = await pending_approval(alice)
+        status = await probe("cancel_ticket", name, "POST", f"/tickets/{ticket_id}/cancel")
+        assert status == 202, name
+        assert await served.orch.wait_until_settled(REIMBURSE, cancelled_session, WAIT_S)
+    for name in sorted(OWNER):
+        cancelled_session, ticket_id = await pending_approval(alice)
+        cancelled = await clients[name].post(f"{base}/{cancelled_session}/cancel", json={})
+        results[("cancel_session", name)] = cancelled.status_code
+        assert cancelled.status_code == 202, name
+        assert cancelled.json()["closing_tickets"] == [ticket_id]
     supplied = await alice.post(
         f"/tickets/{credential_id}/credential", json={"credential": "alice-own-token"}
     )
