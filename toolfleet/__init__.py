@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from toolfleet.shared.jobs import Job, JobContext, job
     from toolfleet.shared.keys import Keys
     from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
+    from toolfleet.shared.openapi import OpenAPIToolset
     from toolfleet.shared.state import State
     from toolfleet.shared.tools import (
         FunctionTool,
@@ -116,6 +117,8 @@ _MODULES: dict[str, str] = {
     "Job": "toolfleet.shared.jobs",
     "JobContext": "toolfleet.shared.jobs",
     "AuthConfig": "toolfleet.shared.auth",
+    # Toolsets of remote tools: an OpenAPI spec's operations.
+    "OpenAPIToolset": "toolfleet.shared.openapi",
     # Agents, and running them.
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
@@ -208,6 +211,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelRequest",
+    "OpenAPIToolset",
     "Orchestrator",
     "PendingCall",
     "ReadonlyContext",
