@@ -81,6 +81,11 @@ if TYPE_CHECKING:
     )
     from toolfleet.shared.jobs import Job, JobContext, job
     from toolfleet.shared.keys import Keys
+    from toolfleet.shared.mcp_tools import (
+        McpToolset,
+        StdioConnectionParams,
+        StreamableHTTPConnectionParams,
+    )
     from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
     from toolfleet.shared.openapi import OpenAPIToolset
     from toolfleet.shared.state import State
@@ -117,8 +122,11 @@ _MODULES: dict[str, str] = {
     "Job": "toolfleet.shared.jobs",
     "JobContext": "toolfleet.shared.jobs",
     "AuthConfig": "toolfleet.shared.auth",
-    # Toolsets of remote tools: an OpenAPI spec's operations.
+    # Toolsets of remote tools: an OpenAPI spec's operations, an MCP server's tools.
     "OpenAPIToolset": "toolfleet.shared.openapi",
+    "McpToolset": "toolfleet.shared.mcp_tools",
+    "StdioConnectionParams": "toolfleet.shared.mcp_tools",
+    "StreamableHTTPConnectionParams": "toolfleet.shared.mcp_tools",
     # Agents, and running them.
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
@@ -208,6 +216,7 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
+    "McpToolset",
     "Model",
     "ModelError",
     "ModelRequest",
@@ -227,7 +236,9 @@ __all__ = [
     "SessionNotFoundError",
     "Settings",
     "State",
+    "StdioConnectionParams",
     "Step",
+    "StreamableHTTPConnectionParams",
     "ToolActions",
     "ToolCall",
     "ToolCallError",

@@ -20,6 +20,7 @@ from toolfleet.shared.openapi.request import (
     send,
 )
 from toolfleet.shared.openapi.spec import Operation, load_spec, operations
+from toolfleet.shared.remote_auth import AWAITING_CREDENTIAL, credential_header, stored_credential
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
@@ -126,11 +127,12 @@ class RestApiTool(BaseTool):
         query: dict[str, str] = {}
         token = None
         if api.auth is not None:
-            token = tool_context.get_auth_response(api.auth)
+            token = stored_credential(tool_context, api.auth)
             if token is None:
-                tool_context.request_credential(api.auth)
-                return {"status": "pending", "message": "waiting for the user's credential"}
-            _place_credential(api.auth, api.auth_place, token, headers, query)
+                return dict(AWAITING_CREDENTIAL)
+            name, value = credential_header(api.auth, token, api.auth_place[1])
+            in_query = api.auth.scheme == "api_key" and api.auth_place[0] == "query"
+            (query if in_query else headers)[name] = value
         request = prepare(self.operation, api.base_url, args, headers)
         request.params.update(query)
         secrets = Secrets(values=(*api.headers.values(), *([token] if token else [])))
@@ -141,21 +143,6 @@ class RestApiTool(BaseTool):
                 if api.auth is not None and exc.status_code in REFUSED:
                     tool_context.request_credential(api.auth)
                 raise
-
-
-def _place_credential(
-    auth: AuthConfig,
-    place: tuple[str, str],
-    token: str,
-    headers: dict[str, str],
-    query: dict[str, str],
-) -> None:
-    if auth.scheme != "api_key":
-        headers["Authorization"] = f"Bearer {token}"
-    elif place[0] == "query":
-        query[place[1]] = token
-    else:
-        headers[place[1]] = token
 
 
 def _server_url(spec: Mapping[str, Any]) -> str:
