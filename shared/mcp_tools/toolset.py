@@ -11,25 +11,29 @@ from typing import Any
 
 from google.genai import types
 from mcp import Client, StdioServerParameters
-from mcp_types import Tool
+from mcp.shared.dispatcher import ProgressFnT
+from mcp_types import CallToolResult, Tool
 
 from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.base_tool import BaseTool
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.errors import ToolDefinitionError, ToolError
 from toolfleet.shared.mcp_tools.connection import (
     ConnectionParams,
     StdioConnectionParams,
     StreamableHTTPConnectionParams,
 )
 from toolfleet.shared.mcp_tools.results import DEFAULT_MAX_RESULT_CHARS, to_response
-from toolfleet.shared.mcp_tools.sessions import session_pool
+from toolfleet.shared.mcp_tools.sessions import detached, session_pool
+from toolfleet.shared.messages import error_response
 from toolfleet.shared.remote_auth import AWAITING_CREDENTIAL, credential_header, stored_credential
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 log = logging.getLogger(__name__)
 
+# Seconds between two progress updates of a long-running call that are posted.
+MIN_PROGRESS_INTERVAL_S = 0.5
 # Bounds on what a server's listing may make us offer (a server is not trusted).
 MAX_TOOLS = 256
 MAX_DESCRIPTION_CHARS = 4096
@@ -56,6 +60,10 @@ class McpToolset(BaseToolset):
         api_key_header: The header that carries an "api_key" credential.
         tools_ttl_s: How long the orchestrator keeps the server's tool list, in seconds.
         max_result_chars: A longer text result is cut there, marked "truncated".
+        long_running_tools: Tools (names before the prefix) that answer "pending" at once
+            while the worker process waits for the server's result; their MCP progress
+            notifications are posted as toolfleet progress, then the final result.
+        long_running_timeout_s: How long such a call may take on the server, in seconds.
     """
 
     def __init__(
@@ -68,6 +76,8 @@ class McpToolset(BaseToolset):
         api_key_header: str = "X-API-Key",
         tools_ttl_s: float = 60.0,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        long_running_tools: list[str] | None = None,
+        long_running_timeout_s: float = 3600.0,
     ) -> None:
         super().__init__(tool_filter=tool_filter, tool_name_prefix=tool_name_prefix)
         if isinstance(connection_params, StdioServerParameters):
@@ -84,6 +94,8 @@ class McpToolset(BaseToolset):
         self._api_key_header = api_key_header
         self._ttl_s = tools_ttl_s
         self._max_result_chars = max_result_chars
+        self.long_running_tools = frozenset(long_running_tools or ())
+        self.long_running_timeout_s = long_running_timeout_s
         self._listed_at = -float("inf")
         self._tools: dict[str, McpTool] = {}
         self._lock: asyncio.Lock | None = None
@@ -161,7 +173,8 @@ class McpTool(BaseTool):
         description = (mcp_tool.description or mcp_tool.title or mcp_tool.name)[
             :MAX_DESCRIPTION_CHARS
         ]
-        super().__init__(name=name, description=description)
+        long_running = name in toolset.long_running_tools
+        super().__init__(name=name, description=description, is_long_running=long_running)
         self.mcp_name = mcp_tool.name
         self.declared = declared
         hints = mcp_tool.annotations
@@ -197,25 +210,67 @@ class McpTool(BaseTool):
         if headers is None:
             return dict(AWAITING_CREDENTIAL)
 
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            log.info(
-                "%s: %s progress %s/%s %s",
-                toolset.where(),
-                self.mcp_name,
-                progress,
-                total,
-                message or "",
+        if self.is_long_running:
+            detached(self._finish_later(headers, args, tool_context))
+            where = toolset.where()
+            return {"status": "pending", "message": f"running on {where}; the result follows"}
+
+        async def log_progress(progress: float, total: float | None, message: str | None) -> None:
+            # No channel for a call's progress before its result: the worker's log has it.
+            log.debug(
+                "%s %s: progress %s/%s %s", toolset.where(), self.name, progress, total, message
             )
 
-        result = await session_pool().call_tool(
-            toolset.connection_params,
+        return to_response(await self._call(headers, args, log_progress), toolset._max_result_chars)
+
+    async def _call(
+        self, headers: dict[str, str], args: dict[str, Any], progress: ProgressFnT
+    ) -> CallToolResult:
+        return await session_pool().call_tool(
+            self._toolset.connection_params,
             headers,
             self.mcp_name,
             args,
             retry_safe=self.retry_safe,
-            progress=on_progress,
+            progress=progress,
         )
-        return to_response(result, toolset._max_result_chars)
+
+    async def _finish_later(
+        self, headers: dict[str, str], args: dict[str, Any], tool_context: ToolContext
+    ) -> None:
+        """A long-running call, after it answered "pending": post its progress, then its
+        final result (an error response if it fails or runs out of time)."""
+        toolset = self._toolset
+        last_post = -float("inf")
+
+        async def post(response: dict[str, Any], final: bool) -> None:
+            try:  # a Redis round trip: off the loop that every call of the process shares
+                await asyncio.to_thread(tool_context.post_result, response, final=final)
+            except Exception as exc:  # the call was closed meanwhile (timed out, say)
+                log.warning("%s %s: result not posted: %s", toolset.where(), self.name, exc)
+
+        async def post_progress(progress: float, total: float | None, message: str | None) -> None:
+            nonlocal last_post
+            if time.monotonic() - last_post < MIN_PROGRESS_INTERVAL_S:
+                return  # a chatty server would flood the completions stream
+            last_post = time.monotonic()
+            update = {"status": "running", "progress": progress, "total": total, "message": message}
+            await post(update, final=False)
+
+        try:
+            async with asyncio.timeout(toolset.long_running_timeout_s):
+                result = await self._call(headers, args, post_progress)
+            answer = to_response(result, toolset._max_result_chars)
+            final = answer if isinstance(answer, dict) else {"result": answer}
+        except ToolError as exc:
+            final = error_response("ToolError", str(exc))
+        except TimeoutError:
+            limit = toolset.long_running_timeout_s
+            final = error_response("TimeoutError", f"no result within {limit:g} s")
+        except Exception as exc:
+            log.exception("%s %s failed", toolset.where(), self.name)
+            final = error_response(type(exc).__name__, str(exc))
+        await post(final, final=True)
 
 
 def _identifier(name: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -216,3 +217,31 @@ def test_the_users_credential_goes_in_the_header(
     assert asked.actions.requested_auth is not None
     assert asked.actions.requested_auth["key"] == "mcp_test"
     assert answered.response["authorization"] == "Bearer tok-123"
+
+
+def test_a_long_running_tool_posts_progress_then_its_result(starts: Path) -> None:
+    # Given count_up as a long-running tool, and a worker's result poster that records
+    posted: list[tuple[str, dict[str, Any], bool]] = []
+    finished = threading.Event()
+
+    def post_result(call_id: str, response: dict[str, Any], *, final: bool = True) -> None:
+        posted.append((call_id, response, final))
+        if final:
+            finished.set()
+
+    toolset = McpToolset(connection_params=stdio_params(starts), long_running_tools=["count_up"])
+    tool = tools_of(toolset)["count_up"]
+
+    # When it is called, it answers pending at once
+    started = call(tool, {"steps": 3}, ToolServices(post_result=post_result))
+    assert tool.is_long_running
+    assert started.status is CallStatus.PENDING and started.response["status"] == "pending"
+
+    # Then the server's progress and its final result are posted for the call
+    assert finished.wait(30)
+    progress = [r for _, r, final in posted if not final]
+    assert progress and progress[0] == {
+        "status": "running", "progress": 1.0, "total": 3.0, "message": "step 1",
+    }  # fmt: skip
+    assert posted[-1] == ("c1", {"result": "counted 3"}, True)
+    assert all(call_id == "c1" for call_id, _, _ in posted)
