@@ -2,9 +2,9 @@
 
 A worker's calls all run on its process's call loop: the first call to a server opens a
 session (for stdio: starts the server process), later calls reuse it, concurrent calls
-share it (JSON-RPC requests are multiplexed). A session that died is reopened; a call it
-failed is retried once when that is safe: the request never reached the server, or the
-tool says it is read-only or idempotent.
+share it (JSON-RPC requests are multiplexed). A session that died is reopened (one idle
+for a while is probed first); a call during which the connection failed is retried once,
+only when the tool says it is read-only or idempotent.
 
 Each session lives in a task of its own that holds the SDK's context managers (anyio
 requires entering and leaving them in one task). That task is started outside the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
@@ -37,6 +38,10 @@ log = logging.getLogger(__name__)
 MAX_SESSIONS = 32
 # Seconds a closing session gets to shut its server down.
 CLOSE_TIMEOUT_S = 5.0
+# A session idle this long (seconds) is probed with a harmless request before a call is
+# sent on it (as database pools pre-ping): a server that died meanwhile is found before
+# the call, which then goes to a new session - no doubt whether it ran.
+PROBE_AFTER_IDLE_S = 5.0
 
 
 def detached(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -54,6 +59,7 @@ class Session:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[Any] | None = None
         self.client: Client | None = None
+        self.last_used = time.monotonic()
 
     async def open(self) -> None:
         """Connect and complete the handshake within the connection's timeout."""
@@ -86,6 +92,22 @@ class Session:
         dispatcher = getattr(self.client.session, "_dispatcher", None)
         return not getattr(dispatcher, "_closed", False)
 
+    async def usable(self) -> bool:
+        """Alive, and if idle for PROBE_AFTER_IDLE_S, answering a harmless request."""
+        if not self.alive():
+            return False
+        if time.monotonic() - self.last_used < PROBE_AFTER_IDLE_S:
+            return True
+        assert self.client is not None
+        try:
+            async with asyncio.timeout(self.connection.timeout):
+                await self.client.list_tools()
+        except Exception as exc:
+            log.info("%s: idle session did not answer (%r)", self.connection.describe(), exc)
+            return False
+        self.last_used = time.monotonic()
+        return True
+
     async def close(self) -> None:
         """Leave the session (stops a stdio server); bounded by CLOSE_TIMEOUT_S."""
         self._stop.set()
@@ -112,7 +134,7 @@ class SessionPool:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             found = self._sessions.get(key)
-            if found is not None and found.alive():
+            if found is not None and await found.usable():
                 self._sessions.move_to_end(key)
                 return found
             if found is not None:
@@ -174,7 +196,9 @@ async def _call(
     session: Session, name: str, args: dict[str, Any], progress: ProgressFnT | None
 ) -> CallToolResult:
     assert session.client is not None
-    return await session.client.call_tool(name, args, progress_callback=progress)
+    result = await session.client.call_tool(name, args, progress_callback=progress)
+    session.last_used = time.monotonic()
+    return result
 
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SessionPool] = (

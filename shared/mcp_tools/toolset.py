@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 from google.genai import types
@@ -27,7 +28,7 @@ from toolfleet.shared.mcp_tools.results import DEFAULT_MAX_RESULT_CHARS, to_resp
 from toolfleet.shared.mcp_tools.sessions import detached, session_pool
 from toolfleet.shared.messages import error_response
 from toolfleet.shared.remote_auth import AWAITING_CREDENTIAL, credential_header, stored_credential
-from toolfleet.shared.tools import FunctionTool
+from toolfleet.shared.tools import FunctionTool, ToolOptions
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class McpToolset(BaseToolset):
             while the worker process waits for the server's result; their MCP progress
             notifications are posted as toolfleet progress, then the final result.
         long_running_timeout_s: How long such a call may take on the server, in seconds.
+        pool: The pool whose workers make the calls (default: the default io pool).
     """
 
     def __init__(
@@ -78,8 +80,11 @@ class McpToolset(BaseToolset):
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         long_running_tools: list[str] | None = None,
         long_running_timeout_s: float = 3600.0,
+        pool: str | None = None,
     ) -> None:
         super().__init__(tool_filter=tool_filter, tool_name_prefix=tool_name_prefix)
+        # I/O-bound calls: many at once per worker process, on its event loop.
+        self.options = ToolOptions(pool=pool, kind="io")
         if isinstance(connection_params, StdioServerParameters):
             connection_params = StdioConnectionParams(connection_params)
         if auth is not None and not isinstance(connection_params, StreamableHTTPConnectionParams):
@@ -111,7 +116,7 @@ class McpToolset(BaseToolset):
                 if time.monotonic() - self._listed_at >= self._ttl_s:
                     self._refresh(await self._list())
                     self._listed_at = time.monotonic()
-        return [t.as_function_tool() for t in self._tools.values()]
+        return [replace(t.as_function_tool(), options=self.options) for t in self._tools.values()]
 
     async def _list(self) -> list[Tool]:
         """The server's tools, through a session of its own (the orchestrator lists seldom)."""

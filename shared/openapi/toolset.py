@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -21,7 +22,7 @@ from toolfleet.shared.openapi.request import (
 )
 from toolfleet.shared.openapi.spec import Operation, load_spec, operations
 from toolfleet.shared.remote_auth import AWAITING_CREDENTIAL, credential_header, stored_credential
-from toolfleet.shared.tools import FunctionTool
+from toolfleet.shared.tools import FunctionTool, ToolOptions
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 # HTTP statuses that mean the credential was refused: ask the user for it again.
@@ -50,6 +51,7 @@ class OpenAPIToolset(BaseToolset):
         tool_name_prefix: Offer every tool as "<prefix>_<name>".
         timeout_s: Each HTTP call's time limit, in seconds.
         max_response_bytes: A longer response body is cut there, marked "truncated".
+        pool: The pool whose workers make the calls (default: the default io pool).
     """
 
     def __init__(
@@ -64,8 +66,11 @@ class OpenAPIToolset(BaseToolset):
         tool_name_prefix: str | None = None,
         timeout_s: float = 30.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        pool: str | None = None,
     ) -> None:
         super().__init__(tool_filter=tool_filter, tool_name_prefix=tool_name_prefix)
+        # I/O-bound calls: many at once per worker process, on its event loop.
+        self.options = ToolOptions(pool=pool, kind="io")
         spec = load_spec(spec_dict, spec_str)
         api = _Api(
             base_url=base_url or _server_url(spec),
@@ -81,7 +86,7 @@ class OpenAPIToolset(BaseToolset):
         self, readonly_context: ReadonlyContext | None = None
     ) -> list[FunctionTool]:
         """A tool per operation (the same objects every time)."""
-        return [t.as_function_tool() for t in self._tools]
+        return [replace(t.as_function_tool(), options=self.options) for t in self._tools]
 
 
 class _Api:

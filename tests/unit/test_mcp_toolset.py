@@ -20,7 +20,7 @@ from tests.mcp_support import serve_mcp_http, starts_in, stdio_params
 from toolfleet.shared.auth import AuthConfig, CredentialStore, new_credential_key
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.mcp_tools import McpToolset, StreamableHTTPConnectionParams
+from toolfleet.shared.mcp_tools import McpToolset, StreamableHTTPConnectionParams, sessions
 from toolfleet.shared.mcp_tools.sessions import close_sessions
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
 from toolfleet.shared.tools import FunctionTool
@@ -124,12 +124,16 @@ def test_error_result_and_unknown_arguments_become_error_responses(starts: Path)
     assert missing.response["error_type"] == "InvalidArguments"
 
 
-def test_a_server_that_died_idle_is_restarted_for_the_next_call(starts: Path) -> None:
+def test_a_server_that_died_idle_is_restarted_for_the_next_call(
+    starts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given sessions probed before reuse however briefly idle
+    monkeypatch.setattr(sessions, "PROBE_AFTER_IDLE_S", 0.0)
     tools = tools_of(McpToolset(connection_params=stdio_params(starts)))
     first = call(tools["whoami"], {}).response["pid"]
 
     os.kill(first, signal.SIGKILL)
-    wait_until_gone(first)
+    wait_until_gone(first)  # the session may not have seen it go yet
     result = call(tools["whoami"], {})
 
     assert result.status is CallStatus.SUCCESS, result.response
