@@ -7,6 +7,7 @@ pid to the file named by MCP_TEST_STARTS, so a test can count server starts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 
@@ -25,9 +26,11 @@ def add(a: int, b: int) -> int:
 
 @server.tool()
 def whoami(ctx: Context) -> dict[str, object]:
-    """The server process's id, and the authorization header it got (HTTP only)."""
-    headers = ctx.headers or {}
-    return {"pid": os.getpid(), "authorization": headers.get("authorization")}
+    """The server process's id, and the authorization header it got (HTTP only), echoed
+    and as a digest (a server that echoes a secret: the client must mask it)."""
+    got = (ctx.headers or {}).get("authorization")
+    digest = hashlib.sha256(got.encode()).hexdigest() if got else None
+    return {"pid": os.getpid(), "authorization": got, "echo": f"you sent {got}", "digest": digest}
 
 
 @server.tool()

@@ -7,21 +7,25 @@ from typing import Any
 from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextContent
 
 from toolfleet.shared.errors import ToolError
+from toolfleet.shared.remote_auth import Secrets
 
 # Characters of text an MCP result may bring to the model; the rest is cut and marked.
 DEFAULT_MAX_RESULT_CHARS = 200_000
 
 
-def to_response(result: CallToolResult, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> Any:
-    """The function response: the structured content when there is some, else the text.
+def to_response(
+    result: CallToolResult, secrets: Secrets, max_chars: int = DEFAULT_MAX_RESULT_CHARS
+) -> Any:
+    """The function response: the structured content when there is some, else the text;
+    `secrets` (what was sent, secret-named keys) masked.
 
     An error result (`isError`) raises ToolError with its text: the model's error response.
     Images and other binary content are described, not sent (the model gets text).
     """
-    text = "\n".join(_text(block) for block in result.content)
+    text = secrets.mask("\n".join(_text(block) for block in result.content))
     if result.is_error:
         raise ToolError(_cut(text, max_chars) or "the MCP tool reported an error")
-    structured = result.structured_content
+    structured = secrets.mask(result.structured_content)
     if structured is not None:
         if len(repr(structured)) > max_chars:
             return {"result": _cut(text, max_chars), "truncated": True}

@@ -27,7 +27,12 @@ from toolfleet.shared.mcp_tools.connection import (
 from toolfleet.shared.mcp_tools.results import DEFAULT_MAX_RESULT_CHARS, to_response
 from toolfleet.shared.mcp_tools.sessions import detached, session_pool
 from toolfleet.shared.messages import error_response
-from toolfleet.shared.remote_auth import AWAITING_CREDENTIAL, credential_header, stored_credential
+from toolfleet.shared.remote_auth import (
+    AWAITING_CREDENTIAL,
+    Secrets,
+    credential_header,
+    stored_credential,
+)
 from toolfleet.shared.tools import FunctionTool, ToolOptions
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
@@ -159,16 +164,17 @@ class McpToolset(BaseToolset):
         """The server, for messages."""
         return self.connection_params.describe()
 
-    async def credential_headers(self, tool_context: ToolContext) -> dict[str, str] | None:
-        """The headers carrying the user's credential ({} without `auth`); None after asking
-        the user for it."""
+    async def credentials(self, tool_context: ToolContext) -> tuple[dict[str, str], Secrets] | None:
+        """The headers carrying the user's credential ({} without `auth`) and every secret
+        value sent (to mask in what comes back); None after asking the user for it."""
+        sent = dict(getattr(self.connection_params, "headers", {}))
         if self._auth is None:
-            return {}
+            return {}, Secrets(values=tuple(sent.values()))
         token = stored_credential(tool_context, self._auth)
         if token is None:
             return None
         name, value = credential_header(self._auth, token, self._api_key_header)
-        return {name: value}
+        return {name: value}, Secrets(values=(*sent.values(), value, token))
 
 
 class McpTool(BaseTool):
@@ -211,12 +217,12 @@ class McpTool(BaseTool):
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Call the tool on the server through this process's open session."""
         toolset = self._toolset
-        headers = await toolset.credential_headers(tool_context)
-        if headers is None:
+        credentials = await toolset.credentials(tool_context)
+        if credentials is None:
             return dict(AWAITING_CREDENTIAL)
-
+        headers, secrets = credentials
         if self.is_long_running:
-            detached(self._finish_later(headers, args, tool_context))
+            detached(self._finish_later(headers, secrets, args, tool_context))
             where = toolset.where()
             return {"status": "pending", "message": f"running on {where}; the result follows"}
 
@@ -226,7 +232,8 @@ class McpTool(BaseTool):
                 "%s %s: progress %s/%s %s", toolset.where(), self.name, progress, total, message
             )
 
-        return to_response(await self._call(headers, args, log_progress), toolset._max_result_chars)
+        result = await self._call(headers, args, log_progress)
+        return to_response(result, secrets, toolset._max_result_chars)
 
     async def _call(
         self, headers: dict[str, str], args: dict[str, Any], progress: ProgressFnT
@@ -241,7 +248,11 @@ class McpTool(BaseTool):
         )
 
     async def _finish_later(
-        self, headers: dict[str, str], args: dict[str, Any], tool_context: ToolContext
+        self,
+        headers: dict[str, str],
+        secrets: Secrets,
+        args: dict[str, Any],
+        tool_context: ToolContext,
     ) -> None:
         """A long-running call, after it answered "pending": post its progress, then its
         final result (an error response if it fails or runs out of time)."""
@@ -249,6 +260,7 @@ class McpTool(BaseTool):
         last_post = -float("inf")
 
         async def post(response: dict[str, Any], final: bool) -> None:
+            response = secrets.mask(response)
             try:  # a Redis round trip: off the loop that every call of the process shares
                 await asyncio.to_thread(tool_context.post_result, response, final=final)
             except Exception as exc:  # the call was closed meanwhile (timed out, say)
@@ -265,7 +277,7 @@ class McpTool(BaseTool):
         try:
             async with asyncio.timeout(toolset.long_running_timeout_s):
                 result = await self._call(headers, args, post_progress)
-            answer = to_response(result, toolset._max_result_chars)
+            answer = to_response(result, secrets, toolset._max_result_chars)
             final = answer if isinstance(answer, dict) else {"result": answer}
         except ToolError as exc:
             final = error_response("ToolError", str(exc))

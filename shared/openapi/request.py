@@ -13,7 +13,7 @@ import httpx
 
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.openapi.spec import Operation
-from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, mask_values, redact_deep
+from toolfleet.shared.remote_auth import Secrets
 
 # What a response may bring back to the model, in bytes; the rest is cut and marked.
 DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024
@@ -27,24 +27,6 @@ class HttpStatusError(ToolError):
     def __init__(self, message: str, status_code: int) -> None:
         super().__init__(message)
         self.status_code = status_code
-
-
-@dataclass(frozen=True)
-class Secrets:
-    """Values sent with a request that must never come back in a result: header values,
-    tokens, and the names of keys whose values are masked at any depth."""
-
-    values: tuple[str, ...] = ()
-    names: tuple[str, ...] = DEFAULT_SECRET_NAMES
-
-    def mask(self, value: Any) -> Any:
-        """`value` (JSON or text) with secret-named keys and secret values masked."""
-        if isinstance(value, str):
-            return mask_values(value, self.values)
-        masked = redact_deep(value, self.names)
-        if not self.values:
-            return masked
-        return json.loads(mask_values(json.dumps(masked), self.values))
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,16 @@ from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.openapi.request import (
     DEFAULT_MAX_RESPONSE_BYTES,
     HttpStatusError,
-    Secrets,
     prepare,
     send,
 )
 from toolfleet.shared.openapi.spec import Operation, load_spec, operations
-from toolfleet.shared.remote_auth import AWAITING_CREDENTIAL, credential_header, stored_credential
+from toolfleet.shared.remote_auth import (
+    AWAITING_CREDENTIAL,
+    Secrets,
+    credential_header,
+    stored_credential,
+)
 from toolfleet.shared.tools import FunctionTool, ToolOptions
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 

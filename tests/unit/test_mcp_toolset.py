@@ -4,6 +4,8 @@ loop, session reuse, reopening a dead session, errors, bounds, credentials."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import threading
@@ -220,7 +222,11 @@ def test_the_users_credential_goes_in_the_header(
 
     assert asked.actions.requested_auth is not None
     assert asked.actions.requested_auth["key"] == "mcp_test"
-    assert answered.response["authorization"] == "Bearer tok-123"
+    # The server got it; it never comes back, even echoed by the server
+    assert answered.response["digest"] == hashlib.sha256(b"Bearer tok-123").hexdigest()
+    assert answered.response["authorization"] == "***"
+    assert answered.response["echo"] == "you sent ***"
+    assert "tok-123" not in json.dumps(answered.response)
 
 
 def test_a_long_running_tool_posts_progress_then_its_result(starts: Path) -> None:
