@@ -5,6 +5,7 @@ workers start, an HTTP app serving an OpenAPI spec."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import os
 import subprocess
@@ -17,14 +18,19 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import redis
 from mcp import Client, StdioServerParameters
 
-from tests.mcp_support import ROOT, free_port, starts_in, wait_for_port
+from tests.integration.test_auth import every_value
+from tests.mcp_support import ROOT, free_port, serve_mcp_http, starts_in, wait_for_port
 from tests.pets_api import PetsApi, serve_pets_api
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.mcp_tools import StreamableHTTPConnectionParams
 
 pytestmark = pytest.mark.integration
 
@@ -43,9 +49,21 @@ def starts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def remote_env(pets: PetsApi, starts: Path) -> Iterator[dict[str, str]]:
+def mcp_http(starts: Path) -> Iterator[StreamableHTTPConnectionParams]:
+    with serve_mcp_http(starts) as params:
+        yield params
+
+
+@pytest.fixture(scope="module")
+def remote_env(
+    pets: PetsApi, starts: Path, mcp_http: StreamableHTTPConnectionParams
+) -> Iterator[dict[str, str]]:
     """What the tool module reads, in this process (the orchestrator) and the workers."""
-    env = {"TOOLFLEET_TEST_MCP_STARTS": str(starts), "TOOLFLEET_TEST_PETS_URL": pets.url}
+    env = {
+        "TOOLFLEET_TEST_MCP_STARTS": str(starts),
+        "TOOLFLEET_TEST_PETS_URL": pets.url,
+        "TOOLFLEET_TEST_MCP_URL": mcp_http.url,
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield env
@@ -136,6 +154,39 @@ async def test_an_agent_calls_mcp_and_rest_tools_on_the_workers(
     assert starts_in(starts).count(first) == 1
     assert got["mcp_refuse"][0]["status"] == "error"
     assert got["mcp_refuse"][0]["error_message"].endswith("refused: x")
+
+
+async def test_the_users_token_reaches_the_mcp_server_and_nothing_else(
+    remote_settings: Settings,
+    remote_fleet: WorkerGroup,
+    remote_tools: ModuleType,
+    orchestrator_env: dict[str, str],
+) -> None:
+    # Given the user's token for the HTTP MCP server, stored as the credential flow does
+    canary = f"canary-{uuid.uuid4().hex}"
+    client = redis.Redis.from_url(remote_settings.require_redis_url())
+    store = CredentialStore(
+        client, Keys(remote_settings.key_prefix), remote_settings.credential_key
+    )
+    agent = remote_tools.agent
+    store.put(agent.name, "u", remote_tools.MCP_AUTH, canary)
+    model = ScriptedModel([call(Call("mcph_whoami")), say("done")])
+
+    # When the model calls a tool of that server (which echoes the header it got)
+    async with Orchestrator([agent], remote_settings, models={agent.name: model}) as orch:
+        runner = orch.runner(agent.name)
+        session_id = uuid.uuid4().hex
+        await runner.ask(user_id="u", session_id=session_id, message="who")
+        session = await runner.store.get(session_id)
+
+    # Then the server got it, and it is nowhere else: not in the result, Redis, the log
+    (answer,) = responses(session)["mcph_whoami"]
+    assert answer["digest"] == hashlib.sha256(f"Bearer {canary}".encode()).hexdigest()
+    assert answer["authorization"] == "***" and answer["echo"] == "you sent ***"
+    assert canary.encode() not in every_value(client)
+    (worker,) = remote_fleet.workers
+    assert canary not in worker.log_path.read_text()
+    client.close()
 
 
 def serve_env(settings: Settings, remote_env: dict[str, str]) -> dict[str, str]:
