@@ -102,6 +102,7 @@ def mcp(ctx: Context) -> Table:
                     calls, tool, sizes.mcp_parallel_calls, sizes.mcp_concurrency
                 )
                 parallel_s = time.perf_counter() - started
+                await calls.close()
             fresh = await _new_session_each(mcp_tools.SERVER, sizes.mcp_fresh_calls)
             return {"direct": direct, "fleet": fleet, "parallel": parallel,
                     "parallel_s": parallel_s, "fresh": fresh}  # fmt: skip

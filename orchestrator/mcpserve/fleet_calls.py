@@ -15,19 +15,21 @@ from toolfleet.shared.tools import FunctionTool
 
 
 class FleetCalls:
-    """Runs single calls through a replica's fleet; each call is a session of its own, so
-    its results stream and sent-calls record go away once it is answered."""
+    """Runs single calls through a replica's fleet. All of them answer on one results
+    stream (one pseudo-session per replica): the replica's reader watches it once, where a
+    stream per call would interrupt its blocking read for every call. `close` removes it."""
 
     def __init__(self, replica: Replica, app_name: str, user_id: str) -> None:
         self._replica = replica
         self._app = app_name
         self._user = user_id
+        self._session_id = f"mcp-{replica.id}"
 
     async def run(self, tool: FunctionTool, args: dict[str, Any]) -> ToolResult:
         """Validate `args`, run the tool on its pool's workers and wait for its result
         (within the tool's time limit); every failure is an error result."""
         call_id = uuid.uuid4().hex
-        session_id = f"mcp-{call_id}"
+        session_id = self._session_id
         keys = self._replica.keys
         envelope = ToolCall(
             call_id=call_id,
@@ -52,6 +54,11 @@ class FleetCalls:
         try:
             results = [r async for r in fleet.run([PlannedCall(envelope, tool)])]
         finally:
+            # Trims what was read (other calls' later results stay) and drops the
+            # sent-calls record, which only a resumed turn would read.
             await fleet.settle(session_id)
-            await self._replica.redis.delete(keys.results(session_id))
         return results[0]
+
+    async def close(self) -> None:
+        """Remove the results stream (call when no call is in flight any more)."""
+        await self._replica.redis.delete(self._replica.keys.results(self._session_id))

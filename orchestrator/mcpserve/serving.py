@@ -43,15 +43,18 @@ async def serve_mcp(
         )
         calls = FleetCalls(replica, catalog.app_name, catalog.user_id)
         server = FleetMcpServer(catalog, calls, finals, settings.secret_arg_names).lowlevel()
-        if transport == "stdio":
-            from mcp.server.stdio import stdio_server
+        try:
+            if transport == "stdio":
+                from mcp.server.stdio import stdio_server
 
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-            return
-        import uvicorn
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+                return
+            import uvicorn
 
-        check_loopback(host)
-        app = server.streamable_http_app(host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-        await uvicorn.Server(config).serve()
+            check_loopback(host)
+            app = server.streamable_http_app(host=host)
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+            await uvicorn.Server(config).serve()
+        finally:
+            await calls.close()

@@ -6,7 +6,8 @@ from toolfleet.shared.mcp_tools.connection import (
     StdioServerParameters,
     StreamableHTTPConnectionParams,
 )
-from toolfleet.shared.mcp_tools.toolset import McpTool, McpToolset
+from toolfleet.shared.mcp_tools.tool import McpTool
+from toolfleet.shared.mcp_tools.toolset import McpToolset
 
 __all__ = [
     "McpTool",
