@@ -66,6 +66,7 @@ async def _fleet(calls: FleetCalls, tool: FunctionTool, n: int, concurrency: int
         result = await calls.run(tool, dict(ARGS))
         times.append(time.perf_counter() - started)
         assert result.status is CallStatus.SUCCESS, result.response
+        assert result.response == {"result": 42}, result.response
 
     for _ in range(n // concurrency):
         await asyncio.gather(*(one() for _ in range(concurrency)))
@@ -91,12 +92,16 @@ def mcp(ctx: Context) -> Table:
             async with Replica(settings) as replica:
                 calls = FleetCalls(replica, "mcpbench", "u")
                 await _fleet(calls, tool, WARMUP, 1)
+                noop_tool = mcp_tools.bench_async_noop
+                await _fleet(calls, noop_tool, WARMUP, 1)
                 direct: list[float] = []
                 fleet: list[float] = []
+                noop: list[float] = []
                 per_round = sizes.mcp_calls // sizes.mcp_rounds
-                for _ in range(sizes.mcp_rounds):  # alternate: noise hits both alike
+                for _ in range(sizes.mcp_rounds):  # alternate: noise hits all alike
                     direct += await _direct(mcp_tools.SERVER, per_round)
                     fleet += await _fleet(calls, tool, per_round, 1)
+                    noop += await _fleet(calls, noop_tool, per_round, 1)
                 started = time.perf_counter()
                 parallel = await _fleet(
                     calls, tool, sizes.mcp_parallel_calls, sizes.mcp_concurrency
@@ -104,7 +109,7 @@ def mcp(ctx: Context) -> Table:
                 parallel_s = time.perf_counter() - started
                 await calls.close()
             fresh = await _new_session_each(mcp_tools.SERVER, sizes.mcp_fresh_calls)
-            return {"direct": direct, "fleet": fleet, "parallel": parallel,
+            return {"direct": direct, "fleet": fleet, "noop": noop, "parallel": parallel,
                     "parallel_s": parallel_s, "fresh": fresh}  # fmt: skip
 
         got = ctx.aio.run(measure())
@@ -112,6 +117,7 @@ def mcp(ctx: Context) -> Table:
         worker_starts = [p for p in _starts(starts) if _child_of(p, worker.process.pid)]
 
     direct, fleet = summary_ms(got["direct"]), summary_ms(got["fleet"])
+    noop = summary_ms(got["noop"])
     fresh = summary_ms(got["fresh"])
     fleet_calls = len(got["fleet"]) + len(got["parallel"]) + WARMUP
     tput_direct = len(got["direct"]) / sum(got["direct"])
@@ -125,6 +131,13 @@ def mcp(ctx: Context) -> Table:
         rows=[
             ["direct MCP client, one session", direct["p50"], direct["p99"], tput_direct, 1],
             ["fleet, sequential", fleet["p50"], fleet["p99"], tput_fleet, None],
+            [
+                "fleet, async tool without MCP (reference)",
+                noop["p50"],
+                noop["p99"],
+                len(got["noop"]) / sum(got["noop"]),
+                None,
+            ],
             [
                 f"fleet, {sizes.mcp_concurrency} at once",
                 summary_ms(got["parallel"])["p50"],
@@ -142,7 +155,9 @@ def mcp(ctx: Context) -> Table:
         ],
         notes=[
             f"overhead of the fleet per MCP call: {overhead:.2f} ms at p50 "
-            f"({fleet['p50'] / direct['p50']:.1f}x the direct call)",
+            f"({fleet['p50'] / direct['p50']:.1f}x the direct call); the same sum as a plain "
+            f"async tool on the same io worker takes {noop['p50']:.2f} ms: the MCP call adds "
+            f"{fleet['p50'] - noop['p50']:.2f} ms to the fleet's own cost",
             f"server processes of the worker's, alive after its {fleet_calls} calls: "
             f"{len(worker_starts)} (its session, reused by every call; listing its tools "
             "at start used one more, closed since)",

@@ -1,5 +1,6 @@
-"""The MCP benchmark's toolset (figure 8): the test suite's MCP server over stdio, its
-`add` tool on the `mcpbench` io pool; workers import this module."""
+"""The MCP benchmark's tools (figure 8), on the `mcpbench` io pool: the test suite's MCP
+server over stdio (its `add` tool), and the same sum as a plain async tool; workers
+import this module."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 
 from bench.harness import REPO_ROOT
 from toolfleet.shared.mcp_tools import McpToolset, StdioConnectionParams, StdioServerParameters
+from toolfleet.shared.tools import tool
 
 POOL = "mcpbench"
 # Each server process appends its pid here (tests.mcp_server): the figure counts starts.
@@ -26,3 +28,14 @@ mcp_bench = McpToolset(
     tool_name_prefix="bench",
     pool=POOL,
 )
+
+
+@tool(pool=POOL, kind="io")
+async def bench_async_noop(a: int, b: int) -> int:
+    """Adds two integers on the worker itself: the fleet's own cost, without MCP.
+
+    Args:
+        a: A number.
+        b: Another.
+    """
+    return a + b
