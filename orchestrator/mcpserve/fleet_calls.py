@@ -9,7 +9,9 @@ from typing import Any
 
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
 from toolfleet.orchestrator.replica import Replica
-from toolfleet.shared.messages import ToolCall, ToolResult
+from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
+from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import mentions_sealed
 from toolfleet.shared.tools import FunctionTool
 
@@ -24,6 +26,7 @@ class FleetCalls:
         self._app = app_name
         self._user = user_id
         self._session_id = f"mcp-{replica.id}"
+        self._pending = PendingCalls(replica.keys)
 
     async def run(self, tool: FunctionTool, args: dict[str, Any]) -> ToolResult:
         """Validate `args`, run the tool on its pool's workers and wait for its result
@@ -51,12 +54,18 @@ class FleetCalls:
             detail = "; ".join(str(p) for p in problems)
             return failed(envelope, "InvalidArguments", detail)
         fleet = self._replica.fleet
+        results: list[ToolResult] = []
         try:
             results = [r async for r in fleet.run([PlannedCall(envelope, tool)])]
         finally:
+            batch = WriteBatch()
             # Trims what was read (other calls' later results stay) and drops the
             # sent-calls record, which only a resumed turn would read.
-            await fleet.settle(session_id)
+            fleet.stage_settle(session_id, batch)
+            if not results or results[0].status is not CallStatus.PENDING:
+                # Answered (a timeout included): a worker that gets it late must not run it.
+                self._pending.stage_close(batch, session_id, [call_id])
+            await batch.run(self._replica.redis)
         return results[0]
 
     async def close(self) -> None:

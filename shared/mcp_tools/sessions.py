@@ -155,8 +155,12 @@ class SessionPool:
 
     async def _evict(self) -> None:
         while len(self._sessions) > self._max:
-            _, oldest = self._sessions.popitem(last=False)
+            key, oldest = self._sessions.popitem(last=False)
             await oldest.close()
+        # Locks of keys without a session, unless in use (per-user keys would pile up).
+        for key in [k for k, lock in self._locks.items() if k not in self._sessions]:
+            if not self._locks[key].locked():
+                del self._locks[key]
 
     async def call_tool(
         self,

@@ -23,7 +23,7 @@ from toolfleet.shared.auth import AuthConfig, CredentialStore, new_credential_ke
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.mcp_tools import McpToolset, StreamableHTTPConnectionParams, sessions
-from toolfleet.shared.mcp_tools.sessions import close_sessions
+from toolfleet.shared.mcp_tools.sessions import SessionPool, close_sessions
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import call_loop
@@ -255,3 +255,18 @@ def test_a_long_running_tool_posts_progress_then_its_result(starts: Path) -> Non
     }  # fmt: skip
     assert posted[-1] == ("c1", {"result": "counted 3"}, True)
     assert all(call_id == "c1" for call_id, _, _ in posted)
+
+
+async def test_past_its_bound_the_least_recently_used_session_is_closed(tmp_path: Path) -> None:
+    pool = SessionPool(max_sessions=1)
+    one, two = stdio_params(tmp_path / "one"), stdio_params(tmp_path / "two")
+    try:
+        first = await pool.call_tool(one, {}, "whoami", {}, retry_safe=False)
+        await pool.call_tool(two, {}, "add", {"a": 1, "b": 1}, retry_safe=False)
+        again = await pool.call_tool(one, {}, "whoami", {}, retry_safe=False)
+    finally:
+        await pool.close()
+
+    assert first.structured_content is not None and again.structured_content is not None
+    assert again.structured_content["pid"] != first.structured_content["pid"]
+    assert pool.opened == 3
