@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from mcp import Client, StdioServerParameters
 from mcp_types import Tool
@@ -52,6 +54,9 @@ class McpToolset(BaseToolset):
             while the worker process waits for the server's result; their MCP progress
             notifications are posted as toolfleet progress, then the final result.
         long_running_timeout_s: How long such a call may take on the server, in seconds.
+        require_confirmation: As for FunctionTool: True, or a function of a call's
+            arguments (and `tool_context`) saying whether a person must confirm the call
+            before it is sent; applies to every tool of the server.
         pool: The pool whose workers make the calls (default: the default io pool).
     """
 
@@ -68,6 +73,7 @@ class McpToolset(BaseToolset):
         long_running_tools: list[str] | None = None,
         long_running_timeout_s: float = 3600.0,
         pool: str | None = None,
+        require_confirmation: bool | Callable[..., Any] = False,
     ) -> None:
         super().__init__(tool_filter=tool_filter, tool_name_prefix=tool_name_prefix)
         # I/O-bound calls: many at once per worker process, on its event loop.
@@ -87,6 +93,7 @@ class McpToolset(BaseToolset):
         )
         self._long_running = frozenset(long_running_tools or ())
         self._ttl_s = tools_ttl_s
+        self._require_confirmation = require_confirmation
         self._listed_at = -float("inf")
         self._tools: dict[str, McpTool] = {}
         self._lock: asyncio.Lock | None = None
@@ -102,7 +109,11 @@ class McpToolset(BaseToolset):
                 if time.monotonic() - self._listed_at >= self._ttl_s:
                     self._refresh(await self._list())
                     self._listed_at = time.monotonic()
-        return [replace(t.as_function_tool(), options=self.options) for t in self._tools.values()]
+        confirm = self._require_confirmation
+        return [
+            replace(t.as_function_tool(), options=self.options, require_confirmation=confirm)
+            for t in self._tools.values()
+        ]
 
     async def _list(self) -> list[Tool]:
         """The server's tools, through a session of its own (the orchestrator lists seldom)."""

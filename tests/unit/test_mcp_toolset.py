@@ -19,6 +19,7 @@ import fakeredis
 import pytest
 
 from tests.mcp_support import serve_mcp_http, starts_in, stdio_params
+from toolfleet.orchestrator.loop.confirmation import ask_confirmation
 from toolfleet.shared.auth import AuthConfig, CredentialStore, new_credential_key
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys
@@ -48,15 +49,23 @@ def tools_of(toolset: McpToolset) -> dict[str, FunctionTool]:
     return {t.name: t for t in toolset.all_tools()}
 
 
+def envelope(tool: str, args: dict[str, Any]) -> ToolCall:
+    return ToolCall(
+        call_id="c1", tool=tool, args=args, session_id="s", app_name="app", user_id="u",
+        invocation_id="inv", agent="a", state={}, reply_to="r", dispatched_at=time.time(),
+    )  # fmt: skip
+
+
 def call(
     tool: FunctionTool, args: dict[str, Any], services: ToolServices | None = None
 ) -> ToolResult:
-    envelope = ToolCall(
-        call_id="c1", tool=tool.name, args=args, session_id="s", app_name="app", user_id="u",
-        invocation_id="inv", agent="a", state={}, reply_to="r", dispatched_at=time.time(),
-    )  # fmt: skip
     return execute(
-        tool, envelope, worker="w", max_result_bytes=1_000_000, time_limit_s=30, services=services
+        tool,
+        envelope(tool.name, args),
+        worker="w",
+        max_result_bytes=1_000_000,
+        time_limit_s=30,
+        services=services,
     ).result
 
 
@@ -270,3 +279,22 @@ async def test_past_its_bound_the_least_recently_used_session_is_closed(tmp_path
     assert first.structured_content is not None and again.structured_content is not None
     assert again.structured_content["pid"] != first.structured_content["pid"]
     assert pool.opened == 3
+
+
+async def test_require_confirmation_parks_every_call_of_the_server(starts: Path) -> None:
+    # Given a toolset whose calls a person must confirm when a is large
+    def needs_confirmation(**args: Any) -> bool:
+        return bool(args.get("a", 0) > 10)
+
+    toolset = McpToolset(
+        connection_params=stdio_params(starts), require_confirmation=needs_confirmation
+    )
+    tools = {t.name: t for t in await toolset.get_tools_with_prefix(None)}
+
+    # When the loop checks calls before sending them
+    big = await ask_confirmation(tools["add"], envelope("add", {"a": 99, "b": 1}), {"a": 99})
+    small = await ask_confirmation(tools["add"], envelope("add", {"a": 1, "b": 1}), {"a": 1})
+
+    # Then the big one waits for a person, the small one is sent
+    assert big is not None and big.actions.requested_confirmation is not None
+    assert small is None
