@@ -53,6 +53,12 @@ class Sizes:
     io_sync_k: int = 200
     io_prefork_max_k: int = 100  # prefork at k=1000 would take minutes (k/4 s)
     io_repeat: int = 3
+    # 8. MCP: sequential calls per path (in `mcp_rounds` alternating rounds), calls at once
+    mcp_calls: int = 400
+    mcp_rounds: int = 4
+    mcp_concurrency: int = 16
+    mcp_parallel_calls: int = 800
+    mcp_fresh_calls: int = 5  # direct calls that start a new server each (slow)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +95,11 @@ SMOKE = Sizes(
     io_sync_k=20,
     io_prefork_max_k=10,
     io_repeat=1,
+    mcp_calls=20,
+    mcp_rounds=2,
+    mcp_concurrency=4,
+    mcp_parallel_calls=40,
+    mcp_fresh_calls=2,
 )
 
 

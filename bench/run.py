@@ -40,9 +40,19 @@ FIGURES = {
     "adk": "bench.adk:adk",
     "scale": "bench.scale:scale",
     "io": "bench.io_pools:io_pools",
+    "mcp": "bench.mcp:mcp",
 }
 NAMES = list(FIGURES)
-ORDER = {"per_call": 1, "fanout": 2, "throughput": 3, "scale": 4, "resume": 5, "adk": 6, "io": 7}
+ORDER = {
+    "per_call": 1,
+    "fanout": 2,
+    "throughput": 3,
+    "scale": 4,
+    "resume": 5,
+    "adk": 6,
+    "io": 7,
+    "mcp": 8,
+}
 
 
 def _figure(name: str) -> Callable[[Context], Table]:
@@ -68,6 +78,7 @@ def cleanup(url: str, prefix: str) -> None:
             f"{prefix}:*",
             "tools.bench",
             "tools.io",
+            "tools.mcpbench",
             "bench.raw",
             "bench:raw-worker:*",
         ):

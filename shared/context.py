@@ -9,7 +9,7 @@ from google.genai import types
 
 from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import ToolfleetError
-from toolfleet.shared.jobs import Job, JobScheduler
+from toolfleet.shared.jobs import Job, JobScheduler, PostResult
 from toolfleet.shared.messages import ToolActions, ToolCall
 from toolfleet.shared.state import State
 
@@ -25,13 +25,14 @@ _S = TypeVar("_S")
 @dataclass(frozen=True)
 class ToolServices:
     """What a worker gives its tools: its settings, job scheduling, artifacts, memory,
-    credentials."""
+    credentials, and posting the results of pending calls."""
 
     settings: Settings | None = None
     scheduler: JobScheduler | None = None
     artifacts: ArtifactStore | None = None
     memory: MemoryStore | None = None
     credentials: CredentialStore | None = None
+    post_result: PostResult | None = None
 
 
 class ToolContext:
@@ -68,6 +69,12 @@ class ToolContext:
         if self._services.scheduler is None:
             raise ToolfleetError("jobs can be scheduled only from tools running on a worker")
         self._services.scheduler(job, delay_s, kwargs)
+
+    def post_result(self, response: dict[str, Any], *, final: bool = True) -> None:
+        """For a long-running call that goes on after the tool returned (in this worker
+        process): post its progress (`final=False`) or its final result."""
+        post = self._need(self._services.post_result, "posting results")
+        post(self.function_call_id, response, final=final)
 
     async def save_artifact(self, filename: str, artifact: types.Part) -> int:
         """Store a new version of `filename` (`user:` names are per user); return it (from 0)."""

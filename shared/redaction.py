@@ -119,3 +119,11 @@ def mask_url(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{user}:{MASK}@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def mask_values(text: str, secret_values: Iterable[str]) -> str:
+    """`text` with every occurrence of each secret value replaced by `***` (for what a
+    remote server sends back: it may echo a token it was given)."""
+    for value in sorted({v for v in secret_values if v}, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return text

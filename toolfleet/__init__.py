@@ -81,7 +81,13 @@ if TYPE_CHECKING:
     )
     from toolfleet.shared.jobs import Job, JobContext, job
     from toolfleet.shared.keys import Keys
+    from toolfleet.shared.mcp_tools import (
+        McpToolset,
+        StdioConnectionParams,
+        StreamableHTTPConnectionParams,
+    )
     from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
+    from toolfleet.shared.openapi import OpenAPIToolset
     from toolfleet.shared.state import State
     from toolfleet.shared.tools import (
         FunctionTool,
@@ -116,6 +122,11 @@ _MODULES: dict[str, str] = {
     "Job": "toolfleet.shared.jobs",
     "JobContext": "toolfleet.shared.jobs",
     "AuthConfig": "toolfleet.shared.auth",
+    # Toolsets of remote tools: an OpenAPI spec's operations, an MCP server's tools.
+    "OpenAPIToolset": "toolfleet.shared.openapi",
+    "McpToolset": "toolfleet.shared.mcp_tools",
+    "StdioConnectionParams": "toolfleet.shared.mcp_tools",
+    "StreamableHTTPConnectionParams": "toolfleet.shared.mcp_tools",
     # Agents, and running them.
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
@@ -205,9 +216,11 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
+    "McpToolset",
     "Model",
     "ModelError",
     "ModelRequest",
+    "OpenAPIToolset",
     "Orchestrator",
     "PendingCall",
     "ReadonlyContext",
@@ -223,7 +236,9 @@ __all__ = [
     "SessionNotFoundError",
     "Settings",
     "State",
+    "StdioConnectionParams",
     "Step",
+    "StreamableHTTPConnectionParams",
     "ToolActions",
     "ToolCall",
     "ToolCallError",

@@ -29,6 +29,7 @@ from toolfleet.workers.tasks import (
     make_scheduler,
     register_job_tasks,
     register_tool_tasks,
+    result_poster,
 )
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def create_app(settings: Settings) -> Celery:
         artifacts=ArtifactStore(client, keys),
         memory=MemoryStore(client, keys),
         credentials=CredentialStore(client, keys, settings.credential_key),
+        post_result=result_poster(completions, "worker"),
     )
     guard = DeliveryGuard(client, keys, settings.max_deliveries)
     deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer)

@@ -16,7 +16,7 @@ from toolfleet.shared.celery_config import tool_pool, tool_time_limit
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
-from toolfleet.shared.jobs import Job, JobContext, JobScheduler
+from toolfleet.shared.jobs import Job, JobContext, JobScheduler, PostResult
 from toolfleet.shared.keys import Keys, queue_name, task_name
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from toolfleet.shared.reporting import ResultReporter
@@ -107,13 +107,18 @@ def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps)
         _register_tool(app, tool, deps)
 
 
-def register_job_tasks(app: Celery, jobs: dict[str, Job], completions: Completions) -> None:
-    """`job.<name>` tasks: background work started by long-running tools."""
+def result_poster(completions: Completions, source: str) -> PostResult:
+    """Posts results of pending calls as `source` (jobs; tools whose work goes on)."""
 
     def post_result(call_id: str, response: dict[str, Any], *, final: bool = True) -> None:
-        completions.post_result(call_id, response, final=final, source="job")
+        completions.post_result(call_id, response, final=final, source=source)
 
-    context = JobContext(post_result=post_result)
+    return post_result
+
+
+def register_job_tasks(app: Celery, jobs: dict[str, Job], completions: Completions) -> None:
+    """`job.<name>` tasks: background work started by long-running tools."""
+    context = JobContext(post_result=result_poster(completions, "job"))
     for found in jobs.values():
 
         def run_job(job: Job = found, **kwargs: Any) -> None:

@@ -28,6 +28,7 @@ from toolfleet.orchestrator.cli.launch import (
     specs_for,
     start_local_fleet,
 )
+from toolfleet.orchestrator.cli.mcp import add_mcp_commands
 from toolfleet.orchestrator.cli.status import cmd_status
 from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.loop.invocation import Update
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_ticket_commands(sub)
     add_cancel_command(sub)
+    add_mcp_commands(sub)
     status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
     status.set_defaults(func=cmd_status)
     return parser

@@ -1,0 +1,55 @@
+"""Which fleet tools `toolfleet mcp serve` offers: an agent's, or a module's."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.shared.discovery import tools_in_module
+from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.tools import ToolRegistry
+from toolfleet.shared.toolsets import ReadonlyContext
+
+# The ids an MCP client's calls run under (it has no toolfleet session).
+MCP_SESSION = "mcp"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The tools to serve: an agent's (its toolsets listed again on each request, through
+    their own caches) or a fixed set found in modules."""
+
+    agent: Agent | None = None
+    fixed: ToolRegistry | None = None
+    app_name: str = "mcp"
+    user_id: str = "mcp"
+
+    @classmethod
+    def of_modules(cls, names: list[str], app_name: str) -> Catalog:
+        """Every tool in the modules (as a worker finds them); ConfigError naming a module
+        that does not import. Call it before any event loop runs (toolsets list there)."""
+        registry = ToolRegistry(tool for name in names for tool in tools_in_module(_import(name)))
+        return cls(fixed=registry, app_name=app_name)
+
+    async def tools(self) -> ToolRegistry:
+        """The tools on offer now."""
+        if self.agent is None:
+            return self.fixed or ToolRegistry()
+        context = ReadonlyContext.of(
+            {},
+            agent_name=self.agent.name,
+            invocation_id=MCP_SESSION,
+            session_id=MCP_SESSION,
+            user_id=self.user_id,
+            app_name=self.app_name,
+        )
+        return await self.agent.tools_for(context)
+
+
+def _import(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(f"--tools {name!r} cannot be imported: {exc}") from exc

@@ -1,0 +1,60 @@
+"""Run the fleet's MCP server until it is stopped: over stdio (for a client that starts
+it) or streamable HTTP on a loopback address."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Literal
+
+from toolfleet.orchestrator.mcpserve.catalog import Catalog
+from toolfleet.orchestrator.mcpserve.final_results import FinalResults
+from toolfleet.orchestrator.mcpserve.fleet_calls import FleetCalls
+from toolfleet.orchestrator.mcpserve.server import FleetMcpServer
+from toolfleet.orchestrator.replica import Replica
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ConfigError
+
+Transport = Literal["stdio", "http"]
+
+
+def check_loopback(host: str) -> None:
+    """The MCP server authenticates no caller: refuse an address beyond this machine."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"--host {host}: `toolfleet mcp serve` does not authenticate callers, so it "
+            "binds to loopback only (127.0.0.1, ::1 or localhost); put an authenticating "
+            "proxy in front of it to reach it from elsewhere"
+        )
+
+
+async def serve_mcp(
+    catalog: Catalog, settings: Settings, transport: Transport, host: str, port: int
+) -> None:
+    """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
+    async with Replica(settings) as replica:
+        sync = replica.sync_client()
+        finals = FinalResults(
+            sync, replica.keys, Completions.of(sync, replica.keys, settings), catalog.app_name
+        )
+        calls = FleetCalls(replica, catalog.app_name, catalog.user_id)
+        server = FleetMcpServer(catalog, calls, finals, settings.secret_arg_names).lowlevel()
+        try:
+            if transport == "stdio":
+                from mcp.server.stdio import stdio_server
+
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+                return
+            import uvicorn
+
+            check_loopback(host)
+            app = server.streamable_http_app(host=host)
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+            await uvicorn.Server(config).serve()
+        finally:
+            await calls.close()

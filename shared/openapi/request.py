@@ -1,0 +1,128 @@
+"""One HTTP call of an OpenAPI operation with httpx: the request from the model's arguments,
+the response read up to a bound, secrets masked in what comes back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from toolfleet.shared.errors import ToolError
+from toolfleet.shared.openapi.spec import Operation
+from toolfleet.shared.remote_auth import Secrets
+
+# What a response may bring back to the model, in bytes; the rest is cut and marked.
+DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024
+# How much of an error body the model is shown, in characters.
+ERROR_BODY_CHARS = 2000
+
+
+class HttpStatusError(ToolError):
+    """The API answered an error status; the message (for the model) has the status and body."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What to send: the method, the URL and its query, the headers and the JSON body."""
+
+    method: str
+    url: str
+    params: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    cookies: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    has_body: bool = False
+
+
+def prepare(
+    op: Operation, base_url: str, args: Mapping[str, Any], headers: Mapping[str, str]
+) -> Prepared:
+    """The request for `op` with the model's `args`: path parameters percent-encoded (a
+    value cannot leave its path segment), the others in the query, headers or cookies."""
+    path = op.path
+    sent = Prepared(op.method.upper(), "", headers=dict(headers))
+    for param in op.parameters:
+        if param.arg not in args or args[param.arg] is None:
+            continue
+        value = args[param.arg]
+        if param.location == "path":
+            path = path.replace("{" + param.name + "}", quote(_text(value), safe=""))
+        elif param.location == "query":
+            sent.params[param.name] = value if isinstance(value, list) else _text(value)
+        elif param.location == "header":
+            sent.headers[param.name] = _text(value)
+        else:
+            sent.cookies[param.name] = _text(value)
+    has_body = op.body_schema is not None and "body" in args
+    url = base_url.rstrip("/") + "/" + path.lstrip("/")
+    return Prepared(
+        sent.method, url, sent.params, sent.headers, sent.cookies, args.get("body"), has_body
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+async def send(
+    client: httpx.AsyncClient, request: Prepared, secrets: Secrets, max_bytes: int
+) -> dict[str, Any]:
+    """Send `request`; the response as {"status_code", "body"} (JSON decoded when it is
+    JSON; "truncated": true when cut at `max_bytes`). An HTTP error status raises
+    HttpStatusError (a ToolError)
+    with the status and the (masked, shortened) body: the model's error response."""
+    extra: dict[str, Any] = {"json": request.body} if request.has_body else {}
+    async with client.stream(
+        request.method,
+        request.url,
+        params=request.params,
+        headers=request.headers,
+        cookies=request.cookies,
+        **extra,
+    ) as response:
+        raw, truncated = await _read_bounded(response, max_bytes)
+    body = secrets.mask(_decode(raw, response.headers.get("content-type", ""), truncated))
+    if response.is_error:
+        shown = body if isinstance(body, str) else json.dumps(body)
+        if len(shown) > ERROR_BODY_CHARS:
+            shown = shown[:ERROR_BODY_CHARS] + "... (cut)"
+        raise HttpStatusError(
+            f"HTTP {response.status_code} {response.reason_phrase} from {request.method} "
+            f"{secrets.mask(str(response.url.copy_with(query=None)))}: {shown}",
+            response.status_code,
+        )
+    result: dict[str, Any] = {"status_code": response.status_code, "body": body}
+    if truncated:
+        result["truncated"] = True
+    return result
+
+
+async def _read_bounded(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            return b"".join(chunks)[:max_bytes], True
+    return b"".join(chunks), False
+
+
+def _decode(raw: bytes, content_type: str, truncated: bool) -> Any:
+    text = raw.decode("utf-8", errors="replace")
+    if "json" in content_type and not truncated:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text

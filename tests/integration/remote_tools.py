@@ -1,0 +1,61 @@
+"""Tools from MCP servers (stdio, and HTTP with the user's token) and an OpenAPI spec, on
+the `remote` pool, for the integration tests of McpToolset, OpenAPIToolset and
+`toolfleet mcp serve`.
+
+The workers and the orchestrator read the server's start log and the pets app's URL
+from the environment the tests set.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.mcp_support import stdio_params
+from tests.pets_api import pets_spec
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.shared.auth import AuthConfig
+from toolfleet.shared.mcp_tools import McpToolset, StreamableHTTPConnectionParams
+from toolfleet.shared.openapi import OpenAPIToolset
+from toolfleet.shared.tools import tool
+
+POOL = "remote"
+STARTS = Path(os.environ.get("TOOLFLEET_TEST_MCP_STARTS", "/nonexistent/mcp-starts"))
+PETS_URL = os.environ.get("TOOLFLEET_TEST_PETS_URL", "http://127.0.0.1:9")
+MCP_URL = os.environ.get("TOOLFLEET_TEST_MCP_URL", "http://127.0.0.1:9/mcp")
+MCP_AUTH = AuthConfig(key="mcp_test", scheme="bearer", description="A token for the MCP server.")
+
+mcp_tools = McpToolset(
+    connection_params=stdio_params(STARTS),
+    tool_name_prefix="mcp",
+    tool_filter=["add", "whoami", "count_up", "refuse"],
+    long_running_tools=["count_up"],
+    pool=POOL,
+)
+mcp_http = McpToolset(
+    connection_params=StreamableHTTPConnectionParams(MCP_URL, timeout=20),
+    tool_name_prefix="mcph",
+    tool_filter=["whoami"],
+    auth=MCP_AUTH,
+    pool=POOL,
+)
+pets = OpenAPIToolset(
+    spec_dict=pets_spec(PETS_URL), tool_name_prefix="pets", tool_filter=["get_pet"], pool=POOL
+)
+
+
+@tool(pool=POOL, kind="io")
+async def echo_upper(text: str) -> str:
+    """Returns `text` in capitals (a plain tool served next to the remote ones).
+
+    Args:
+        text: Any text.
+    """
+    return text.upper()
+
+
+agent = Agent(
+    name="remote_agent",
+    instruction="Use the MCP and REST tools.",
+    tools=[mcp_tools, mcp_http, pets, echo_upper],
+)

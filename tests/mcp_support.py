@@ -1,0 +1,79 @@
+"""Start the test MCP server (tests.mcp_server) over stdio or streamable HTTP, and count
+its starts."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from toolfleet.shared.mcp_tools import (
+    StdioConnectionParams,
+    StdioServerParameters,
+    StreamableHTTPConnectionParams,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 20.0
+
+
+def stdio_params(starts: Path) -> StdioConnectionParams:
+    """The test server over stdio; each process it starts writes its pid to `starts`."""
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tests.mcp_server", "stdio"],
+        env={"MCP_TEST_STARTS": str(starts), "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+    return StdioConnectionParams(server, timeout=START_TIMEOUT_S)
+
+
+def starts_in(path: Path) -> list[int]:
+    """The pids of the server processes started so far."""
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Return once `port` accepts connections; raise if the process ends or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the MCP test server exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)  # polling a port that is not open yet: nothing to wait on
+    raise TimeoutError(f"the MCP test server did not listen on {port} within {timeout_s} s")
+
+
+@contextmanager
+def serve_mcp_http(starts: Path) -> Iterator[StreamableHTTPConnectionParams]:
+    """The test server over streamable HTTP on a free port, stopped on exit."""
+    port = free_port()
+    env = {**os.environ, "MCP_TEST_STARTS": str(starts), "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp_server", "http", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process, START_TIMEOUT_S)
+        yield StreamableHTTPConnectionParams(f"http://127.0.0.1:{port}/mcp", timeout=10)
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -1,0 +1,203 @@
+"""OpenAPIToolset against a real HTTP app serving its spec: schemas with $refs resolved,
+calls made by the worker's executor, HTTP errors for the model, bounds and secrets."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import fakeredis
+import httpx
+import pytest
+
+from tests.pets_api import PetsApi, pets_spec, serve_pets_api
+from toolfleet.shared.auth import AuthConfig, CredentialStore, new_credential_key
+from toolfleet.shared.context import ToolServices
+from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
+from toolfleet.shared.openapi import OpenAPIToolset
+from toolfleet.shared.openapi.spec import RECURSION_STUB
+from toolfleet.shared.tools import FunctionTool
+from toolfleet.workers.executor import execute
+
+PETS_AUTH = AuthConfig(key="pets", scheme="api_key", description="Your Pets API key.")
+
+
+@pytest.fixture
+def api() -> Iterator[PetsApi]:
+    with serve_pets_api() as running:
+        yield running
+
+
+@pytest.fixture
+def spec_text(api: PetsApi) -> str:
+    # Given the spec as the app serves it
+    return httpx.get(f"{api.url}/openapi.json").text
+
+
+def tools_of(toolset: OpenAPIToolset) -> dict[str, FunctionTool]:
+    return {t.name: t for t in toolset.all_tools()}
+
+
+def call(
+    tool: FunctionTool, args: dict[str, Any], services: ToolServices | None = None
+) -> ToolResult:
+    envelope = ToolCall(
+        call_id="c1", tool=tool.name, args=args, session_id="s", app_name="app", user_id="u",
+        invocation_id="inv", agent="a", state={}, reply_to="r", dispatched_at=time.time(),
+    )  # fmt: skip
+    return execute(
+        tool, envelope, worker="w", max_result_bytes=1_000_000, time_limit_s=10, services=services
+    ).result
+
+
+def test_one_tool_per_operation_with_refs_resolved(spec_text: str) -> None:
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text))
+
+    assert sorted(tools) == ["create_pet", "echo_secrets", "get_big", "get_pet", "put_tree"]
+    get_pet = tools["get_pet"].parameters_json_schema
+    assert get_pet["required"] == ["pet_id"]
+    assert get_pet["properties"]["pet_id"] == {"type": "string", "description": "The pet's id."}
+    assert get_pet["properties"]["verbose"] == {"type": "boolean"}
+    body = tools["create_pet"].parameters_json_schema["properties"]["body"]
+    assert body["properties"]["tag"] == {"type": "string", "enum": ["dog", "cat"]}
+    assert "$ref" not in json.dumps([t.declaration() for t in tools.values()])
+    assert tools["create_pet"].description == "Add a pet."
+    # A recursive schema is cut where it refers to itself.
+    tree = tools["put_tree"].parameters_json_schema["properties"]["body"]
+    assert tree["properties"]["children"]["items"] == RECURSION_STUB
+
+
+def test_filter_and_prefix(spec_text: str) -> None:
+    toolset = OpenAPIToolset(spec_str=spec_text, tool_filter=["get_pet"], tool_name_prefix="pets")
+    assert list(tools_of(toolset)) == ["pets_get_pet"]
+
+
+def test_calls_run_on_the_executor_with_path_query_and_body(api: PetsApi, spec_text: str) -> None:
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text))
+
+    got = call(tools["get_pet"], {"pet_id": "p1", "verbose": True})
+    created = call(tools["create_pet"], {"body": {"name": "Tom", "tag": "cat"}})
+
+    assert got.status is CallStatus.SUCCESS
+    assert got.response == {
+        "status_code": 200,
+        "body": {"id": "p1", "name": "Rex", "query": {"verbose": ["true"]}},
+    }
+    assert created.response["status_code"] == 201
+    assert created.response["body"] == {"id": "p1", "name": "Tom", "tag": "cat"}
+    assert api.seen[-1]["body"] == {"name": "Tom", "tag": "cat"}
+
+
+def test_a_path_argument_cannot_leave_its_segment(api: PetsApi, spec_text: str) -> None:
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text))
+
+    result = call(tools["get_pet"], {"pet_id": "../big"})
+
+    assert api.seen[-1]["path"] == "/pets/..%2Fbig"
+    assert result.status is CallStatus.ERROR
+
+
+def test_http_error_is_an_error_response_with_status_and_body(spec_text: str) -> None:
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text))
+
+    result = call(tools["get_pet"], {"pet_id": "p9"})
+
+    assert result.status is CallStatus.ERROR
+    assert result.response["error_type"] == "ToolError"
+    message = result.response["error_message"]
+    assert message.startswith("HTTP 404 Not Found from GET ")
+    assert '{"error": "no pet p9"}' in message
+
+
+def test_missing_argument_never_reaches_the_api(api: PetsApi, spec_text: str) -> None:
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text))
+    before = len(api.seen)
+
+    result = call(tools["create_pet"], {})
+
+    assert result.response["error_type"] == "InvalidArguments"
+    assert len(api.seen) == before
+
+
+def test_an_oversized_response_is_cut(spec_text: str) -> None:
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text, max_response_bytes=1000))
+
+    result = call(tools["get_big"], {})
+
+    assert result.response["truncated"] is True
+    assert len(result.response["body"]) == 1000
+
+
+def test_secrets_sent_never_come_back(api: PetsApi, spec_text: str) -> None:
+    # Given a static header whose value the server echoes back in an error body
+    canary = "canary-5ec7e7"
+    toolset = OpenAPIToolset(spec_str=spec_text, headers={"X-Pets-Key": canary})
+
+    result = call(tools_of(toolset)["echo_secrets"], {})
+
+    assert api.seen[-1]["x-pets-key"] == canary  # it was sent
+    assert result.status is CallStatus.ERROR
+    message = result.response["error_message"]
+    assert "HTTP 403" in message and canary not in message and "t0p" not in message
+    assert "you sent ***" in message
+
+
+def test_credential_is_asked_for_then_sent_where_the_spec_says(
+    api: PetsApi, spec_text: str
+) -> None:
+    store = CredentialStore(fakeredis.FakeRedis(), Keys("t"), new_credential_key())
+    services = ToolServices(credentials=store)
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text, auth=PETS_AUTH))
+    api.valid_keys.add("k-123")
+    before = len(api.seen)
+
+    # When no credential is stored, the call asks for it and sends nothing
+    asked = call(tools["get_pet"], {"pet_id": "p1"}, services)
+    assert asked.actions.requested_auth is not None
+    assert asked.actions.requested_auth["key"] == "pets"
+    assert len(api.seen) == before
+
+    # When the user supplied it, it goes in the spec's apiKey header, masked in results
+    store.put("app", "u", PETS_AUTH, "k-123")
+    got = call(tools["get_pet"], {"pet_id": "p1"}, services)
+    assert got.status is CallStatus.SUCCESS and api.seen[-1]["x-pets-key"] == "k-123"
+
+    # When the API refuses it, the user is asked again
+    store.put("app", "u", PETS_AUTH, "k-wrong")
+    refused = call(tools["get_pet"], {"pet_id": "p1"}, services)
+    assert refused.status is CallStatus.ERROR and "HTTP 401" in refused.response["error_message"]
+    assert refused.actions.requested_auth is not None
+    assert store.get("app", "u", PETS_AUTH) is None
+
+
+@pytest.mark.parametrize(
+    ("mutate", "problem"),
+    [
+        (lambda s: s["components"]["schemas"].update(Tag={"$ref": "#/components/schemas/Tag"}),
+         "reference cycle"),
+        (lambda s: s["paths"]["/pets/{petId}"]["parameters"].append({"$ref": "http://evil/p"}),
+         "outside the document"),
+        (lambda s: s["paths"]["/big"]["get"].update(operationId="getPet"),
+         "two operations are named 'get_pet'"),
+        (lambda s: s.update(servers=[{"url": "/v1"}]), "pass base_url="),
+    ],
+)  # fmt: skip
+def test_a_bad_spec_is_refused_at_definition(mutate: Any, problem: str) -> None:
+    spec = pets_spec("http://127.0.0.1:1")
+    mutate(spec)
+    with pytest.raises(ToolDefinitionError, match=problem):
+        OpenAPIToolset(spec_dict=spec)
+
+
+def test_a_schema_nested_without_end_is_refused() -> None:
+    spec = pets_spec("http://127.0.0.1:1")
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(100):
+        deep = {"type": "array", "items": deep}
+    spec["components"]["schemas"]["Tag"] = deep
+    with pytest.raises(ToolDefinitionError, match="nested deeper"):
+        OpenAPIToolset(spec_dict=spec)
