@@ -3,7 +3,6 @@ it) or streamable HTTP on a loopback address."""
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Literal
 
 from toolfleet.orchestrator.mcpserve.catalog import Catalog
@@ -18,13 +17,15 @@ from toolfleet.shared.errors import ConfigError
 Transport = Literal["stdio", "http"]
 
 
+# The loopback names for which the MCP SDK turns on its DNS-rebinding protection (Host
+# and Origin checks): without it a web page could reach the server through the browser.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
 def check_loopback(host: str) -> None:
-    """The MCP server authenticates no caller: refuse an address beyond this machine."""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
+    """The MCP server authenticates no caller: refuse an address beyond this machine (and
+    loopback addresses the SDK does not protect from DNS rebinding)."""
+    if host not in LOOPBACK_HOSTS:
         raise ConfigError(
             f"--host {host}: `toolfleet mcp serve` does not authenticate callers, so it "
             "binds to loopback only (127.0.0.1, ::1 or localhost); put an authenticating "

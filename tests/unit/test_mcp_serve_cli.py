@@ -12,6 +12,8 @@ from toolfleet.orchestrator.cli.main import main
     [
         (["--tools", "x", "--transport", "http", "--host", "0.0.0.0"], "binds to loopback only"),
         (["--tools", "x", "--transport", "http", "--host", "example.com"], "authenticating proxy"),
+        # Loopback, but not a name the SDK's DNS-rebinding checks protect.
+        (["--tools", "x", "--transport", "http", "--host", "127.0.0.2"], "loopback only"),
         ([], "pass one of --agent module:attribute or --tools"),
         (["--agent", "a:b", "--tools", "x"], "pass one of"),
     ],
