@@ -51,6 +51,12 @@ if TYPE_CHECKING:
     from toolfleet.shared.base_tool import BaseTool
     from toolfleet.shared.confirmation import ToolConfirmation
     from toolfleet.shared.context import ToolContext
+    from toolfleet.shared.mcp_tools import (
+        McpToolset,
+        StdioConnectionParams,
+        StreamableHTTPConnectionParams,
+    )
+    from toolfleet.shared.openapi import OpenAPIToolset
     from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
     from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
@@ -68,6 +74,11 @@ _MODULES: dict[str, str] = {
     "FunctionTool": "toolfleet.shared.tools",
     "LongRunningFunctionTool": "toolfleet.shared.tools",
     "BaseTool": "toolfleet.shared.base_tool",
+    # MCP servers' and OpenAPI specs' tools, called on the workers.
+    "McpToolset": "toolfleet.shared.mcp_tools",
+    "StdioConnectionParams": "toolfleet.shared.mcp_tools",
+    "StreamableHTTPConnectionParams": "toolfleet.shared.mcp_tools",
+    "OpenAPIToolset": "toolfleet.shared.openapi",
     "BaseToolset": "toolfleet.shared.toolsets",
     "ReadonlyContext": "toolfleet.shared.toolsets",
     "ToolContext": "toolfleet.shared.context",
@@ -107,6 +118,8 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
+    "McpToolset",
+    "OpenAPIToolset",
     "ReadonlyContext",
     "RedisArtifactService",
     "RedisMemoryService",
@@ -114,6 +127,8 @@ __all__ = [
     "ReflectAndRetryToolPlugin",
     "Runner",
     "Session",
+    "StdioConnectionParams",
+    "StreamableHTTPConnectionParams",
     "ToolConfirmation",
     "ToolContext",
 ]
