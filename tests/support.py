@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.shared import tracing
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
@@ -67,3 +73,21 @@ class InProcessRunner:
 async def until(predicate: Callable[[], object], what: str, timeout_s: float) -> None:
     """Wait for a condition off the event loop (the orchestrator keeps running)."""
     await asyncio.to_thread(wait_for, predicate, timeout_s, what, interval_s=0.05)
+
+
+@contextlib.contextmanager
+def in_memory_spans() -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process while the block runs, every span kept in memory."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.uninstall()
+
+
+def span_text(exporter: InMemorySpanExporter) -> str:
+    """Everything the finished spans say (names, attributes, events, status), as text."""
+    return "\n".join(span.to_json() for span in exporter.get_finished_spans())

@@ -6,12 +6,13 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from celery import Celery, Task
 from pydantic import ValidationError
 
+from toolfleet.shared import tracing
 from toolfleet.shared.celery_config import tool_pool, tool_time_limit
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
@@ -23,6 +24,10 @@ from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
 from toolfleet.workers.executor import execute
+from toolfleet.workers.spans import end_run_span, run_span
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +142,7 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
     settings = deps.settings
     limit = tool_time_limit(tool, settings)
     options = tool.options
+    pool = tool_pool(tool, settings)
 
     def run_tool(self: Task[Any, Any], call: dict[str, Any]) -> None:
         try:
@@ -145,6 +151,20 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             # Nothing to answer: without a valid envelope we do not know where to reply.
             log.error("rejected a malformed call envelope for %s: %s", tool.name, exc)
             return
+        span = run_span(tool.name, envelope, self.request, pool, settings.secret_arg_names)
+        if span is None:  # tracing off
+            run_call(self, envelope, None)
+            return
+        try:
+            with tracing.current(span):  # an agent tool's invocation is a child of it
+                result = run_call(self, envelope, span)
+        except BaseException as exc:  # Celery's Retry too: this attempt ends here
+            tracing.finish(span, error=type(exc).__name__)
+            raise
+        end_run_span(span, result)
+
+    def run_call(self: Task[Any, Any], envelope: ToolCall, span: Span | None) -> ToolResult | None:
+        """Run one valid call; the result posted (None: none, the call was closed)."""
         attempt = self.request.retries + 1
         worker = self.request.hostname or "unknown"
         try:
@@ -153,7 +173,7 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             log.error("call %s (%s) not run: %s", envelope.call_id, tool.name, exc)
             refused = error_result(envelope, "SealedArgumentError", SEAL_REFUSAL, worker=worker)
             deps.reporter.post(envelope.reply_to, refused)
-            return
+            return refused
         closed: bool | None = None  # None: not checked yet
         if deps.deliveries is not None:
             count, closed = deps.deliveries.count(envelope, self.request.retries)
@@ -168,7 +188,7 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
                     deps.completions.withdraw(envelope.call_id)
                 lost = worker_lost(envelope, count - 1, worker=worker, attempt=attempt)
                 deps.reporter.post(envelope.reply_to, lost)
-                return
+                return lost
         starting = PendingCall.starting(envelope)
         # A closed call was answered already (it timed out waiting in the queue, say):
         # running it now would act on a call the model was told did not happen. A
@@ -184,7 +204,7 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
                 envelope.call_id,
                 tool.name,
             )
-            return
+            return None
         outcome = execute(
             tool,
             envelope,
@@ -208,17 +228,20 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             )
             raise self.retry(countdown=countdown, exc=error)
         result = outcome.result
+        result.traceparent = tracing.traceparent(span)
         if tool.is_long_running:
             if result.status is CallStatus.PENDING:
-                deps.completions.register(PendingCall.starting(envelope, result.response))
+                ticket = PendingCall.starting(envelope, result.response, result.traceparent)
+                deps.completions.register(ticket)
             else:
                 deps.completions.withdraw(envelope.call_id)
         deps.reporter.post(envelope.reply_to, result)
+        return result
 
     task_options: dict[str, Any] = dict(
         name=task_name(tool.name),
         bind=True,
-        queue=queue_name(tool_pool(tool, settings)),
+        queue=queue_name(pool),
         soft_time_limit=limit,
         time_limit=limit + 1,
         acks_late=True,

@@ -27,11 +27,13 @@ from pydantic import ValidationError
 
 from toolfleet.orchestrator.completions.credentials import rerun_with_credential
 from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.completions.spans import completion_span
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
 from toolfleet.orchestrator.sessions.leases import LeaseHold
+from toolfleet.shared import tracing
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.completions import (
     COMPLETIONS_GROUP,
@@ -275,6 +277,7 @@ class CompletionApplier:
                 pending.model_copy(update={"progress": [*pending.progress, completion.response]})
             )
         keys = self._keys
+        span = completion_span(pending, completion) if pending is not None else None
         reply: Any = await _APPLY.run(
             self._redis,
             10,
@@ -303,6 +306,7 @@ class CompletionApplier:
             mode,
         )
         outcome = decoded(reply[0])
+        tracing.finish(span, toolfleet__outcome=outcome)
         if outcome == "refused":
             log.warning("refused completion %s: %s", entry_id, decoded(reply[1]))
         if outcome != "applied" or event is None or pending is None:

@@ -7,18 +7,24 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from toolfleet.orchestrator.fleet.call_spans import call_span, end_call_span
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.sessions.leases import Fence
+from toolfleet.shared import tracing
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.redaction import redact_deep, secret_name_set
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +37,7 @@ class _Flight:
     sent_at: float
     deadline: float
     extended: bool = False  # once, by the recovery bound, after a Redis outage
+    span: Span | None = None  # its execute_tool span, while tracing is on
 
 
 class CeleryFleet:
@@ -99,12 +106,17 @@ class CeleryFleet:
                 room = self._settings.max_parallel_calls - len(in_flight)
                 batch, waiting = waiting[:room], waiting[room:]
                 if batch:
-                    dispatches = [self._dispatch(p) for p in batch]
-                    await self._publisher.publish(
-                        dispatches, record_in=record_in, fence=fence, also=with_first_send
-                    )
+                    dispatches, spans = self._dispatch(batch)
+                    try:
+                        await self._publisher.publish(
+                            dispatches, record_in=record_in, fence=fence, also=with_first_send
+                        )
+                    except BaseException as exc:
+                        for span in spans:
+                            tracing.finish(span, error=type(exc).__name__)
+                        raise
                     with_first_send = None
-                    self._track(in_flight, futures, batch)
+                    self._track(in_flight, futures, batch, spans)
                 next_deadline = min(flight.deadline for flight in in_flight.values())
                 done, _ = await asyncio.wait(
                     in_flight,
@@ -112,15 +124,20 @@ class CeleryFleet:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 for future in done:
-                    in_flight.pop(future)
-                    yield future.result()
+                    result = future.result()
+                    end_call_span(in_flight.pop(future).span, result)
+                    yield result
                 now = time.monotonic()
                 for future, flight in list(in_flight.items()):
                     if flight.deadline > now or self._outage_extends(flight):
                         continue
                     in_flight.pop(future)
-                    yield self._timed_out(flight.planned)
+                    timed_out = self._timed_out(flight.planned)
+                    end_call_span(flight.span, timed_out)
+                    yield timed_out
         finally:
+            for flight in in_flight.values():  # the consumer stopped early
+                tracing.finish(flight.span, error="Abandoned")
             for planned in calls:  # a consumer that stops early must not leak futures
                 self._waiter.forget(planned.call.call_id)
 
@@ -129,12 +146,14 @@ class CeleryFleet:
         in_flight: dict[asyncio.Future[ToolResult], _Flight],
         futures: dict[str, asyncio.Future[ToolResult]],
         sent: Sequence[PlannedCall],
+        spans: Sequence[Span | None] = (),
     ) -> None:
         now = time.monotonic()
-        for planned in sent:
+        for index, planned in enumerate(sent):
             deadline = now + tool_time_limit(planned.tool, self._settings)
             deadline += self._settings.result_grace_s
-            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline)
+            span = spans[index] if spans else None
+            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline, span=span)
 
     def _outage_extends(self, flight: _Flight) -> bool:
         """A Redis outage while the call was out may have stranded its message in a
@@ -206,8 +225,16 @@ class CeleryFleet:
             f"no worker serves pool {pool}: tool {planned.call.tool!r} is unavailable right now",
         )
 
-    def _dispatch(self, planned: PlannedCall) -> Dispatch:
-        return Dispatch(planned.call, queue_name(tool_pool(planned.tool, self._settings)))
+    def _dispatch(self, batch: Sequence[PlannedCall]) -> tuple[list[Dispatch], list[Span | None]]:
+        """The messages of `batch` and each call's span (None while tracing is off), whose
+        traceparent its message carries."""
+        dispatches, spans = [], []
+        for planned in batch:
+            pool = tool_pool(planned.tool, self._settings)
+            span = call_span(planned, pool, self._settings.secret_arg_names)
+            spans.append(span)
+            dispatches.append(Dispatch(planned.call, queue_name(pool), tracing.traceparent(span)))
+        return dispatches, spans
 
     def _timed_out(self, planned: PlannedCall) -> ToolResult:
         self._waiter.forget(planned.call.call_id)

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
@@ -18,6 +19,9 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.toolsets import ReadonlyContext
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Invocation:
     answered: bool = False  # the model's answer is stored (and the session owes nothing)
     lease: LeaseHold | None = None  # every write is fenced by it
     release_on_answer: bool = True  # release the lease in the answer's write (last step)
+    span: Span | None = None  # its trace's root span; None while tracing is off
 
     def __post_init__(self) -> None:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"

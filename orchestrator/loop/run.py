@@ -19,6 +19,7 @@ from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instr
 from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.parking import park_turn
+from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
 from toolfleet.orchestrator.models.protocol import (
     CLIENT_CALL_ID_PREFIX,
@@ -192,7 +193,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry]:
         tools=list(tools.values()),
         authors=authors,
     )
-    content = with_call_ids(await inv.models(agent).generate(request))
+    content = with_call_ids(await generate(inv, inv.models(agent), request))
     model_event = Event(invocation_id=inv.id, author=agent.name, content=content)
     # An answer without calls ends the invocation: the session owes nothing from here,
     # and the lease can go in the same transaction.

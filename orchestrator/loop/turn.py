@@ -14,6 +14,7 @@ from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
+from toolfleet.shared import tracing
 from toolfleet.shared.messages import (
     CallStatus,
     PendingCall,
@@ -89,7 +90,7 @@ async def run_calls(
         if isinstance(tool, TransferTool):  # answered here; stored with the others below
             results[envelope.call_id] = answer_transfer(envelope, tool, args["agent_name"])
             continue
-        planned.append(PlannedCall(envelope, tool))
+        planned.append(PlannedCall(envelope, tool, tracing.traceparent(inv.span)))
     for result in results.values():
         yield CallFinished(inv.id, result)
     if planned:
@@ -152,6 +153,7 @@ def pending_call(
     defaults: dict[str, Any] = {
         "ticket": result.response,
         "created_at": result.finished_at or time.time(),
+        "traceparent": result.traceparent,
     }
     return PendingCall(
         call_id=result.call_id,
