@@ -20,6 +20,7 @@ from toolfleet.shared.context import ToolServices
 from toolfleet.shared.jobs import Job, JobContext, JobScheduler
 from toolfleet.shared.keys import Keys, queue_name, task_name
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
+from toolfleet.shared.metrics import metrics
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
@@ -229,6 +230,8 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             raise self.retry(countdown=countdown, exc=error)
         result = outcome.result
         result.traceparent = tracing.traceparent(span)
+        ran = metrics().tool_run_seconds.labels(tool.name, pool, result.status.value)
+        ran.observe(result.duration_s)
         if tool.is_long_running:
             if result.status is CallStatus.PENDING:
                 ticket = PendingCall.starting(envelope, result.response, result.traceparent)

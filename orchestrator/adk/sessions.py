@@ -212,9 +212,7 @@ class InMemorySessionService(BaseSessionService):
                 app_name=app_name, user_id=user_id, state=state, session_id=session_id
             )
         except SessionExistsError:
-            old = await self.get_session(
-                app_name=app_name, user_id=user_id, session_id=session_id
-            )
+            old = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
             if old is None:
                 raise  # another app's or user's: not ours to replace
         await self.delete_session(app_name=app_name, user_id=user_id, session_id=old.id)

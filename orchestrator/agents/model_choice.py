@@ -106,4 +106,3 @@ def describe_choice(agent: Agent, model: Model) -> str:
     if gemini_api_key():
         return f"model: Gemini {model.name} (API key from the environment)"
     return f"model: {model.name}"
-

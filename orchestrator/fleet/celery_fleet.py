@@ -7,24 +7,19 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from toolfleet.orchestrator.fleet.call_spans import call_span, end_call_span
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.orchestrator.fleet.watch import CallWatch
 from toolfleet.orchestrator.sessions.leases import Fence
-from toolfleet.shared import tracing
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.redaction import redact_deep, secret_name_set
-
-if TYPE_CHECKING:
-    from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +32,7 @@ class _Flight:
     sent_at: float
     deadline: float
     extended: bool = False  # once, by the recovery bound, after a Redis outage
-    span: Span | None = None  # its execute_tool span, while tracing is on
+    watch: CallWatch | None = None  # None: sent before a takeover, not by this replica
 
 
 class CeleryFleet:
@@ -106,17 +101,17 @@ class CeleryFleet:
                 room = self._settings.max_parallel_calls - len(in_flight)
                 batch, waiting = waiting[:room], waiting[room:]
                 if batch:
-                    dispatches, spans = self._dispatch(batch)
+                    dispatches, watches = self._dispatch(batch)
                     try:
                         await self._publisher.publish(
                             dispatches, record_in=record_in, fence=fence, also=with_first_send
                         )
                     except BaseException as exc:
-                        for span in spans:
-                            tracing.finish(span, error=type(exc).__name__)
+                        for watch in watches:
+                            watch.abandon(type(exc).__name__)
                         raise
                     with_first_send = None
-                    self._track(in_flight, futures, batch, spans)
+                    self._track(in_flight, futures, batch, watches)
                 next_deadline = min(flight.deadline for flight in in_flight.values())
                 done, _ = await asyncio.wait(
                     in_flight,
@@ -125,7 +120,7 @@ class CeleryFleet:
                 )
                 for future in done:
                     result = future.result()
-                    end_call_span(in_flight.pop(future).span, result)
+                    self._end(in_flight.pop(future), result)
                     yield result
                 now = time.monotonic()
                 for future, flight in list(in_flight.items()):
@@ -133,11 +128,12 @@ class CeleryFleet:
                         continue
                     in_flight.pop(future)
                     timed_out = self._timed_out(flight.planned)
-                    end_call_span(flight.span, timed_out)
+                    self._end(flight, timed_out)
                     yield timed_out
         finally:
             for flight in in_flight.values():  # the consumer stopped early
-                tracing.finish(flight.span, error="Abandoned")
+                if flight.watch is not None:
+                    flight.watch.abandon("Abandoned")
             for planned in calls:  # a consumer that stops early must not leak futures
                 self._waiter.forget(planned.call.call_id)
 
@@ -146,14 +142,19 @@ class CeleryFleet:
         in_flight: dict[asyncio.Future[ToolResult], _Flight],
         futures: dict[str, asyncio.Future[ToolResult]],
         sent: Sequence[PlannedCall],
-        spans: Sequence[Span | None] = (),
+        watches: Sequence[CallWatch] = (),
     ) -> None:
         now = time.monotonic()
         for index, planned in enumerate(sent):
             deadline = now + tool_time_limit(planned.tool, self._settings)
             deadline += self._settings.result_grace_s
-            span = spans[index] if spans else None
-            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline, span=span)
+            watch = watches[index] if watches else None
+            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline, watch=watch)
+
+    @staticmethod
+    def _end(flight: _Flight, result: ToolResult) -> None:
+        if flight.watch is not None:
+            flight.watch.end(result)
 
     def _outage_extends(self, flight: _Flight) -> bool:
         """A Redis outage while the call was out may have stranded its message in a
@@ -225,16 +226,16 @@ class CeleryFleet:
             f"no worker serves pool {pool}: tool {planned.call.tool!r} is unavailable right now",
         )
 
-    def _dispatch(self, batch: Sequence[PlannedCall]) -> tuple[list[Dispatch], list[Span | None]]:
-        """The messages of `batch` and each call's span (None while tracing is off), whose
-        traceparent its message carries."""
-        dispatches, spans = [], []
+    def _dispatch(self, batch: Sequence[PlannedCall]) -> tuple[list[Dispatch], list[CallWatch]]:
+        """The messages of `batch` and each call's watch, whose span's traceparent (tracing
+        on) its message carries."""
+        dispatches, watches = [], []
         for planned in batch:
             pool = tool_pool(planned.tool, self._settings)
-            span = call_span(planned, pool, self._settings.secret_arg_names)
-            spans.append(span)
-            dispatches.append(Dispatch(planned.call, queue_name(pool), tracing.traceparent(span)))
-        return dispatches, spans
+            watch = CallWatch.start(planned, pool, self._settings.secret_arg_names)
+            watches.append(watch)
+            dispatches.append(Dispatch(planned.call, queue_name(pool), watch.traceparent))
+        return dispatches, watches
 
     def _timed_out(self, planned: PlannedCall) -> ToolResult:
         self._waiter.forget(planned.call.call_id)

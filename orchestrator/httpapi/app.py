@@ -16,6 +16,7 @@ from toolfleet.orchestrator.httpapi.guards import (
     TrustedProxies,
     current_caller,
 )
+from toolfleet.orchestrator.httpapi.routes_metrics import metrics_router
 from toolfleet.orchestrator.httpapi.routes_sessions import sessions_router
 from toolfleet.orchestrator.httpapi.routes_streams import streams_router
 from toolfleet.orchestrator.httpapi.routes_tickets import health_router, tickets_router
@@ -42,6 +43,7 @@ def build_app(api: HttpApi) -> FastAPI:
     app.include_router(streams_router(api), dependencies=auth)
     app.include_router(tickets_router(api), dependencies=auth)
     app.include_router(health_router(api))
+    app.include_router(metrics_router(api))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
     @app.get("/", include_in_schema=False)

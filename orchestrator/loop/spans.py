@@ -1,7 +1,9 @@
-"""The spans of an invocation and of its model calls (GenAI semantic conventions)."""
+"""The spans of an invocation and of its model calls (GenAI semantic conventions), and
+the model calls' latency metric."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from google.genai import types
@@ -9,6 +11,7 @@ from google.genai import types
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.models.protocol import Model, ModelRequest
 from toolfleet.shared import tracing
+from toolfleet.shared.metrics import metrics
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -48,13 +51,20 @@ def model_span(inv: Invocation, model_name: str) -> Span | None:
 
 
 async def generate(inv: Invocation, model: Model, request: ModelRequest) -> types.Content:
-    """`model.generate(request)` inside its span (made current: the model adds its usage)."""
+    """`model.generate(request)` timed, inside its span (made current: the model adds its
+    token usage to it)."""
     span = model_span(inv, model.name)
+    started = time.perf_counter()
+    status = "error"
     try:
         with tracing.current(span):
             content = await model.generate(request)
+        status = "success"
     except BaseException as exc:
-        tracing.finish(span, error=f"{type(exc).__name__}: {exc}")
+        tracing.finish(span, error=type(exc).__name__)
         raise
+    finally:
+        seconds = time.perf_counter() - started
+        metrics().model_seconds.labels(model.name, status).observe(seconds)
     tracing.finish(span)
     return content
