@@ -123,6 +123,16 @@ def error_result(
     )
 
 
+class RunningCall(BaseModel):
+    """Who started a call, and when: a worker's note beside its delivery count."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    worker: str
+    pid: int
+    started_at: float
+
+
 class PendingCall(BaseModel):
     """A long-running call whose final result has not been applied yet."""
 

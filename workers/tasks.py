@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,14 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.jobs import Job, JobContext, JobScheduler
 from toolfleet.shared.keys import Keys, queue_name, task_name
-from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
+from toolfleet.shared.messages import (
+    CallStatus,
+    PendingCall,
+    RunningCall,
+    ToolCall,
+    ToolResult,
+    error_result,
+)
 from toolfleet.shared.metrics import metrics
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
@@ -34,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # A delivery counter outlives any redelivery of its call, then goes.
 DELIVERIES_TTL_S = 24 * 3600
+# A session's record of started calls goes this long after its last call started.
+RUNNING_TTL_S = 3600
 
 
 @dataclass(frozen=True)
@@ -49,15 +59,20 @@ class DeliveryGuard:
     keys: Keys
     max_deliveries: int
 
-    def count(self, call: ToolCall, retries: int) -> tuple[int, bool]:
+    def count(self, call: ToolCall, retries: int, worker: str = "") -> tuple[int, bool]:
         """Count one delivery: how many this attempt of the call has had, and whether the
-        orchestrator closed the call already (one round trip for both)."""
+        orchestrator closed the call already (one round trip for both). The same round trip
+        records who runs the call since when (`Keys.running`), for live progress."""
         key = self.keys.deliveries(call.call_id, retries)
+        running = self.keys.running(call.session_id)
+        started = RunningCall(worker=worker, pid=os.getpid(), started_at=time.time())
         pipe = self.client.pipeline()
         pipe.incr(key)
         pipe.expire(key, DELIVERIES_TTL_S)
         pipe.exists(self.keys.closed(call.session_id, call.call_id))
-        count, _, closed = pipe.execute()
+        pipe.hset(running, call.call_id, started.model_dump_json())
+        pipe.expire(running, RUNNING_TTL_S)
+        count, _, closed, _, _ = pipe.execute()
         return int(count), bool(closed)
 
     def exhausted(self, count: int) -> bool:
@@ -177,7 +192,7 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             return refused
         closed: bool | None = None  # None: not checked yet
         if deps.deliveries is not None:
-            count, closed = deps.deliveries.count(envelope, self.request.retries)
+            count, closed = deps.deliveries.count(envelope, self.request.retries, worker)
             if deps.deliveries.exhausted(count) and not closed:
                 log.error(
                     "call %s (%s) delivered %d times, its worker lost each time: not run again",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.console import ConsolePrinter
+from toolfleet.orchestrator.cli.progress import LiveProgress
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
@@ -20,19 +21,33 @@ async def converse(
     message: str,
     wait_s: float | None,
     explain_pending: bool = True,
+    progress_every_s: float | None = None,
 ) -> bool:
-    """Send one message, print the conversation, then wait (up to `wait_s`; None: not at
-    all) for its long-running calls, printing the resumed invocations. True if settled."""
+    """Send one message, print the conversation with live progress during long turns, then
+    wait (up to `wait_s`; None: not at all) for its long-running calls, printing the resumed
+    invocations (`progress_every_s`: the progress period; None: LiveProgress's own). True
+    if settled."""
+    progress: LiveProgress | None = None
+
+    def show(update: Update) -> None:
+        if progress is not None:
+            progress.follow(update)
+        printer.show(update)
 
     def show_resumed(session: str, update: Update) -> None:
         if session == session_id:
-            printer.show(update)
+            show(update)
 
     async with Orchestrator([agent], settings, on_update=show_resumed) as orch:
         runner = orch.runner(agent.name)
         print(describe_choice(agent, runner.model))
-        async for update in runner.run(user_id=user_id, session_id=session_id, message=message):
-            printer.show(update)
+        replica = orch.replica
+        progress = LiveProgress(
+            printer.out, replica.redis, replica.keys, session_id, every_s=progress_every_s
+        )
+        async with progress.running():
+            async for update in runner.run(user_id=user_id, session_id=session_id, message=message):
+                show(update)
         pending = await runner.store.pending_calls(session_id)
         if not pending or wait_s is None:
             return not pending
@@ -40,4 +55,5 @@ async def converse(
             printer.pending(pending)
         else:
             printer.pending_quietly(pending)
-        return await orch.wait_until_settled(agent.name, session_id, wait_s)
+        async with progress.running():
+            return await orch.wait_until_settled(agent.name, session_id, wait_s)
