@@ -7,11 +7,16 @@ multiprocess mode (PROMETHEUS_MULTIPROC_DIR) before any metric exists.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+log = logging.getLogger(__name__)
 
 # Seconds: a no-op call takes milliseconds, a slow tool minutes.
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
@@ -83,6 +88,16 @@ def metrics() -> Metrics:
     if _metrics is None:
         _metrics = Metrics()
     return _metrics
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Record metrics inside: a failure (say, multiprocess files on a full disk) is logged,
+    never raised into the call being measured."""
+    try:
+        yield
+    except Exception:
+        log.warning("recording a metric failed", exc_info=True)
 
 
 def age_band(age_s: float) -> str:

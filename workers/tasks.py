@@ -28,7 +28,7 @@ from toolfleet.shared.messages import (
     ToolResult,
     error_result,
 )
-from toolfleet.shared.metrics import metrics
+from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
@@ -245,8 +245,9 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
             raise self.retry(countdown=countdown, exc=error)
         result = outcome.result
         result.traceparent = tracing.traceparent(span)
-        ran = metrics().tool_run_seconds.labels(tool.name, pool, result.status.value)
-        ran.observe(result.duration_s)
+        with guarded():
+            ran = metrics().tool_run_seconds.labels(tool.name, pool, result.status.value)
+            ran.observe(result.duration_s)
         if tool.is_long_running:
             if result.status is CallStatus.PENDING:
                 ticket = PendingCall.starting(envelope, result.response, result.traceparent)

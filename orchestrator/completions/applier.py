@@ -43,7 +43,7 @@ from toolfleet.shared.completions import (
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
-from toolfleet.shared.metrics import metrics
+from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES
 from toolfleet.shared.scripts import LuaScript
@@ -308,7 +308,8 @@ class CompletionApplier:
         )
         outcome = decoded(reply[0])
         tracing.finish(span, toolfleet__outcome=outcome)
-        metrics().completions.labels(outcome).inc()
+        with guarded():
+            metrics().completions.labels(outcome).inc()
         if outcome == "refused":
             log.warning("refused completion %s: %s", entry_id, decoded(reply[1]))
         if outcome != "applied" or event is None or pending is None:

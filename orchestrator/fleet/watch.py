@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.shared import tracing
 from toolfleet.shared.messages import CallStatus, ToolResult
-from toolfleet.shared.metrics import metrics
+from toolfleet.shared.metrics import guarded, metrics
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -28,7 +28,8 @@ class CallWatch:
     @classmethod
     def start(cls, planned: PlannedCall, pool: str, secret_names: list[str]) -> CallWatch:
         """Watch a call about to be sent: its span started, counted in flight."""
-        metrics().calls_in_flight.labels(pool).inc()
+        with guarded():
+            metrics().calls_in_flight.labels(pool).inc()
         span = _call_span(planned, pool, secret_names) if tracing.enabled() else None
         return cls(planned.call.tool, pool, time.perf_counter(), span)
 
@@ -40,10 +41,11 @@ class CallWatch:
     def end(self, result: ToolResult) -> None:
         """The call is answered (by its worker, or here: a timeout)."""
         status = result.status.value
-        recorded = metrics()
-        recorded.calls_in_flight.labels(self.pool).dec()
         seconds = time.perf_counter() - self.sent_at
-        recorded.tool_call_seconds.labels(self.tool, self.pool, status).observe(seconds)
+        with guarded():
+            recorded = metrics()
+            recorded.calls_in_flight.labels(self.pool).dec()
+            recorded.tool_call_seconds.labels(self.tool, self.pool, status).observe(seconds)
         if self.span is None:
             return
         error = None
@@ -59,7 +61,8 @@ class CallWatch:
 
     def abandon(self, why: str) -> None:
         """Nobody waits for the call any more (the turn was stopped, the send failed)."""
-        metrics().calls_in_flight.labels(self.pool).dec()
+        with guarded():
+            metrics().calls_in_flight.labels(self.pool).dec()
         tracing.finish(self.span, error=why)
 
 

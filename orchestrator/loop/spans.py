@@ -11,7 +11,7 @@ from google.genai import types
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.models.protocol import Model, ModelRequest
 from toolfleet.shared import tracing
-from toolfleet.shared.metrics import metrics
+from toolfleet.shared.metrics import guarded, metrics
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -65,6 +65,7 @@ async def generate(inv: Invocation, model: Model, request: ModelRequest) -> type
         raise
     finally:
         seconds = time.perf_counter() - started
-        metrics().model_seconds.labels(model.name, status).observe(seconds)
+        with guarded():
+            metrics().model_seconds.labels(model.name, status).observe(seconds)
     tracing.finish(span)
     return content

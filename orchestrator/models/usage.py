@@ -5,7 +5,7 @@ from __future__ import annotations
 from google.genai import types
 
 from toolfleet.shared import tracing
-from toolfleet.shared.metrics import metrics
+from toolfleet.shared.metrics import guarded, metrics
 
 
 def report_usage(model: str, response: types.GenerateContentResponse) -> None:
@@ -14,9 +14,10 @@ def report_usage(model: str, response: types.GenerateContentResponse) -> None:
     usage = response.usage_metadata
     if usage is None:
         return
-    counted = metrics().model_tokens
-    counted.labels(model, "input").inc(usage.prompt_token_count or 0)
-    counted.labels(model, "output").inc(usage.candidates_token_count or 0)
+    with guarded():
+        counted = metrics().model_tokens
+        counted.labels(model, "input").inc(usage.prompt_token_count or 0)
+        counted.labels(model, "output").inc(usage.candidates_token_count or 0)
     tracing.annotate(
         {
             "gen_ai.usage.input_tokens": usage.prompt_token_count,

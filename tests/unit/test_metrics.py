@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from toolfleet.shared import metrics as metrics_module
-from toolfleet.shared.metrics import age_band, metrics, use_multiprocess
+from toolfleet.shared.metrics import age_band, guarded, metrics, use_multiprocess
 
 
 @pytest.mark.parametrize(
@@ -23,3 +23,9 @@ def test_multiprocess_mode_is_refused_once_metrics_exist(monkeypatch: pytest.Mon
     with pytest.raises(RuntimeError, match="before multiprocess mode"):
         use_multiprocess("/tmp/unused")
     assert metrics_module._metrics is not None
+
+
+def test_a_failing_recording_is_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
+    with guarded():
+        raise OSError("No space left on device")
+    assert "recording a metric failed" in caplog.text
