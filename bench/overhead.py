@@ -15,6 +15,7 @@ from bench import tools as bench_tools
 from bench.context import Context
 from bench.harness import BenchModel, CpuMeter, LoopLag, cpu_groups, cpu_note, median, summary_ms
 from bench.report import Table, ratio
+from bench.traced import tracing_on
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.loop.runner import Runner
@@ -132,6 +133,7 @@ def per_call(ctx: Context) -> Table:
     agent, model = noop_agent()
     runner = ctx.aio.run(open_runner(ctx, agent, model))
     paths: dict[str, list[float]] = collections.defaultdict(list)
+    spans = 0
     try:
         # Warm-up: connections, imports, worker child start.
         ctx.aio.run(measure_fleet(runner, 10))
@@ -142,6 +144,12 @@ def per_call(ctx: Context) -> Table:
             paths["raw"] += measure_raw(app, n)
             paths["fleet"] += ctx.aio.run(measure_fleet(runner, n))
             paths["turn"] += ctx.aio.run(measure_turns(runner, n, sizes.overhead_session_turns))
+            with tracing_on() as exported:
+                paths["fleet traced"] += ctx.aio.run(measure_fleet(runner, n))
+                paths["turn traced"] += ctx.aio.run(
+                    measure_turns(runner, n, sizes.overhead_session_turns)
+                )
+            spans += exported.spans
             paths["execute"] += measure_execute(n)
             paths["await"] += ctx.aio.run(measure_await(n))
     finally:
@@ -153,6 +161,8 @@ def per_call(ctx: Context) -> Table:
         "raw": "raw Celery `apply_async().get()` (reference)",
         "fleet": "**toolfleet `CeleryFleet.run`, 1 call** (compared)",
         "turn": "toolfleet Runner turn (model + session + 1 call)",
+        "fleet traced": "`CeleryFleet.run`, 1 call, tracing on (orchestrator spans)",
+        "turn traced": "Runner turn, tracing on (orchestrator spans)",
         "execute": "in-process `toolfleet.workers.executor.execute`",
         "await": "in-process `await tool()` (what ADK does)",
     }
@@ -178,6 +188,11 @@ def per_call(ctx: Context) -> Table:
         "(pipelined LPUSH, result on the session's stream via one XREAD); the Runner turn "
         f"adds the scripted model, the lease, the session read and three appends "
         f"(sessions of {sizes.overhead_session_turns} turns).",
+        "Tracing is off (the default) on every row but the two `tracing on` ones, whose "
+        "rounds alternate with the others: the orchestrator makes its spans (invocation, "
+        f"model calls, tool calls; {spans} in all) and batches them to an exporter that "
+        "drops them; the worker's own spans are not on (its process is started without "
+        "OTEL_* settings).",
     ]
     return table
 

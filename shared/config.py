@@ -140,6 +140,11 @@ class Settings(BaseSettings):
         "5xx, so one model call waits at most about 4 times this plus backoff.",
     )
     worker_heartbeat_s: float = Field(default=2.0, gt=0, description="Worker heartbeat period.")
+    worker_metrics_bind: str = Field(
+        default="",
+        description="HOST:PORT where a worker serves Prometheus `/metrics` (its prefork "
+        "children's too, in multiprocess mode), e.g. `0.0.0.0:9100`; empty: not served.",
+    )
 
     fleet_key: str | None = Field(
         default=None,

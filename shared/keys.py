@@ -118,6 +118,11 @@ class Keys:
         """Set of call ids of the session's open turn already published to the broker."""
         return f"{self.prefix}:dispatched:{session_id}"
 
+    def running(self, session_id: str) -> str:
+        """Hash of the session's calls a worker started: call id -> RunningCall JSON (who
+        runs it, since when), what `toolfleet run` shows while a turn is long."""
+        return f"{self.prefix}:running:{session_id}"
+
     def closed(self, session_id: str, call_id: str) -> str:
         """Set once the orchestrator gave the call its final answer (result, error, timeout):
         a worker does not start it, and no ticket can be opened or completed for it."""

@@ -79,6 +79,9 @@ class ToolResult(BaseModel):
     started_at: float = 0.0
     finished_at: float = 0.0
     attempt: int = Field(default=1, description="1 for the first delivery, more after retries.")
+    traceparent: str | None = Field(
+        default=None, description="W3C traceparent of the worker's span of the run (tracing on)."
+    )
 
     @property
     def duration_s(self) -> float:
@@ -129,6 +132,16 @@ def error_result(
     )
 
 
+class RunningCall(BaseModel):
+    """Who started a call, and when: a worker's note beside its delivery count."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    worker: str
+    pid: int
+    started_at: float
+
+
 class PendingCall(BaseModel):
     """A long-running call whose final result has not been applied yet."""
 
@@ -151,12 +164,17 @@ class PendingCall(BaseModel):
     kind: Literal["result", "credential", "confirmation"] = "result"
     turn_id: str | None = None
     envelope: ToolCall | None = None
+    # The W3C traceparent of the call's run: the span its completion's span links to.
+    traceparent: str | None = None
 
     @classmethod
-    def starting(cls, call: ToolCall, ticket: dict[str, Any] | None = None) -> PendingCall:
+    def starting(
+        cls, call: ToolCall, ticket: dict[str, Any] | None = None, traceparent: str | None = None
+    ) -> PendingCall:
         """The record a worker registers for a long-running call it runs.
 
         `ticket` is the tool's initial response; empty when registered before the tool ran.
+        `traceparent`: the worker's span of the run, when tracing is on.
         """
         return cls(
             call_id=call.call_id,
@@ -169,6 +187,7 @@ class PendingCall(BaseModel):
             args=call.args,
             ticket=ticket or {},
             created_at=call.dispatched_at,
+            traceparent=traceparent,
         )
 
 

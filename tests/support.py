@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared import tracing
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
@@ -92,3 +98,21 @@ def assert_one_response_per_call(session: Session) -> None:
     calls = [c.id for event in session.events for c in event.get_function_calls()]
     responded = Counter(call_id for call_id, _ in answers(session))
     assert responded == Counter(calls) and set(responded.values()) == {1}, (calls, responded)
+
+
+@contextlib.contextmanager
+def in_memory_spans() -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process while the block runs, every span kept in memory."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.uninstall()
+
+
+def span_text(exporter: InMemorySpanExporter) -> str:
+    """Everything the finished spans say (names, attributes, events, status), as text."""
+    return "\n".join(span.to_json() for span in exporter.get_finished_spans())

@@ -22,6 +22,7 @@ from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.workers.heartbeat import install_heartbeat
+from toolfleet.workers.observability import install_metrics, install_tracing
 from toolfleet.workers.stopping import install_stop_command
 from toolfleet.workers.tasks import (
     DeliveryGuard,
@@ -43,6 +44,8 @@ WORKER_CONNECTIONS = 64
 def create_app(settings: Settings) -> Celery:
     """The worker's Celery app: its tool and job tasks, heartbeat and services."""
     check_redis(settings.require_redis_url())  # Celery would retry a wrong URL forever
+    install_tracing()
+    install_metrics(settings)
     found = load_definitions(settings.tool_modules)
     app = Celery("toolfleet", set_as_current=False)
     app.conf.update(celery_config(settings, list(found.tools.values())))

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.console import ConsolePrinter
+from toolfleet.orchestrator.cli.progress import LiveProgress
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.plugins.base import BasePlugin
@@ -29,20 +30,36 @@ async def converse(
     wait_s: float | None,
     explain_pending: bool = True,
     plugins: Sequence[BasePlugin] = (),
+    progress_every_s: float | None = None,
 ) -> bool:
-    """Send one message, print the conversation, then wait (up to `wait_s`; None: not at
-    all) for its long-running calls, printing the resumed invocations. True if settled."""
+    """Send one message, print the conversation with live progress during long turns, then
+    wait (up to `wait_s`; None: not at all) for its long-running calls, printing the resumed
+    invocations (`progress_every_s`: the progress period; None: LiveProgress's own). True
+    if settled."""
+    progress: LiveProgress | None = None
+
+    def show(update: Update) -> None:
+        if progress is not None:
+            progress.follow(update)
+        printer.show(update)
 
     def show_resumed(session: str, update: Update) -> None:
         if session == session_id:
-            printer.show(update)
+            show(update)
 
     async with Orchestrator([agent], settings, on_update=show_resumed, plugins=plugins) as orch:
         runner = orch.runner(agent.name)
         print(describe_choice(agent, runner.model))
+        replica = orch.replica
+        progress = LiveProgress(
+            printer.out, replica.redis, replica.keys, session_id, every_s=progress_every_s
+        )
         with cancel_on_ctrl_c(runner, session_id) as cancelling:
-            async for update in runner.run(user_id=user_id, session_id=session_id, message=message):
-                printer.show(update)
+            async with progress.running():
+                async for update in runner.run(
+                    user_id=user_id, session_id=session_id, message=message
+                ):
+                    show(update)
         if cancelling:
             await asyncio.gather(*cancelling)
             raise KeyboardInterrupt  # the session is consistent: now the command ends
@@ -53,7 +70,8 @@ async def converse(
             printer.pending(pending)
         else:
             printer.pending_quietly(pending)
-        return await orch.wait_until_settled(agent.name, session_id, wait_s)
+        async with progress.running():
+            return await orch.wait_until_settled(agent.name, session_id, wait_s)
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared import tracing
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import queue_name
@@ -266,12 +267,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "session", "") is None:
         args.session = uuid.uuid4().hex[:12]
     try:
+        if args.func is not cmd_worker:  # a worker configures its own, in its Celery app
+            tracing.configure_from_env("toolfleet-orchestrator")
         args.func(args)
     except (ToolfleetError, redis.ConnectionError) as exc:
         print(f"toolfleet: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        tracing.shutdown()
     return 0
 
 

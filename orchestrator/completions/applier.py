@@ -26,11 +26,13 @@ from google.genai import types
 from pydantic import ValidationError
 
 from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.completions.spans import completion_span
 from toolfleet.orchestrator.completions.waiting import WaitingCalls
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
 from toolfleet.orchestrator.sessions.leases import LeaseHold
+from toolfleet.shared import tracing
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.completions import (
     COMPLETIONS_GROUP,
@@ -41,6 +43,7 @@ from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
+from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES
 from toolfleet.shared.scripts import LuaScript
@@ -305,6 +308,7 @@ class CompletionApplier:
                 pending.model_copy(update={"progress": [*pending.progress, completion.response]})
             )
         keys = self._keys
+        span = completion_span(pending, completion) if pending is not None else None
         reply: Any = await _APPLY.run(
             self._redis,
             10,
@@ -333,6 +337,9 @@ class CompletionApplier:
             mode,
         )
         outcome = decoded(reply[0])
+        tracing.finish(span, toolfleet__outcome=outcome)
+        with guarded():
+            metrics().completions.labels(outcome).inc()
         if outcome == "refused":
             log.warning("refused completion %s: %s", entry_id, decoded(reply[1]))
         if outcome != "applied" or event is None or pending is None:

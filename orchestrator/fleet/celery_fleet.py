@@ -13,6 +13,7 @@ from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, cancelled, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.fleet.stopping import CallStopper
+from toolfleet.orchestrator.fleet.watch import CallWatch
 from toolfleet.orchestrator.sessions.cancels import CancelBoard
 from toolfleet.orchestrator.sessions.leases import Fence
 from toolfleet.shared.batch import WriteBatch
@@ -33,6 +34,7 @@ class _Flight:
     sent_at: float
     deadline: float
     extended: bool = False  # once, by the recovery bound, after a Redis outage
+    watch: CallWatch | None = None  # None: sent before a takeover, not by this replica
 
 
 class CeleryFleet:
@@ -116,12 +118,17 @@ class CeleryFleet:
                 for planned in answered:
                     yield futures[planned.call.call_id].result()
                 if batch:
-                    dispatches = [self._dispatch(p) for p in batch]
-                    await self._publisher.publish(
-                        dispatches, record_in=record_in, fence=fence, also=with_first_send
-                    )
+                    dispatches, watches = self._dispatch(batch)
+                    try:
+                        await self._publisher.publish(
+                            dispatches, record_in=record_in, fence=fence, also=with_first_send
+                        )
+                    except BaseException as exc:
+                        for watch in watches:
+                            watch.abandon(type(exc).__name__)
+                        raise
                     with_first_send = None
-                    self._track(in_flight, futures, batch)
+                    self._track(in_flight, futures, batch, watches)
                 next_deadline = min(flight.deadline for flight in in_flight.values())
                 done, _ = await asyncio.wait(
                     in_flight,
@@ -129,15 +136,21 @@ class CeleryFleet:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 for future in done:
-                    in_flight.pop(future)
-                    yield future.result()
+                    result = future.result()
+                    self._end(in_flight.pop(future), result)
+                    yield result
                 now = time.monotonic()
                 for future, flight in list(in_flight.items()):
                     if flight.deadline > now or self._outage_extends(flight):
                         continue
                     in_flight.pop(future)
-                    yield self._timed_out(flight.planned)
+                    timed_out = self._timed_out(flight.planned)
+                    self._end(flight, timed_out)
+                    yield timed_out
         finally:
+            for flight in in_flight.values():  # the consumer stopped early
+                if flight.watch is not None:
+                    flight.watch.abandon("Abandoned")
             for planned in calls:  # a consumer that stops early must not leak futures
                 self._waiter.forget(planned.call.call_id)
                 running.pop(planned.call.call_id, None)
@@ -159,12 +172,19 @@ class CeleryFleet:
         in_flight: dict[asyncio.Future[ToolResult], _Flight],
         futures: dict[str, asyncio.Future[ToolResult]],
         sent: Sequence[PlannedCall],
+        watches: Sequence[CallWatch] = (),
     ) -> None:
         now = time.monotonic()
-        for planned in sent:
+        for index, planned in enumerate(sent):
             deadline = now + tool_time_limit(planned.tool, self._settings)
             deadline += self._settings.result_grace_s
-            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline)
+            watch = watches[index] if watches else None
+            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline, watch=watch)
+
+    @staticmethod
+    def _end(flight: _Flight, result: ToolResult) -> None:
+        if flight.watch is not None:
+            flight.watch.end(result)
 
     def _outage_extends(self, flight: _Flight) -> bool:
         """A Redis outage while the call was out may have stranded its message in a
@@ -236,8 +256,16 @@ class CeleryFleet:
             f"no worker serves pool {pool}: tool {planned.call.tool!r} is unavailable right now",
         )
 
-    def _dispatch(self, planned: PlannedCall) -> Dispatch:
-        return Dispatch(planned.call, queue_name(tool_pool(planned.tool, self._settings)))
+    def _dispatch(self, batch: Sequence[PlannedCall]) -> tuple[list[Dispatch], list[CallWatch]]:
+        """The messages of `batch` and each call's watch, whose span's traceparent (tracing
+        on) its message carries."""
+        dispatches, watches = [], []
+        for planned in batch:
+            pool = tool_pool(planned.tool, self._settings)
+            watch = CallWatch.start(planned, pool, self._settings.secret_arg_names)
+            watches.append(watch)
+            dispatches.append(Dispatch(planned.call, queue_name(pool), watch.traceparent))
+        return dispatches, watches
 
     def _timed_out(self, planned: PlannedCall) -> ToolResult:
         self._waiter.forget(planned.call.call_id)

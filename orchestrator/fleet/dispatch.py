@@ -26,6 +26,7 @@ from toolfleet.shared.keys import task_name
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.redaction import redact_deep, secret_name_set
 from toolfleet.shared.sealing import Sealer
+from toolfleet.shared.tracing import TRACEPARENT
 
 # Forgotten when the turn is answered (settle); this only bounds what a crash leaves.
 DISPATCHED_TTL_S = 7 * 24 * 3600
@@ -37,6 +38,7 @@ class Dispatch:
 
     call: ToolCall
     queue: str
+    traceparent: str | None = None  # the call's span, the parent of the worker's (tracing on)
 
 
 class CeleryPublisher:
@@ -74,6 +76,8 @@ class CeleryPublisher:
             kwargsrepr=f"{{'call_id': {call.call_id!r}, 'session_id': {call.session_id!r}}}",
             origin=self._origin,
         )
+        if dispatch.traceparent is not None:  # W3C trace context, as Celery carries headers
+            message.headers[TRACEPARENT] = dispatch.traceparent
         body = json.dumps(message.body).encode()
         return json.dumps(
             {

@@ -25,6 +25,7 @@ class PlannedCall:
 
     call: ToolCall
     tool: FunctionTool
+    parent: str | None = None  # W3C traceparent of the invocation's span (tracing on)
 
 
 # Stages commands into the batch that sends a turn's first calls; what it returns is called

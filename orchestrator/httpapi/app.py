@@ -18,9 +18,11 @@ from toolfleet.orchestrator.httpapi.guards import (
 )
 from toolfleet.orchestrator.httpapi.routes_cancel import cancel_router
 from toolfleet.orchestrator.httpapi.routes_confirmations import confirmations_router
+from toolfleet.orchestrator.httpapi.routes_metrics import metrics_router
 from toolfleet.orchestrator.httpapi.routes_sessions import sessions_router
 from toolfleet.orchestrator.httpapi.routes_streams import streams_router
 from toolfleet.orchestrator.httpapi.routes_tickets import health_router, tickets_router
+from toolfleet.orchestrator.httpapi.routes_timeline import timeline_router
 from toolfleet.shared.version import version
 
 STATIC = resources.files("toolfleet.orchestrator.httpapi") / "static"
@@ -42,10 +44,12 @@ def build_app(api: HttpApi) -> FastAPI:
     auth = [Depends(current_caller)]  # every route but health and the page's files
     app.include_router(sessions_router(api), dependencies=auth)
     app.include_router(streams_router(api), dependencies=auth)
+    app.include_router(timeline_router(api), dependencies=auth)
     app.include_router(tickets_router(api), dependencies=auth)
     app.include_router(confirmations_router(api), dependencies=auth)
     app.include_router(cancel_router(api), dependencies=auth)
     app.include_router(health_router(api))
+    app.include_router(metrics_router(api))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -55,6 +59,12 @@ def build_app(api: HttpApi) -> FastAPI:
     @app.get("/approvals", include_in_schema=False)
     async def approvals_page() -> HTMLResponse:
         html = (STATIC / "approvals.html").read_text(encoding="utf-8")
+        return HTMLResponse(html, headers=PAGE_HEADERS)
+
+    @app.get("/timeline", include_in_schema=False)
+    async def timeline_page() -> HTMLResponse:
+        # The page alone: the session it shows is in its query, read with the caller's token.
+        html = (STATIC / "timeline.html").read_text(encoding="utf-8")
         return HTMLResponse(html, headers=PAGE_HEADERS)
 
     app.add_middleware(

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
@@ -21,6 +22,9 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.toolsets import ReadonlyContext
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 
 @dataclass
@@ -42,6 +46,7 @@ class Invocation:
     release_on_answer: bool = True  # release the lease in the answer's write (last step)
     plugins: Sequence[BasePlugin] = field(default_factory=tuple)  # the app's, around every call
     cancellation: Cancellation | None = None  # set when the session is cancelled
+    span: Span | None = None  # its trace's root span; None while tracing is off
 
     def __post_init__(self) -> None:
         self.id = self.id or f"inv-{uuid.uuid4().hex}"

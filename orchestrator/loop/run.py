@@ -23,6 +23,7 @@ from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
 from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.parking import park_turn
+from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
 from toolfleet.orchestrator.models.protocol import (
     CLIENT_CALL_ID_PREFIX,
@@ -239,7 +240,9 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     response = await hooks.before_model(context, request)
     if response is None:
         # Nothing is stored until the model answers: a cancellation may stop it here.
-        generated = await unless_cancelled(inv.models(agent).generate(request), inv.cancellation)
+        generated = await unless_cancelled(
+            generate(inv, inv.models(agent), request), inv.cancellation
+        )
         if generated is None:
             return None
         response = await hooks.after_model(context, LlmResponse(generated))

@@ -16,6 +16,7 @@ from toolfleet.orchestrator.agents.model_choice import choose_model
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.loop.invocation import Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.loop.spans import invocation_span
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.replica import Replica
@@ -23,6 +24,7 @@ from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.orchestrator.sessions.leases import LeaseHold, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared import tracing
 from toolfleet.shared.cancellation import cancel_session
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
@@ -138,6 +140,7 @@ class Runner:
         invocation.lease = lease
         invocation.release_on_answer = release
         ended: InvocationEnded | None = None
+        invocation.span = invocation_span(invocation)
         try:
             with self.replica.cancels.watch(session.id) as invocation.cancellation:
                 async for update in run_invocation(invocation, message):
@@ -145,11 +148,18 @@ class Runner:
                         ended = update
                     else:
                         yield update
-        except Exception:
-            if session.open_turn() is None and self.depth == 0:
+        except BaseException as exc:
+            # Its type only: an exception's text may quote what a tool or model was given.
+            tracing.finish(invocation.span, error=type(exc).__name__)
+            if isinstance(exc, Exception) and session.open_turn() is None and self.depth == 0:
                 with contextlib.suppress(LeaseLostError, RedisError):  # then it stays owed
                     await self.store.resumed(session.id, fence=invocation.fence)
             raise
+        tracing.finish(
+            invocation.span,
+            toolfleet__invocation__id=invocation.id,
+            toolfleet__end_reason=ended.reason.value if ended is not None else None,
+        )
         if not invocation.answered and self.depth == 0:
             # Ended otherwise (an action, max_steps, a credential): nothing more is owed.
             await self.store.resumed(session.id, fence=invocation.fence)

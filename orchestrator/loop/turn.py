@@ -18,6 +18,7 @@ from toolfleet.orchestrator.loop.duplicates import Duplicates
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
+from toolfleet.shared import tracing
 from toolfleet.shared.messages import (
     CallStatus,
     PendingCall,
@@ -108,7 +109,7 @@ async def run_calls(
         if answer is not None:
             results[envelope.call_id] = await callbacks.finish(answer)
             continue
-        planned.append(PlannedCall(envelope, tool))
+        planned.append(PlannedCall(envelope, tool, tracing.traceparent(inv.span)))
     for result in list(results.values()):
         for copy in [result, *duplicates.copies(result)]:
             results[copy.call_id] = copy
@@ -175,6 +176,7 @@ def pending_call(
     defaults: dict[str, Any] = {
         "ticket": result.response,
         "created_at": result.finished_at or time.time(),
+        "traceparent": result.traceparent,
     }
     return PendingCall(
         call_id=result.call_id,

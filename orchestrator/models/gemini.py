@@ -12,6 +12,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from toolfleet.orchestrator.models.protocol import ModelRequest, is_client_call_id
+from toolfleet.orchestrator.models.usage import report_usage
 from toolfleet.shared.config import gemini_api_key
 from toolfleet.shared.errors import ConfigError, ModelError
 from toolfleet.shared.tools import FunctionTool
@@ -185,6 +186,7 @@ class GeminiModel:
                 f"Gemini {self._model}: could not reach the API after "
                 f"{self._retry_attempts} attempts: {type(e).__name__}: {e}"
             ) from e
+        report_usage(self._model, response)
         return self._first_content(response)
 
     def _timeout_message(self, e: BaseException) -> str:

@@ -1,7 +1,7 @@
 """Secrets at any depth, in arguments and results, through real workers: the tool gets
 the real values, and the canaries are in none of Redis, the task messages (Flower's
-argsrepr included), the HTTP API, the SSE stream, the logs or Celery's log of a message
-for an unregistered task.
+argsrepr included), the HTTP API, the SSE stream, the logs, the spans or Celery's log of
+a message for an unregistered task.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import redis
 from tests.faults import input_tools
 from tests.faults.test_security import _all_values
 from tests.integration.http_support import TOKEN, bearer, sse
-from tests.support import until
+from tests.support import in_memory_spans, span_text, until
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
@@ -122,16 +122,19 @@ async def test_nested_secrets_reach_the_tool_and_nothing_else(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    async with httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as http:
-        created = await http.post("/apps/canary_agent/users/u1/sessions", json={})
-        assert created.status_code == 201, created.text
-        base = f"/apps/canary_agent/users/u1/sessions/{created.json()['id']}"
-        async with (
-            asyncio.timeout(WAIT_S),
-            http.stream("POST", f"{base}/messages/stream", json={"text": "go"}) as stream,
-        ):
-            assert stream.status_code == 200
-            seen = [item async for item in sse(stream)]
+    async with (
+        httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as http,
+    ):
+        with in_memory_spans() as spans:  # the orchestrator's; the workers' in test_tracing
+            created = await http.post("/apps/canary_agent/users/u1/sessions", json={})
+            assert created.status_code == 201, created.text
+            base = f"/apps/canary_agent/users/u1/sessions/{created.json()['id']}"
+            async with (
+                asyncio.timeout(WAIT_S),
+                http.stream("POST", f"{base}/messages/stream", json={"text": "go"}) as stream,
+            ):
+                assert stream.status_code == 200
+                seen = [item async for item in sse(stream)]
         tickets = (await http.get("/tickets")).text
         session = (await http.get(base)).text
 
@@ -146,6 +149,7 @@ async def test_nested_secrets_reach_the_tool_and_nothing_else(
     assert any(name == "pending" for name, _ in seen)  # the ticket is open
     assert "open_secret_ticket" in tickets and '"api_key":"***"' in tickets.replace(" ", "")
     assert '"digest"' in session  # the stored responses are there, masked
+    assert '\\"api_key\\": \\"***\\"' in span_text(spans)  # the arguments, masked
 
     # Celery's log of an unregistered task shows the whole message body.
     client.lpush(QUEUE, message_for_unknown_task(settings))
@@ -163,6 +167,7 @@ async def test_nested_secrets_reach_the_tool_and_nothing_else(
         "SSE": json.dumps(seen),
         "orchestrator log": caplog.text,
         "worker log": worker.log(),
+        "spans": span_text(spans),
     }
     found = {place: [c for c in CANARIES if c in text] for place, text in places.items()}
     assert found == {place: [] for place in places}

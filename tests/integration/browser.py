@@ -35,6 +35,11 @@ FLAGS = [
     "--remote-debugging-port=0",
 ]
 START_TIMEOUT_S = 30
+# Where page tests save their screenshots.
+ARTIFACTS = Path(
+    os.environ.get("TOOLFLEET_TEST_ARTIFACTS")
+    or Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
+)
 
 # Resolves once cond() is true, re-checked on every change of the document.
 _WAIT_JS = """(cond, timeoutMs, what) => new Promise((resolve, reject) => {

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from tests.integration.bank_api import BankApi, serve_bank_api
+from tests.integration.browser import find_chromium
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.shared.auth import new_credential_key
@@ -116,3 +117,14 @@ def bank_api() -> Iterator[BankApi]:
     """A local API that wants a bearer token (examples.bank_account calls it)."""
     with serve_bank_api() as api:
         yield api
+
+
+@pytest.fixture
+def chromium() -> str:
+    binary = find_chromium()
+    if binary is None:
+        reason = "no chromium on PATH (apt-get install -y chromium, or TOOLFLEET_TEST_CHROMIUM)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser test: {reason}")
+        pytest.skip(reason)
+    return binary

@@ -6,7 +6,6 @@ Screenshots go to TOOLFLEET_TEST_ARTIFACTS (default build/test-artifacts/).
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +14,7 @@ import httpx
 import pytest
 
 from examples import reimbursement
-from tests.integration.browser import chromium_page, find_chromium
+from tests.integration.browser import ARTIFACTS, chromium_page
 from tests.integration.http_support import TOKEN, bearer
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
@@ -26,21 +25,6 @@ pytestmark = pytest.mark.integration
 
 WAIT_S = 30
 APP = "reimbursement_agent"
-ARTIFACTS = Path(
-    os.environ.get("TOOLFLEET_TEST_ARTIFACTS")
-    or Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
-)
-
-
-@pytest.fixture
-def chromium() -> str:
-    binary = find_chromium()
-    if binary is None:
-        reason = "no chromium on PATH (apt-get install -y chromium, or TOOLFLEET_TEST_CHROMIUM)"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the browser test: {reason}")
-        pytest.skip(reason)
-    return binary
 
 
 # The page as three people see it: the employee, an approver of this app, one of another.

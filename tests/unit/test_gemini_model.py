@@ -15,7 +15,7 @@ import pytest
 from google.genai import types
 
 from tests.gemini_stand_in import GENERATE_PATH, FakeGemini, Recorded, error_body, serve_gemini
-from tests.support import InProcessRunner
+from tests.support import InProcessRunner, in_memory_spans
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.loop.run import run_invocation
@@ -23,9 +23,11 @@ from toolfleet.orchestrator.models.gemini import GeminiModel
 from toolfleet.orchestrator.models.protocol import ModelRequest
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared import tracing
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError, ModelError
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.metrics import metrics
 from toolfleet.shared.tools import FunctionTool
 
 MODEL = "gemini-2.5-flash"
@@ -508,3 +510,26 @@ def test_model_timeout_setting_reaches_gemini(monkeypatch: pytest.MonkeyPatch) -
             Settings()
     with pytest.raises(ConfigError, match="TOOLFLEET_MODEL_TIMEOUT_S"):
         GeminiModel(MODEL, api_key="test-key", timeout_s=0)
+
+
+async def test_token_usage_goes_to_the_model_calls_span_and_the_tokens_counter(
+    gemini: FakeGemini,
+) -> None:
+    reply = _text_reply("hello")
+    reply["usageMetadata"] = {"promptTokenCount": 42, "candidatesTokenCount": 7}
+    reply["modelVersion"] = "gemini-2.5-flash-001"
+    gemini.reply(reply)
+    tokens = metrics().model_tokens
+    before = tokens.labels(MODEL, "input")._value.get(), tokens.labels(MODEL, "output")._value.get()
+    with in_memory_spans() as spans:
+        span = tracing.start("chat " + MODEL, {"gen_ai.operation.name": "chat"})
+        with tracing.current(span):
+            await stand_in_model(gemini).generate(_request([_user("hi")], []))
+        tracing.finish(span)
+
+    (done,) = spans.get_finished_spans()
+    assert done.attributes["gen_ai.usage.input_tokens"] == 42
+    assert done.attributes["gen_ai.usage.output_tokens"] == 7
+    assert done.attributes["gen_ai.response.model"] == "gemini-2.5-flash-001"
+    after = tokens.labels(MODEL, "input")._value.get(), tokens.labels(MODEL, "output")._value.get()
+    assert (after[0] - before[0], after[1] - before[1]) == (42, 7)

@@ -1,51 +1,13 @@
 // The approvals page: pending tickets, approve or reject with one click; calls waiting
 // for a confirmation, with their hint and an editable payload, confirm or reject.
 // The list is read again every REFRESH_MS, so a ticket completed elsewhere (the CLI,
-// a webhook, a job) disappears by itself. A token given in the link as #token=...
-// (never sent to the server, so never in its logs) or ?token=... is kept in this
-// browser's localStorage, removed from the address bar, and sent as
-// `Authorization: Bearer`; without one, the page asks for it on the first 401.
+// a webhook, a job) disappears by itself. The token: see page.js.
 // The server lists only the tickets the token's roles may see, each with the actions
 // they allow: an approver of the app gets the buttons, the ticket's user only sees it.
 "use strict";
 
 const REFRESH_MS = 1500;
-const TOKEN_KEY = "toolfleet.token";
 const decided = new Map(); // call id -> "approved" | "rejected", sent from this page
-
-function takeTokenFromUrl() {
-  const url = new URL(window.location.href);
-  const token = new URLSearchParams(url.hash.slice(1)).get("token") ?? url.searchParams.get("token");
-  if (token !== null) {
-    localStorage.setItem(TOKEN_KEY, token);
-    url.searchParams.delete("token");
-    url.hash = "";
-    history.replaceState(null, "", url); // keep it out of the address bar and history
-    document.getElementById("login").hidden = true;
-    document.getElementById("caller").textContent = ""; // another token: ask who it is
-  }
-}
-
-async function api(path, options = {}) {
-  const headers = { Accept: "application/json" };
-  if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  const token = localStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
-  const response = await fetch(path, { ...options, headers });
-  const body = await response.json().catch(() => ({}));
-  if (response.status === 401) {
-    document.getElementById("login").hidden = false;
-    document.getElementById("caller").textContent = "";
-  }
-  if (!response.ok) throw new Error(body.detail || response.status + " " + response.statusText);
-  return body;
-}
-
-function showStatus(text, problem = false) {
-  const status = document.getElementById("status");
-  status.textContent = text;
-  status.classList.toggle("problem", problem);
-}
 
 function age(seconds) {
   if (seconds < 120) return Math.round(seconds) + " s";
@@ -177,12 +139,6 @@ function render(tickets) {
   document.getElementById("empty").hidden = shown.length > 0;
 }
 
-async function showCaller() {
-  const me = await api("me");
-  const roles = me.roles.length ? me.roles.join(", ") : "no roles: your own tickets only";
-  document.getElementById("caller").textContent = me.subject + " (" + roles + ")";
-}
-
 async function refresh() {
   try {
     if (!document.getElementById("caller").textContent) await showCaller();
@@ -213,22 +169,5 @@ async function decide(callId, verb, note, row) {
   await refresh();
 }
 
-function start() {
-  takeTokenFromUrl();
-  document.getElementById("login").addEventListener("submit", (event) => {
-    event.preventDefault();
-    localStorage.setItem(TOKEN_KEY, document.getElementById("token").value);
-    document.getElementById("login").hidden = true;
-    document.getElementById("caller").textContent = "";
-    refresh();
-  });
-  document.getElementById("all").addEventListener("change", refresh);
-  window.addEventListener("hashchange", () => {
-    takeTokenFromUrl();
-    refresh();
-  });
-  refresh();
-  setInterval(refresh, REFRESH_MS);
-}
-
-start();
+document.getElementById("all").addEventListener("change", refresh);
+startPage(refresh, REFRESH_MS);
