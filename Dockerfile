@@ -11,7 +11,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # wheel built from them installs the one import name `toolfleet`.
 WORKDIR /src
 COPY . .
-RUN pip install ".[flower,otel]"
+RUN pip install ".[flower,otel,mcp]"
 
 # The agents and tools the processes load by module name (TOOLFLEET_TOOL_MODULES,
 # --agent module:attribute) live apart from the package: here the examples; mount or

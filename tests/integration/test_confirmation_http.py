@@ -15,7 +15,6 @@ import pytest
 from tests.integration import confirm_tools
 from tests.integration.browser import chromium_page
 from tests.integration.http_support import TOKEN, bearer
-from tests.integration.test_approvals_page import chromium  # noqa: F401 (a fixture)
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
@@ -89,7 +88,7 @@ async def test_the_api_lists_a_confirmation_and_rejecting_it_answers_the_call_on
 
 async def test_the_payload_edited_on_the_approvals_page_reaches_the_tool(
     served: RunningHttp,
-    chromium: str,  # noqa: F811 (the fixture imported above)
+    chromium: str,
     tmp_path: Path,
 ) -> None:
     async with (

@@ -61,6 +61,7 @@ ALLOWED: dict[str, set[str]] = {
     "see_credential_request": {"admin", ALICE},
     "supply_credential": {ALICE},
     "cancel_session": OWNER,
+    "see_timeline": OWNER,
     "cancel_ticket": {"admin", "approver", "service", ALICE},
 }
 
@@ -163,6 +164,8 @@ async def test_every_caller_gets_exactly_what_its_roles_allow(
         assert status == (200 if name in OWNER else 404)
         status = await probe("create_session", name, "POST", base, {})
         assert status == (201 if name in OWNER else 404)
+        status = await probe("see_timeline", name, "GET", f"{base}/{session_id}/timeline")
+        assert status == (200 if name in OWNER else 404)
         watch = f"{base}/{session_id}/stream"
         async with c.stream("GET", watch, params={"until_answer": True}) as streamed:
             results[("watch_session", name)] = streamed.status_code

@@ -270,7 +270,8 @@ def test_worker_healthcheck_reads_the_heartbeat_of_celerys_default_node_name(
 def test_image_runs_unprivileged_and_gets_only_the_sources() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.MULTILINE)
-    assert '".[flower,otel]"' in dockerfile
+    # Flower for the UI, otel for tracing, mcp for MCP servers' tools on the workers.
+    assert '".[flower,otel,mcp]"' in dockerfile
     users = re.findall(r"^USER\s+(\S+)", dockerfile, re.MULTILINE)
     assert users and users[-1] not in ("root", "0")
     patterns = [
