@@ -19,22 +19,29 @@ from toolfleet.shared.errors import ConfigError, ToolfleetError
 from toolfleet.shared.signing import new_fleet_key
 
 
+def _named(spec: str, option: str, example: str) -> tuple[object, str, str]:
+    """(the object, its module, its attribute) that `spec`, "module:attribute", names;
+    the module imported as a definitions import (its module-level client code inert).
+
+    Raises ToolfleetError, saying which, if the form is wrong or the module does not import.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ToolfleetError(f"{option} {spec!r}: expected module:attribute, e.g. {example}")
+    try:
+        with definitions_import(module_name):
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolfleetError(f"{option} {spec!r}: cannot import {module_name}: {exc}") from exc
+    return getattr(module, attr, None), module_name, attr
+
+
 def load_agent(spec: str) -> Agent:
     """Import the Agent named by `spec`, "module:attribute" (e.g. examples.weather:agent).
 
     Raises ToolfleetError, saying which, if the form is wrong, the module does not import, or
     the attribute is not an Agent."""
-    module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise ToolfleetError(
-            f"--agent {spec!r}: expected module:attribute, e.g. examples.weather:agent"
-        )
-    try:
-        with definitions_import(module_name):
-            module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ToolfleetError(f"--agent {spec!r}: cannot import {module_name}: {exc}") from exc
-    agent = getattr(module, attr, None)
+    agent, module_name, attr = _named(spec, "--agent", "examples.weather:agent")
     if not isinstance(agent, Agent):
         raise ToolfleetError(f"--agent {spec!r}: {attr} in {module_name} is not an Agent")
     return agent
@@ -45,16 +52,7 @@ def load_plugin(spec: str) -> BasePlugin:
 
     Raises ToolfleetError, saying which, if the form is wrong, the module does not import, or
     the attribute is not a BasePlugin."""
-    module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise ToolfleetError(
-            f"--plugin {spec!r}: expected module:attribute, e.g. app.plugins:retry"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ToolfleetError(f"--plugin {spec!r}: cannot import {module_name}: {exc}") from exc
-    plugin = getattr(module, attr, None)
+    plugin, module_name, attr = _named(spec, "--plugin", "app.plugins:retry")
     if not isinstance(plugin, BasePlugin):
         raise ToolfleetError(
             f"--plugin {spec!r}: {attr} in {module_name} is not a BasePlugin instance"
