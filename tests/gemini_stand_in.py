@@ -16,11 +16,12 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from google.genai import types
 
+from tests.local_http import JsonHandler, serving
 from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.orchestrator.models.protocol import ModelRequest
 from toolfleet.shared.errors import ModelError
@@ -76,21 +77,13 @@ class FakeGemini:
         return 409, error_body(409, "script exhausted", "ABORTED")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: _Server
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         status, reply = self.server.fake.answer(self.path, dict(self.headers.items()), body)
-        payload = json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep test output clean; requests are recorded instead
+        self.reply(status, reply)
 
 
 class _Server(ThreadingHTTPServer):
@@ -102,14 +95,8 @@ def serve_gemini(responder: Responder | None = None) -> Iterator[FakeGemini]:
     """Serve a stand-in on a free loopback port for the duration of the block."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.fake = FakeGemini(port=server.server_address[1], responder=responder)
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with serving(server, 0.01):
         yield server.fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def error_body(code: int, message: str, status: str) -> dict[str, Any]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.local_http import JsonHandler, serving
 
 # A big response, over the toolset's bound in the tests (bytes).
 BIG_BYTES = 100_000
@@ -101,7 +102,7 @@ class PetsApi:
     valid_keys: set[str] = field(default_factory=set)  # empty: no key needed
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: _Server
 
     def do_GET(self) -> None:
@@ -121,36 +122,25 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         api.seen.append({"method": self.command, "path": parts.path, "body": body, **headers})
         if parts.path == "/openapi.json":
-            return self._reply(200, pets_spec(api.url))
+            return self.reply(200, pets_spec(api.url))
         if api.valid_keys and headers.get("x-pets-key") not in api.valid_keys:
-            return self._reply(401, {"error": "bad key"})
+            return self.reply(401, {"error": "bad key"})
         if parts.path == "/big":
-            return self._reply(200, {"data": "x" * BIG_BYTES})
+            return self.reply(200, {"data": "x" * BIG_BYTES})
         if parts.path == "/echo-secrets":
             key = headers.get("x-pets-key", "")
-            return self._reply(403, {"token": "t0p", "note": f"you sent {key}"})
+            return self.reply(403, {"token": "t0p", "note": f"you sent {key}"})
         if parts.path == "/pets" and self.command == "POST":
-            return self._reply(201, {"id": "p1", **(body or {})})
+            return self.reply(201, {"id": "p1", **(body or {})})
         if parts.path.startswith("/pets/"):
             pet = parts.path.removeprefix("/pets/")
             if pet != "p1":
-                return self._reply(404, {"error": f"no pet {pet}"})
+                return self.reply(404, {"error": f"no pet {pet}"})
             query = parse_qs(parts.query)
-            return self._reply(200, {"id": pet, "name": "Rex", "query": query})
+            return self.reply(200, {"id": pet, "name": "Rex", "query": query})
         if parts.path == "/tree":
-            return self._reply(200, body or {})
-        return self._reply(404, {"error": "no such path"})
-
-    def _reply(self, status: int, body: Any) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # requests are recorded on PetsApi instead
+            return self.reply(200, body or {})
+        return self.reply(404, {"error": "no such path"})
 
 
 class _Server(ThreadingHTTPServer):
@@ -162,10 +152,5 @@ def serve_pets_api() -> Iterator[PetsApi]:
     """Start the app on a free port; stop it on exit."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.api = PetsApi(url=f"http://127.0.0.1:{server.server_address[1]}")
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server.api
-    finally:
-        server.shutdown()
-        server.server_close()
