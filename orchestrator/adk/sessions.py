@@ -9,6 +9,7 @@ all stopped when the program exits. "In memory" holds: nothing is persisted.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from contextlib import asynccontextmanager
@@ -184,13 +185,30 @@ class RedisSessionService(BaseSessionService):
         return self.settings
 
 
+_shared_fleet: LocalFleet | None = None
+_shared_fleet_lock = threading.Lock()
+
+
+def _process_fleet() -> LocalFleet:
+    """The one local fleet of this process's default services: ADK programs (the
+    reference's among them) make a new InMemorySessionService for each query, and each
+    would otherwise start a server and workers of its own."""
+    global _shared_fleet
+    with _shared_fleet_lock:
+        if _shared_fleet is None:
+            _shared_fleet = LocalFleet(Settings())
+        return _shared_fleet
+
+
 class InMemorySessionService(BaseSessionService):
     """ADK's local default: TOOLFLEET_REDIS_URL when set, else a private server and local
-    workers started on first use and stopped at exit."""
+    workers started on first use and stopped at exit. The services a process makes
+    without settings share that server and its workers; sessions are told apart by app,
+    user and id (a new service's `create_session` with a used id starts it afresh)."""
 
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__()
-        self._fleet = LocalFleet(settings or Settings())
+        self._fleet = LocalFleet(settings) if settings is not None else _process_fleet()
 
     async def settings_for(self, agent: Agent | None = None) -> Settings:
         """The local fleet's settings, with workers for `agent`'s tools when given."""

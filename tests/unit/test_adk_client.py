@@ -17,6 +17,7 @@ from toolfleet.adk import (
     EventActions,
     InMemoryArtifactService,
     InMemoryMemoryService,
+    InMemorySessionService,
     RedisSessionService,
     Runner,
 )
@@ -130,3 +131,12 @@ def test_an_agent_tool_names_the_module_that_made_it_for_the_workers() -> None:
     summary = Agent(name="summary", instruction="Summarize.")
     root = Agent(name="root", tools=[AgentTool(agent=summary)])
     assert tool_modules_of(root) == ([__name__], [])
+
+
+def test_default_in_memory_services_of_a_process_share_one_local_fleet() -> None:
+    """The reference's examples make a service per query: each must not start a server
+    and workers of its own. A service given settings has its own."""
+    first, second = InMemorySessionService(), InMemorySessionService()
+    assert first._fleet is second._fleet
+    own = InMemorySessionService(Settings(redis_url="redis://127.0.0.1:1/0"))
+    assert own._fleet is not first._fleet
