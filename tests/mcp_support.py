@@ -55,7 +55,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float)
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
         except OSError:
-            time.sleep(0.05)  # polling a port that is not open yet: nothing to wait on
+            time.sleep(0.05)  # ok: polling a port not open yet, bounded by timeout_s
     raise TimeoutError(f"the MCP test server did not listen on {port} within {timeout_s} s")
 
 

@@ -210,7 +210,7 @@ async def final_result(client: Client, call_id: str) -> dict[str, Any]:
         assert answer.structured_content is not None
         if answer.structured_content.get("status") != "pending":
             return answer.structured_content
-        await asyncio.sleep(0.05)  # the final result is posted by the worker in a moment
+        await asyncio.sleep(0.05)  # ok: polling MCP, bounded by WAIT_S (no event to wait on)
     raise TimeoutError(f"no final result for {call_id} within {WAIT_S} s")
 
 

@@ -161,7 +161,7 @@ def wait_until_gone(pid: int, timeout_s: float = 10.0) -> None:
                     return
         except FileNotFoundError:
             return
-        time.sleep(0.01)  # polling /proc: a process of another parent cannot be waited on
+        time.sleep(0.01)  # ok: polling /proc, bounded: another parent's process cannot be awaited
     raise TimeoutError(f"process {pid} still runs")
 
 
