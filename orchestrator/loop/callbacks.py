@@ -28,80 +28,66 @@ class Hooks:
         self, context: CallbackContext, request: LlmRequest
     ) -> LlmResponse | None:
         """An LlmResponse that answers in the model's place, or None to call the model."""
-        for plugin in self.plugins:
-            answer = await plugin.before_model_callback(
-                callback_context=context, llm_request=request
-            )
-            if answer is not None:
-                return _checked(answer, LlmResponse, plugin.name, "before_model_callback")
-        for callback in listed(self.agent.before_model_callback):
-            answer = await called(callback, callback_context=context, llm_request=request)
-            if answer is not None:
-                return _checked(answer, LlmResponse, _name(callback), "before_model_callback")
-        return None
+        kwargs = {"callback_context": context, "llm_request": request}
+        return await self._first("before_model_callback", LlmResponse, kwargs, kwargs)
 
     async def after_model(self, context: CallbackContext, response: LlmResponse) -> LlmResponse:
         """The model's answer, or what a callback replaced it with."""
-        for plugin in self.plugins:
-            answer = await plugin.after_model_callback(
-                callback_context=context, llm_response=response
-            )
-            if answer is not None:
-                return _checked(answer, LlmResponse, plugin.name, "after_model_callback")
-        for callback in listed(self.agent.after_model_callback):
-            answer = await called(callback, callback_context=context, llm_response=response)
-            if answer is not None:
-                return _checked(answer, LlmResponse, _name(callback), "after_model_callback")
-        return response
+        kwargs = {"callback_context": context, "llm_response": response}
+        answer = await self._first("after_model_callback", LlmResponse, kwargs, kwargs)
+        return response if answer is None else answer
 
     async def before_tool(
         self, tool: FunctionTool, args: dict[str, Any], context: ToolContext
     ) -> dict[str, Any] | None:
         """A response that short-circuits the call, or None to dispatch it."""
-        for plugin in self.plugins:
-            answer = await plugin.before_tool_callback(
-                tool=tool, tool_args=args, tool_context=context
-            )
-            if answer is not None:
-                return _checked(answer, dict, plugin.name, "before_tool_callback")
-        for callback in listed(self.agent.before_tool_callback):
-            answer = await called(callback, tool=tool, args=args, tool_context=context)
-            if answer is not None:
-                return _checked(answer, dict, _name(callback), "before_tool_callback")
-        return None
+        return await self._first(
+            "before_tool_callback",
+            dict,
+            {"tool": tool, "tool_args": args, "tool_context": context},
+            {"tool": tool, "args": args, "tool_context": context},
+        )
 
     async def after_tool(
         self, tool: FunctionTool, args: dict[str, Any], context: ToolContext, result: dict[str, Any]
     ) -> dict[str, Any] | None:
         """A response that replaces `result`, or None to keep it."""
-        for plugin in self.plugins:
-            answer = await plugin.after_tool_callback(
-                tool=tool, tool_args=args, tool_context=context, result=result
-            )
-            if answer is not None:
-                return _checked(answer, dict, plugin.name, "after_tool_callback")
-        for callback in listed(self.agent.after_tool_callback):
-            answer = await called(
-                callback, tool=tool, args=args, tool_context=context, tool_response=result
-            )
-            if answer is not None:
-                return _checked(answer, dict, _name(callback), "after_tool_callback")
-        return None
+        return await self._first(
+            "after_tool_callback",
+            dict,
+            {"tool": tool, "tool_args": args, "tool_context": context, "result": result},
+            {"tool": tool, "args": args, "tool_context": context, "tool_response": result},
+        )
 
     async def on_tool_error(
         self, tool: FunctionTool, args: dict[str, Any], context: ToolContext, error: Exception
     ) -> dict[str, Any] | None:
         """A response that replaces the error response, or None to keep it."""
+        return await self._first(
+            "on_tool_error_callback",
+            dict,
+            {"tool": tool, "tool_args": args, "tool_context": context, "error": error},
+            {"tool": tool, "args": args, "tool_context": context, "error": error},
+        )
+
+    async def _first(
+        self,
+        hook: str,
+        kind: type[_T],
+        plugin_kwargs: dict[str, Any],
+        agent_kwargs: dict[str, Any],
+    ) -> _T | None:
+        """The chain of `hook`: each plugin's method of that name (ADK's plugin keywords),
+        then the agent's callbacks of that setting (ADK's agent keywords); the first answer
+        that is not None, checked to be a `kind`."""
         for plugin in self.plugins:
-            answer = await plugin.on_tool_error_callback(
-                tool=tool, tool_args=args, tool_context=context, error=error
-            )
+            answer = await getattr(plugin, hook)(**plugin_kwargs)
             if answer is not None:
-                return _checked(answer, dict, plugin.name, "on_tool_error_callback")
-        for callback in listed(self.agent.on_tool_error_callback):
-            answer = await called(callback, tool=tool, args=args, tool_context=context, error=error)
+                return _checked(answer, kind, plugin.name, hook)
+        for callback in listed(getattr(self.agent, hook)):
+            answer = await called(callback, **agent_kwargs)
             if answer is not None:
-                return _checked(answer, dict, _name(callback), "on_tool_error_callback")
+                return _checked(answer, kind, _name(callback), hook)
         return None
 
     async def after_run(self, context: CallbackContext) -> None:
