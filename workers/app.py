@@ -22,6 +22,7 @@ from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.workers.heartbeat import install_heartbeat
+from toolfleet.workers.intake.step import intake_step
 from toolfleet.workers.observability import install_metrics, install_tracing
 from toolfleet.workers.stopping import install_stop_command
 from toolfleet.workers.tasks import (
@@ -68,6 +69,7 @@ def create_app(settings: Settings) -> Celery:
     deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer)
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions)
+    app.steps["consumer"].add(intake_step(settings))
     install_heartbeat(app, client, settings)
     install_stop_command()
     log.info(

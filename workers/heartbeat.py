@@ -19,6 +19,9 @@ from toolfleet.shared.pool_kinds import CELERY_POOL
 
 log = logging.getLogger(__name__)
 
+# The consumer attribute naming the queues an io worker's intake took from Celery's consumer.
+INTAKE_QUEUES = "toolfleet_intake_queues"
+
 
 class Heartbeat:
     """Keeps this worker's key (hostname, pools, pid, start time) in Redis, from a thread.
@@ -123,7 +126,9 @@ def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> N
     def _on_ready(sender: Any = None, **_: Any) -> None:
         if sender is None or sender.app is not app:
             return
-        queues = [q.name for q in sender.task_consumer.queues]
+        # With an intake, Celery's own consumer no longer lists the queues it took.
+        taken = getattr(sender, INTAKE_QUEUES, [])
+        queues = [q.name for q in sender.task_consumer.queues] + list(taken)
         pools = sorted(q.removeprefix(QUEUE_PREFIX) for q in queues if q.startswith(QUEUE_PREFIX))
         runs = celery_pool_name(sender)
         concurrency = int(getattr(sender.controller, "concurrency", 0) or 0)

@@ -27,30 +27,46 @@ def stop_calls(state: Any, calls: list[dict[str, str]]) -> dict[str, str]:
     """Stop those of `calls` (each {call_id, session_id}) this worker is running."""
     wanted = {(c.get("session_id"), c.get("call_id")) for c in calls}
     pool = state.consumer.pool
-    prefork = type(pool).__module__.endswith("prefork")
+    if type(pool).__module__.endswith("prefork"):
+        stopped = _terminate_children(pool, wanted)
+    else:
+        stopped = _cancel_coroutines(wanted)
+    if stopped:
+        log.info("stopped cancelled call(s) %s", ", ".join(stopped))
+    return {"ok": f"stopped {len(stopped)} call(s)"}
+
+
+def _terminate_children(pool: Any, wanted: set[tuple[str | None, str | None]]) -> list[str]:
+    """Kill the prefork children running `wanted` calls."""
     stopped: list[str] = []
     for request in list(worker_state.active_requests):
         call = (request.kwargs or {}).get("call") or {}
-        call_id = str(call.get("call_id", ""))
-        if (call.get("session_id"), call_id) not in wanted:
-            continue
-        if prefork:
+        if (call.get("session_id"), call.get("call_id")) in wanted:
             request.terminate(pool, signal=signal.SIGKILL)
-            stopped.append(call_id)
-            continue
-        loop = running_call_loop()
-        if loop is not None and loop.stop(call_id):
-            stopped.append(call_id)
-        else:
+            stopped.append(str(call.get("call_id")))
+    return stopped
+
+
+def _cancel_coroutines(wanted: set[tuple[str | None, str | None]]) -> list[str]:
+    """Cancel the `wanted` calls running as coroutines on this process's call loop (an io
+    worker's calls run there, whether its intake or Celery's consumer took them)."""
+    loop = running_call_loop()
+    stopped = [
+        str(call_id)
+        for _, call_id in wanted
+        if call_id and loop is not None and loop.stop(str(call_id))
+    ]
+    for request in list(worker_state.active_requests):  # taken by Celery's consumer
+        call = (request.kwargs or {}).get("call") or {}
+        call_id = str(call.get("call_id", ""))
+        if (call.get("session_id"), call_id) in wanted and call_id not in stopped:
             log.warning(
                 "call %s (%s) runs a sync tool on a thread: it cannot be interrupted; its "
                 "result will be dropped",
                 call_id,
                 request.name,
             )
-    if stopped:
-        log.info("stopped cancelled call(s) %s", ", ".join(stopped))
-    return {"ok": f"stopped {len(stopped)} call(s)"}
+    return stopped
 
 
 def install_stop_command() -> None:

@@ -1,0 +1,187 @@
+"""An io worker's intake: threads that take its queues' messages in batches and run each
+on a thread of its own, up to the worker's concurrency."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import redis
+from celery import Celery
+from celery.events.dispatcher import EventDispatcher
+
+from toolfleet.shared.outages import resilient_client
+from toolfleet.workers.intake.broker import Acks, BrokerQueue
+from toolfleet.workers.intake.message import MalformedMessage, TaskMessage, decode, tag_of
+from toolfleet.workers.intake.runner import MessageRunner
+from toolfleet.workers.intake.sweep import Sweeper
+
+log = logging.getLogger(__name__)
+
+# Messages one take gets at most: several io workers on a queue share a wide turn.
+BATCH = 64
+# How long a taker blocks on an empty queue before it checks whether to stop.
+WAIT_S = 1
+# Flower's task events are sent in batches this often (Celery's consumer sends each alone).
+EVENTS_PERIOD_S = 0.1
+
+
+class Slots:
+    """The calls one worker process may run at once, and how many of them are free."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self._used = 0
+        self._changed = threading.Condition()
+
+    def reserve(self, limit: int, timeout_s: float) -> int:
+        """Reserve up to `limit` slots, once at least one is free; how many (0 after
+        `timeout_s`). Each is given back with `release`."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._used < self.total, timeout_s)
+            reserved = min(limit, self.total - self._used)
+            self._used += reserved
+            return reserved
+
+    def release(self, count: int = 1) -> None:
+        """Give back `count` reserved slots."""
+        with self._changed:
+            self._used -= count
+            self._changed.notify_all()
+
+
+class Intake:
+    """Takes `queues` for worker `hostname` of `app`, running `concurrency` calls at once."""
+
+    def __init__(
+        self,
+        app: Celery,
+        url: str,
+        queues: Sequence[str],
+        hostname: str,
+        concurrency: int,
+        *,
+        send_events: bool,
+        restore_interval_s: float,
+    ) -> None:
+        self.queues = list(queues)
+        self._client = resilient_client(url)
+        self._slots = Slots(concurrency)
+        self._calls = ThreadPoolExecutor(concurrency, thread_name_prefix="toolfleet-call")
+        self._acks = Acks(self._client)
+        self._sweeper = Sweeper(app, restore_interval_s)
+        self._events: EventDispatcher | None = None
+        if send_events:
+            self._events = app.events.Dispatcher(
+                app.connection_for_write(),
+                hostname=hostname,
+                groups=["task"],
+                buffer_group=["task"],
+                buffer_limit=10_000,  # flushed every EVENTS_PERIOD_S, not by size
+            )
+        self._stopping = threading.Event()
+        self._runner = MessageRunner(
+            app,
+            hostname,
+            ack=self._acks.ack,
+            events=self._events,
+            requeue=self._sweeper.requeue,
+            is_stopping=self._stopping.is_set,
+        )
+        self._threads = [
+            threading.Thread(target=self._take, args=(q,), name=f"toolfleet-take-{q}", daemon=True)
+            for q in self.queues
+        ]
+        self._threads.append(
+            threading.Thread(target=self._send_events, name="toolfleet-task-events", daemon=True)
+        )
+
+    def start(self) -> None:
+        """Start taking messages (a thread per queue), acking, sweeping and sending events."""
+        self._acks.start()
+        self._sweeper.start()
+        for thread in self._threads:
+            thread.start()
+        log.info(
+            "intake: taking %s in batches of up to %d, %d calls at once",
+            ", ".join(self.queues),
+            BATCH,
+            self._slots.total,
+        )
+
+    def stop(self, *, wait: bool) -> None:
+        """Take no more messages; with `wait`, let the running calls finish first (a warm
+        shutdown). Messages of calls still running stay unacknowledged: the broker's sweep
+        redelivers them to another worker."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join()
+        self._calls.shutdown(wait=wait)
+        self._acks.stop()
+        self._sweeper.stop()
+        if self._events is not None:
+            self._events.flush()
+            self._events.close()
+
+    def _take(self, name: str) -> None:
+        queue = BrokerQueue(self._client, name)
+        while not self._stopping.is_set():
+            reserved = self._slots.reserve(BATCH, WAIT_S)
+            if not reserved:
+                continue
+            try:
+                batch = queue.take(reserved)
+            except redis.RedisError:
+                self._slots.release(reserved)
+                log.warning("taking messages from %s failed; trying again", name, exc_info=True)
+                self._stopping.wait(WAIT_S)
+                continue
+            for raw in batch.malformed:
+                log.error("dropped a message that is not kombu's JSON from %s: %r", name, raw[:200])
+            started = sum(self._start(raw) for raw in batch.messages)
+            self._slots.release(reserved - started)
+            if not batch.messages and not batch.malformed:
+                self._wait(queue)
+
+    def _wait(self, queue: BrokerQueue) -> None:
+        try:
+            queue.wait(WAIT_S)
+        except redis.RedisError:
+            log.warning("waiting on %s failed; trying again", queue.queue, exc_info=True)
+            self._stopping.wait(WAIT_S)
+
+    def _start(self, raw: bytes) -> bool:
+        """Start running the message in `raw` on a slot reserved for it; False if it is
+        malformed (dropped, logged and acknowledged: running it again would not help)."""
+        try:
+            message = decode(raw)
+        except MalformedMessage as exc:
+            log.error("dropped a malformed message: %s (starts %r)", exc, raw[:200])
+            tag = tag_of(raw)
+            if tag is not None:
+                self._acks.ack(tag)
+            return False
+        self._runner.received(message)
+        self._calls.submit(self._run, message)
+        return True
+
+    def _run(self, message: TaskMessage) -> None:
+        try:
+            self._runner.run(message)
+        except BaseException:
+            log.exception("running a taken message failed")
+        finally:
+            self._slots.release()
+
+    def _send_events(self) -> None:
+        while not self._stopping.wait(EVENTS_PERIOD_S):
+            if self._events is None:
+                return
+            try:
+                self._events.flush()
+            except Exception:
+                log.warning("sending task events failed", exc_info=True)

@@ -1,0 +1,82 @@
+"""The Celery consumer step that hands an io worker's queues to its intake.
+
+Celery's consumer still runs beside it, for everything but those queues: remote control
+(the stop command, Flower's inspections), worker events and heartbeats. The step takes
+over a worker's queues when the worker runs Celery's threads pool (how io pools run) and
+the queues are io pools'; a prefork worker keeps Celery's consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import bootsteps
+
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import QUEUE_PREFIX
+from toolfleet.shared.pool_kinds import CELERY_POOL
+from toolfleet.workers.heartbeat import INTAKE_QUEUES, celery_pool_name
+from toolfleet.workers.intake.intake import Intake
+
+log = logging.getLogger(__name__)
+
+
+def intake_queues(consumer: Any, settings: Settings) -> list[str]:
+    """The queues of `consumer` its intake takes: those of io pools, on the threads pool,
+    unless TOOLFLEET_IO_INTAKE is off."""
+    if not settings.io_intake or celery_pool_name(consumer) != CELERY_POOL["io"]:
+        return []
+    names = [q.name for q in consumer.task_consumer.queues]
+    return [
+        n
+        for n in names
+        if n.startswith(QUEUE_PREFIX) and settings.pool_kind(n.removeprefix(QUEUE_PREFIX)) == "io"
+    ]
+
+
+def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
+    """The consumer step class for workers of `settings`."""
+
+    class IntakeStep(bootsteps.StartStopStep):
+        requires = ("celery.worker.consumer.tasks:Tasks",)
+        label = "toolfleet intake"
+
+        def __init__(self, parent: Any, **kwargs: Any) -> None:
+            super().__init__(parent, **kwargs)
+            self.intake: Intake | None = None
+
+        def start(self, parent: Any) -> None:
+            queues = intake_queues(parent, settings)
+            for name in queues:  # again after a reconnection, which consumes them anew
+                parent.task_consumer.cancel_by_queue(name)
+            setattr(parent, INTAKE_QUEUES, queues)
+            if not queues or self.intake is not None:
+                return
+            dispatcher = getattr(parent, "event_dispatcher", None)
+            self.intake = Intake(
+                parent.app,
+                settings.require_redis_url(),
+                queues,
+                parent.hostname,
+                int(parent.controller.concurrency),
+                send_events=bool(dispatcher is not None and dispatcher.enabled),
+                restore_interval_s=settings.restore_interval_s,
+            )
+            self.intake.start()
+
+        def stop(self, parent: Any) -> None:
+            pass  # a reconnection: the intake keeps its own connections
+
+        def close(self, parent: Any) -> None:
+            if self.intake is not None:  # a warm shutdown: the running calls finish
+                self.intake.stop(wait=True)
+
+        def terminate(self, parent: Any) -> None:
+            if self.intake is not None:  # a cold shutdown: redelivered elsewhere
+                self.intake.stop(wait=False)
+
+        def shutdown(self, parent: Any) -> None:
+            self.terminate(parent)
+
+    return IntakeStep
