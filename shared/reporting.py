@@ -7,7 +7,9 @@ orchestrator opens them where it hands the response to the model.
 from __future__ import annotations
 
 import redis
+from redis.client import Pipeline
 
+from toolfleet.shared.group_commit import GroupCommit
 from toolfleet.shared.messages import RESULT_FIELD, ToolResult
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
@@ -33,6 +35,7 @@ class ResultReporter:
         self._maxlen = maxlen
         self._signer = signer  # signs each result with the fleet key, when there is one
         self._sealer = sealer  # seals its secrets with the key derived from it
+        self._commits = GroupCommit(client)
 
     def post(self, stream: str, result: ToolResult) -> str:
         """Append `result` to `stream` (secrets sealed, signed) and renew its TTL; return
@@ -43,8 +46,11 @@ class ResultReporter:
         fields: dict[str, bytes | str] = {RESULT_FIELD: payload}
         if self._signer is not None:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
-        pipe = self._client.pipeline(transaction=False)
-        pipe.xadd(stream, fields, maxlen=self._maxlen, approximate=True)  # type: ignore[arg-type]
-        pipe.expire(stream, STREAM_TTL_S)
-        entry_id, _ = pipe.execute()
+
+        def commands(pipe: Pipeline) -> None:
+            pipe.xadd(stream, fields, maxlen=self._maxlen, approximate=True)  # type: ignore[arg-type]
+            pipe.expire(stream, STREAM_TTL_S)
+
+        # With the results of the calls ending at the same moment (an io worker's).
+        entry_id, _ = self._commits.execute(commands)
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

@@ -21,18 +21,18 @@ from toolfleet.shared.redis_check import check_redis
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
+from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
 from toolfleet.workers.observability import install_metrics, install_tracing
 from toolfleet.workers.stopping import install_stop_command
 from toolfleet.workers.tasks import (
-    DeliveryGuard,
-    ToolTaskDeps,
     make_scheduler,
     register_job_tasks,
     register_tool_tasks,
     result_poster,
 )
+from toolfleet.workers.tool_runs import ToolTaskDeps
 
 log = logging.getLogger(__name__)
 

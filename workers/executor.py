@@ -70,33 +70,68 @@ class Outcome:
     exception: BaseException | None = None
 
 
-def execute(
-    tool: FunctionTool,
-    call: ToolCall,
-    *,
-    worker: str,
-    attempt: int = 1,
-    max_result_bytes: int,
-    time_limit_s: float = 0.0,
-    services: ToolServices | None = None,
-) -> Outcome:
-    """Run `tool` for `call` in this worker process and describe the outcome as a ToolResult.
+class Execution:
+    """One run of `tool` for `call` in this worker process, from its checked arguments to
+    the Outcome that describes how it ended."""
 
-    Arguments are validated again here; coroutine tools run on this process's call loop
-    (shared by the calls of an io worker), and no task of theirs is left on it afterwards;
-    each call keeps its own `time_limit_s` (0: none), on a pool thread too. Exceptions
-    become ERROR results (the exception kept for retries), as do a time limit and a
-    response or state writes
-    that are not JSON or together over `max_result_bytes` (ResultRejected, no state delta).
-    A long-running tool's response is PENDING: its ticket."""
-    started = time.time()
-    context = ToolContext(call, services)
+    def __init__(
+        self,
+        tool: FunctionTool,
+        call: ToolCall,
+        *,
+        worker: str,
+        attempt: int,
+        max_result_bytes: int,
+        services: ToolServices | None,
+    ) -> None:
+        self.tool = tool
+        self.call = call
+        self._worker = worker
+        self._attempt = attempt
+        self._max_result_bytes = max_result_bytes
+        self.started = time.time()
+        self.context = ToolContext(call, services)
+
+    def arguments(self) -> dict[str, Any] | Outcome:
+        """The tool's keyword arguments, or the InvalidArguments outcome. The orchestrator
+        validated them already; a worker trusts nothing it did not check."""
+        args, problems = self.tool.validate(self.call.args)
+        if problems:
+            detail = "; ".join(str(p) for p in problems)
+            return self.finish(CallStatus.ERROR, error_response("InvalidArguments", detail))
+        if self.tool.signature.context_param:
+            args[self.tool.signature.context_param] = self.context
+        return args
+
+    def returned(self, value: Any) -> Outcome:
+        """The outcome of a tool that returned `value`."""
+        response = value if isinstance(value, dict) else {"result": value}
+        status = CallStatus.PENDING if self.tool.is_long_running else CallStatus.SUCCESS
+        return self.finish(status, response)
+
+    def raised(self, exc: BaseException, time_limit_s: float) -> Outcome:
+        """The outcome of a tool that raised `exc` (a time limit, a stop, its own error);
+        a BaseException that is not an Exception (an interruption) is raised again."""
+        name = self.tool.name
+        if isinstance(exc, ToolError):
+            return self.finish(CallStatus.ERROR, error_response("ToolError", str(exc)), exc)
+        if isinstance(exc, CallStopped):  # answered by the orchestrator already: not reported
+            return self.finish(CallStatus.ERROR, cancelled_response(name), exc)
+        if isinstance(exc, SoftTimeLimitExceeded | CallTimeLimit):
+            message = f"tool {name!r} exceeded its time limit of {time_limit_s:g} s"
+            return self.finish(CallStatus.ERROR, error_response("TimeoutError", message), exc)
+        if not isinstance(exc, Exception):
+            raise exc
+        log.error("tool %s failed (call %s)", name, self.call.call_id, exc_info=exc)
+        return self.finish(CallStatus.ERROR, error_response(type(exc).__name__, str(exc)), exc)
 
     def finish(
-        status: CallStatus, response: dict[str, Any], exc: BaseException | None = None
+        self, status: CallStatus, response: dict[str, Any], exc: BaseException | None = None
     ) -> Outcome:
-        state_delta = context.state.delta
-        problem = _unsendable(response, state_delta, max_result_bytes)
+        """The outcome with this status and response, unless they cannot be sent."""
+        call = self.call
+        state_delta = self.context.state.delta
+        problem = _unsendable(response, state_delta, self._max_result_bytes)
         if problem:
             log.error(
                 "tool %s returned an unsendable result (call %s): %s",
@@ -117,44 +152,79 @@ def execute(
             status=status,
             response=response,
             state_delta=state_delta,
-            actions=context.actions,
-            worker=worker,
+            actions=self.context.actions,
+            worker=self._worker,
             pid=os.getpid(),
-            started_at=started,
+            started_at=self.started,
             finished_at=time.time(),
-            attempt=attempt,
+            attempt=self._attempt,
         )
         return Outcome(result, exc)
 
-    # The orchestrator validated these already; a worker trusts nothing it did not check.
-    args, problems = tool.validate(call.args)
-    if problems:
-        detail = "; ".join(str(p) for p in problems)
-        return finish(CallStatus.ERROR, error_response("InvalidArguments", detail))
-    if tool.signature.context_param:
-        args[tool.signature.context_param] = context
+
+def execute(
+    tool: FunctionTool,
+    call: ToolCall,
+    *,
+    worker: str,
+    attempt: int = 1,
+    max_result_bytes: int,
+    time_limit_s: float = 0.0,
+    services: ToolServices | None = None,
+) -> Outcome:
+    """Run `tool` for `call` in this worker process and describe the outcome as a ToolResult.
+
+    Arguments are validated again here; coroutine tools run on this process's call loop
+    (shared by the calls of an io worker), and no task of theirs is left on it afterwards;
+    each call keeps its own `time_limit_s` (0: none), on a pool thread too. Exceptions
+    become ERROR results (the exception kept for retries), as do a time limit and a
+    response or state writes that are not JSON or together over `max_result_bytes`
+    (ResultRejected, no state delta). A long-running tool's response is PENDING: its ticket."""
+    execution = Execution(
+        tool,
+        call,
+        worker=worker,
+        attempt=attempt,
+        max_result_bytes=max_result_bytes,
+        services=services,
+    )
+    args = execution.arguments()
+    if isinstance(args, Outcome):
+        return args
     try:
         if tool.is_async:
             value = call_loop().run(tool.func(**args), time_limit_s, call.call_id)
         else:
             value = _call_sync(tool.func, args, time_limit_s)
             if asyncio.iscoroutine(value):  # a sync wrapper of a coroutine function
+                started = execution.started
                 left = max(time_limit_s - (time.time() - started), 0.001) if time_limit_s else 0
                 value = call_loop().run(value, left, call.call_id)
-    except ToolError as exc:
-        return finish(CallStatus.ERROR, error_response("ToolError", str(exc)), exc)
-    except CallStopped as exc:  # answered by the orchestrator already: not reported
-        return finish(CallStatus.ERROR, cancelled_response(tool.name), exc)
-    except (SoftTimeLimitExceeded, CallTimeLimit) as exc:
-        message = f"tool {tool.name!r} exceeded its time limit of {time_limit_s:g} s"
-        return finish(CallStatus.ERROR, error_response("TimeoutError", message), exc)
-    except Exception as exc:
-        log.exception("tool %s failed (call %s)", call.tool, call.call_id)
-        return finish(CallStatus.ERROR, error_response(type(exc).__name__, str(exc)), exc)
+    except BaseException as exc:
+        return execution.raised(exc, time_limit_s)
+    return execution.returned(value)
 
-    response = value if isinstance(value, dict) else {"result": value}
-    status = CallStatus.PENDING if tool.is_long_running else CallStatus.SUCCESS
-    return finish(status, response)
+
+def start_coroutine(
+    execution: Execution, time_limit_s: float, on_outcome: Callable[[Outcome], None]
+) -> None:
+    """Start an async tool's call on this process's call loop and return at once; no thread
+    waits for it. `on_outcome` gets its Outcome, on the loop's thread (or on this one, if
+    its arguments are refused)."""
+    args = execution.arguments()
+    if isinstance(args, Outcome):
+        on_outcome(args)
+        return
+
+    def ended(value: Any, error: BaseException | None) -> None:
+        try:
+            outcome = execution.returned(value) if error is None else None
+            on_outcome(outcome or execution.raised(error or RuntimeError(), time_limit_s))
+        except BaseException:  # on the loop's thread: log it, never raise into the loop
+            log.exception("concluding call %s failed", execution.call.call_id)
+
+    call_id = execution.call.call_id
+    call_loop().start(execution.tool.func(**args), time_limit_s, call_id, ended)
 
 
 def _json_size(value: Any) -> int:

@@ -16,12 +16,9 @@ from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys, task_name
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.reporting import ResultReporter
-from toolfleet.workers.tasks import (
-    DELIVERIES_TTL_S,
-    DeliveryGuard,
-    ToolTaskDeps,
-    register_tool_tasks,
-)
+from toolfleet.workers.deliveries import DELIVERIES_TTL_S, DeliveryGuard
+from toolfleet.workers.tasks import register_tool_tasks
+from toolfleet.workers.tool_runs import ToolTaskDeps
 
 KEYS = Keys("t")
 

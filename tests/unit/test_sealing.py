@@ -18,7 +18,7 @@ from toolfleet.shared.redaction import MASK, SEALED, mentions_sealed, redact_dee
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.signing import new_fleet_key
-from toolfleet.workers.tasks import unsealed
+from toolfleet.workers.tool_runs import unsealed
 
 NAMES = ["api_key", "password", "token", "secret"]
 ARGS = {

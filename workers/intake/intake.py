@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import redis
@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 BATCH = 64
 # How long a taker blocks on an empty queue before it checks whether to stop.
 WAIT_S = 1
+# Threads running the admit and conclude steps of coroutine calls.
+STEP_THREADS = int(__import__("os").environ.get("XSTEPS", "16"))
 # Flower's task events are sent in batches this often (Celery's consumer sends each alone).
 EVENTS_PERIOD_S = 0.1
 
@@ -44,6 +46,11 @@ class Slots:
             reserved = min(limit, self.total - self._used)
             self._used += reserved
             return reserved
+
+    def wait_idle(self) -> None:
+        """Wait until no slot is used: every call taken has ended."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._used == 0)
 
     def release(self, count: int = 1) -> None:
         """Give back `count` reserved slots."""
@@ -69,7 +76,13 @@ class Intake:
         self.queues = list(queues)
         self._client = resilient_client(url)
         self._slots = Slots(concurrency)
+        # A thread per call for sync tools; coroutine calls need threads only for their
+        # two short steps (admit, conclude): a few, so that a wide turn's steps do not
+        # contend for the interpreter across a thousand threads.
         self._calls = ThreadPoolExecutor(concurrency, thread_name_prefix="toolfleet-call")
+        self._steps = ThreadPoolExecutor(
+            min(STEP_THREADS, concurrency), thread_name_prefix="toolfleet-step"
+        )
         self._acks = Acks(self._client)
         self._sweeper = Sweeper(app, restore_interval_s)
         self._events: EventDispatcher | None = None
@@ -88,6 +101,7 @@ class Intake:
             ack=self._acks.ack,
             events=self._events,
             requeue=self._sweeper.requeue,
+            submit=self._submit,
             is_stopping=self._stopping.is_set,
         )
         self._threads = [
@@ -120,6 +134,9 @@ class Intake:
         self._stopping.set()
         for thread in self._threads:
             thread.join()
+        if wait:  # coroutine calls hold no thread: wait for their slots, not the threads
+            self._slots.wait_idle()
+        self._steps.shutdown(wait=wait)
         self._calls.shutdown(wait=wait)
         self._acks.stop()
         self._sweeper.stop()
@@ -166,16 +183,30 @@ class Intake:
                 self._acks.ack(tag)
             return False
         self._runner.received(message)
-        self._calls.submit(self._run, message)
+        pool = self._steps if self._runner.holds_no_thread(message) else self._calls
+        pool.submit(self._run, message)
         return True
 
     def _run(self, message: TaskMessage) -> None:
+        """Run a message on this intake thread; its slot is free once it has ended."""
+        once = threading.Lock()  # `done` frees the slot once, even if called again
+
+        def done() -> None:
+            if once.acquire(blocking=False):
+                self._slots.release()
+
         try:
-            self._runner.run(message)
+            self._runner.run(message, done)
         except BaseException:
             log.exception("running a taken message failed")
-        finally:
-            self._slots.release()
+            done()
+
+    def _submit(self, step: Callable[[], None]) -> None:
+        """Run a later step of a message's run on an intake thread."""
+        try:
+            self._steps.submit(step)
+        except RuntimeError:  # the pool is shut down (a cold shutdown): run it here
+            step()
 
     def _send_events(self) -> None:
         while not self._stopping.wait(EVENTS_PERIOD_S):

@@ -1,8 +1,10 @@
-"""Run one taken message as its Celery task, on an intake thread, and acknowledge it.
+"""Run one taken message as its Celery task, on intake threads, and acknowledge it.
 
 The task runs as Celery's own worker would run it: with a request made from the message
 (its id, retries, headers, delivery info), so `self.request` and `self.retry` behave the
-same, and Flower gets the same task events.
+same, and Flower gets the same task events. A coroutine tool's call runs in two steps,
+admit and conclude, each on a thread, with the coroutine on the call loop in between:
+while it awaits the network no thread waits for it.
 """
 
 from __future__ import annotations
@@ -15,27 +17,35 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
+from celery.app.task import Context
 from celery.events.dispatcher import EventDispatcher
 from celery.exceptions import Retry
 from celery.utils.saferepr import saferepr
 
+from toolfleet.workers.executor import Outcome
 from toolfleet.workers.intake.message import TaskMessage
+from toolfleet.workers.tool_runs import TOOL_RUNS, ToolRuns
 
 log = logging.getLogger(__name__)
+
+# Runs a step of a message's run on an intake thread.
+Submit = Callable[[Callable[[], None]], None]
 
 
 @dataclass(frozen=True)
 class MessageRunner:
     """Runs taken messages of `app`'s tasks as worker `hostname`. `ack` acknowledges one by
-    its delivery tag, `requeue` puts one back on its queue; `events` (None: off) gets
-    Flower's task events; `is_stopping` says the worker is shutting down."""
+    its delivery tag, `requeue` puts one back on its queue; `submit` runs a step on an
+    intake thread; `events` (None: off) gets Flower's task events; `is_stopping` says the
+    worker is shutting down."""
 
     app: Celery
     hostname: str
     ack: Callable[[str], None]
-    events: EventDispatcher | None
     requeue: Callable[[str], None]
+    submit: Submit
+    events: EventDispatcher | None
     is_stopping: Callable[[], bool]
 
     def received(self, message: TaskMessage) -> None:
@@ -54,10 +64,15 @@ class MessageRunner:
             expires=expires and expires.isoformat(),
         )
 
-    def run(self, message: TaskMessage) -> None:
-        """Run the message's task to its end, then acknowledge the message. A task that
-        raises is logged and acknowledged, as Celery does with acks_late: the tool tasks
-        answer their call before they end, so nothing is owed to anyone."""
+    def holds_no_thread(self, message: TaskMessage) -> bool:
+        """Whether the message's call runs without a thread waiting on it (a coroutine tool)."""
+        runs: ToolRuns | None = getattr(self.app.tasks.get(message.task), TOOL_RUNS, None)
+        return runs is not None and runs.holds_no_thread
+
+    def run(self, message: TaskMessage, done: Callable[[], None]) -> None:
+        """Run the message's task to its end, acknowledge the message, then call `done`
+        (once, perhaps on another thread). A task that raises is logged and acknowledged,
+        as Celery does with acks_late: a tool task answers its call before it ends."""
         task = self.app.tasks.get(message.task)
         if task is None:
             log.error(
@@ -66,10 +81,11 @@ class MessageRunner:
                 message.task,
                 message.task_id,
             )
-            self.ack(message.tag)
+            self._end(message, done)
             return
         if not self._due(message):
             self.requeue(message.tag)  # the worker stops: another one runs it at its ETA
+            done()
             return
         expires = message.expires()
         if expires is not None and expires < datetime.now(UTC):
@@ -77,43 +93,98 @@ class MessageRunner:
                 "task %s[%s] expired at %s: not run", message.task, message.task_id, expires
             )
             self._event("task-revoked", message, expired=True, terminated=False, signum=None)
-            self.ack(message.tag)
+            self._end(message, done)
             return
         self._event("task-started", message)
         started = time.monotonic()
-        request = {
-            **message.headers,
-            "id": message.task_id,
-            "args": message.args,
-            "kwargs": message.kwargs,
-            "delivery_info": message.delivery_info,
-            "reply_to": message.properties.get("reply_to"),
-            "correlation_id": message.properties.get("correlation_id"),
-            "hostname": self.hostname,
-            "called_directly": False,
-            "is_eager": False,
-        }
-        task.push_request(**request)
+        runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
+        call = message.kwargs.get("call")
+        if runs is not None and runs.holds_no_thread and isinstance(call, dict):
+            self._admit(task, runs, message, call, done, started)
+            return
+        value, error = _attempt(
+            lambda: self._as(task, message, lambda: task.run(*message.args, **message.kwargs))
+        )
+        self._finish(message, done, started, value, error)
+
+    def _admit(
+        self,
+        task: Task[Any, Any],
+        runs: ToolRuns,
+        message: TaskMessage,
+        call: dict[str, Any],
+        done: Callable[[], None],
+        started: float,
+    ) -> None:
+        """Step one of a coroutine call: admit it and start it on the call loop; step two,
+        concluding it, goes to an intake thread when the coroutine ends."""
+
+        admitted, error = _attempt(lambda: self._as(task, message, lambda: runs.admit(task, call)))
+        if admitted is None:  # answered, dropped or closed already; or it raised
+            self._finish(message, done, started, None, error)
+            return
+
+        def conclude(outcome: Outcome) -> None:
+            def step() -> None:
+                runs.conclude(task, admitted, outcome)
+
+            value, error = _attempt(lambda: self._as(task, message, step))
+            self._finish(message, done, started, value, error)
+
+        _, error = _attempt(
+            lambda: runs.start(admitted, lambda outcome: self.submit(lambda: conclude(outcome)))
+        )
+        if error is not None:  # it did not start: nothing will conclude it
+            self._finish(message, done, started, None, error)
+
+    def _as(self, task: Task[Any, Any], message: TaskMessage, step: Callable[[], Any]) -> Any:
+        """`step()` with the task's request made from the message, as Celery makes it."""
+        # Celery's push_request first copies the thread's current request: a fifth of
+        # this step's time with no gain, as the message's request is complete.
+        task.request_stack.push(
+            Context(
+                {
+                    **message.headers,
+                    "id": message.task_id,
+                    "args": message.args,
+                    "kwargs": message.kwargs,
+                    "delivery_info": message.delivery_info,
+                    "reply_to": message.properties.get("reply_to"),
+                    "correlation_id": message.properties.get("correlation_id"),
+                    "hostname": self.hostname,
+                    "called_directly": False,
+                    "is_eager": False,
+                }
+            )
+        )
         try:
-            value = task.run(*message.args, **message.kwargs)
-        except Retry as retry:
-            self._event(
-                "task-retried",
-                message,
-                exception=saferepr(retry.exc),
-                traceback=traceback.format_exc(),
-            )
-        except Exception as exc:
-            log.exception("task %s[%s] raised", message.task, message.task_id)
-            self._event(
-                "task-failed", message, exception=saferepr(exc), traceback=traceback.format_exc()
-            )
+            return step()
+        finally:
+            task.pop_request()
+
+    def _finish(
+        self,
+        message: TaskMessage,
+        done: Callable[[], None],
+        started: float,
+        value: Any,
+        error: Exception | None,
+    ) -> None:
+        """Tell Flower how the task ended, acknowledge its message, call `done`."""
+        if isinstance(error, Retry):
+            self._event("task-retried", message, exception=saferepr(error.exc), traceback="")
+        elif error is not None:
+            log.error("task %s[%s] raised", message.task, message.task_id, exc_info=error)
+            trace = "".join(traceback.format_exception(error))
+            self._event("task-failed", message, exception=saferepr(error), traceback=trace)
         else:
             runtime = time.monotonic() - started
             self._event("task-succeeded", message, result=saferepr(value), runtime=runtime)
-        finally:
-            task.pop_request()
-            self.ack(message.tag)
+        self._end(message, done)
+
+    def _end(self, message: TaskMessage, done: Callable[[], None]) -> None:
+        self.ack(message.tag)
+        done()
 
     def _due(self, message: TaskMessage) -> bool:
         """Wait for the message's ETA (a retry's countdown), holding this thread and its
@@ -131,3 +202,11 @@ class MessageRunner:
     def _event(self, kind: str, message: TaskMessage, **fields: Any) -> None:
         if self.events is not None:
             self.events.send(kind, uuid=message.task_id, **fields)
+
+
+def _attempt(step: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    """`step()`'s value, or the exception it raised (Celery's Retry is one)."""
+    try:
+        return step(), None
+    except Exception as exc:
+        return None, exc

@@ -1,0 +1,84 @@
+"""How often the broker delivered a call: a tool that kills its worker is not run forever."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import redis
+from redis.exceptions import NoScriptError
+
+from toolfleet.shared.group_commit import GroupCommit
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import RunningCall, ToolCall, ToolResult, error_result
+from toolfleet.shared.scripts import LuaScript
+
+# A delivery counter outlives any redelivery of its call, then goes.
+DELIVERIES_TTL_S = 24 * 3600
+# A session's record of started calls goes this long after its last call started.
+RUNNING_TTL_S = 3600
+
+
+# One command for the five of a delivery (its count, its TTL, whether the call is closed,
+# who runs it since when, that record's TTL): an io worker admits thousands at once.
+_COUNT = LuaScript(
+    """
+local count = redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[4])
+return {count, redis.call('EXISTS', KEYS[2])}
+"""
+)
+
+
+@dataclass(frozen=True)
+class DeliveryGuard:
+    """Counts the broker's deliveries of a call, so a tool that kills its worker stops.
+
+    With acks_late and task_reject_on_worker_lost, Celery requeues a call whose worker
+    process died - forever, if the tool itself kills it. Each attempt (`retries`: a
+    retry via `self.retry` is a new message, not a crash) is allowed `max_deliveries`.
+    """
+
+    client: redis.Redis
+    keys: Keys
+    max_deliveries: int
+    _commits: GroupCommit = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_commits", GroupCommit(self.client))
+
+    def count(self, call: ToolCall, retries: int, worker: str = "") -> tuple[int, bool]:
+        """Count one delivery: how many this attempt of the call has had, and whether the
+        orchestrator closed the call already (one round trip for both). The same round trip
+        records who runs the call since when (`Keys.running`), for live progress."""
+        key = self.keys.deliveries(call.call_id, retries)
+        running = self.keys.running(call.session_id)
+        started = RunningCall(worker=worker, pid=os.getpid(), started_at=time.time())
+        closed = self.keys.closed(call.session_id, call.call_id)
+        args = (key, closed, running, DELIVERIES_TTL_S, call.call_id, started.model_dump_json())
+        try:
+            # With the counts of the calls admitted at the same moment (an io worker's).
+            ((count, is_closed),) = self._commits.execute(
+                lambda pipe: pipe.evalsha(_COUNT.sha, 3, *args, RUNNING_TTL_S)
+            )
+        except NoScriptError:  # nothing ran: the server's script cache was flushed
+            count, is_closed = _COUNT.run_sync(self.client, 3, *args, RUNNING_TTL_S)
+        return int(count), bool(is_closed)
+
+    def exhausted(self, count: int) -> bool:
+        """True once `count` deliveries exceed `max_deliveries`: answer WorkerLost, do not run."""
+        return count > self.max_deliveries
+
+
+def worker_lost(call: ToolCall, deliveries: int, *, worker: str, attempt: int) -> ToolResult:
+    """The answer to a call not run again: every earlier delivery lost its worker."""
+    message = (
+        f"tool {call.tool!r} was delivered {deliveries} times and its worker died each "
+        "time, so it was not run again"
+    )
+    return error_result(
+        call, "WorkerLost", message, worker=worker, pid=os.getpid(), attempt=attempt
+    )
