@@ -176,15 +176,14 @@ class ToolRuns:
                 lost = worker_lost(envelope, count - 1, worker=worker, attempt=attempt)
                 deps.reporter.post(envelope.reply_to, lost)
                 return lost
-        starting = PendingCall.starting(envelope)
         # A closed call was answered already (it timed out waiting in the queue, say):
         # running it now would act on a call the model was told did not happen. A
         # long-running call opens its ticket in the same step as that check, before it
         # runs: a job the tool starts may post its result at once.
         if tool.is_long_running and not closed:
-            closed = not deps.completions.register(starting)
+            closed = not deps.completions.register(PendingCall.starting(envelope))
         elif closed is None:
-            closed = deps.completions.is_closed(starting)
+            closed = deps.completions.is_closed(PendingCall.starting(envelope))
         if closed:
             log.warning(
                 "call %s (%s) was answered before it started (timed out?): not run",

@@ -145,3 +145,28 @@ async def io_hang_once(tool_context: ToolContext) -> dict[str, int]:
     if execution == 1:
         await asyncio.sleep(HANG_S)  # ok: the test kills the worker meanwhile
     return {"execution": execution}
+
+
+class FlakyNetwork(ConnectionError):
+    """What a tool's first execution raises: a transient failure worth a retry."""
+
+
+@tool(retry_on=(FlakyNetwork,), max_retries=2, retry_backoff_s=0.2)
+async def io_flaky_once(tool_context: ToolContext) -> dict[str, int]:
+    """Fails its first execution with a transient error; answers in the retry."""
+    execution = probe.record_execution(tool_context.function_call_id)
+    if execution == 1:
+        raise FlakyNetwork("the network dropped the first try")
+    return {"execution": execution}
+
+
+@tool
+async def io_counted_nap(seconds: float, tool_context: ToolContext) -> dict[str, int]:
+    """Records each execution, sleeps `seconds` on the event loop, answers which it was.
+
+    Args:
+        seconds: How long to sleep.
+    """
+    execution = probe.record_execution(tool_context.function_call_id)
+    await asyncio.sleep(seconds)  # ok: an I/O wait, as in any async tool
+    return {"execution": execution}

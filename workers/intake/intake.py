@@ -25,7 +25,7 @@ BATCH = 64
 # How long a taker blocks on an empty queue before it checks whether to stop.
 WAIT_S = 1
 # Threads running the admit and conclude steps of coroutine calls.
-STEP_THREADS = int(__import__("os").environ.get("XSTEPS", "16"))
+STEP_THREADS = 16
 # Flower's task events are sent in batches this often (Celery's consumer sends each alone).
 EVENTS_PERIOD_S = 0.1
 

@@ -1,0 +1,87 @@
+"""The intake's reading of task messages and its concurrency slots."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from toolfleet.workers.intake.broker import priority_lists
+from toolfleet.workers.intake.intake import Slots
+from toolfleet.workers.intake.message import MalformedMessage, decode, tag_of
+
+
+def message(body: object = ([], {"call": {"call_id": "c1"}}, {}), **headers: object) -> str:
+    return json.dumps(
+        {
+            "body": base64.b64encode(json.dumps(body).encode()).decode(),
+            "content-type": "application/json",
+            "headers": {"task": "tool.nap", "id": "task-1", **headers},
+            "properties": {
+                "body_encoding": "base64",
+                "delivery_tag": "tag-1",
+                "delivery_info": {"exchange": "", "routing_key": "tools.io"},
+            },
+        }
+    )
+
+
+def test_a_protocol_2_message_decodes_to_what_running_its_task_needs() -> None:
+    decoded = decode(message(retries=2, eta="2026-12-01T10:00:00+00:00"))
+    assert (decoded.tag, decoded.task, decoded.task_id) == ("tag-1", "tool.nap", "task-1")
+    assert decoded.args == [] and decoded.kwargs == {"call": {"call_id": "c1"}}
+    assert decoded.retries == 2
+    assert decoded.eta() == datetime(2026, 12, 1, 10, tzinfo=UTC)
+    assert decoded.expires() is None
+    assert decoded.delivery_info == {"exchange": "", "routing_key": "tools.io"}
+
+
+def test_an_eta_without_a_zone_is_utc_as_celery_writes_it() -> None:
+    assert decode(message(eta="2026-12-01T10:00:00")).eta() == datetime(2026, 12, 1, 10, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("not json", "not a Celery protocol 2 task message"),
+        (json.dumps({"headers": {}, "properties": {}}), "'body'"),
+        (message(body={"task": "protocol 1"}), "not a Celery protocol 2 task message"),
+        (json.dumps({**json.loads(message()), "content-type": "application/x-python"}), "JSON"),
+    ],
+)
+def test_a_malformed_message_says_what_is_wrong(raw: str, why: str) -> None:
+    with pytest.raises(MalformedMessage, match=why):
+        decode(raw)
+
+
+def test_the_tag_of_a_message_that_does_not_decode_is_still_found_to_ack_it() -> None:
+    bad = json.loads(message(body="not a list"))
+    assert tag_of(json.dumps(bad)) == "tag-1"
+    assert tag_of("not json") is None
+
+
+def test_priority_lists_are_kombus_names_highest_first() -> None:
+    assert priority_lists("tools.io") == [
+        "tools.io",
+        "tools.io\x06\x163",
+        "tools.io\x06\x166",
+        "tools.io\x06\x169",
+    ]
+
+
+def test_slots_reserve_at_most_what_is_free_and_wait_for_a_release() -> None:
+    slots = Slots(3)
+    assert slots.reserve(2, 0) == 2
+    assert slots.reserve(5, 0) == 1
+    assert slots.reserve(1, 0) == 0  # full: after the timeout, none
+    released = threading.Timer(0.05, slots.release)
+    released.start()
+    assert slots.reserve(4, 5) == 1  # woken by the release
+    slots.release(3)
+    idle = threading.Thread(target=slots.wait_idle)
+    idle.start()
+    idle.join(5)
+    assert not idle.is_alive()
