@@ -22,6 +22,16 @@ def nap(seconds: float, label: str = "") -> dict[str, object]:
 
 
 @tool
+async def shout(text: str) -> dict[str, str]:
+    """Answers `text` in capitals, from the io pool (an async tool).
+
+    Args:
+        text: What to shout.
+    """
+    return {"shouted": text.upper()}
+
+
+@tool
 def fail(message: str) -> None:
     """Always raises ValueError(message)."""
     raise ValueError(message)

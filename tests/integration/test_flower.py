@@ -48,7 +48,7 @@ def until(probe: Any, timeout_s: float, what: str) -> Any:
 def flower(
     settings: Settings, fleet: WorkerGroup, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Flower]:
-    hostnames = [w.hostname for w in fleet.workers if "default" in w.pools]
+    hostnames = [w.hostname for w in fleet.workers if {"default", "io"} & set(w.pools)]
     log_dir = tmp_path_factory.mktemp("flower")
     with running_flower(settings, hostnames, log_dir, (USER, PASSWORD), START_TIMEOUT_S) as f:
         yield f
@@ -71,6 +71,7 @@ async def test_tool_tasks_are_listed_with_their_arguments_and_secrets_redacted(
             Call("nap", {"seconds": 0.2, "label": f"{label}-a"}),
             Call("nap", {"seconds": 0.2, "label": f"{label}-b"}),
             Call("call_api", {"endpoint": endpoint, "api_key": canary}),
+            Call("shout", {"text": f"{label}-io"}),  # taken by the io worker's intake
         ),
         say("done"),
     ]
@@ -95,18 +96,21 @@ async def test_tool_tasks_are_listed_with_their_arguments_and_secrets_redacted(
         response = flower.get("/api/tasks")
         assert response.status == 200, response.text
         mine = ours(response.json())
-        done = len(mine) == 3 and all(t["state"] == "SUCCESS" for t in mine)
+        done = len(mine) == 4 and all(t["state"] == "SUCCESS" for t in mine)
         return response if done else None
 
-    response = until(all_succeeded, EVENTS_TIMEOUT_S, "flower to list the 3 tasks as SUCCESS")
+    response = until(all_succeeded, EVENTS_TIMEOUT_S, "flower to list the 4 tasks as SUCCESS")
     mine = ours(response.json())
     naps = [t for t in mine if t["name"] == "tool.nap"]
     (api_call,) = [t for t in mine if t["name"] == "tool.call_api"]
+    (shout,) = [t for t in mine if t["name"] == "tool.shout"]
     assert len(naps) == 2
     default_workers = {w.hostname for w in fleet.workers if "default" in w.pools}
+    io_workers = {w.hostname for w in fleet.workers if "io" in w.pools}
+    assert shout["worker"] in io_workers, shout
     for task in mine:
         assert task["runtime"] > 0, task
-        assert task["worker"] in default_workers, task
+        assert task["worker"] in default_workers | io_workers, task
         # kwargs shows where the call belongs, never the session state snapshot.
         assert "call_id" in task["kwargs"] and "state" not in task["kwargs"], task
     assert {"'seconds': 0.2" in t["args"] for t in naps} == {True}, naps
