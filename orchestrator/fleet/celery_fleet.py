@@ -6,9 +6,9 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.flights import Flight, InFlight
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, cancelled, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
@@ -24,17 +24,6 @@ from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.redaction import redact_deep, secret_name_set
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Flight:
-    """A sent call: when it left and when the orchestrator stops waiting for it."""
-
-    planned: PlannedCall
-    sent_at: float
-    deadline: float
-    extended: bool = False  # once, by the recovery bound, after a Redis outage
-    watch: CallWatch | None = None  # None: sent before a takeover, not by this replica
 
 
 class CeleryFleet:
@@ -102,7 +91,7 @@ class CeleryFleet:
         )
         # Results of calls sent before a takeover are on the stream or on their way.
         waiting = [p for p in calls if p.call.call_id not in sent]
-        in_flight: dict[asyncio.Future[ToolResult], _Flight] = {}
+        in_flight = InFlight()
         self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
         running = self._running.setdefault(session_id, {})
         running.update({p.call.call_id: p for p in calls})
@@ -129,26 +118,18 @@ class CeleryFleet:
                         raise
                     with_first_send = None
                     self._track(in_flight, futures, batch, watches)
-                next_deadline = min(flight.deadline for flight in in_flight.values())
-                done, _ = await asyncio.wait(
-                    in_flight,
-                    timeout=max(0.0, next_deadline - time.monotonic()),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                for future in done:
-                    result = future.result()
-                    self._end(in_flight.pop(future), result)
+                if not in_flight:  # every call of the batch was answered before it was sent
+                    continue
+                timeout_s = max(0.0, in_flight.next_deadline() - time.monotonic())
+                for flight, result in await in_flight.finished(timeout_s):
+                    self._end(flight, result)
                     yield result
-                now = time.monotonic()
-                for future, flight in list(in_flight.items()):
-                    if flight.deadline > now or self._outage_extends(flight):
-                        continue
-                    in_flight.pop(future)
+                for flight in in_flight.expired(time.monotonic(), self._outage_extends):
                     timed_out = self._timed_out(flight.planned)
                     self._end(flight, timed_out)
                     yield timed_out
         finally:
-            for flight in in_flight.values():  # the consumer stopped early
+            for flight in in_flight:  # the consumer stopped early
                 if flight.watch is not None:
                     flight.watch.abandon("Abandoned")
             for planned in calls:  # a consumer that stops early must not leak futures
@@ -169,7 +150,7 @@ class CeleryFleet:
 
     def _track(
         self,
-        in_flight: dict[asyncio.Future[ToolResult], _Flight],
+        in_flight: InFlight,
         futures: dict[str, asyncio.Future[ToolResult]],
         sent: Sequence[PlannedCall],
         watches: Sequence[CallWatch] = (),
@@ -179,14 +160,16 @@ class CeleryFleet:
             deadline = now + tool_time_limit(planned.tool, self._settings)
             deadline += self._settings.result_grace_s
             watch = watches[index] if watches else None
-            in_flight[futures[planned.call.call_id]] = _Flight(planned, now, deadline, watch=watch)
+            in_flight.add(
+                futures[planned.call.call_id], Flight(planned, now, deadline, watch=watch)
+            )
 
     @staticmethod
-    def _end(flight: _Flight, result: ToolResult) -> None:
+    def _end(flight: Flight, result: ToolResult) -> None:
         if flight.watch is not None:
             flight.watch.end(result)
 
-    def _outage_extends(self, flight: _Flight) -> bool:
+    def _outage_extends(self, flight: Flight) -> bool:
         """A Redis outage while the call was out may have stranded its message in a
         worker's reservation: the broker redelivers it within the recovery bound, so
         wait that long (once) before answering with a timeout."""
