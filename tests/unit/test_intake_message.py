@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from toolfleet.workers.intake.broker import priority_lists
+from toolfleet.workers.intake.eta import EtaQueue
 from toolfleet.workers.intake.intake import Slots
-from toolfleet.workers.intake.message import MalformedMessage, decode, tag_of
+from toolfleet.workers.intake.message import MalformedMessage, TaskMessage, decode, tag_of
 
 
 def message(body: object = ([], {"call": {"call_id": "c1"}}, {}), **headers: object) -> str:
@@ -85,3 +86,23 @@ def test_slots_reserve_at_most_what_is_free_and_wait_for_a_release() -> None:
     idle.start()
     idle.join(5)
     assert not idle.is_alive()
+
+
+def test_held_messages_are_handed_over_in_eta_order_and_stop_returns_the_rest() -> None:
+    handed: list[str] = []
+    both = threading.Event()
+
+    def due(message: TaskMessage) -> None:
+        handed.append(message.task_id)
+        if len(handed) == 2:
+            both.set()
+
+    queue = EtaQueue(due)
+    queue.start()
+    now = datetime.now(UTC)
+    queue.hold(decode(message(id="later")), now + timedelta(seconds=0.2))
+    queue.hold(decode(message(id="sooner")), now + timedelta(seconds=0.1))
+    queue.hold(decode(message(id="tomorrow")), now + timedelta(days=1))
+    assert both.wait(5)
+    assert handed == ["sooner", "later"]
+    assert [m.task_id for m in queue.stop()] == ["tomorrow"]

@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import redis
 from celery import Celery
@@ -14,6 +15,7 @@ from celery.events.dispatcher import EventDispatcher
 
 from toolfleet.shared.outages import resilient_client
 from toolfleet.workers.intake.broker import Acks, BrokerQueue
+from toolfleet.workers.intake.eta import EtaQueue
 from toolfleet.workers.intake.message import MalformedMessage, TaskMessage, decode, tag_of
 from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.intake.sweep import Sweeper
@@ -100,10 +102,9 @@ class Intake:
             hostname,
             ack=self._acks.ack,
             events=self._events,
-            requeue=self._sweeper.requeue,
             submit=self._submit,
-            is_stopping=self._stopping.is_set,
         )
+        self._eta = EtaQueue(self._run_now)
         self._threads = [
             threading.Thread(target=self._take, args=(q,), name=f"toolfleet-take-{q}", daemon=True)
             for q in self.queues
@@ -116,6 +117,7 @@ class Intake:
         """Start taking messages (a thread per queue), acking, sweeping and sending events."""
         self._acks.start()
         self._sweeper.start()
+        self._eta.start()
         for thread in self._threads:
             thread.start()
         log.info(
@@ -134,6 +136,9 @@ class Intake:
         self._stopping.set()
         for thread in self._threads:
             thread.join()
+        for message in self._eta.stop():  # never ran: another worker runs it at its ETA
+            self._sweeper.requeue(message.tag)
+            self._slots.release()
         if wait:  # coroutine calls hold no thread: wait for their slots, not the threads
             self._slots.wait_idle()
         self._steps.shutdown(wait=wait)
@@ -183,9 +188,16 @@ class Intake:
                 self._acks.ack(tag)
             return False
         self._runner.received(message)
+        eta = message.eta()
+        if eta is not None and eta > datetime.now(UTC):
+            self._eta.hold(message, eta)  # its slot stays reserved; no thread waits
+        else:
+            self._run_now(message)
+        return True
+
+    def _run_now(self, message: TaskMessage) -> None:
         pool = self._steps if self._runner.holds_no_thread(message) else self._calls
         pool.submit(self._run, message)
-        return True
 
     def _run(self, message: TaskMessage) -> None:
         """Run a message on this intake thread; its slot is free once it has ended."""

@@ -36,17 +36,14 @@ Submit = Callable[[Callable[[], None]], None]
 @dataclass(frozen=True)
 class MessageRunner:
     """Runs taken messages of `app`'s tasks as worker `hostname`. `ack` acknowledges one by
-    its delivery tag, `requeue` puts one back on its queue; `submit` runs a step on an
-    intake thread; `events` (None: off) gets Flower's task events; `is_stopping` says the
-    worker is shutting down."""
+    its delivery tag; `submit` runs a step on an intake thread; `events` (None: off) gets
+    Flower's task events."""
 
     app: Celery
     hostname: str
     ack: Callable[[str], None]
-    requeue: Callable[[str], None]
     submit: Submit
     events: EventDispatcher | None
-    is_stopping: Callable[[], bool]
 
     def received(self, message: TaskMessage) -> None:
         """Tell Flower the message was received (the intake does, for each one taken)."""
@@ -70,7 +67,7 @@ class MessageRunner:
         return runs is not None and runs.holds_no_thread
 
     def run(self, message: TaskMessage, done: Callable[[], None]) -> None:
-        """Run the message's task to its end, acknowledge the message, then call `done`
+        """Run the message's task (due now) to its end, acknowledge it, then call `done`
         (once, perhaps on another thread). A task that raises is logged and acknowledged,
         as Celery does with acks_late: a tool task answers its call before it ends."""
         task = self.app.tasks.get(message.task)
@@ -82,10 +79,6 @@ class MessageRunner:
                 message.task_id,
             )
             self._end(message, done)
-            return
-        if not self._due(message):
-            self.requeue(message.tag)  # the worker stops: another one runs it at its ETA
-            done()
             return
         expires = message.expires()
         if expires is not None and expires < datetime.now(UTC):
@@ -185,19 +178,6 @@ class MessageRunner:
     def _end(self, message: TaskMessage, done: Callable[[], None]) -> None:
         self.ack(message.tag)
         done()
-
-    def _due(self, message: TaskMessage) -> bool:
-        """Wait for the message's ETA (a retry's countdown), holding this thread and its
-        slot, as Celery holds a reserved message; False if the worker stops first."""
-        eta = message.eta()
-        while eta is not None:
-            left = (eta - datetime.now(UTC)).total_seconds()
-            if left <= 0:
-                return True
-            if self.is_stopping():
-                return False
-            time.sleep(min(left, 0.5))  # ok: a retry's countdown, checked for stopping
-        return True
 
     def _event(self, kind: str, message: TaskMessage, **fields: Any) -> None:
         if self.events is not None:
