@@ -188,6 +188,12 @@ def execute(
         max_result_bytes=max_result_bytes,
         services=services,
     )
+    return run_execution(execution, time_limit_s)
+
+
+def run_execution(execution: Execution, time_limit_s: float) -> Outcome:
+    """Run `execution` on this thread to its Outcome (see `execute`)."""
+    tool, call = execution.tool, execution.call
     args = execution.arguments()
     if isinstance(args, Outcome):
         return args

@@ -27,7 +27,7 @@ from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped
 from toolfleet.workers.deliveries import DeliveryGuard, worker_lost
-from toolfleet.workers.executor import Execution, Outcome, execute, start_coroutine
+from toolfleet.workers.executor import Execution, Outcome, run_execution, start_coroutine
 from toolfleet.workers.spans import end_run_span, run_span
 
 if TYPE_CHECKING:
@@ -95,21 +95,17 @@ class ToolRuns:
         if admitted is None:
             return
         with _SpanScope(admitted.span):
-            outcome = execute(
-                self.tool,
-                admitted.envelope,
-                worker=admitted.worker,
-                attempt=admitted.attempt,
-                max_result_bytes=self._deps.settings.max_payload_bytes,
-                time_limit_s=self._limit_s,
-                services=self._deps.services,
-            )
+            outcome = run_execution(self._execution(admitted), self._limit_s)
         self.conclude(task, admitted, outcome)
 
     def start(self, admitted: Admitted, on_outcome: Callable[[Outcome], None]) -> None:
         """Start an admitted coroutine call on the call loop; `on_outcome` gets its Outcome
         (on the loop's thread) when it ends."""
-        execution = Execution(
+        with _SpanScope(admitted.span):  # the coroutine's context has the run's span
+            start_coroutine(self._execution(admitted), self._limit_s, on_outcome)
+
+    def _execution(self, admitted: Admitted) -> Execution:
+        return Execution(
             self.tool,
             admitted.envelope,
             worker=admitted.worker,
@@ -117,8 +113,6 @@ class ToolRuns:
             max_result_bytes=self._deps.settings.max_payload_bytes,
             services=self._deps.services,
         )
-        with _SpanScope(admitted.span):  # the coroutine's context has the run's span
-            start_coroutine(execution, self._limit_s, on_outcome)
 
     def admit(self, task: Task[Any, Any], call: dict[str, Any]) -> Admitted | None:
         """The call cleared to run, or None: it was malformed, refused, lost too often or
