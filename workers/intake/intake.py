@@ -178,22 +178,25 @@ class Intake:
 
     def _start(self, raw: bytes) -> bool:
         """Start running the message in `raw` on a slot reserved for it; False if it is
-        malformed (dropped, logged and acknowledged: running it again would not help)."""
+        malformed or cannot start (dropped, logged and acknowledged: running it again
+        would not help, and the taker goes on with the next)."""
         try:
             message = decode(raw)
+            self._runner.received(message)
+            eta = message.eta()
+            if eta is not None and eta > datetime.now(UTC):
+                self._eta.hold(message, eta)  # its slot stays reserved; no thread waits
+            else:
+                self._run_now(message)
+            return True
         except MalformedMessage as exc:
             log.error("dropped a malformed message: %s (starts %r)", exc, raw[:200])
-            tag = tag_of(raw)
-            if tag is not None:
-                self._acks.ack(tag)
-            return False
-        self._runner.received(message)
-        eta = message.eta()
-        if eta is not None and eta > datetime.now(UTC):
-            self._eta.hold(message, eta)  # its slot stays reserved; no thread waits
-        else:
-            self._run_now(message)
-        return True
+        except Exception:
+            log.exception("dropped a message that could not start (starts %r)", raw[:200])
+        tag = tag_of(raw)
+        if tag is not None:
+            self._acks.ack(tag)
+        return False
 
     def _run_now(self, message: TaskMessage) -> None:
         pool = self._steps if self._runner.holds_no_thread(message) else self._calls
