@@ -1,12 +1,14 @@
 """Orchestrator CPU per no-op call, step by step, against raw Celery's client (issue 15 B).
 
-`python -m bench.turn_cpu [--rounds 2] [--sessions 200] [--turns 5] [--steps 300]`
+`python -m bench.turn_cpu [--rounds 6] [--sessions 200] [--turns 3] [--steps 100]`
 
 Two measurements, on a private Redis with one toolfleet and one raw Celery worker process:
 
 - **CPU per call**: this process's `process_time` over `sessions` concurrent sessions
   running `turns` one-call no-op turns each (figure 3's workload, smaller), against raw
-  Celery's client keeping as many `apply_async()` in flight; rounds alternate.
+  Celery's client keeping as many `apply_async()` in flight; rounds alternate, and the
+  report gives the minimum (the least disturbed round), the median and the median of the
+  per-round ratios.
 - **Per step**: `steps` turns one at a time, each step of a turn timed by its CPU (the
   time of the steps nested inside it left out). One at a time, so that an await's CPU is
   the step's own (plus the result reader's, which serves the result wait).
@@ -21,6 +23,7 @@ import asyncio
 import collections
 import functools
 import json
+import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -152,10 +155,10 @@ async def concurrent_cpu(runner: Runner, sessions: int, turns: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--turns", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--json", help="write the results here")
     options = parser.parse_args()
     instrument()
@@ -200,14 +203,20 @@ class _Ctx:
 
 
 def _report(results: dict[str, Any]) -> None:
-    raw = ", ".join(f"{v:.2f}" for v in results["raw"])
-    sessions = ", ".join(f"{v:.2f}" for v in results["sessions"])
-    print(f"orchestrator CPU ms per call, 200 sessions: raw client {raw}; sessions {sessions}")
-    print("| step | " + " | ".join(f"round {i + 1}" for i in range(len(results["steps"]))) + " |")
-    print("| --- |" + " --- |" * len(results["steps"]))
+    raw, sessions = results["raw"], results["sessions"]
+    ratios = [s / r for s, r in zip(sessions, raw, strict=True)]
+    print(
+        "CPU ms per call (min / median): raw client "
+        f"{min(raw):.2f} / {statistics.median(raw):.2f}; sessions "
+        f"{min(sessions):.2f} / {statistics.median(sessions):.2f}; "
+        f"sessions / raw, median of rounds {statistics.median(ratios):.2f}"
+    )
+    steps = results["steps"]
+    print("| step | CPU ms per turn (min) | median |")
+    print("| --- | --- | --- |")
     for name in [*STEPS, "total"]:
-        cells = " | ".join(f"{r[name]:.3f}" for r in results["steps"])
-        print(f"| {name} | {cells} |")
+        values = [r[name] for r in steps]
+        print(f"| {name} | {min(values):.3f} | {statistics.median(values):.3f} |")
 
 
 if __name__ == "__main__":
