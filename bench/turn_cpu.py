@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import collections
 import functools
+import gc
 import json
 import statistics
 import time
@@ -34,6 +35,7 @@ from bench import raw_celery
 from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet_workers
 from bench.overhead import close_runner, noop_agent, one_turn, open_runner, raw_throughput
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.cli.main import freeze_startup_heap
 from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop import run as run_module
@@ -140,6 +142,27 @@ async def step_profile(runner: Runner, turns: int) -> dict[str, float]:
     return per_turn
 
 
+class GcClock:
+    """Wall time spent in the garbage collector (it runs on this thread, so it is CPU)."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> GcClock:
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.spent += time.perf_counter() - self._started
+
+
 async def concurrent_cpu(runner: Runner, sessions: int, turns: int) -> float:
     """Orchestrator CPU ms per call, `sessions` at once, each `turns` turns."""
 
@@ -162,7 +185,7 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     options = parser.parse_args()
     instrument()
-    results: dict[str, Any] = {"raw": [], "sessions": [], "steps": []}
+    results: dict[str, Any] = {"raw": [], "sessions": [], "gc": [], "steps": []}
     with EmbeddedRedis() as server:
         settings = bench_settings(server.url)
         tf = toolfleet_workers(settings)
@@ -176,14 +199,17 @@ def main() -> None:
             runner = aio.run(open_runner(_Ctx(settings), agent, model))
             aio.run(concurrent_cpu(runner, 10, 2))  # warm-up
             raw_throughput(app, 50, 20)
+            freeze_startup_heap()  # as `toolfleet serve` and bench.run do
             total = options.sessions * options.turns
             for _ in range(options.rounds):
                 started = time.process_time()
                 raw_throughput(app, total, options.sessions)
                 results["raw"].append((time.process_time() - started) / total * 1000)
-                results["sessions"].append(
-                    aio.run(concurrent_cpu(runner, options.sessions, options.turns))
-                )
+                with GcClock() as collector:
+                    results["sessions"].append(
+                        aio.run(concurrent_cpu(runner, options.sessions, options.turns))
+                    )
+                results["gc"].append(collector.spent / total * 1000)
                 results["steps"].append(aio.run(step_profile(runner, options.steps)))
             aio.run(close_runner(runner))
         finally:
@@ -209,7 +235,8 @@ def _report(results: dict[str, Any]) -> None:
         "CPU ms per call (min / median): raw client "
         f"{min(raw):.2f} / {statistics.median(raw):.2f}; sessions "
         f"{min(sessions):.2f} / {statistics.median(sessions):.2f}; "
-        f"sessions / raw, median of rounds {statistics.median(ratios):.2f}"
+        f"sessions / raw, median of rounds {statistics.median(ratios):.2f}; "
+        f"of the sessions' CPU, the garbage collector {statistics.median(results['gc']):.2f}"
     )
     steps = results["steps"]
     print("| step | CPU ms per turn (min) | median |")
