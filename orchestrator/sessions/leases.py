@@ -40,19 +40,22 @@ _RENEW_LUA = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 )
-# KEYS[1]: the lease. ARGV: token, release (1/0), then each command as its length and
-# its words (WriteBatch.flat). The writes happen only while the token holds the lease.
+# KEYS[1]: the lease. ARGV: token, release (1/0), then WriteBatch.flat: the number m of
+# TTL refreshes, m key/seconds pairs, each command as its length and its words. The
+# writes happen only while the token holds the lease; the TTLs are given after them.
 _FENCED_LUA = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST the session lease is not held by this writer')
 end
 local out = {}
-local i = 3
+local ttls = 4 + 2 * tonumber(ARGV[3])
+local i = ttls
 while i <= #ARGV do
   local n = tonumber(ARGV[i])
   out[#out + 1] = redis.call(unpack(ARGV, i + 1, i + n))
   i = i + n + 1
 end
+for j = 4, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end
 if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
 return out
 """
