@@ -104,6 +104,8 @@ def instrument() -> None:
         setattr(owner, name, timed)
 
     wrap(SessionStore, "get", lambda *a, **k: "session read + lease")
+    if hasattr(SessionStore, "get_and_append"):  # the message rides on the read (issue 15 B)
+        wrap(SessionStore, "get_and_append", lambda *a, **k: "session read + lease")
     wrap(SessionStore, "append", lambda self, s, e, **k: _append_step(e, k))
     wrap(run_module, "_model_turn", lambda *a, **k: "model step (request + generate)")
     wrap(CeleryPublisher, "publish", lambda *a, **k: "model turn + publish")
