@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.connection import HiredisRespSerializer
+from redis.utils import HIREDIS_AVAILABLE
 
 from toolfleet.shared.outages import async_retry_policy
 
@@ -22,11 +26,10 @@ POOL_WAIT_S = 120
 def command_client(url: str) -> aioredis.Redis:
     """A shared client for short commands (owns its pool and closes it); it retries
     through a short Redis outage (toolfleet.shared.outages)."""
-    return aioredis.Redis.from_pool(
-        aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S, retry=async_retry_policy()
-        )
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S, retry=async_retry_policy()
     )
+    return aioredis.Redis.from_pool(_hiredis_packing(pool))
 
 
 def blocking_client(url: str) -> aioredis.Redis:
@@ -36,7 +39,39 @@ def blocking_client(url: str) -> aioredis.Redis:
     retry it, swallowing the cancellation; the reading loop handles errors itself.
     """
     # No socket timeout either: an idle XREAD BLOCK is not a dead connection.
-    return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
+    client = aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
+    _hiredis_packing(client.connection_pool)
+    return client
+
+
+class _HiredisPacking:
+    """Commands packed by hiredis in C, as redis-py's synchronous connections already do
+    (its asyncio ones pack every argument in Python: a fenced session write, ~35
+    arguments, took 22 us to pack, 3 us with hiredis)."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        """The command in the Redis protocol (DataError for an argument of another type)."""
+        packed: list[bytes] = self._packer.pack(*args)
+        return packed
+
+
+_PACKING: dict[type[AbstractConnection], type[AbstractConnection]] = {}
+
+
+def _hiredis_packing(pool: aioredis.ConnectionPool) -> aioredis.ConnectionPool:
+    """Have the pool's connections pack commands with hiredis, when it is installed and
+    the client encodes text as UTF-8 (hiredis's only encoding)."""
+    kwargs = pool.connection_kwargs
+    utf8 = kwargs.get("encoding", "utf-8") == "utf-8"
+    if not HIREDIS_AVAILABLE or not utf8 or kwargs.get("encoding_errors", "strict") != "strict":
+        return pool
+    base = pool.connection_class
+    if base not in _PACKING:
+        _PACKING[base] = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
+    pool.connection_class = _PACKING[base]
+    return pool
 
 
 def decoded(value: bytes | str) -> str:

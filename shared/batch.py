@@ -17,10 +17,12 @@ Arg = str | bytes | int | float
 
 
 class WriteBatch:
-    """An ordered list of Redis write commands (the subset the stores use)."""
+    """An ordered list of Redis write commands (the subset the stores use), and the keys
+    whose time to live the step restarts once its commands have run."""
 
     def __init__(self) -> None:
         self.commands: list[tuple[Arg, ...]] = []
+        self.ttls: dict[str, int] = {}  # key -> seconds, applied after the commands
 
     def __len__(self) -> int:
         return len(self.commands)
@@ -66,6 +68,13 @@ class WriteBatch:
         """Give a key a time to live."""
         self.add("EXPIRE", key, seconds)
 
+    def refresh_ttl(self, seconds: int, *keys: str) -> None:
+        """Give keys a time to live once the commands have run (a key named twice, say by
+        two appends of one step, once). Inside a fenced write these ride as the script's
+        arguments, not as one EXPIRE command each (issue 15 B: fewer arguments to pack)."""
+        for key in keys:
+            self.ttls[key] = seconds
+
     def set(self, key: str, value: Arg, *, ex: int | None = None) -> None:
         """Set a string key (with a time to live in seconds)."""
         self.add("SET", key, value, *(("EX", ex) if ex is not None else ()))
@@ -75,28 +84,33 @@ class WriteBatch:
         self.add("XTRIM", stream, "MINID", minid)
 
     def flat(self) -> list[Arg]:
-        """The commands as script arguments: each as its length, then its words."""
-        out: list[Arg] = []
+        """The step as script arguments: the number of TTL refreshes and each as key and
+        seconds, then each command as its length and its words."""
+        out: list[Arg] = [len(self.ttls)]
+        for key, seconds in self.ttls.items():
+            out += [key, seconds]
         for command in self.commands:
             out += [len(command), *command]
         return out
 
     async def run(self, client: aioredis.Redis) -> list[Any]:
-        """Apply the commands in one MULTI/EXEC; their replies in order."""
-        if not self.commands:
+        """Apply the step in one MULTI/EXEC; the replies of its commands, in order."""
+        if not self.commands and not self.ttls:
             return []
         pipe = client.pipeline(transaction=True)
         self._stage(pipe)
-        return list(await pipe.execute())
+        return list(await pipe.execute())[: len(self.commands)]
 
     def run_sync(self, client: redis.Redis) -> list[Any]:
         """`run` on a synchronous client (workers, the CLI)."""
-        if not self.commands:
+        if not self.commands and not self.ttls:
             return []
         pipe = client.pipeline(transaction=True)
         self._stage(pipe)
-        return list(pipe.execute())
+        return list(pipe.execute())[: len(self.commands)]
 
     def _stage(self, pipe: redis.client.Pipeline | aioredis.client.Pipeline) -> None:
         for command in self.commands:
             pipe.execute_command(*command)
+        for key, seconds in self.ttls.items():
+            pipe.execute_command("EXPIRE", key, seconds)

@@ -49,7 +49,7 @@ class Invocation:
     span: Span | None = None  # its trace's root span; None while tracing is off
 
     def __post_init__(self) -> None:
-        self.id = self.id or f"inv-{uuid.uuid4().hex}"
+        self.id = self.id or new_invocation_id()
 
     @property
     def fence(self) -> Fence | None:
@@ -120,3 +120,8 @@ class InvocationEnded:
 
 
 Update = Event | CallsDispatched | CallFinished | InvocationEnded
+
+
+def new_invocation_id() -> str:
+    """A new invocation's id."""
+    return f"inv-{uuid.uuid4().hex}"

@@ -43,7 +43,9 @@ from toolfleet.shared.tools import ToolRegistry
 log = logging.getLogger(__name__)
 
 
-async def run_invocation(inv: Invocation, message: types.Content | None) -> AsyncIterator[Update]:
+async def run_invocation(
+    inv: Invocation, message: types.Content | None, stored_message: Event | None = None
+) -> AsyncIterator[Update]:
     """Run the loop for one message; yield events and progress as they happen.
 
     `message=None` continues a session as it stands: its last event is the model's
@@ -52,6 +54,9 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
     finished first, without sending again what was sent. A message that finds such an
     open turn waits for it: the turn's calls are answered first (as the invocation that
     died), so the model never sees a call without its response.
+
+    `stored_message`: the message's event, appended already (by the session read, which
+    does so only when no turn is open).
     """
     try:
         open_turn = inv.session.open_turn()
@@ -62,7 +67,9 @@ async def run_invocation(inv: Invocation, message: types.Content | None) -> Asyn
             inv.id, open_turn = own_id, None
         elif open_turn is not None:  # it goes on as the invocation that died
             inv.id = open_turn.invocation_id
-        if message is not None:
+        if stored_message is not None:
+            yield stored_message
+        elif message is not None:
             user_event = Event(invocation_id=inv.id, author="user", content=message)
             # An agent tool's child session is its worker's to finish, never the sweep's.
             owes = True if inv.depth == 0 else None

@@ -14,7 +14,12 @@ from redis.exceptions import RedisError
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import choose_model
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
-from toolfleet.orchestrator.loop.invocation import Invocation, InvocationEnded, Update
+from toolfleet.orchestrator.loop.invocation import (
+    Invocation,
+    InvocationEnded,
+    Update,
+    new_invocation_id,
+)
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.loop.spans import invocation_span
 from toolfleet.orchestrator.models.protocol import Model
@@ -112,10 +117,18 @@ class Runner:
     async def run(self, *, user_id: str, session_id: str, message: str) -> AsyncIterator[Update]:
         """Run one invocation, creating the session on first use; yield what happens."""
         claim = self.leases.claim(session_id)  # taken with the session read
-        session = await self.store.get_or_create(self.app_name, user_id, session_id, lease=claim)
+        content = types.Content(role="user", parts=[types.Part(text=message)])
+        # Appended in the round trip of the read when it can be (SessionStore.get_and_append).
+        user_event = Event(invocation_id=new_invocation_id(), author="user", content=content)
+        session, stored = await self.store.get_and_append(
+            self.app_name, user_id, session_id, lease=claim, message=user_event,
+            owes_turn=True if self.depth == 0 else None,
+        )  # fmt: skip
         async with self.leases.hold(session.id, held_as=claim.owner) as hold:
-            content = types.Content(role="user", parts=[types.Part(text=message)])
-            async for update in self.invoke(session, content, lease=hold):
+            stored_message = user_event if stored else None
+            async for update in self.invoke(
+                session, content, lease=hold, stored_message=stored_message
+            ):
                 yield update
 
     async def invoke(
@@ -125,6 +138,7 @@ class Runner:
         *,
         lease: LeaseHold | None = None,
         release: bool = True,
+        stored_message: Event | None = None,
     ) -> AsyncIterator[Update]:
         """Run the loop on a session whose lease this replica holds (`lease`: every write
         is fenced by it, and with `release` it is released with the answer's append -
@@ -135,15 +149,19 @@ class Runner:
         without responses): then it stays owed, and whoever holds the session next (the
         sweep, or the next message) finishes that turn first. If this process dies
         first, another replica finishes it. The InvocationEnded update comes last.
+
+        `stored_message`: `message` as already appended (with the session read); its
+        invocation id is this invocation's.
         """
-        invocation = self.new_invocation(session)
+        invocation_id = stored_message.invocation_id if stored_message is not None else ""
+        invocation = self.new_invocation(session, invocation_id=invocation_id)
         invocation.lease = lease
         invocation.release_on_answer = release
         ended: InvocationEnded | None = None
         invocation.span = invocation_span(invocation)
         try:
             with self.replica.cancels.watch(session.id) as invocation.cancellation:
-                async for update in run_invocation(invocation, message):
+                async for update in run_invocation(invocation, message, stored_message):
                     if isinstance(update, InvocationEnded):
                         ended = update
                     else:

@@ -119,9 +119,11 @@ def _view(request: ModelRequest) -> ScriptView:
     contents = request.contents
     authors = list(request.authors) or [request.agent_name] * len(contents)
     user_index = -1
-    for i, content in enumerate(contents):
+    for i in range(len(contents) - 1, -1, -1):  # the last one: O(turn), not O(history)
+        content = contents[i]
         if content.role == "user" and any(p.text for p in content.parts or ()):
             user_index = i
+            break
     user_text = (
         "".join(p.text or "" for p in contents[user_index].parts or ()) if user_index >= 0 else ""
     )

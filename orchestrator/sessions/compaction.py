@@ -58,14 +58,14 @@ def stage_ttl(batch: WriteBatch, keys: Keys, session: Session, ttl_s: int) -> No
     lives as long as their latest session); nothing with `ttl_s` 0."""
     if ttl_s <= 0:
         return
-    for key in (
+    batch.refresh_ttl(
+        ttl_s,
         keys.session(session.id),
         keys.events(session.id),
         keys.session_state(session.id),
         keys.results(session.id),
         keys.user_sessions(session.app_name, session.user_id),
-    ):
-        batch.expire(key, ttl_s)
+    )
 
 
 async def compact(

@@ -23,6 +23,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+from redis.exceptions import NoScriptError
 
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.shared.batch import WriteBatch
@@ -40,23 +41,58 @@ _RENEW_LUA = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 )
-# KEYS[1]: the lease. ARGV: token, release (1/0), then each command as its length and
-# its words (WriteBatch.flat). The writes happen only while the token holds the lease.
-_FENCED_LUA = """
-if redis.call('get', KEYS[1]) ~= ARGV[1] then
-  return redis.error_reply('LEASELOST the session lease is not held by this writer')
-end
+# What a fenced write applies, from ARGV[base] on (WriteBatch.flat): the number m of TTL
+# refreshes, m key/seconds pairs, then each command as its length and its words; the
+# TTLs are given after the commands. The commands' replies in `out`.
+_APPLY_LUA = """
 local out = {}
-local i = 3
+local ttls = base + 1 + 2 * tonumber(ARGV[base])
+local i = ttls
 while i <= #ARGV do
   local n = tonumber(ARGV[i])
   out[#out + 1] = redis.call(unpack(ARGV, i + 1, i + n))
   i = i + n + 1
 end
+for j = base + 1, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end
+"""
+# KEYS[1]: the lease. ARGV: token, release (1/0), then the batch. The writes happen only
+# while the token holds the lease.
+_FENCED_LUA = (
+    """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('LEASELOST the session lease is not held by this writer')
+end
+local base = 3
+"""
+    + _APPLY_LUA
+    + """
 if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
 return out
 """
-_FENCED, _RENEW, _RELEASE = (LuaScript(s) for s in (_FENCED_LUA, _RENEW_LUA, _RELEASE_LUA))
+)
+# A fenced write that also waits for nothing else to have changed a session: KEYS[1] the
+# lease, 2 its events list, 3 its hash. ARGV: token, the events' length and the count
+# compaction dropped (as the writer read them), then the batch. 0 (nothing written)
+# unless the token holds the lease and the session is still as read.
+_GUARDED_LUA = (
+    """
+if redis.call('get', KEYS[1]) ~= ARGV[1] or redis.call('exists', KEYS[3]) == 0 then
+  return 0
+end
+if redis.call('llen', KEYS[2]) ~= tonumber(ARGV[2]) then return 0 end
+if tonumber(redis.call('hget', KEYS[3], 'trimmed') or '0') ~= tonumber(ARGV[3]) then
+  return 0
+end
+local base = 4
+"""
+    + _APPLY_LUA
+    + """
+return out
+"""
+)
+_FENCED, _GUARDED, _RENEW, _RELEASE = (
+    LuaScript(s) for s in (_FENCED_LUA, _GUARDED_LUA, _RENEW_LUA, _RELEASE_LUA)
+)
 # How long a failed renewal waits before it tries again (doubling, within the TTL).
 RENEW_RETRY_S = 0.2
 
@@ -80,6 +116,48 @@ class LeaseClaim:
         acquired, holder = replies
         if not acquired and (holder is None or decoded(holder) != self.owner):
             raise _busy(self.session_id, holder)
+
+    @property
+    def fence(self) -> Fence:
+        """The fence of the lease this claim takes."""
+        return Fence(self.session_id, self.key, self.owner)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A session as its writer read it: its events' length and how many compaction
+    dropped before them. A guarded write applies only if both are still so."""
+
+    events_key: str
+    session_key: str
+    length: int
+    trimmed: int
+
+
+@dataclass(frozen=True)
+class GuardedWrite:
+    """A batch applied atomically if a fence's lease is held and the session is still as
+    its guard says, staged as one command of a pipeline (after `LeaseClaim.stage`)."""
+
+    keys: tuple[str, str, str]
+    args: tuple[Any, ...]
+
+    @classmethod
+    def stage(cls, pipe: Pipeline, fence: Fence, guard: Guard, batch: WriteBatch) -> GuardedWrite:
+        """Add the write to `pipe`; pass its reply to `replies`."""
+        keys = (fence.key, guard.events_key, guard.session_key)
+        write = cls(keys, (fence.token, guard.length, guard.trimmed, *batch.flat()))
+        pipe.evalsha(_GUARDED.sha, len(keys), *keys, *write.args)
+        return write
+
+    async def replies(self, client: aioredis.Redis, reply: Any) -> list[Any] | None:
+        """The batch's replies, or None if nothing was written. A server that did not
+        know the script (a restart) ran nothing: it runs now, guarded alike."""
+        if isinstance(reply, NoScriptError):
+            reply = await _GUARDED.run(client, len(self.keys), *self.keys, *self.args)
+        if isinstance(reply, Exception):
+            raise reply
+        return list(reply) if isinstance(reply, list) else None
 
 
 @dataclass(frozen=True)

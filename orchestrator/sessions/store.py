@@ -7,6 +7,7 @@ and a history longer than its bound loses its oldest turns (compaction.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.sessions.compaction import (
@@ -25,7 +27,13 @@ from toolfleet.orchestrator.sessions.compaction import (
     stage_ttl,
 )
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import Fence, LeaseClaim, write
+from toolfleet.orchestrator.sessions.leases import (
+    Fence,
+    Guard,
+    GuardedWrite,
+    LeaseClaim,
+    write,
+)
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch
@@ -129,6 +137,39 @@ class SessionStore:
         With `lease`, take the session's lease first in that same round trip (raise
         SessionError if another holder has it): nobody else writes what is read after.
         """
+        session, _ = await self._get(session_id, lease)
+        return session
+
+    async def get_and_append(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        lease: LeaseClaim,
+        message: Event,
+        owes_turn: bool | None = None,
+    ) -> tuple[Session, bool]:
+        """`get_or_create` under `lease`, and the user's `message` appended (as `append`
+        with `owes_turn` and the lease's fence) in the same round trip when it can be:
+        this replica read the session before, it has no open turn, and Redis finds it
+        unchanged since. Whether `message` was appended: if not, nothing was written and
+        the caller appends it itself (after finishing an open turn)."""
+        try:
+            return await self._get(session_id, lease, message, owes_turn)
+        except SessionNotFoundError:
+            pass
+        with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
+            await self.create(app_name, user_id, session_id)
+        return await self._get(session_id, lease, message, owes_turn)
+
+    async def _get(
+        self,
+        session_id: str,
+        lease: LeaseClaim | None,
+        message: Event | None = None,
+        owes_turn: bool | None = None,
+    ) -> tuple[Session, bool]:
         cached = self._cache.pop(session_id, None)
         if cached is None:
             meta = await self._redis.hgetall(self._keys.session(session_id))
@@ -146,7 +187,16 @@ class SessionStore:
         pipe.hgetall(self._keys.session_state(session_id))
         pipe.hgetall(self._keys.user_state(app, user))
         pipe.hgetall(self._keys.app_state(app))
-        replies = await pipe.execute()
+        staged = None
+        if lease is not None and message is not None:
+            staged = self._stage_message(pipe, session_id, cached, lease, message, owes_turn)
+        replies = await pipe.execute(raise_on_error=False)
+        appended = None
+        if staged is not None:
+            appended = await staged[1].replies(self._redis, replies.pop())
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
         if lease is not None:
             claimed, replies = replies[:2], replies[2:]
             try:
@@ -168,7 +218,37 @@ class SessionStore:
         cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
         self._remember(session_id, cached)
         events = list(cached.events)
-        return Session(session_id, app, user, events, state, decoded(active) if active else None)
+        session = Session(session_id, app, user, events, state, decoded(active) if active else None)
+        if staged is None or appended is None or lease is None:
+            return session, False
+        stored = dataclasses.replace(staged[0], session=session)
+        await self.appended(stored, appended, lease.fence)
+        return session, True
+
+    def _stage_message(
+        self,
+        pipe: Pipeline,
+        session_id: str,
+        cached: _Cached,
+        lease: LeaseClaim,
+        message: Event,
+        owes_turn: bool | None,
+    ) -> tuple[StagedAppend, GuardedWrite] | None:
+        """Stage `message`'s append in the read's pipeline, guarded: applied only if the
+        session is still as cached here (then the cache holds all of it, and it has no
+        open turn). None when the cache already shows an open turn."""
+        known = Session(session_id, cached.app_name, cached.user_id, cached.events)
+        if known.open_turn() is not None:
+            return None
+        batch = WriteBatch()
+        staged = self.stage_append(batch, known, message, owes_turn=owes_turn)
+        guard = Guard(
+            self._keys.events(session_id),
+            self._keys.session(session_id),
+            len(cached.events),
+            cached.trimmed,
+        )
+        return staged, GuardedWrite.stage(pipe, lease.fence, guard, batch)
 
     async def _read_all(self, session_id: str) -> tuple[int, list[bytes]]:
         """Every stored event, with the number compaction dropped before them."""

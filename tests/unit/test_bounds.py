@@ -16,7 +16,9 @@ from toolfleet.orchestrator.models.offline import Call, call, say
 from toolfleet.orchestrator.models.protocol import ModelRequest, function_calls
 from toolfleet.orchestrator.sessions.compaction import SessionLimits, keep_from
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
+from toolfleet.orchestrator.sessions.leases import Leases, write
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import CompletionsFullError, SessionNotFoundError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus
@@ -197,6 +199,54 @@ async def test_every_write_restarts_a_sessions_idle_clock(
     await store.append(session, user("hello"))
     for key in (KEYS.session("s1"), KEYS.events("s1"), KEYS.user_sessions("app", "u1")):
         assert 3_500 < await fake_redis.ttl(key) <= 3_600
+
+
+async def test_every_fenced_write_restarts_the_idle_clock_of_every_session_key(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """Given keys whose clocks ran down, when a writer holding the lease appends an event
+    with state, every key of the session (and the user's list) gets the full TTL again."""
+    store = SessionStore(fake_redis, KEYS, limits=SessionLimits(ttl_s=3_600))
+    leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=5)
+    session = await store.create("app", "u1", "s1")
+    await fake_redis.xadd(KEYS.results("s1"), {"r": "1"})
+    keys = (
+        KEYS.session("s1"),
+        KEYS.events("s1"),
+        KEYS.session_state("s1"),
+        KEYS.results("s1"),
+        KEYS.user_sessions("app", "u1"),
+    )
+    async with leases.hold("s1") as hold:
+        for n in range(2):
+            for key in keys:
+                await fake_redis.expire(key, 10)  # time passes
+            event = user("hello")
+            event.state_delta = {"seen": n}
+            await store.append(session, event, fence=hold.fence)
+            for key in keys:
+                assert 3_500 < await fake_redis.ttl(key) <= 3_600, key
+    assert (await store.get("s1")).state == {"seen": 1}
+
+
+async def test_the_ttls_of_a_step_come_after_its_commands_and_once_per_key(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """A key created by the step's own commands gets its TTL; replies are the commands'."""
+    leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=5)
+    for fenced in (False, True):
+        await fake_redis.delete("k")
+        batch = WriteBatch()
+        batch.refresh_ttl(100, "k")
+        batch.rpush("k", "a")
+        batch.refresh_ttl(50, "k")  # the last one holds
+        if fenced:
+            async with leases.hold("s1") as hold:
+                replies = await write(fake_redis, batch, hold.fence)
+        else:
+            replies = await write(fake_redis, batch, None)
+        assert replies == [1]
+        assert 40 < await fake_redis.ttl("k") <= 50
 
 
 async def test_an_expired_session_is_not_found_even_when_cached(

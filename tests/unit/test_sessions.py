@@ -92,3 +92,94 @@ async def test_reading_a_session_can_take_its_lease_in_the_same_round_trip(
     created = await store.get_or_create("app", "bob", "s2", lease=claim("s2", "replica-b/1"))
     assert created.user_id == "bob"
     assert await fake_redis.get(KEYS.lease("s2")) == b"replica-b/1"
+
+
+# --- the user's message appended in the round trip of the session read -------------------
+
+
+def texts(events: list[Event]) -> list[str | None]:
+    return [e.content.parts[0].text if e.content and e.content.parts else None for e in events]
+
+
+async def stored_texts(fake_redis: fakeredis.FakeAsyncRedis) -> list[str | None]:
+    return texts((await SessionStore(fake_redis, KEYS).get("s1")).events)
+
+
+async def test_a_message_rides_on_the_read_of_a_session_read_before(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    """Given a session this replica read, when the next message comes, it is appended
+    in the read's round trip, fenced by the lease taken there, and owes the model a turn."""
+    session = await store.create("app", "ann", "s1")
+    await store.append(session, text_event("one"))
+    session, stored = await store.get_and_append(
+        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("two"),
+        owes_turn=True,
+    )  # fmt: skip
+    assert stored
+    assert texts(session.events) == ["one", "two"]
+    assert await stored_texts(fake_redis) == ["one", "two"]
+    assert await store.sessions_to_resume() == ["s1"]
+    assert await fake_redis.ttl(KEYS.events("s1")) > 0
+    assert texts((await store.get("s1")).events) == ["one", "two"]  # the cache kept it
+
+
+async def test_a_message_waits_when_the_session_changed_since_it_was_read(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    """Given another replica appended since this one read the session, the message is not
+    written with the read (the caller appends it after what it now sees)."""
+    session = await store.create("app", "ann", "s1")
+    await SessionStore(fake_redis, KEYS).append(session, text_event("elsewhere"))
+    session, stored = await store.get_and_append(
+        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("mine")
+    )
+    assert not stored
+    assert texts(session.events) == ["elsewhere"]
+    assert await stored_texts(fake_redis) == ["elsewhere"]
+
+
+async def test_a_message_never_rides_past_an_open_turn(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    """Given a model turn whose call has no response (its invocation died), the message
+    is not appended with the read: that turn is answered first."""
+    session = await store.create("app", "ann", "s1")
+    call = types.Part(function_call=types.FunctionCall(id="c1", name="add", args={}))
+    turn = Event(
+        invocation_id="i", author="agent", content=types.Content(role="model", parts=[call])
+    )
+    await store.append(session, turn)
+    session, stored = await store.get_and_append(
+        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("next")
+    )
+    assert not stored
+    assert session.open_turn() is not None
+    assert len((await SessionStore(fake_redis, KEYS).get("s1")).events) == 1
+
+
+async def test_a_message_is_not_written_for_a_busy_session(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    await store.create("app", "ann", "s1")
+    await fake_redis.set(KEYS.lease("s1"), "replica-b/1")
+    with pytest.raises(SessionBusyError):
+        await store.get_and_append(
+            "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("x")
+        )
+    assert await stored_texts(fake_redis) == []
+    assert await store.sessions_to_resume() == []
+
+
+async def test_a_message_for_a_new_session_and_after_a_script_flush(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    """A new session takes the message with its first read; after Redis forgot its scripts
+    (a restart) the guarded write runs again by its text, once."""
+    for text in ("one", "two"):
+        await fake_redis.script_flush()
+        _, stored = await store.get_and_append(
+            "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event(text)
+        )
+        assert stored
+    assert await stored_texts(fake_redis) == ["one", "two"]

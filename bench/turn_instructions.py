@@ -1,0 +1,85 @@
+"""Instructions per no-op call in the orchestrator process, under callgrind (issue 15 B).
+
+CPU time on a shared 2-core machine moves by ±15% from run to run; instruction counts do
+not (user space only: the kernel's share of a round trip is not counted). Run it under
+valgrind, which counts only between the two `callgrind_control` toggles:
+
+    valgrind --tool=callgrind --instr-atstart=no --trace-children=no \\
+        --callgrind-out-file=bench/out/turns.cg .venv/bin/python -m bench.turn_instructions turns
+    # "Collected" / N: instructions per call; `raw` measures raw Celery's client alike
+
+Redis and the worker processes run outside valgrind (children are not traced).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import uuid
+
+from bench import raw_celery
+from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet_workers
+from bench.overhead import close_runner, noop_agent, one_turn, open_runner
+from bench.turn_cpu import _Ctx
+from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.cli.main import freeze_startup_heap
+from toolfleet.orchestrator.loop.runner import Runner
+
+
+def counting(on: bool) -> None:
+    """Switch callgrind's counting for this process (a no-op outside valgrind)."""
+    subprocess.run(
+        ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
+        check=False,
+        capture_output=True,
+    )
+
+
+async def turns(runner: Runner, n: int) -> None:
+    session_id = ""
+    for i in range(n):
+        if i % 10 == 0:
+            session_id = f"ir-{uuid.uuid4().hex}"
+        await one_turn(runner, session_id, f"turn {i}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", choices=["turns", "raw"])
+    parser.add_argument("-n", type=int, default=100, help="calls counted")
+    options = parser.parse_args()
+    with EmbeddedRedis() as server:
+        # Valgrind slows the orchestrator ~50x: a lease must outlive a slow turn.
+        settings = bench_settings(server.url, lease_ttl_s=120.0)
+        tf, raw = toolfleet_workers(settings), RawWorkers(settings)
+        app = raw_celery.create_app(settings)
+        aio = asyncio.Runner()
+        try:
+            start_toolfleet(tf, 1, 1, "tf")
+            raw.start(1, 1)
+            agent, model = noop_agent()
+            runner = aio.run(open_runner(_Ctx(settings), agent, model))
+            task = app.tasks["bench.noop"]
+            aio.run(turns(runner, 20))  # warm-up, both paths
+            for _ in range(20):
+                task.apply_async().get(timeout=60)
+            freeze_startup_heap()
+            counting(True)
+            if options.path == "turns":
+                aio.run(turns(runner, options.n))
+            else:
+                for _ in range(options.n):
+                    task.apply_async().get(timeout=60)
+            counting(False)
+            aio.run(close_runner(runner))
+        finally:
+            aio.close()
+            app.close()
+            raw.stop()
+            tf.stop()
+
+
+if __name__ == "__main__":
+    main()
