@@ -26,7 +26,7 @@ from bench.context import FULL, SMOKE, Context
 from bench.harness import bench_settings, machine_info
 from bench.report import Table, machine_markdown
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
-from toolfleet.orchestrator.cli.main import freeze_startup_heap
+from toolfleet.shared.gc_policy import freeze_startup_heap
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 

@@ -35,12 +35,12 @@ from bench import raw_celery
 from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet_workers
 from bench.overhead import close_runner, noop_agent, one_turn, open_runner, raw_throughput
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
-from toolfleet.orchestrator.cli.main import freeze_startup_heap
 from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop import run as run_module
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.gc_policy import freeze_startup_heap
 
 STEPS = [
     "session read + lease",

@@ -24,8 +24,8 @@ from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet
 from bench.overhead import close_runner, noop_agent, one_turn, open_runner
 from bench.turn_cpu import _Ctx
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
-from toolfleet.orchestrator.cli.main import freeze_startup_heap
 from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.shared.gc_policy import freeze_startup_heap
 
 
 def counting(on: bool) -> None:

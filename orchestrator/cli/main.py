@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import signal
 import sys
@@ -37,6 +36,7 @@ from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared import tracing
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.gc_policy import freeze_startup_heap
 from toolfleet.shared.keys import queue_name
 from toolfleet.shared.pool_kinds import concurrency_for, kind_of_pools, worker_pool_argv
 from toolfleet.shared.redis_check import check_redis
@@ -62,14 +62,6 @@ async def _run(agent: Agent, settings: Settings, args: argparse.Namespace) -> No
             f"gave up waiting after {args.wait:g} s; "
             "the session resumes when `toolfleet serve` runs"
         )
-
-
-def freeze_startup_heap() -> None:
-    """Keep what was loaded at start (modules, agents, schemas) out of every later
-    garbage collection: at 1,000 sessions, full collections over it paused the event
-    loop for hundreds of milliseconds (bench/RESULTS.md, figure 4)."""
-    gc.collect()
-    gc.freeze()
 
 
 def cmd_run(args: argparse.Namespace) -> None:

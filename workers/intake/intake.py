@@ -13,6 +13,7 @@ import redis
 from celery import Celery
 from celery.events.dispatcher import EventDispatcher
 
+from toolfleet.shared.gc_policy import freeze_startup_heap
 from toolfleet.shared.outages import resilient_client
 from toolfleet.workers.intake.broker import Acks, BrokerQueue
 from toolfleet.workers.intake.eta import EtaQueue
@@ -115,6 +116,7 @@ class Intake:
 
     def start(self) -> None:
         """Start taking messages (a thread per queue), acking, sweeping and sending events."""
+        freeze_startup_heap()
         self._acks.start()
         self._sweeper.start()
         self._eta.start()
