@@ -275,9 +275,10 @@ def io_pools(ctx: Context) -> Table:
     table.met = met
     table.notes = [
         f"io pool: one worker process, `toolfleet worker --pool io -c {widest}` (its intake "
-        "takes up to 64 messages per round trip into kombu's unacknowledged set, runs each "
-        "on a thread of its own; coroutine tools on the process's one event loop; acks and "
-        "task events batched). Celery's consumer: the same worker with "
+        "takes up to 64 messages per round trip into kombu's unacknowledged set; a coroutine "
+        "call holds no thread: 16 step threads admit it, start it on the process's one event "
+        "loop and conclude it; sync tools get a thread each; acks, results and task events "
+        "batched). Celery's consumer: the same worker with "
         "TOOLFLEET_IO_INTAKE=false (Celery's threads pool takes the messages). Prefork: one "
         "worker of "
         f"{PREFORK_PROCESSES} processes, as `toolfleet run` starts for a cpu pool; run only "

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from toolfleet.workers.intake.broker import priority_lists
+from toolfleet.workers.intake.broker import priority_lists, supports_intake
 from toolfleet.workers.intake.eta import EtaQueue
 from toolfleet.workers.intake.intake import Slots
 from toolfleet.workers.intake.message import MalformedMessage, TaskMessage, decode, tag_of
@@ -106,3 +106,15 @@ def test_held_messages_are_handed_over_in_eta_order_and_stop_returns_the_rest() 
     assert both.wait(5)
     assert handed == ["sooner", "later"]
     assert [m.task_id for m in queue.stop()] == ["tomorrow"]
+
+
+@pytest.mark.parametrize(
+    ("version", "supported"), [("6.0.16", False), ("6.2.0", True), ("7.2.4", True), ("10.0", True)]
+)
+def test_the_intake_needs_redis_6_2_for_its_non_popping_wait(version: str, supported: bool) -> None:
+    class Server:
+        def info(self, section: str) -> dict[str, str]:
+            assert section == "server"
+            return {"redis_version": version}
+
+    assert supports_intake(Server()) is supported  # type: ignore[arg-type]

@@ -51,6 +51,16 @@ return {taken, bad}
 """
 
 
+# BLMOVE, with which a taker waits for a message without popping it, came in Redis 6.2.
+MIN_REDIS = (6, 2)
+
+
+def supports_intake(client: redis.Redis) -> bool:
+    """Whether the server has what the intake needs (Redis 6.2 or later, or Valkey)."""
+    version = str(client.info("server").get("redis_version", "0"))
+    return tuple(int(part) for part in version.split(".")[:2]) >= MIN_REDIS
+
+
 def priority_lists(queue: str) -> list[str]:
     """The Redis lists of `queue`, first taken first: kombu keeps messages with a priority
     on lists of their own (`queue\\x06\\x16N`), the plain one for priority 0."""

@@ -15,8 +15,10 @@ from celery import bootsteps
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import QUEUE_PREFIX
+from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.pool_kinds import CELERY_POOL
 from toolfleet.workers.heartbeat import INTAKE_QUEUES, celery_pool_name
+from toolfleet.workers.intake.broker import MIN_REDIS, supports_intake
 from toolfleet.workers.intake.intake import Intake
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,21 @@ def intake_queues(consumer: Any, settings: Settings) -> list[str]:
     ]
 
 
+def _server_supports_intake(settings: Settings) -> bool:
+    client = resilient_client(settings.require_redis_url())
+    try:
+        if supports_intake(client):
+            return True
+    finally:
+        client.close()
+    log.warning(
+        "the io queues are taken one message at a time by Celery's consumer: the batched "
+        "intake needs Redis %d.%d or later; upgrade Redis (or use Valkey) for wide fan-outs",
+        *MIN_REDIS,
+    )
+    return False
+
+
 def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
     """The consumer step class for workers of `settings`."""
 
@@ -48,6 +65,8 @@ def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
 
         def start(self, parent: Any) -> None:
             queues = intake_queues(parent, settings)
+            if queues and self.intake is None and not _server_supports_intake(settings):
+                queues = []  # Celery's consumer keeps them
             for name in queues:  # again after a reconnection, which consumes them anew
                 parent.task_consumer.cancel_by_queue(name)
             setattr(parent, INTAKE_QUEUES, queues)
