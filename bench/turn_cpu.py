@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from celery import Celery
+
 from bench import raw_celery
 from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet_workers
 from bench.overhead import close_runner, noop_agent, one_turn, open_runner, raw_throughput
@@ -188,37 +190,21 @@ def main() -> None:
     options = parser.parse_args()
     instrument()
     results: dict[str, Any] = {"raw": [], "sessions": [], "gc": [], "steps": []}
-    with EmbeddedRedis() as server:
-        settings = bench_settings(server.url)
-        tf = toolfleet_workers(settings)
-        raw = RawWorkers(settings)
-        app = raw_celery.create_app(settings)
-        aio = asyncio.Runner()
-        try:
-            start_toolfleet(tf, 1, 1, "tf")
-            raw.start(1, 1)
-            agent, model = noop_agent()
-            runner = aio.run(open_runner(_Ctx(settings), agent, model))
-            aio.run(concurrent_cpu(runner, 10, 2))  # warm-up
-            raw_throughput(app, 50, 20)
-            freeze_startup_heap()  # as `toolfleet serve` and bench.run do
-            total = options.sessions * options.turns
-            for _ in range(options.rounds):
-                started = time.process_time()
-                raw_throughput(app, total, options.sessions)
-                results["raw"].append((time.process_time() - started) / total * 1000)
-                with GcClock() as collector:
-                    results["sessions"].append(
-                        aio.run(concurrent_cpu(runner, options.sessions, options.turns))
-                    )
-                results["gc"].append(collector.spent / total * 1000)
-                results["steps"].append(aio.run(step_profile(runner, options.steps)))
-            aio.run(close_runner(runner))
-        finally:
-            aio.close()
-            app.close()
-            raw.stop()
-            tf.stop()
+    with noop_fleets() as (runner, app, aio):
+        aio.run(concurrent_cpu(runner, 10, 2))  # warm-up
+        raw_throughput(app, 50, 20)
+        freeze_startup_heap()  # as `toolfleet serve` and bench.run do
+        total = options.sessions * options.turns
+        for _ in range(options.rounds):
+            started = time.process_time()
+            raw_throughput(app, total, options.sessions)
+            results["raw"].append((time.process_time() - started) / total * 1000)
+            with GcClock() as collector:
+                results["sessions"].append(
+                    aio.run(concurrent_cpu(runner, options.sessions, options.turns))
+                )
+            results["gc"].append(collector.spent / total * 1000)
+            results["steps"].append(aio.run(step_profile(runner, options.steps)))
     _report(results)
     if options.json:
         with open(options.json, "w") as out:
@@ -228,6 +214,30 @@ def main() -> None:
 class _Ctx:
     def __init__(self, settings: Any) -> None:
         self.settings = settings
+
+
+@contextmanager
+def noop_fleets(**overrides: Any) -> Iterator[tuple[Runner, Celery, asyncio.Runner]]:
+    """A private Redis, one toolfleet worker process and one raw Celery worker process
+    (one child each); a Runner of the no-op agent, raw Celery's app and the event loop
+    runner that drives the Runner. Everything is stopped on exit."""
+    with EmbeddedRedis() as server:
+        settings = bench_settings(server.url, **overrides)
+        tf, raw = toolfleet_workers(settings), RawWorkers(settings)
+        app = raw_celery.create_app(settings)
+        aio = asyncio.Runner()
+        try:
+            start_toolfleet(tf, 1, 1, "tf")
+            raw.start(1, 1)
+            agent, model = noop_agent()
+            runner = aio.run(open_runner(_Ctx(settings), agent, model))
+            yield runner, app, aio
+            aio.run(close_runner(runner))
+        finally:
+            aio.close()
+            app.close()
+            raw.stop()
+            tf.stop()
 
 
 def _report(results: dict[str, Any]) -> None:

@@ -14,16 +14,12 @@ Redis and the worker processes run outside valgrind (children are not traced).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import subprocess
 import uuid
 
-from bench import raw_celery
-from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet_workers
-from bench.overhead import close_runner, noop_agent, one_turn, open_runner
-from bench.turn_cpu import _Ctx
-from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from bench.overhead import one_turn
+from bench.turn_cpu import noop_fleets
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.gc_policy import freeze_startup_heap
 
@@ -50,35 +46,20 @@ def main() -> None:
     parser.add_argument("path", choices=["turns", "raw"])
     parser.add_argument("-n", type=int, default=100, help="calls counted")
     options = parser.parse_args()
-    with EmbeddedRedis() as server:
-        # Valgrind slows the orchestrator ~50x: a lease must outlive a slow turn.
-        settings = bench_settings(server.url, lease_ttl_s=120.0)
-        tf, raw = toolfleet_workers(settings), RawWorkers(settings)
-        app = raw_celery.create_app(settings)
-        aio = asyncio.Runner()
-        try:
-            start_toolfleet(tf, 1, 1, "tf")
-            raw.start(1, 1)
-            agent, model = noop_agent()
-            runner = aio.run(open_runner(_Ctx(settings), agent, model))
-            task = app.tasks["bench.noop"]
-            aio.run(turns(runner, 20))  # warm-up, both paths
-            for _ in range(20):
+    # Valgrind slows the orchestrator ~50x: a lease must outlive a slow turn.
+    with noop_fleets(lease_ttl_s=120.0) as (runner, app, aio):
+        task = app.tasks["bench.noop"]
+        aio.run(turns(runner, 20))  # warm-up, both paths
+        for _ in range(20):
+            task.apply_async().get(timeout=60)
+        freeze_startup_heap()
+        counting(True)
+        if options.path == "turns":
+            aio.run(turns(runner, options.n))
+        else:
+            for _ in range(options.n):
                 task.apply_async().get(timeout=60)
-            freeze_startup_heap()
-            counting(True)
-            if options.path == "turns":
-                aio.run(turns(runner, options.n))
-            else:
-                for _ in range(options.n):
-                    task.apply_async().get(timeout=60)
-            counting(False)
-            aio.run(close_runner(runner))
-        finally:
-            aio.close()
-            app.close()
-            raw.stop()
-            tf.stop()
+        counting(False)
 
 
 if __name__ == "__main__":
