@@ -91,7 +91,7 @@ class ToolRuns:
 
     def run(self, task: Task[Any, Any], call: dict[str, Any]) -> None:
         """The whole call, on this thread: admit, execute, conclude."""
-        admitted = self.admit(task, call)
+        admitted = self.admit(task.request, call)
         if admitted is None:
             return
         with _SpanScope(admitted.span):
@@ -114,9 +114,11 @@ class ToolRuns:
             services=self._deps.services,
         )
 
-    def admit(self, task: Task[Any, Any], call: dict[str, Any]) -> Admitted | None:
+    def admit(self, request: Any, call: dict[str, Any]) -> Admitted | None:
         """The call cleared to run, or None: it was malformed, refused, lost too often or
-        closed already (each answered or logged here)."""
+        closed already (each answered or logged here). `request`: the task's request
+        (Celery's, or what the intake read of the message: id, retries, hostname and
+        the traceparent header)."""
         settings = self._deps.settings
         try:
             envelope = ToolCall.model_validate(call)
@@ -124,14 +126,10 @@ class ToolRuns:
             # Nothing to answer: without a valid envelope we do not know where to reply.
             log.error("rejected a malformed call envelope for %s: %s", self.tool.name, exc)
             return None
-        span = run_span(
-            self.tool.name, envelope, task.request, self._pool, settings.secret_arg_names
-        )
-        admitted = Admitted(
-            envelope, span, task.request.retries + 1, task.request.hostname or "unknown"
-        )
+        span = run_span(self.tool.name, envelope, request, self._pool, settings.secret_arg_names)
+        admitted = Admitted(envelope, span, request.retries + 1, request.hostname or "unknown")
         with _SpanScope(admitted.span):
-            cleared = self._clear(task, admitted)
+            cleared = self._clear(admitted)
         if cleared is None or isinstance(cleared, ToolResult):
             end_run_span(span, cleared)
             return None
@@ -143,7 +141,7 @@ class ToolRuns:
             result = self._conclude(task, admitted, outcome)
         end_run_span(admitted.span, result)
 
-    def _clear(self, task: Task[Any, Any], admitted: Admitted) -> Admitted | ToolResult | None:
+    def _clear(self, admitted: Admitted) -> Admitted | ToolResult | None:
         """The admitted call with its secrets opened; or the answer already posted (refused,
         lost), or None when it was closed."""
         deps, tool = self._deps, self.tool
@@ -157,7 +155,7 @@ class ToolRuns:
             return refused
         closed: bool | None = None  # None: not checked yet
         if deps.deliveries is not None:
-            count, closed = deps.deliveries.count(envelope, task.request.retries, worker)
+            count, closed = deps.deliveries.count(envelope, attempt - 1, worker)
             if deps.deliveries.exhausted(count) and not closed:
                 log.error(
                     "call %s (%s) delivered %d times, its worker lost each time: not run again",
