@@ -44,14 +44,22 @@ def sink() -> Iterator[OtlpSink]:
 @pytest.fixture(scope="module")
 def traced_settings(settings: Settings) -> Settings:
     modules = [*settings.tool_modules, "tests.integration.traced_tools"]
-    return settings.model_copy(update={"tool_modules": modules})
+    io_pools = [*settings.io_pools, "traced_io"]
+    return settings.model_copy(update={"tool_modules": modules, "io_pools": io_pools})
 
 
 @pytest.fixture(scope="module")
 def traced_fleet(traced_settings: Settings, sink: OtlpSink) -> Iterator[WorkerGroup]:
-    """Three worker processes on the `traced` pool: prefork children of two workers."""
+    """Three worker processes on the `traced` pool (prefork children of two workers), and
+    an io worker on `traced_io`."""
     with WorkerGroup(traced_settings, extra_env=sink.env()) as group:
-        group.start_all([WorkerSpec(["traced"], 2, "tr1"), WorkerSpec(["traced"], 1, "tr2")])
+        group.start_all(
+            [
+                WorkerSpec(["traced"], 2, "tr1"),
+                WorkerSpec(["traced"], 1, "tr2"),
+                WorkerSpec(["traced_io"], 10, "trio"),
+            ]
+        )
         yield group
 
 
@@ -121,6 +129,43 @@ async def test_worker_spans_join_the_orchestrator_trace_with_genai_attributes(
     for span in spans:
         assert CANARY not in repr(dict(span.attributes or {})), span.name
     assert all(CANARY.encode() not in body for body in sink.bodies)
+
+
+async def test_the_io_intakes_spans_join_the_orchestrator_trace_too(
+    traced_settings: Settings,
+    traced_fleet: WorkerGroup,
+    sink: OtlpSink,
+    memory: InMemorySpanExporter,
+) -> None:
+    items = ["figs", "dates"]
+    calls = [Call("fetch_quote_async", {"item": i, "api_key": CANARY}) for i in items]
+    model = ScriptedModel([call(*calls), say("ok")])
+    agent = Agent(name="io_quotes_agent", tools=[traced_tools.fetch_quote_async], model=model)
+    async with Runner(agent, traced_settings) as runner:
+        answer = await runner.ask(user_id="u", session_id=uuid.uuid4().hex, message="quote")
+    assert answer == "ok"
+
+    spans = memory.get_finished_spans()
+    (root,) = spans_named(spans, "invoke_agent io_quotes_agent")
+    by_call = {
+        s.attributes["gen_ai.tool.call.id"]: s
+        for s in spans_named(spans, "execute_tool fetch_quote_async")
+    }
+    assert len(by_call) == 2
+
+    def both_runs(received: list[ReceivedSpan]) -> bool:
+        return len([s for s in received if s.attributes.get("gen_ai.tool.call.id") in by_call]) == 2
+
+    received = sink.wait_for(both_runs, WAIT_S)
+    (io_worker,) = [w.hostname for w in traced_fleet.workers if "traced_io" in w.pools]
+    for run in [s for s in received if s.attributes.get("gen_ai.tool.call.id") in by_call]:
+        parent = by_call[run.attributes["gen_ai.tool.call.id"]]
+        assert run.trace_id == hex_id(root.context.trace_id, 32)
+        assert run.parent_span_id == hex_id(parent.context.span_id, 16)
+        assert run.attributes["toolfleet.worker"] == io_worker
+        assert run.attributes["toolfleet.attempt"] == 1
+        assert run.attributes["toolfleet.status"] == "success"
+        assert CANARY not in str(run.attributes)
 
 
 async def test_a_completion_applied_later_links_to_the_call_span(

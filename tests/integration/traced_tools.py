@@ -1,4 +1,4 @@
-"""Tools of the tracing tests, on a pool of their own (`traced`): only the workers that
+"""Tools of the tracing tests, on pools of their own (`traced`, `traced_io`): only the workers that
 export spans to the test's receiver serve it."""
 
 from __future__ import annotations
@@ -24,3 +24,14 @@ def fetch_quote(item: str, api_key: str) -> dict[str, object]:
 def open_order(item: str) -> dict[str, str]:
     """Opens an order that someone completes later."""
     return {"status": "pending", "order": item}
+
+
+@tool(pool="traced_io")
+async def fetch_quote_async(item: str, api_key: str) -> dict[str, object]:
+    """Looks up a quote from an io worker (its intake takes the message).
+
+    Args:
+        item: What to quote.
+        api_key: The key of the quotes API.
+    """
+    return {"item": item, "key_length": len(api_key)}
