@@ -8,7 +8,8 @@ in this process. A secret argument never appears in either.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 import redis
@@ -27,6 +28,7 @@ from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.tools import FunctionTool
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +79,26 @@ def hex_id(value: int, width: int) -> str:
     return f"{value:0{width}x}"
 
 
+async def quote_turn(settings: Settings, agent_name: str, tool: FunctionTool, n: int) -> None:
+    """One turn of agent `agent_name`: `n` calls of `tool` at once (each with the secret
+    canary as its API key), then the answer "ok"."""
+    calls = [Call(tool.name, {"item": f"item-{i}", "api_key": CANARY}) for i in range(n)]
+    agent = Agent(name=agent_name, tools=[tool], model=ScriptedModel([call(*calls), say("ok")]))
+    async with Runner(agent, settings) as runner:
+        answer = await runner.ask(user_id="u", session_id=uuid.uuid4().hex, message="quote")
+    assert answer == "ok"
+
+
+def worker_runs(sink: OtlpSink, by_call: Mapping[Any, ReadableSpan]) -> list[ReceivedSpan]:
+    """The workers' run spans of the calls in `by_call` (by call id), once one has come
+    for each."""
+
+    def ours(received: list[ReceivedSpan]) -> list[ReceivedSpan]:
+        return [s for s in received if s.attributes.get("gen_ai.tool.call.id") in by_call]
+
+    return ours(sink.wait_for(lambda received: len(ours(received)) == len(by_call), WAIT_S))
+
+
 async def test_worker_spans_join_the_orchestrator_trace_with_genai_attributes(
     traced_settings: Settings,
     traced_fleet: WorkerGroup,
@@ -84,14 +106,7 @@ async def test_worker_spans_join_the_orchestrator_trace_with_genai_attributes(
     memory: InMemorySpanExporter,
     orchestrator_env: dict[str, str],
 ) -> None:
-    items = ["apples", "pears", "plums"]
-    model = ScriptedModel(
-        [call(*(Call("fetch_quote", {"item": i, "api_key": CANARY}) for i in items)), say("ok")]
-    )
-    agent = Agent(name="quotes_agent", tools=[traced_tools.fetch_quote], model=model)
-    async with Runner(agent, traced_settings) as runner:
-        answer = await runner.ask(user_id="u", session_id=uuid.uuid4().hex, message="quote")
-    assert answer == "ok"
+    await quote_turn(traced_settings, "quotes_agent", traced_tools.fetch_quote, 3)
 
     spans = memory.get_finished_spans()
     (root,) = spans_named(spans, "invoke_agent quotes_agent")
@@ -105,12 +120,7 @@ async def test_worker_spans_join_the_orchestrator_trace_with_genai_attributes(
     assert {s.kind for s in dispatched} == {SpanKind.PRODUCER}
     by_call = {s.attributes["gen_ai.tool.call.id"]: s for s in dispatched}
 
-    def all_runs(received: list[ReceivedSpan]) -> bool:
-        runs = [s for s in received if s.attributes.get("gen_ai.tool.call.id") in by_call]
-        return len(runs) == 3
-
-    received = sink.wait_for(all_runs, WAIT_S)
-    runs = [s for s in received if s.attributes.get("gen_ai.tool.call.id") in by_call]
+    runs = worker_runs(sink, by_call)
     for run in runs:
         parent = by_call[run.attributes["gen_ai.tool.call.id"]]
         assert run.trace_id == trace_id  # the orchestrator's trace, across the process gap
@@ -137,13 +147,7 @@ async def test_the_io_intakes_spans_join_the_orchestrator_trace_too(
     sink: OtlpSink,
     memory: InMemorySpanExporter,
 ) -> None:
-    items = ["figs", "dates"]
-    calls = [Call("fetch_quote_async", {"item": i, "api_key": CANARY}) for i in items]
-    model = ScriptedModel([call(*calls), say("ok")])
-    agent = Agent(name="io_quotes_agent", tools=[traced_tools.fetch_quote_async], model=model)
-    async with Runner(agent, traced_settings) as runner:
-        answer = await runner.ask(user_id="u", session_id=uuid.uuid4().hex, message="quote")
-    assert answer == "ok"
+    await quote_turn(traced_settings, "io_quotes_agent", traced_tools.fetch_quote_async, 2)
 
     spans = memory.get_finished_spans()
     (root,) = spans_named(spans, "invoke_agent io_quotes_agent")
@@ -153,12 +157,8 @@ async def test_the_io_intakes_spans_join_the_orchestrator_trace_too(
     }
     assert len(by_call) == 2
 
-    def both_runs(received: list[ReceivedSpan]) -> bool:
-        return len([s for s in received if s.attributes.get("gen_ai.tool.call.id") in by_call]) == 2
-
-    received = sink.wait_for(both_runs, WAIT_S)
     (io_worker,) = [w.hostname for w in traced_fleet.workers if "traced_io" in w.pools]
-    for run in [s for s in received if s.attributes.get("gen_ai.tool.call.id") in by_call]:
+    for run in worker_runs(sink, by_call):
         parent = by_call[run.attributes["gen_ai.tool.call.id"]]
         assert run.trace_id == hex_id(root.context.trace_id, 32)
         assert run.parent_span_id == hex_id(parent.context.span_id, 16)
