@@ -15,6 +15,9 @@ from typing import Any
 
 import redis
 from redis.client import Pipeline
+from redis.exceptions import NoScriptError
+
+from toolfleet.shared.scripts import LuaScript
 
 # Commands of at most this many callers per pipeline.
 MAX_CALLERS = 256
@@ -58,6 +61,15 @@ class GroupCommit:
         if entry.error is not None:
             raise entry.error
         return entry.replies
+
+    def run_script(self, script: LuaScript, numkeys: int, *args: Any) -> Any:
+        """`script`'s reply, run by its SHA1 in a shared pipeline; by its text, alone, when
+        the server does not know it yet (NOSCRIPT: nothing ran, so it runs once)."""
+        try:
+            (reply,) = self.execute(lambda pipe: pipe.evalsha(script.sha, numkeys, *args))
+        except NoScriptError:
+            reply = script.run_sync(self._client, numkeys, *args)
+        return reply
 
     def _send_for_all(self) -> None:
         """Send what is waiting, round after round; then stop sending or hand it over."""

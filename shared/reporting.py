@@ -7,7 +7,6 @@ orchestrator opens them where it hands the response to the model.
 from __future__ import annotations
 
 import redis
-from redis.exceptions import NoScriptError
 
 from toolfleet.shared.group_commit import GroupCommit
 from toolfleet.shared.messages import RESULT_FIELD, ToolResult
@@ -59,11 +58,6 @@ class ResultReporter:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
 
         args = [self._maxlen, STREAM_TTL_S, *(x for pair in fields.items() for x in pair)]
-        try:
-            # With the results of the calls ending at the same moment (an io worker's).
-            (entry_id,) = self._commits.execute(
-                lambda pipe: pipe.evalsha(_POST.sha, 1, stream, *args)
-            )
-        except NoScriptError:  # nothing ran: the server's script cache was flushed
-            entry_id = _POST.run_sync(self._client, 1, stream, *args)
+        # With the results of the calls ending at the same moment (an io worker's).
+        entry_id = self._commits.run_script(_POST, 1, stream, *args)
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

@@ -7,7 +7,6 @@ import time
 from dataclasses import dataclass, field
 
 import redis
-from redis.exceptions import NoScriptError
 
 from toolfleet.shared.group_commit import GroupCommit
 from toolfleet.shared.keys import Keys
@@ -58,14 +57,10 @@ class DeliveryGuard:
         running = self.keys.running(call.session_id)
         started = RunningCall(worker=worker, pid=os.getpid(), started_at=time.time())
         closed = self.keys.closed(call.session_id, call.call_id)
-        args = (key, closed, running, DELIVERIES_TTL_S, call.call_id, started.model_dump_json())
-        try:
-            # With the counts of the calls admitted at the same moment (an io worker's).
-            ((count, is_closed),) = self._commits.execute(
-                lambda pipe: pipe.evalsha(_COUNT.sha, 3, *args, RUNNING_TTL_S)
-            )
-        except NoScriptError:  # nothing ran: the server's script cache was flushed
-            count, is_closed = _COUNT.run_sync(self.client, 3, *args, RUNNING_TTL_S)
+        record = started.model_dump_json()
+        args = (key, closed, running, DELIVERIES_TTL_S, call.call_id, record, RUNNING_TTL_S)
+        # With the counts of the calls admitted at the same moment (an io worker's).
+        count, is_closed = self._commits.run_script(_COUNT, 3, *args)
         return int(count), bool(is_closed)
 
     def exhausted(self, count: int) -> bool:

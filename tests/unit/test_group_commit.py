@@ -14,6 +14,7 @@ from redis.retry import Retry
 
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.shared.group_commit import GroupCommit
+from toolfleet.shared.scripts import LuaScript
 
 
 @pytest.fixture
@@ -100,3 +101,13 @@ def test_a_connection_error_reaches_every_caller_of_the_pipeline() -> None:
         commits.execute(lambda pipe: pipe.incr("n"))
     with pytest.raises(redis.ConnectionError):  # and the next caller still sends
         commits.execute(lambda pipe: pipe.incr("n"))
+
+
+def test_a_script_the_server_does_not_know_yet_runs_once_by_its_text(
+    client: fakeredis.FakeRedis,
+) -> None:
+    script = LuaScript("return redis.call('INCR', KEYS[1])")
+    commits = GroupCommit(client)
+    assert commits.run_script(script, 1, "n") == 1  # NOSCRIPT, then EVAL: one increment
+    assert commits.run_script(script, 1, "n") == 2  # known now: by its SHA1
+    assert client.get("n") == b"2"

@@ -18,12 +18,15 @@ from dataclasses import dataclass
 import redis
 from kombu.transport.redis import Channel
 
+from toolfleet.shared.scripts import LuaScript
+
 log = logging.getLogger(__name__)
 
 # Each popped message is recorded as kombu's QoS.append does: [message, exchange,
 # routing key] under its delivery tag, scored by when it was taken. A message that is
 # not kombu's JSON is returned apart, never recorded: the caller logs and drops it.
-_TAKE = """
+_TAKE = LuaScript(
+    """
 local taken, bad = {}, {}
 local limit = tonumber(ARGV[1])
 for i = 3, #KEYS do
@@ -49,6 +52,7 @@ for i = 3, #KEYS do
 end
 return {taken, bad}
 """
+)
 
 
 # BLMOVE, with which a taker waits for a message without popping it, came in Redis 6.2.
@@ -82,12 +86,11 @@ class BrokerQueue:
         self._client = client
         self.queue = queue
         self._lists = priority_lists(queue)
-        self._take = client.register_script(_TAKE)
 
     def take(self, limit: int) -> Batch:
         """Up to `limit` messages, oldest first, each recorded as unacknowledged now."""
         keys = [Channel.unacked_key, Channel.unacked_index_key, *self._lists]
-        taken, bad = self._take(keys=keys, args=[limit, time.time()])
+        taken, bad = _TAKE.run_sync(self._client, len(keys), *keys, limit, time.time())
         return Batch(list(taken), list(bad))
 
     def wait(self, timeout_s: int) -> bool:
