@@ -203,8 +203,8 @@ def run_execution(execution: Execution, time_limit_s: float) -> Outcome:
         else:
             value = _call_sync(tool.func, args, time_limit_s)
             if asyncio.iscoroutine(value):  # a sync wrapper of a coroutine function
-                started = execution.started
-                left = max(time_limit_s - (time.time() - started), 0.001) if time_limit_s else 0
+                ran_s = time.time() - execution.started
+                left = max(time_limit_s - ran_s, 0.001) if time_limit_s else 0
                 value = call_loop().run(value, left, call.call_id)
     except BaseException as exc:
         return execution.raised(exc, time_limit_s)
@@ -224,8 +224,10 @@ def start_coroutine(
 
     def ended(value: Any, error: BaseException | None) -> None:
         try:
-            outcome = execution.returned(value) if error is None else None
-            on_outcome(outcome or execution.raised(error or RuntimeError(), time_limit_s))
+            if error is None:
+                on_outcome(execution.returned(value))
+            else:
+                on_outcome(execution.raised(error, time_limit_s))
         except BaseException:  # on the loop's thread: log it, never raise into the loop
             log.exception("concluding call %s failed", execution.call.call_id)
 

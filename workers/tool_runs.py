@@ -9,7 +9,8 @@ process's call loop between them: a call awaiting the network holds no thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -94,14 +95,14 @@ class ToolRuns:
         admitted = self.admit(task.request, call)
         if admitted is None:
             return
-        with _SpanScope(admitted.span):
+        with _in_span(admitted.span):
             outcome = run_execution(self._execution(admitted), self._limit_s)
         self.conclude(task, admitted, outcome)
 
     def start(self, admitted: Admitted, on_outcome: Callable[[Outcome], None]) -> None:
         """Start an admitted coroutine call on the call loop; `on_outcome` gets its Outcome
         (on the loop's thread) when it ends."""
-        with _SpanScope(admitted.span):  # the coroutine's context has the run's span
+        with _in_span(admitted.span):  # the coroutine's context has the run's span
             start_coroutine(self._execution(admitted), self._limit_s, on_outcome)
 
     def _execution(self, admitted: Admitted) -> Execution:
@@ -128,7 +129,7 @@ class ToolRuns:
             return None
         span = run_span(self.tool.name, envelope, request, self._pool, settings.secret_arg_names)
         admitted = Admitted(envelope, span, request.retries + 1, request.hostname or "unknown")
-        with _SpanScope(admitted.span):
+        with _in_span(admitted.span):
             cleared = self._clear(admitted)
         if cleared is None or isinstance(cleared, ToolResult):
             end_run_span(span, cleared)
@@ -137,7 +138,7 @@ class ToolRuns:
 
     def conclude(self, task: Task[Any, Any], admitted: Admitted, outcome: Outcome) -> None:
         """Retry the call (Celery's Retry is raised) or report its result."""
-        with _SpanScope(admitted.span):
+        with _in_span(admitted.span):
             result = self._conclude(task, admitted, outcome)
         end_run_span(admitted.span, result)
 
@@ -222,20 +223,13 @@ class ToolRuns:
         return result
 
 
-class _SpanScope:
-    """Makes a span current for a block; an exception leaving the block ends the span."""
-
-    def __init__(self, span: Span | None) -> None:
-        self._span = span
-        self._current: Any = None
-
-    def __enter__(self) -> None:
-        if self._span is not None:
-            self._current = tracing.current(self._span)
-            self._current.__enter__()
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if self._current is not None:
-            self._current.__exit__(kind, exc, tb)
-        if exc is not None and self._span is not None:  # Celery's Retry too: this attempt ends
-            tracing.finish(self._span, error=type(exc).__name__)
+@contextmanager
+def _in_span(span: Span | None) -> Iterator[None]:
+    """`span` as the current one in the block; an exception leaving the block (Celery's
+    Retry too: this attempt ends) ends the span with its type."""
+    try:
+        with tracing.current(span):
+            yield
+    except BaseException as exc:
+        tracing.finish(span, error=type(exc).__name__)
+        raise
