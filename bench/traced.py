@@ -26,9 +26,8 @@ def tracing_on() -> Iterator[DroppingExporter]:
     exporter = DroppingExporter()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    tracing.install(provider)
     try:
-        yield exporter
+        with tracing.installed(provider):
+            yield exporter
     finally:
-        tracing.uninstall()
         provider.shutdown()

@@ -56,6 +56,16 @@ def uninstall() -> None:
     _tracer, _provider = None, None
 
 
+@contextmanager
+def installed(provider: TracerProvider) -> Iterator[None]:
+    """Record spans with `provider` while the block runs, then turn tracing off."""
+    install(provider)
+    try:
+        yield
+    finally:
+        uninstall()
+
+
 def flush(timeout_s: float = 5.0) -> None:
     """Export what is queued, waiting at most `timeout_s`; tracing stays on."""
     if _provider is not None:

@@ -106,11 +106,8 @@ def in_memory_spans() -> Iterator[InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
+    with tracing.installed(provider):
         yield exporter
-    finally:
-        tracing.uninstall()
 
 
 def span_text(exporter: InMemorySpanExporter) -> str:
