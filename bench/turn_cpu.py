@@ -187,10 +187,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--no-autopipeline", action="store_true", help="TOOLFLEET_REDIS_AUTOPIPELINE=false"
+    )
     options = parser.parse_args()
     instrument()
     results: dict[str, Any] = {"raw": [], "sessions": [], "gc": [], "steps": []}
-    with noop_fleets() as (runner, app, aio):
+    with noop_fleets(redis_autopipeline=not options.no_autopipeline) as (runner, app, aio):
         aio.run(concurrent_cpu(runner, 10, 2))  # warm-up
         raw_throughput(app, 50, 20)
         freeze_startup_heap()  # as `toolfleet serve` and bench.run do

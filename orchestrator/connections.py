@@ -13,6 +13,7 @@ from redis.backoff import NoBackoff
 from redis.connection import HiredisRespSerializer
 from redis.utils import HIREDIS_AVAILABLE
 
+from toolfleet.orchestrator.autopipeline import AutoPipeline, AutoPipelinedRedis
 from toolfleet.shared.outages import async_retry_policy
 
 log = logging.getLogger(__name__)
@@ -23,13 +24,17 @@ MAX_CONNECTIONS = 64
 POOL_WAIT_S = 120
 
 
-def command_client(url: str) -> aioredis.Redis:
+def command_client(url: str, *, autopipeline: bool = True) -> aioredis.Redis:
     """A shared client for short commands (owns its pool and closes it); it retries
-    through a short Redis outage (toolfleet.shared.outages)."""
+    through a short Redis outage (toolfleet.shared.outages). With `autopipeline`, the
+    commands of one event-loop iteration share one write (toolfleet.orchestrator.autopipeline)."""
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S, retry=async_retry_policy()
     )
-    return aioredis.Redis.from_pool(_hiredis_packing(pool))
+    _hiredis_packing(pool)
+    if autopipeline and AutoPipeline.supports(url):
+        return AutoPipelinedRedis.over(pool, url, async_retry_policy())
+    return aioredis.Redis.from_pool(pool)
 
 
 def blocking_client(url: str) -> aioredis.Redis:
@@ -42,6 +47,18 @@ def blocking_client(url: str) -> aioredis.Redis:
     client = aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
     _hiredis_packing(client.connection_pool)
     return client
+
+
+def reader_client(url: str, *, autopipeline: bool = True) -> aioredis.Redis:
+    """The result reader's client: `blocking_client`, or with `autopipeline` a connection
+    of its own read and written without redis-py's per-command layers (its XREAD names
+    every watched stream: 200 sessions, 400 arguments)."""
+    if not (autopipeline and AutoPipeline.supports(url)):
+        return blocking_client(url)
+    pool = aioredis.ConnectionPool.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
+    return AutoPipelinedRedis.over(
+        pool, url, Retry(NoBackoff(), 0), name="toolfleet-results-reader", dedicated=True
+    )
 
 
 class _HiredisPacking:

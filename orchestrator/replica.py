@@ -12,7 +12,7 @@ from types import TracebackType
 import redis
 import redis.asyncio as aioredis
 
-from toolfleet.orchestrator.connections import blocking_client, command_client
+from toolfleet.orchestrator.connections import blocking_client, command_client, reader_client
 from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.pools import LivePools
@@ -45,8 +45,10 @@ class Replica:
         self.id = replica_id or f"orch-{uuid.uuid4().hex[:12]}"
         self.keys = Keys(settings.key_prefix)
         self._url = settings.require_redis_url()
-        self.redis = command_client(self._url)
-        self._blocking: list[aioredis.Redis] = [blocking_client(self._url)]
+        self.redis = command_client(self._url, autopipeline=settings.redis_autopipeline)
+        self._blocking: list[aioredis.Redis] = [
+            reader_client(self._url, autopipeline=settings.redis_autopipeline)
+        ]
         self._sync: redis.Redis | None = None
         self.leases = Leases(self.redis, self.keys, self.id, settings.lease_ttl_s)
         limits = SessionLimits(settings.session_max_events, settings.session_ttl_s)

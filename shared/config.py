@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         "trip, acks and task events batched too) instead of Celery's one at a time; off, "
         "Celery's consumer takes about 500 messages/s per worker process.",
     )
+    redis_autopipeline: bool = Field(
+        default=True,
+        description="an orchestrator sends the Redis commands its sessions issue in one "
+        "event-loop iteration in one write on one shared connection; off, each command or "
+        "pipeline takes a pooled connection and a round trip of its own.",
+    )
     default_timeout_s: float = Field(default=60.0, gt=0, description="Tool time limit.")
     result_grace_s: float = Field(
         default=15.0,

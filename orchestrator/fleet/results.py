@@ -79,6 +79,7 @@ class ResultWaiter:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._reading = False
+        self._woken = False  # a wake-up is sent for the read in progress
         self._block_ms = block_ms
         self.last_outage_at = 0.0  # monotonic time of the last failed read (Redis away)
 
@@ -122,9 +123,15 @@ class ResultWaiter:
             watch.settled = False
         else:
             self._watches[stream] = _Watch()
-            if self._reading:
-                # Interrupt the XREAD in progress so that it picks up the new stream.
-                await self._writer.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+            if self._reading and not self._woken:
+                # Interrupt the XREAD in progress so that it picks up the new stream; once
+                # per read: the streams of the next read include every watch added since.
+                self._woken = True
+                try:
+                    await self._writer.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+                except BaseException:
+                    self._woken = False
+                    raise
         return futures
 
     def forget(self, call_id: str) -> None:
@@ -168,9 +175,13 @@ class ResultWaiter:
             streams[self._wake_key] = self._wake_last
             if self._on_cancel is not None:
                 streams[self._cancels_key] = self._cancels_last
-            self._reading = True
+            self._reading, self._woken = True, False
             try:
-                response: Any = await self._reader.xread(streams, block=self._block_ms)  # type: ignore[arg-type]
+                # The command itself: redis-py's `xread` wraps each reply in a coroutine that
+                # walks it for its stream-lag metric, a cost per result at 200 sessions.
+                response: Any = await self._reader.execute_command(  # type: ignore[no-untyped-call]
+                    "XREAD", "BLOCK", self._block_ms, "STREAMS", *streams, *streams.values()
+                )
             except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
                 if self._stopping:
                     return
