@@ -32,6 +32,11 @@ class Keys:
         """Stream of ToolResults for one session (its inbox, trimmed once applied)."""
         return f"{self.prefix}:results:{session_id}"
 
+    def results_feed(self) -> str:
+        """Stream of every result posted (a copy, with the session stream and entry it went
+        to): replicas block on it instead of on the streams of all the sessions they run."""
+        return f"{self.prefix}:results-feed"
+
     def wake(self, replica_id: str) -> str:
         """Stream used only to interrupt one replica's blocking XREAD."""
         return f"{self.prefix}:wake:{replica_id}"

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # The field of a results-stream entry that holds the ToolResult JSON.
 RESULT_FIELD = "result"
+# On the results feed, beside the result: the session stream and the entry id it has there.
+FEED_STREAM_FIELD, FEED_ENTRY_FIELD = "stream", "entry"
 
 
 class CallStatus(StrEnum):

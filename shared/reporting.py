@@ -9,7 +9,12 @@ from __future__ import annotations
 import redis
 
 from toolfleet.shared.group_commit import GroupCommit
-from toolfleet.shared.messages import RESULT_FIELD, ToolResult
+from toolfleet.shared.messages import (
+    FEED_ENTRY_FIELD,
+    FEED_STREAM_FIELD,
+    RESULT_FIELD,
+    ToolResult,
+)
 from toolfleet.shared.scripts import LuaScript
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
@@ -17,19 +22,29 @@ from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 # An abandoned session's inbox disappears after a day rather than living forever.
 STREAM_TTL_S = 24 * 3600
 
+# About this many entries stay on the results feed: a reader that falls further behind
+# finds the results on their session streams instead (ResultWaiter's sweep).
+FEED_MAXLEN = 10_000
+
 # The result appended (the stream capped at about ARGV[1] entries) and the TTL renewed,
-# in one command: an io worker posts a thousand results at once.
+# in one command: an io worker posts a thousand results at once. With KEYS[2], the
+# results feed gets a copy naming the stream and the entry, in the same step.
 _POST = LuaScript(
-    """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
+    f"""
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 4))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+if KEYS[2] then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+             '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 4))
+end
 return id
 """
 )
 
 
 class ResultReporter:
-    """Posts ToolResults to results streams, each capped at about `maxlen` entries.
+    """Posts ToolResults to results streams, each capped at about `maxlen` entries, and a
+    copy to the results `feed` (Keys.results_feed) when given.
 
     Each post renews the stream's TTL, so an abandoned session's inbox expires.
     """
@@ -40,9 +55,12 @@ class ResultReporter:
         maxlen: int,
         signer: ResultSigner | None = None,
         sealer: Sealer | None = None,
+        *,
+        feed: str | None = None,
     ) -> None:
         self._client = client
         self._maxlen = maxlen
+        self._feed = feed
         self._signer = signer  # signs each result with the fleet key, when there is one
         self._sealer = sealer  # seals its secrets with the key derived from it
         self._commits = GroupCommit(client)
@@ -57,7 +75,8 @@ class ResultReporter:
         if self._signer is not None:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
 
-        args = [self._maxlen, STREAM_TTL_S, *(x for pair in fields.items() for x in pair)]
+        keys = [stream] if self._feed is None else [stream, self._feed]
+        args = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, *(x for kv in fields.items() for x in kv)]
         # With the results of the calls ending at the same moment (an io worker's).
-        entry_id = self._commits.run_script(_POST, 1, stream, *args)
+        entry_id = self._commits.run_script(_POST, len(keys), *keys, *args)
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

@@ -55,7 +55,9 @@ def create_app(settings: Settings) -> Celery:
     keys = Keys(settings.key_prefix)
     signer = ResultSigner.of(settings.fleet_key)
     sealer = Sealer.of(settings)
-    reporter = ResultReporter(client, settings.results_maxlen, signer, sealer)
+    reporter = ResultReporter(
+        client, settings.results_maxlen, signer, sealer, feed=keys.results_feed()
+    )
     completions = Completions.of(client, keys, settings)
     services = ToolServices(
         settings=settings,

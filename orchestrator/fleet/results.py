@@ -1,8 +1,15 @@
-"""Wait for ToolResults on the sessions' streams with one blocking XREAD.
+"""Wait for ToolResults with one blocking XREAD.
 
 No thread per call and no Celery AsyncResult: futures keyed by call id, resolved by a
 single reader task. A result whose call nobody awaits (it missed its deadline, or was
 answered already) is logged and dropped - exactly one result per call id is delivered.
+
+A result is posted to its session's stream, and a copy to the results feed (naming the
+stream and entry) in the same step. The reader blocks on the feed, not on the streams of
+every session it waits for: a read that named all 200 streams of 200 sessions cost the
+orchestrator and Redis O(sessions) per result (issue 15 B). It reads a session's stream
+itself when it starts watching it (results posted before, such as those of a session
+taken over) and every SWEEP_S (a result whose copy the feed no longer holds).
 """
 
 from __future__ import annotations
@@ -22,12 +29,19 @@ from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.cancellation import CANCEL_FIELD, CancelRequest
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import RESULT_FIELD, ToolResult
+from toolfleet.shared.messages import (
+    FEED_ENTRY_FIELD,
+    FEED_STREAM_FIELD,
+    RESULT_FIELD,
+    ToolResult,
+)
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 
 log = logging.getLogger(__name__)
 
 BLOCK_MS = 5_000
+# How often the watched streams themselves are read, beside the feed.
+SWEEP_S = 1.0
 
 
 @dataclass
@@ -74,6 +88,10 @@ class ResultWaiter:
         self._on_cancel = on_cancel
         self._cancels_key = keys.cancels()
         self._cancels_last = "0-0"
+        self._feed_key = keys.results_feed()
+        self._feed_last = "0-0"
+        self._unchecked: set[str] = set()  # watched streams no read has named yet
+        self._next_sweep = 0.0  # monotonic time
         self._pending: dict[str, _Awaited] = {}  # by call id
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task[None] | None = None
@@ -86,10 +104,15 @@ class ResultWaiter:
     async def start(self) -> None:
         """Start the reader task, after clearing this replica's wake stream."""
         await self._writer.delete(self._wake_key)
-        # Only cancellations from now on: earlier ones were for invocations of the past.
-        newest: Any = await self._writer.xrevrange(self._cancels_key, count=1)
-        self._cancels_last = decoded(newest[0][0]) if newest else "0-0"
+        # Only cancellations from now on: earlier ones were for invocations of the past;
+        # the feed alike (what is there already, the streams' first reads find).
+        self._cancels_last = await self._newest(self._cancels_key)
+        self._feed_last = await self._newest(self._feed_key)
         self._task = asyncio.create_task(self._run(), name="toolfleet-result-waiter")
+
+    async def _newest(self, stream: str) -> str:
+        newest: Any = await self._writer.xrevrange(stream, count=1)
+        return decoded(newest[0][0]) if newest else "0-0"
 
     async def stop(self) -> None:
         """Stop the reader task and cancel every future still waiting for a result."""
@@ -123,9 +146,11 @@ class ResultWaiter:
             watch.settled = False
         else:
             self._watches[stream] = _Watch()
+            self._unchecked.add(stream)
             if self._reading and not self._woken:
-                # Interrupt the XREAD in progress so that it picks up the new stream; once
-                # per read: the streams of the next read include every watch added since.
+                # Interrupt the XREAD in progress so that the next one reads the new stream
+                # (for what it holds already); once per read: the next one names every
+                # stream watched since.
                 self._woken = True
                 try:
                     await self._writer.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
@@ -170,19 +195,25 @@ class ResultWaiter:
 
     async def _run(self) -> None:
         while not self._stopping:
-            self._drop_idle_watches()
-            streams = {stream: w.last_id for stream, w in self._watches.items()}
+            checking = self._streams_to_read()
+            streams = {stream: self._watches[stream].last_id for stream in checking}
+            streams[self._feed_key] = self._feed_last
             streams[self._wake_key] = self._wake_last
             if self._on_cancel is not None:
                 streams[self._cancels_key] = self._cancels_last
+            block_ms = self._block_ms
+            if self._watches:  # block no later than the next sweep is due
+                until_sweep_ms = int((self._next_sweep - time.monotonic()) * 1000)
+                block_ms = max(1, min(block_ms, until_sweep_ms))
             self._reading, self._woken = True, False
             try:
                 # The command itself: redis-py's `xread` wraps each reply in a coroutine that
-                # walks it for its stream-lag metric, a cost per result at 200 sessions.
+                # walks it for its stream-lag metric, a cost per result.
                 response: Any = await self._reader.execute_command(  # type: ignore[no-untyped-call]
-                    "XREAD", "BLOCK", self._block_ms, "STREAMS", *streams, *streams.values()
+                    "XREAD", "BLOCK", block_ms, "STREAMS", *streams, *streams.values()
                 )
             except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+                self._unchecked |= checking
                 if self._stopping:
                     return
                 self.last_outage_at = time.monotonic()
@@ -191,17 +222,42 @@ class ResultWaiter:
                 continue
             finally:
                 self._reading = False
-            for stream_raw, entries in response or []:
-                stream = decoded(stream_raw)
-                if stream == self._wake_key:
-                    self._wake_last = decoded(entries[-1][0])
-                    continue
-                if stream == self._cancels_key:
-                    self._cancels_last = decoded(entries[-1][0])
-                    self._cancelled(entries)
-                    continue
+            self._handle(response or [])
+
+    def _streams_to_read(self) -> set[str]:
+        """The session streams the next read names besides the feed: every watched one
+        when a sweep is due, else those watched since the last read."""
+        checking, self._unchecked = self._unchecked, set()
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_S
+            self._drop_idle_watches()
+            checking = set(self._watches)
+        return checking & self._watches.keys()
+
+    def _handle(self, response: list[Any]) -> None:
+        """Deliver what a read returned: a session stream's own entries before the feed's,
+        whose copies of them are then skipped as read already (by entry id)."""
+        feed: list[Any] = []
+        for stream_raw, entries in response:
+            stream = decoded(stream_raw)
+            if stream == self._feed_key:
+                self._feed_last = decoded(entries[-1][0])
+                feed = entries
+            elif stream == self._wake_key:
+                self._wake_last = decoded(entries[-1][0])
+            elif stream == self._cancels_key:
+                self._cancels_last = decoded(entries[-1][0])
+                self._cancelled(entries)
+            else:
                 for entry_id, fields in entries:
                     self._deliver(stream, decoded(entry_id), fields)
+        for _, fields in feed:
+            stream = decoded(fields.get(FEED_STREAM_FIELD.encode(), b""))
+            # Not watched: another replica's session. Watched but not read yet: that
+            # first read returns this entry, and what came before it.
+            if stream in self._watches and stream not in self._unchecked:
+                self._deliver(stream, decoded(fields.get(FEED_ENTRY_FIELD.encode(), b"")), fields)
 
     def _cancelled(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         for entry_id, fields in entries:
@@ -215,6 +271,12 @@ class ResultWaiter:
 
     def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         watch = self._watches[stream]
+        position = _position(entry_id)
+        if position is None:
+            log.error("rejected a feed entry for %s naming no entry id (%r)", stream, entry_id)
+            return
+        if position <= (_position(watch.last_id) or (0, 0)):
+            return  # read already, from the stream itself or from the feed
         watch.last_id = entry_id
         raw = fields.get(RESULT_FIELD.encode())
         if self._signer is not None and not self._signer.valid(
@@ -259,6 +321,7 @@ class ResultWaiter:
         busy = {awaited.stream for awaited in self._pending.values()}
         for stream in [s for s, w in self._watches.items() if w.settled and s not in busy]:
             del self._watches[stream]
+            self._unchecked.discard(stream)
 
 
 def _claimed_worker(raw: bytes | None) -> str:
@@ -267,6 +330,15 @@ def _claimed_worker(raw: bytes | None) -> str:
         return str(json.loads(raw or b"{}").get("worker", "?"))[:200]
     except (ValueError, AttributeError):
         return "?"
+
+
+def _position(entry_id: str) -> tuple[int, int] | None:
+    """A stream entry id as numbers, to compare (None if it is not one)."""
+    millis, _, seq = entry_id.partition("-")
+    try:
+        return int(millis), int(seq or 0)
+    except ValueError:
+        return None
 
 
 def _next_id(entry_id: str) -> str:

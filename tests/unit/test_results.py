@@ -125,3 +125,77 @@ async def test_with_the_fleet_key_only_results_the_workers_signed_are_accepted(
     finally:
         await signed_waiter.stop()
         await reader.aclose()
+
+
+def feed_reporter(fake_server: fakeredis.FakeServer) -> ResultReporter:
+    """What a worker posts with: the result on its stream and a copy on the feed."""
+    return ResultReporter(fakeredis.FakeRedis(server=fake_server), 100, feed=KEYS.results_feed())
+
+
+async def read_once(waiter: ResultWaiter, server: fakeredis.FakeServer, stream: str) -> None:
+    """Wait until the reader has read `stream` itself (what its first read is for): a call
+    c0 posted there without a feed copy is answered."""
+    futures = await waiter.expect(stream, ["c0"])
+    ResultReporter(fakeredis.FakeRedis(server=server), 100).post(stream, result("c0"))
+    await asyncio.wait_for(futures["c0"], 5)
+
+
+async def test_a_result_whose_stream_entry_is_gone_arrives_by_the_feed(
+    waiter: ResultWaiter, fake_server: fakeredis.FakeServer
+) -> None:
+    stream = KEYS.results("s1")
+    await read_once(waiter, fake_server, stream)
+    futures = await waiter.expect(stream, ["c1"])
+    sync = fakeredis.FakeRedis(server=fake_server)
+    feed_reporter(fake_server).post(stream, result("c1"))
+    sync.delete(stream)  # before the reader could read it there: only the copy is left
+    assert (await asyncio.wait_for(futures["c1"], 5)).response == {"n": "c1"}
+
+
+async def test_results_posted_before_the_watch_and_after_arrive_in_order(
+    waiter: ResultWaiter, fake_server: fakeredis.FakeServer
+) -> None:
+    """A session taken over: one result waits on its stream from before this replica
+    watched it; the next comes by the feed, maybe before the stream's first read."""
+    stream = KEYS.results("s1")
+    ResultReporter(fakeredis.FakeRedis(server=fake_server), 100).post(stream, result("c1"))
+    futures = await waiter.expect(stream, ["c1", "c2"])
+    feed_reporter(fake_server).post(stream, result("c2"))
+    got = await asyncio.wait_for(asyncio.gather(futures["c1"], futures["c2"]), 5)
+    assert [r.call_id for r in got] == ["c1", "c2"]
+
+
+async def test_a_result_read_on_its_stream_and_on_the_feed_is_delivered_once(
+    waiter: ResultWaiter, fake_server: fakeredis.FakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    stream = KEYS.results("s1")
+    with caplog.at_level(logging.INFO):
+        futures = await waiter.expect(stream, ["c1", "c2"])
+        feed_reporter(fake_server).post(stream, result("c1"))  # before the stream's first read
+        await asyncio.wait_for(futures["c1"], 5)
+        feed_reporter(fake_server).post(stream, result("c2"))
+        await asyncio.wait_for(futures["c2"], 5)
+        await asyncio.sleep(0.05)  # let the next reads pass over the feed's copies
+    assert "nobody awaits" not in caplog.text
+
+
+async def test_feed_entries_for_other_sessions_or_forged_ids_are_passed_over(
+    waiter: ResultWaiter, fake_server: fakeredis.FakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    stream = KEYS.results("s1")
+    await read_once(waiter, fake_server, stream)
+    futures = await waiter.expect(stream, ["c1"])
+    sync = fakeredis.FakeRedis(server=fake_server)
+    with caplog.at_level(logging.INFO):
+        feed_reporter(fake_server).post(KEYS.results("s-other"), result("x1", "s-other"))
+        forged = {
+            "stream": stream,
+            "entry": "not-an-id",
+            RESULT_FIELD: result("c1").model_dump_json(),
+        }
+        sync.xadd(KEYS.results_feed(), forged)  # type: ignore[arg-type]
+        feed_reporter(fake_server).post(stream, result("c1"))
+        got = await asyncio.wait_for(futures["c1"], 5)
+    assert got.response == {"n": "c1"}
+    assert "x1" not in caplog.text  # another replica's: not even logged here
+    assert "naming no entry id ('not-an-id')" in caplog.text
