@@ -165,8 +165,13 @@ class AutoPipeline:
             except (OSError, TimeoutError) as exc:
                 where = self._path or f"{self._host}:{self._port}"
                 raise RedisConnectionError(f"cannot connect to Redis at {where}: {exc}") from exc
-            replies = await wire.send(_pack(self._handshake), len(self._handshake))
-            failed = next((r for r in replies if isinstance(r, Exception)), None)
+            try:
+                replies = await wire.send(_pack(self._handshake), len(self._handshake))
+            except BaseException as exc:  # cancelled meanwhile (a reader stopping), or lost
+                wire.close(exc)
+                raise
+            # The name is a courtesy (an ACL may refuse CLIENT SETNAME); AUTH and SELECT not.
+            failed = next((r for r in replies[:-1] if isinstance(r, Exception)), None)
             if failed is not None:  # a wrong password, a database out of range
                 wire.close(failed)
                 raise failed
@@ -339,7 +344,7 @@ def _lost(reason: BaseException) -> RedisConnectionError:
 
 def _handshake(options: dict[str, Any], name: str) -> list[tuple[Any, ...]]:
     """The commands a new connection sends first: AUTH and SELECT, as the URL asks, and
-    its name (CLIENT LIST shows which connections are an orchestrator's)."""
+    its name, last (CLIENT LIST shows which connections are an orchestrator's)."""
     commands: list[tuple[Any, ...]] = []
     password, username = options.get("password"), options.get("username")
     if password is not None:

@@ -11,6 +11,7 @@ from types import TracebackType
 from google.genai import types
 from redis.exceptions import RedisError
 
+from toolfleet.orchestrator import contents
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import choose_model
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
@@ -117,7 +118,7 @@ class Runner:
     async def run(self, *, user_id: str, session_id: str, message: str) -> AsyncIterator[Update]:
         """Run one invocation, creating the session on first use; yield what happens."""
         claim = self.leases.claim(session_id)  # taken with the session read
-        content = types.Content(role="user", parts=[types.Part(text=message)])
+        content = contents.content("user", [contents.text_part(message)])
         # Appended in the round trip of the read when it can be (SessionStore.get_and_append).
         user_event = Event(invocation_id=new_invocation_id(), author="user", content=content)
         session, stored = await self.store.get_and_append(

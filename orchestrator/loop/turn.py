@@ -11,6 +11,7 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
+from toolfleet.orchestrator.contents import content, response_part
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.loop.callbacks import Hooks
 from toolfleet.orchestrator.loop.confirmation import ask_confirmation
@@ -196,14 +197,8 @@ def responses_event(
 ) -> Event:
     """One Content with every function response, in call order: what the model gets, so
     secrets the workers sealed are opened here (and masked again when stored)."""
-    parts = [
-        types.Part(
-            function_response=types.FunctionResponse(
-                id=r.call_id, name=r.tool, response=opened_response(r, sealer)
-            )
-        )
-        for r in ordered
-    ]
+    # A copy of each response, as validation would make: the event's is its own.
+    parts = [response_part(r.call_id, r.tool, dict(opened_response(r, sealer))) for r in ordered]
     actions = ToolActions(
         skip_summarization=bool(ordered) and all(r.actions.skip_summarization for r in ordered),
         transfer_to_agent=next(
@@ -214,7 +209,7 @@ def responses_event(
     return Event(
         invocation_id=invocation_id,
         author=author,
-        content=types.Content(role="user", parts=parts),
+        content=content("user", parts),
         state_delta=merge_deltas([r.state_delta for r in ordered]),
         actions=actions,
         calls=[CallRecord.of(r) for r in ordered],

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.genai import types
 
+from toolfleet.orchestrator.contents import call_part, content, text_part
 from toolfleet.orchestrator.models.protocol import ModelRequest
 from toolfleet.shared.errors import ModelError
 
@@ -146,10 +147,10 @@ def _view(request: ModelRequest) -> ScriptView:
 def _content(step: Step, view: ScriptView) -> types.Content:
     parts: list[types.Part] = []
     if step.text is not None:
-        parts.append(types.Part(text=step.text(view) if callable(step.text) else step.text))
+        parts.append(text_part(step.text(view) if callable(step.text) else step.text))
     for c in step.calls:
         args = c.args(view) if callable(c.args) else c.args
-        parts.append(types.Part(function_call=types.FunctionCall(name=c.name, args=dict(args))))
+        parts.append(call_part(c.name, dict(args)))
     if not parts:
         raise ModelError("an offline script step must have text or calls")
-    return types.Content(role="model", parts=parts)
+    return content("model", parts)

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from toolfleet.shared.cancellation import CancelRequest
 
@@ -23,6 +23,8 @@ class Cancellation:
 
     event: asyncio.Event = field(default_factory=asyncio.Event)
     keep_tickets: bool = False  # leave the session's pending tickets open
+    # The work racing it now (`unless_cancelled`), cancelled when it is set.
+    racing: set[asyncio.Future[Any]] = field(default_factory=set)
 
     @property
     def requested(self) -> bool:
@@ -33,6 +35,8 @@ class Cancellation:
         """Cancel the invocation."""
         self.keep_tickets = keep_tickets
         self.event.set()
+        for work in list(self.racing):
+            work.cancel()
 
 
 class CancelBoard:
@@ -69,19 +73,21 @@ class CancelBoard:
 async def unless_cancelled(work: Awaitable[_T], cancellation: Cancellation | None) -> _T | None:
     """`work`'s value, or None if the cancellation comes first (`work` is then cancelled:
     use this only where stopping half-way leaves nothing behind, such as a model call)."""
-    task = asyncio.ensure_future(work)
     if cancellation is None:
-        return await task
-    waiter = asyncio.ensure_future(cancellation.event.wait())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
+        return await work
+    task = asyncio.ensure_future(work)
+    if cancellation.requested:
         task.cancel()
-        raise
+        await asyncio.wait({task})
+        return None
+    # The cancellation cancels the task itself: no second task waits on its event.
+    cancellation.racing.add(task)
+    try:
+        return await task  # done first (or both at once): its value stands
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if task.cancelled() and cancellation.requested and not (current and current.cancelling()):
+            return None
+        raise  # this caller itself is being cancelled (`task` was, with it)
     finally:
-        waiter.cancel()
-    if task.done():
-        return task.result()  # done first (or both at once): its value stands
-    task.cancel()
-    await asyncio.wait({task})
-    return None
+        cancellation.racing.discard(task)

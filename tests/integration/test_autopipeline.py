@@ -5,6 +5,8 @@ blocked connection loses nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -13,6 +15,7 @@ import redis
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
+from tests.support import until
 from toolfleet.orchestrator.autopipeline import AutoPipelinedRedis
 from toolfleet.shared.outages import async_retry_policy
 
@@ -183,3 +186,24 @@ async def test_bad_arguments_fail_before_anything_is_sent(
         await client.execute_command("SET", f"{prefix}:x", None)
     assert await client.set(f"{prefix}:x", bytearray(b"ok")) is True
     assert await client.get(f"{prefix}:x") == b"ok"
+
+
+async def test_callers_cancelled_while_the_connection_opens_leave_no_socket_open(
+    redis_url: str, name: str
+) -> None:
+    """The result reader is stopped (cancelled) whenever its replica stops, maybe in the
+    middle of opening its connection: each step of the opening is tried here."""
+    for steps in range(12):
+        client = AutoPipelinedRedis.over(
+            aioredis.ConnectionPool.from_url(redis_url), redis_url, async_retry_policy(), name=name
+        )
+        caller = asyncio.create_task(client.ping())
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        caller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await caller
+        await client.aclose()
+        del client, caller
+        gc.collect()  # an unclosed socket would warn here (warnings are errors in the tests)
+    await until(lambda: _connections(redis_url, name) == 0, "every connection closed", 5)

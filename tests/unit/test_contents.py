@@ -1,0 +1,40 @@
+"""The Contents toolfleet builds without validation equal google-genai's validated ones."""
+
+from __future__ import annotations
+
+from google.genai import types
+
+from toolfleet.orchestrator.contents import call_part, content, response_part, text_part
+
+
+def test_each_part_equals_and_serializes_as_the_validated_one() -> None:
+    pairs = [
+        (text_part("hello"), types.Part(text="hello")),
+        (
+            call_part("lookup", {"q": "x", "n": 2}),
+            types.Part(function_call=types.FunctionCall(name="lookup", args={"q": "x", "n": 2})),
+        ),
+        (
+            response_part("c1", "lookup", {"result": [1, 2]}),
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id="c1", name="lookup", response={"result": [1, 2]}
+                )
+            ),
+        ),
+    ]
+    for built, validated in pairs:
+        assert built == validated
+        assert built.model_dump_json(exclude_defaults=True) == validated.model_dump_json(
+            exclude_defaults=True
+        )
+        assert built.model_dump(exclude_none=True) == validated.model_dump(exclude_none=True)
+    built_content = content("model", [p for p, _ in pairs])
+    validated_content = types.Content(role="model", parts=[v for _, v in pairs])
+    assert built_content == validated_content
+    assert built_content.model_dump_json(exclude_defaults=True) == (
+        validated_content.model_dump_json(exclude_defaults=True)
+    )
+    # What google-genai reads of them works alike.
+    assert built_content.parts is not None and built_content.parts[0].text == "hello"
+    assert types.Content.model_validate_json(built_content.model_dump_json()) == validated_content

@@ -1,0 +1,75 @@
+"""unless_cancelled: the model call raced against a session's cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolfleet.orchestrator.sessions.cancels import Cancellation, unless_cancelled
+
+
+async def test_a_cancellation_during_the_work_stops_it_and_gives_none() -> None:
+    cancellation = Cancellation()
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def model_call() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # a model that never answers
+        finally:
+            stopped.set()
+        return "unreachable"
+
+    racing = asyncio.create_task(unless_cancelled(model_call(), cancellation))
+    await started.wait()
+    cancellation.set(keep_tickets=False)
+    assert await asyncio.wait_for(racing, 5) is None
+    assert stopped.is_set()
+    assert not cancellation.racing  # nothing left registered
+
+
+async def test_work_that_ends_first_keeps_its_value() -> None:
+    cancellation = Cancellation()
+
+    async def model_call() -> str:
+        return "answer"
+
+    assert await unless_cancelled(model_call(), cancellation) == "answer"
+    cancellation.set(keep_tickets=False)  # after: changes nothing
+    assert await unless_cancelled(model_call(), None) == "answer"
+
+
+async def test_an_already_cancelled_session_does_not_run_the_work() -> None:
+    cancellation = Cancellation()
+    cancellation.set(keep_tickets=True)
+    ran = False
+
+    async def model_call() -> str:
+        nonlocal ran
+        ran = True
+        return "answer"
+
+    assert await unless_cancelled(model_call(), cancellation) is None
+    assert not ran
+
+
+async def test_cancelling_the_caller_still_raises_and_stops_the_work() -> None:
+    cancellation = Cancellation()
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def model_call() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+        return "unreachable"
+
+    caller = asyncio.create_task(unless_cancelled(model_call(), cancellation))
+    await started.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert stopped.is_set()
+    assert not cancellation.requested
