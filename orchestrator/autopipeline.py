@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 import redis.asyncio as aioredis
@@ -74,8 +74,8 @@ class _Wire(asyncio.Protocol):
         self.lost: BaseException | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport (uvloop's are not asyncio.Transport subclasses).
+        self._transport = cast(asyncio.Transport, transport)
 
     def send(self, packed: bytes, count: int) -> asyncio.Future[list[Any]]:
         """Queue `count` commands (packed) for this iteration's write; their replies."""

@@ -38,3 +38,12 @@ def test_each_part_equals_and_serializes_as_the_validated_one() -> None:
     # What google-genai reads of them works alike.
     assert built_content.parts is not None and built_content.parts[0].text == "hello"
     assert types.Content.model_validate_json(built_content.model_dump_json()) == validated_content
+
+
+def test_built_parts_share_nothing_with_each_other() -> None:
+    first, second = text_part("a"), text_part("b")
+    assert (first.text, second.text) == ("a", "b")
+    assert first.model_fields_set == {"text"}
+    one, two = call_part("f", {"n": 1}), call_part("g", {"n": 2})
+    assert one.function_call is not two.function_call
+    assert (one.function_call.name, two.function_call.name) == ("f", "g")  # type: ignore[union-attr]
