@@ -8,20 +8,20 @@ wrapped as kombu's Redis transport does - with one pipelined LPUSH per turn.
 from __future__ import annotations
 
 import base64
-import json
 import socket
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 from celery import Celery
+from pydantic_core import to_json
 
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.fleet.protocol import WithFirstSend
 from toolfleet.orchestrator.sessions.leases import Fence, write
 from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import task_name
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.redaction import redact_deep, secret_name_set
@@ -64,7 +64,7 @@ class CeleryPublisher:
     def encode(self, dispatch: Dispatch) -> str:
         """The kombu Redis-transport message (JSON) of task `tool.<name>` for the call."""
         call = dispatch.call
-        task_id = uuid.uuid4().hex
+        task_id = unique_hex()
         shown = redact_deep(call.args, self._secret_names)
         message = self._celery.amqp.create_task_message(
             task_id,
@@ -78,8 +78,9 @@ class CeleryPublisher:
         )
         if dispatch.traceparent is not None:  # W3C trace context, as Celery carries headers
             message.headers[TRACEPARENT] = dispatch.traceparent
-        body = json.dumps(message.body).encode()
-        return json.dumps(
+        # pydantic-core's JSON encoder: ~2 us where the standard library's takes ~11.
+        body = to_json(message.body)
+        return to_json(
             {
                 "body": base64.b64encode(body).decode(),
                 "content-encoding": "utf-8",
@@ -88,13 +89,13 @@ class CeleryPublisher:
                 "properties": {
                     **message.properties,
                     "body_encoding": "base64",
-                    "delivery_tag": uuid.uuid4().hex,
+                    "delivery_tag": unique_hex(),
                     "delivery_mode": 2,
                     "priority": 0,
                     "delivery_info": {"exchange": "", "routing_key": dispatch.queue},
                 },
             }
-        )
+        ).decode()
 
     def _body(self, call: ToolCall) -> dict[str, Any]:
         """The call as sent: secret-named values in its arguments and state sealed."""

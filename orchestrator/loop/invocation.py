@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -19,6 +18,7 @@ from toolfleet.orchestrator.sessions.leases import Fence, LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.toolsets import ReadonlyContext
@@ -124,4 +124,4 @@ Update = Event | CallsDispatched | CallFinished | InvocationEnded
 
 def new_invocation_id() -> str:
     """A new invocation's id."""
-    return f"inv-{uuid.uuid4().hex}"
+    return f"inv-{unique_hex()}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,7 @@ from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_ca
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import TEMP_PREFIX
@@ -302,6 +302,6 @@ def with_call_ids(content: types.Content) -> types.Content:
         if call is None:
             continue
         if not call.id or call.id in seen:
-            call.id = f"{CLIENT_CALL_ID_PREFIX}{uuid.uuid4().hex[:16]}"
+            call.id = f"{CLIENT_CALL_ID_PREFIX}{unique_hex(16)}"
         seen.add(call.id)
     return content

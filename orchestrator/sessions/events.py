@@ -4,26 +4,19 @@ plus metadata), and how the user-facing text is read from them."""
 from __future__ import annotations
 
 import json
-import os
-import random
 import time
 from typing import Any
 
 from google.genai import types
 from pydantic import BaseModel, Field
 
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolResult
-
-# Event ids name events, they guard nothing: drawn from a generator of this process's own
-# (seeded from the OS, again in a forked child) instead of uuid4's system call per id,
-# some 3% of an orchestrator's CPU per call (issue 15 B, eight events a turn).
-_event_ids = random.Random(os.urandom(32))
-os.register_at_fork(after_in_child=lambda: _event_ids.seed(os.urandom(32)))
 
 
 def new_event_id() -> str:
     """A new event's id: 32 hex digits, as uuid4().hex."""
-    return f"{_event_ids.getrandbits(128):032x}"
+    return unique_hex()
 
 
 class CallRecord(BaseModel):

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from redis.exceptions import NoScriptError
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError, SessionBusyError
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.scripts import LuaScript
 
@@ -210,7 +210,7 @@ class Leases:
     def token(self) -> str:
         """A new holder token: each hold has its own, so that two tasks of one replica
         exclude each other too."""
-        return f"{self.replica_id}/{uuid.uuid4().hex[:8]}"
+        return f"{self.replica_id}/{unique_hex(8)}"
 
     def claim(self, session_id: str) -> LeaseClaim:
         """A claim with a new token, for `SessionStore.get(..., lease=)`."""

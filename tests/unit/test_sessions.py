@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import warnings
-
 import fakeredis
 import pytest
 from google.genai import types
 
-from toolfleet.orchestrator.sessions.events import Event, new_event_id
+from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.errors import SessionBusyError
@@ -186,17 +183,3 @@ async def test_a_message_for_a_new_session_and_after_a_script_flush(
         )
         assert stored
     assert await stored_texts(fake_redis) == ["one", "two"]
-
-
-def test_event_ids_are_new_and_differ_in_a_forked_child() -> None:
-    ids = {new_event_id() for _ in range(10_000)}
-    assert len(ids) == 10_000 and all(len(i) == 32 for i in ids)
-    read, write = os.pipe()
-    with warnings.catch_warnings():  # Python 3.12+ warns of forking a threaded process
-        warnings.simplefilter("ignore", DeprecationWarning)
-        child = os.fork()
-    if child == 0:  # the child's next id, as the parent would draw it without a reseed
-        os.write(write, new_event_id().encode())
-        os._exit(0)
-    os.waitpid(child, 0)
-    assert os.read(read, 64).decode() != new_event_id()
