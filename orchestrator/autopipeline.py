@@ -265,14 +265,7 @@ class _AutoPipelinedPipeline(Pipeline):
         replies = await self._client._autopipeline.call(
             _pack(args for args, _ in stack), len(stack)
         )
-        results = [
-            reply if isinstance(reply, Exception)
-            else _parsed(args[0], reply, options)
-            for (args, options), reply in zip(stack, replies, strict=True)
-        ]  # fmt: skip
-        if raise_on_error:
-            self.raise_first_error(stack, results)
-        return results
+        return self._results(stack, replies, raise_on_error)
 
     async def _transaction(self, stack: list[Any], raise_on_error: bool) -> list[Any]:
         commands = [("MULTI",), *(args for args, _ in stack), ("EXEC",)]
@@ -281,11 +274,17 @@ class _AutoPipelinedPipeline(Pipeline):
         if isinstance(executed, Exception):  # EXECABORT: a command was refused when queued
             queued = [r for r in replies[:-1] if isinstance(r, Exception)]
             raise (queued[0] if queued else executed)
-        results = [
-            reply if isinstance(reply, Exception)
-            else _parsed(args[0], reply, options)
-            for (args, options), reply in zip(stack, executed, strict=True)
-        ]  # fmt: skip
+        return self._results(stack, executed, raise_on_error)
+
+    def _results(self, stack: list[Any], replies: list[Any], raise_on_error: bool) -> list[Any]:
+        """The commands' replies as redis-py's pipeline gives them: parsed, an error in
+        its command's place (raised, the first one, with `raise_on_error`)."""
+        results = []
+        for (args, options), reply in zip(stack, replies, strict=True):
+            try:
+                results.append(_parsed(args[0], reply, options))
+            except ResponseError as error:
+                results.append(error)
         if raise_on_error:
             self.raise_first_error(stack, results)
         return results

@@ -9,19 +9,21 @@ import pytest
 from toolfleet.orchestrator.sessions.cancels import Cancellation, unless_cancelled
 
 
+async def silent_model(started: asyncio.Event, stopped: asyncio.Event) -> str:
+    """A model call that never answers; `stopped` once it is cancelled."""
+    started.set()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        stopped.set()
+    return "unreachable"
+
+
 async def test_a_cancellation_during_the_work_stops_it_and_gives_none() -> None:
     cancellation = Cancellation()
     started, stopped = asyncio.Event(), asyncio.Event()
 
-    async def model_call() -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()  # a model that never answers
-        finally:
-            stopped.set()
-        return "unreachable"
-
-    racing = asyncio.create_task(unless_cancelled(model_call(), cancellation))
+    racing = asyncio.create_task(unless_cancelled(silent_model(started, stopped), cancellation))
     await started.wait()
     cancellation.set(keep_tickets=False)
     assert await asyncio.wait_for(racing, 5) is None
@@ -58,15 +60,7 @@ async def test_cancelling_the_caller_still_raises_and_stops_the_work() -> None:
     cancellation = Cancellation()
     started, stopped = asyncio.Event(), asyncio.Event()
 
-    async def model_call() -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            stopped.set()
-        return "unreachable"
-
-    caller = asyncio.create_task(unless_cancelled(model_call(), cancellation))
+    caller = asyncio.create_task(unless_cancelled(silent_model(started, stopped), cancellation))
     await started.wait()
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
