@@ -24,18 +24,28 @@ STREAM_TTL_S = 24 * 3600
 
 # About this many entries stay on the results feed: a reader that falls further behind
 # finds the results on their session streams instead (ResultWaiter's sweep).
-FEED_MAXLEN = 10_000
+FEED_MAXLEN = 2_000
+# A result up to this size is copied onto the feed; a larger one (up to 256 KB) only
+# named there, and the reader reads it from its session's stream: the feed stays under
+# about 2,000 x 8 KB.
+FEED_COPY_MAX_BYTES = 8 * 1024
 
 # The result appended (the stream capped at about ARGV[1] entries) and the TTL renewed,
 # in one command: an io worker posts a thousand results at once. With KEYS[2], the
-# results feed gets a copy naming the stream and the entry, in the same step.
+# results feed gets an entry naming the stream and the entry, in the same step, with a
+# copy of the result when ARGV[4] is 1.
 _POST = LuaScript(
     f"""
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 4))
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 5))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 if KEYS[2] then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-             '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 4))
+  if ARGV[4] == '1' then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 5))
+  else
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id)
+  end
 end
 return id
 """
@@ -76,7 +86,9 @@ class ResultReporter:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
 
         keys = [stream] if self._feed is None else [stream, self._feed]
-        args = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, *(x for kv in fields.items() for x in kv)]
+        copy = 1 if len(payload) <= FEED_COPY_MAX_BYTES else 0
+        pairs = (x for kv in fields.items() for x in kv)
+        args = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, *pairs]
         # With the results of the calls ending at the same moment (an io worker's).
         entry_id = self._commits.run_script(_POST, len(keys), *keys, *args)
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

@@ -9,7 +9,8 @@ stream and entry) in the same step. The reader blocks on the feed, not on the st
 every session it waits for: a read that named all 200 streams of 200 sessions cost the
 orchestrator and Redis O(sessions) per result (issue 15 B). It reads a session's stream
 itself when it starts watching it (results posted before, such as those of a session
-taken over) and every SWEEP_S (a result whose copy the feed no longer holds).
+taken over), when the feed names a result too large to copy, and every SWEEP_S (a
+result whose copy the feed no longer holds).
 """
 
 from __future__ import annotations
@@ -226,7 +227,8 @@ class ResultWaiter:
 
     def _streams_to_read(self) -> set[str]:
         """The session streams the next read names besides the feed: every watched one
-        when a sweep is due, else those watched since the last read."""
+        when a sweep is due, else those watched since the last read and those the feed
+        named a result of without a copy."""
         checking, self._unchecked = self._unchecked, set()
         now = time.monotonic()
         if now >= self._next_sweep:
@@ -256,8 +258,12 @@ class ResultWaiter:
             stream = decoded(fields.get(FEED_STREAM_FIELD.encode(), b""))
             # Not watched: another replica's session. Watched but not read yet: that
             # first read returns this entry, and what came before it.
-            if stream in self._watches and stream not in self._unchecked:
-                self._deliver(stream, decoded(fields.get(FEED_ENTRY_FIELD.encode(), b"")), fields)
+            if stream not in self._watches or stream in self._unchecked:
+                continue
+            if RESULT_FIELD.encode() not in fields:  # too large to copy: read it there
+                self._unchecked.add(stream)
+                continue
+            self._deliver(stream, decoded(fields.get(FEED_ENTRY_FIELD.encode(), b"")), fields)
 
     def _cancelled(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         for entry_id, fields in entries:

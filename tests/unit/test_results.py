@@ -9,10 +9,11 @@ import time
 import fakeredis
 import pytest
 
+from toolfleet.orchestrator.fleet import results as results_module
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
-from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.reporting import FEED_COPY_MAX_BYTES, ResultReporter
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner, new_fleet_key
 
 KEYS = Keys("t")
@@ -199,3 +200,29 @@ async def test_feed_entries_for_other_sessions_or_forged_ids_are_passed_over(
     assert got.response == {"n": "c1"}
     assert "x1" not in caplog.text  # another replica's: not even logged here
     assert "naming no entry id ('not-an-id')" in caplog.text
+
+
+async def test_a_result_too_large_to_copy_is_read_from_its_stream(
+    fake_server: fakeredis.FakeServer,
+    fake_redis: fakeredis.FakeAsyncRedis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(results_module, "SWEEP_S", 600.0)  # no sweep: the feed's word only
+    reader = fakeredis.FakeAsyncRedis(server=fake_server)
+    waiter = ResultWaiter(reader, fake_redis, KEYS, "replica-3", block_ms=20)
+    await waiter.start()
+    try:
+        stream = KEYS.results("s1")
+        await read_once(waiter, fake_server, stream)
+        futures = await waiter.expect(stream, ["c1"])
+        text = "x" * (FEED_COPY_MAX_BYTES + 1)
+        big = result("c1").model_copy(update={"response": {"text": text}})
+        feed_reporter(fake_server).post(stream, big)
+        assert (await asyncio.wait_for(futures["c1"], 5)).response == big.response
+    finally:
+        await waiter.stop()
+        await reader.aclose()
+    sync = fakeredis.FakeRedis(server=fake_server)
+    (_, fields), *_ = sync.xrevrange(KEYS.results_feed(), count=1)
+    assert RESULT_FIELD.encode() not in fields  # named on the feed, not copied there
+    assert fields[b"stream"] == stream.encode()
