@@ -138,8 +138,8 @@ async def test_a_cancelled_caller_does_not_shift_the_replies_of_the_next(
 ) -> None:
     await client.set(f"{prefix}:a", "a")
     waiting = asyncio.create_task(client.incr(f"{prefix}:n"))
-    await asyncio.sleep(0)  # queued
-    await asyncio.sleep(0)  # written
+    await asyncio.sleep(0)  # ok: one loop iteration (queued)
+    await asyncio.sleep(0)  # ok: one more (written)
     waiting.cancel()
     assert await client.get(f"{prefix}:a") == b"a"
     assert await client.incr(f"{prefix}:n") == 2  # the cancelled INCR ran; its reply was dropped
@@ -159,7 +159,7 @@ async def test_blocking_commands_take_a_pooled_connection(
 ) -> None:
     await client.ping()  # the shared connection is open: a BLPOP sent on it goes first
     popped = asyncio.create_task(client.blpop([f"{prefix}:q"], timeout=30))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # ok: one loop iteration, the BLPOP on its way first
     # The shared connection is not stuck behind the BLPOP.
     assert await client.incr(f"{prefix}:n") == 1
     assert not popped.done()
@@ -199,7 +199,7 @@ async def test_callers_cancelled_while_the_connection_opens_leave_no_socket_open
         )
         caller = asyncio.create_task(client.ping())
         for _ in range(steps):
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # ok: one loop iteration per step of the opening
         caller.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await caller

@@ -171,12 +171,14 @@ async def test_a_result_read_on_its_stream_and_on_the_feed_is_delivered_once(
 ) -> None:
     stream = KEYS.results("s1")
     with caplog.at_level(logging.INFO):
-        futures = await waiter.expect(stream, ["c1", "c2"])
+        futures = await waiter.expect(stream, ["c1", "c2", "c3"])
         feed_reporter(fake_server).post(stream, result("c1"))  # before the stream's first read
         await asyncio.wait_for(futures["c1"], 5)
         feed_reporter(fake_server).post(stream, result("c2"))
         await asyncio.wait_for(futures["c2"], 5)
-        await asyncio.sleep(0.05)  # let the next reads pass over the feed's copies
+        # Entries are handled in order: once c3 is in, every copy before it was passed.
+        feed_reporter(fake_server).post(stream, result("c3"))
+        await asyncio.wait_for(futures["c3"], 5)
     assert "nobody awaits" not in caplog.text
 
 
