@@ -51,13 +51,15 @@ def blocking_client(url: str) -> aioredis.Redis:
 
 def reader_client(url: str, *, autopipeline: bool = True) -> aioredis.Redis:
     """The result reader's client: `blocking_client`, or with `autopipeline` a connection
-    of its own read and written without redis-py's per-command layers (its XREAD names
-    every watched stream: 200 sessions, 400 arguments)."""
+    of its own read and written without redis-py's per-command layers (a read per result
+    or two at 200 sessions). No retries either: the reading loop handles errors."""
     if not (autopipeline and AutoPipeline.supports(url)):
         return blocking_client(url)
-    pool = aioredis.ConnectionPool.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
+    no_retry = Retry(NoBackoff(), 0)
+    # The pool is redis-py's client's due; a dedicated client sends nothing through it.
+    pool = aioredis.ConnectionPool.from_url(url, retry=no_retry, socket_timeout=None)
     return AutoPipelinedRedis.over(
-        pool, url, Retry(NoBackoff(), 0), name="toolfleet-results-reader", dedicated=True
+        pool, url, no_retry, name="toolfleet-results-reader", dedicated=True
     )
 
 

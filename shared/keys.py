@@ -33,8 +33,9 @@ class Keys:
         return f"{self.prefix}:results:{session_id}"
 
     def results_feed(self) -> str:
-        """Stream of every result posted (a copy, with the session stream and entry it went
-        to): replicas block on it instead of on the streams of all the sessions they run."""
+        """Stream naming every result posted (its session stream and entry there, with a
+        copy of the result up to 8 KB): replicas block on it instead of on the streams of
+        all the sessions they run."""
         return f"{self.prefix}:results-feed"
 
     def wake(self, replica_id: str) -> str:

@@ -14,11 +14,6 @@ from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolResult
 
 
-def new_event_id() -> str:
-    """A new event's id: 32 hex digits, as uuid4().hex."""
-    return unique_hex()
-
-
 class CallRecord(BaseModel):
     """Where and how one call ran; kept beside its function response."""
 
@@ -53,7 +48,7 @@ class Event(BaseModel):
     result). Stored as JSON without temp: deltas, with secret-named values masked.
     """
 
-    id: str = Field(default_factory=new_event_id)
+    id: str = Field(default_factory=unique_hex)  # 32 hex digits, as uuid4().hex
     invocation_id: str
     author: str
     timestamp: float = Field(default_factory=time.time)
