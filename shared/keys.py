@@ -70,6 +70,11 @@ class Keys:
         """Which replica runs a session now (SET NX with a TTL)."""
         return f"{self.prefix}:lease:{session_id}"
 
+    def applied_writes(self, session_id: str) -> str:
+        """Prefix of the keys `<prefix>:<write id>` that record a session write's replies
+        for a minute: a write sent again (its reply was lost) is not applied twice."""
+        return f"{self.prefix}:applied:{session_id}"
+
     def worker(self, hostname: str) -> str:
         """A live worker's heartbeat: its pools, refreshed with a TTL."""
         return f"{self.prefix}:worker:{hostname}"

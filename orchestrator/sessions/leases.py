@@ -8,6 +8,13 @@ Every session write of an invocation is fenced by its lease (`Fence.run`): Redis
 applies the write only while the key still holds the writer's token, in the same
 step. A replica that lost its lease - it paused past the TTL, Redis was away, another
 replica took over - is refused (LeaseLostError) and cannot write over the new holder.
+
+Every such write is applied once, even when it is sent twice: the client retries a
+command whose connection broke (toolfleet.shared.outages), and Redis may have run it
+before its reply was lost. Each write has its own id; the script that applies it also
+records its replies under that id for APPLIED_TTL_S, and a second arrival gets the
+recorded replies instead of applying it again - before the lease is checked, since
+the write may have released the lease itself.
 """
 
 from __future__ import annotations
@@ -55,37 +62,54 @@ while i <= #ARGV do
 end
 for j = base + 1, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end
 """
-# KEYS[1]: the lease. ARGV: token, release (1/0), then the batch. The writes happen only
-# while the token holds the lease.
+# How long a write's replies are kept against its second arrival: longer than a client
+# goes on retrying one (toolfleet.shared.outages.RIDE_OUT_S, about 15 s).
+APPLIED_TTL_S = 60
+# A write sent before, whose reply was lost: its recorded replies, and nothing applied.
+# KEYS[2] is the write's own key (`Fence.applied_key`). JSON keeps what a batch's writes
+# reply: counts, OK, nil.
+_REPLAYED_LUA = """
+local recorded = redis.call('get', KEYS[2])
+if recorded then return cjson.decode(recorded) end
+"""
+_RECORD_LUA = f"""
+redis.call('set', KEYS[2], cjson.encode(out), 'EX', {APPLIED_TTL_S})
+"""
+# KEYS[1]: the lease, 2: the write's record. ARGV: token, release (1/0), then the batch.
+# The writes happen only while the token holds the lease.
 _FENCED_LUA = (
-    """
+    _REPLAYED_LUA
+    + """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST the session lease is not held by this writer')
 end
 local base = 3
 """
     + _APPLY_LUA
+    + _RECORD_LUA
     + """
 if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
 return out
 """
 )
 # A fenced write that also waits for nothing else to have changed a session: KEYS[1] the
-# lease, 2 its events list, 3 its hash. ARGV: token, the events' length and the count
-# compaction dropped (as the writer read them), then the batch. 0 (nothing written)
-# unless the token holds the lease and the session is still as read.
+# lease, 2 the write's record, 3 its events list, 4 its hash. ARGV: token, the events'
+# length and the count compaction dropped (as the writer read them), then the batch. 0
+# (nothing written) unless the token holds the lease and the session is still as read.
 _GUARDED_LUA = (
-    """
-if redis.call('get', KEYS[1]) ~= ARGV[1] or redis.call('exists', KEYS[3]) == 0 then
+    _REPLAYED_LUA
+    + """
+if redis.call('get', KEYS[1]) ~= ARGV[1] or redis.call('exists', KEYS[4]) == 0 then
   return 0
 end
-if redis.call('llen', KEYS[2]) ~= tonumber(ARGV[2]) then return 0 end
-if tonumber(redis.call('hget', KEYS[3], 'trimmed') or '0') ~= tonumber(ARGV[3]) then
+if redis.call('llen', KEYS[3]) ~= tonumber(ARGV[2]) then return 0 end
+if tonumber(redis.call('hget', KEYS[4], 'trimmed') or '0') ~= tonumber(ARGV[3]) then
   return 0
 end
 local base = 4
 """
     + _APPLY_LUA
+    + _RECORD_LUA
     + """
 return out
 """
@@ -105,6 +129,7 @@ class LeaseClaim:
     key: str
     owner: str
     ttl_s: float
+    applied_prefix: str  # Keys.applied_writes: where its writes record their replies
 
     def stage(self, pipe: Pipeline) -> None:
         """Two commands of a read pipeline: take the lease if free, then read its holder."""
@@ -120,7 +145,7 @@ class LeaseClaim:
     @property
     def fence(self) -> Fence:
         """The fence of the lease this claim takes."""
-        return Fence(self.session_id, self.key, self.owner)
+        return Fence(self.session_id, self.key, self.owner, self.applied_prefix)
 
 
 @dataclass(frozen=True)
@@ -139,13 +164,13 @@ class GuardedWrite:
     """A batch applied atomically if a fence's lease is held and the session is still as
     its guard says, staged as one command of a pipeline (after `LeaseClaim.stage`)."""
 
-    keys: tuple[str, str, str]
+    keys: tuple[str, str, str, str]
     args: tuple[Any, ...]
 
     @classmethod
     def stage(cls, pipe: Pipeline, fence: Fence, guard: Guard, batch: WriteBatch) -> GuardedWrite:
         """Add the write to `pipe`; pass its reply to `replies`."""
-        keys = (fence.key, guard.events_key, guard.session_key)
+        keys = (fence.key, fence.applied_key(), guard.events_key, guard.session_key)
         write = cls(keys, (fence.token, guard.length, guard.trimmed, *batch.flat()))
         pipe.evalsha(_GUARDED.sha, len(keys), *keys, *write.args)
         return write
@@ -168,15 +193,22 @@ class Fence:
     session_id: str
     key: str
     token: str
+    applied_prefix: str  # Keys.applied_writes(session_id)
+
+    def applied_key(self) -> str:
+        """The key of a new write's record: its id, the same on each of its retries."""
+        return f"{self.applied_prefix}:{unique_hex(16)}"
 
     async def run(
         self, client: aioredis.Redis, batch: WriteBatch, *, release: bool = False
     ) -> list[Any]:
         """Apply `batch` atomically if we hold the lease (and release it with `release`);
-        raise LeaseLostError otherwise. The replies of the batch's commands, in order."""
+        raise LeaseLostError otherwise. The replies of the batch's commands, in order.
+        Applied once, however often the client sends it (a retry after a lost reply)."""
+        keys = (self.key, self.applied_key())
         try:
             reply = await _FENCED.run(
-                client, 1, self.key, self.token, "1" if release else "0", *batch.flat()
+                client, len(keys), *keys, self.token, "1" if release else "0", *batch.flat()
             )
         except aioredis.ResponseError as exc:
             if "LEASELOST" not in str(exc):
@@ -214,11 +246,19 @@ class Leases:
 
     def claim(self, session_id: str) -> LeaseClaim:
         """A claim with a new token, for `SessionStore.get(..., lease=)`."""
-        return LeaseClaim(session_id, self._keys.lease(session_id), self.token(), self.ttl_s)
+        return LeaseClaim(
+            session_id,
+            self._keys.lease(session_id),
+            self.token(),
+            self.ttl_s,
+            self._keys.applied_writes(session_id),
+        )
 
     def fence(self, session_id: str, token: str) -> Fence:
         """The fence of the lease `token` holds on the session."""
-        return Fence(session_id, self._keys.lease(session_id), token)
+        return Fence(
+            session_id, self._keys.lease(session_id), token, self._keys.applied_writes(session_id)
+        )
 
     async def acquire(self, session_id: str, owner: str) -> None:
         """Take the lease; raise SessionBusyError if another holds it."""

@@ -114,8 +114,9 @@ class SessionStore:
         taken. `owner`: the agent that runs it when that is not the app's root agent (an
         agent tool's child session): no other agent resumes it."""
         session_id = session_id or uuid.uuid4().hex
+        created_at = time.time()
         fields: list[str | float] = ["app_name", app_name, "user_id", user_id]
-        fields += ["created_at", time.time()]
+        fields += ["created_at", created_at]
         created = await _CREATE.run(
             self._redis,
             2,
@@ -126,9 +127,15 @@ class SessionStore:
             *fields,
             *(("owner", owner) if owner else ()),
         )
-        if not created:
+        if not created and not await self._created_at(session_id, created_at):
             raise SessionExistsError(f"session {session_id!r} exists already")
         return await self.get(session_id)
+
+    async def _created_at(self, session_id: str, created_at: float) -> bool:
+        """Whether the session was created at `created_at`: by this very `create`, whose
+        first reply was lost and whose retry found the session there."""
+        stored = await self._redis.hget(self._keys.session(session_id), "created_at")
+        return stored is not None and float(stored) == created_at
 
     async def get(self, session_id: str, *, lease: LeaseClaim | None = None) -> Session:
         """The session as stored. One round trip for a session read before: its app and

@@ -10,8 +10,9 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import Leases
+from toolfleet.orchestrator.sessions.leases import _FENCED, APPLIED_TTL_S, Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys
 
@@ -38,6 +39,32 @@ async def test_a_write_fenced_by_a_lost_lease_is_refused_and_changes_nothing(
     assert [e.content.parts[0].text for e in (await fresh.get("s1")).events] == ["mine"]  # type: ignore[union-attr, index]
     assert await fresh.sessions_to_resume() == []
     assert await fake_redis.get(KEYS.lease("s1")) == b"replica-b/1"  # not released by a->b
+
+
+async def test_a_fenced_write_sent_twice_applies_once_and_answers_alike(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """The same write (same record key) arriving again - its first reply was lost - gets
+    the first arrival's replies and applies nothing, even after it released the lease;
+    its record expires after APPLIED_TTL_S."""
+    leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=5)
+    token = leases.token()
+    await leases.acquire("s1", token)
+    batch = WriteBatch()
+    batch.rpush("t:list", "a")
+    batch.set("t:flag", "1")
+    batch.delete("t:missing")
+    keys = (KEYS.lease("s1"), f"{KEYS.applied_writes('s1')}:w1")
+    args = (token, "1", *batch.flat())  # release with the write
+    first = await _FENCED.run(fake_redis, 2, *keys, *args)
+    again = await _FENCED.run(fake_redis, 2, *keys, *args)
+    assert first == again == [1, b"OK", 0]
+    assert await fake_redis.lrange("t:list", 0, -1) == [b"a"]
+    assert await fake_redis.get(KEYS.lease("s1")) is None
+    assert 0 < await fake_redis.ttl(keys[1]) <= APPLIED_TTL_S
+    other = (KEYS.lease("s1"), f"{KEYS.applied_writes('s1')}:w2")  # a new write is fenced
+    with pytest.raises(aioredis.ResponseError, match="LEASELOST"):
+        await _FENCED.run(fake_redis, 2, *other, *args)
 
 
 class FlakyLeases(Leases):

@@ -75,7 +75,7 @@ async def test_a_session_lease_excludes_other_holders_until_released(
 
 
 def claim(session_id: str, owner: str) -> LeaseClaim:
-    return LeaseClaim(session_id, KEYS.lease(session_id), owner, 5)
+    return LeaseClaim(session_id, KEYS.lease(session_id), owner, 5, KEYS.applied_writes(session_id))
 
 
 async def test_reading_a_session_can_take_its_lease_in_the_same_round_trip(

@@ -1,0 +1,149 @@
+"""A session write that Redis applied but whose reply was lost (the connection broke
+in between) is retried by the client's outage policy: the retry must not apply it twice.
+
+Before the fix, a retried fenced write pushed its event again (a second user message, a
+second model turn, a second function response for each call id: the invariant broken
+with no crash at all), re-sent its calls' messages, and the answer that released the
+lease was refused as "lease lost" although it had landed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import redis
+from google.genai import types
+
+from tests.faults import probe
+from tests.faults.fault_tools import three_steps
+from tests.faults.reply_loss import ReplyLosingProxy, reply_losing_proxy
+from tests.faults.test_exactly_once import stored_events
+from tests.faults.test_orchestrator_faults import call_ids, response_ids
+from toolfleet import Event, Runner, Settings
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.connections import command_client
+from toolfleet.orchestrator.sessions.leases import _FENCED, _GUARDED, Leases
+from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
+from toolfleet.shared.errors import SessionExistsError
+from toolfleet.shared.keys import Keys
+
+FENCED, GUARDED = _FENCED.sha.encode(), _GUARDED.sha.encode()
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.require_redis_url())
+    # Known to the server, so that every session write is an EVALSHA the proxy can spot.
+    for script in (_FENCED, _GUARDED, _CREATE):
+        client.script_load(script.text)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def proxy(settings: Settings) -> Iterator[ReplyLosingProxy]:
+    with reply_losing_proxy(settings.require_redis_url()) as proxy:
+        yield proxy
+
+
+def user_event(text: str) -> Event:
+    content = types.Content(role="user", parts=[types.Part(text=text)])
+    return Event(invocation_id="inv-1", author="user", content=content)
+
+
+@pytest.mark.parametrize("release", [False, True], ids=["write", "write-and-release"])
+async def test_a_fenced_write_whose_reply_was_lost_is_applied_once(
+    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, release: bool
+) -> None:
+    """Given a session under a lease, when an append's reply is lost after Redis ran it,
+    then the append returns (no LeaseLostError, even when it released the lease), the
+    event is stored once, and the released lease stays released."""
+    keys = Keys(settings.key_prefix)
+    commands = command_client(proxy.url)
+    try:
+        store = SessionStore(commands, keys)
+        leases = Leases(commands, keys, "replica-a", ttl_s=30)
+        session = await store.create("app", "u", "lost-reply")
+        token = leases.token()
+        await leases.acquire(session.id, token)
+        proxy.lose_reply_of(FENCED)
+        await store.append(
+            session, user_event("hello"), fence=leases.fence(session.id, token), release=release
+        )
+    finally:
+        await commands.aclose()
+    assert proxy.armed == 0 and len(proxy.lost) == 1  # the reply was lost, the write retried
+    assert [e.content.parts[0].text for e in stored_events(client, keys, session.id)
+            if e.content and e.content.parts] == ["hello"]  # fmt: skip
+    assert (client.get(keys.lease(session.id)) is None) is release
+
+
+async def test_a_write_retried_again_and_again_is_still_applied_once(
+    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy
+) -> None:
+    """The same write's reply lost three times in a row (each retry too): one event."""
+    keys = Keys(settings.key_prefix)
+    commands = command_client(proxy.url)
+    try:
+        store = SessionStore(commands, keys)
+        leases = Leases(commands, keys, "replica-a", ttl_s=30)
+        session = await store.create("app", "u", "lost-thrice")
+        token = leases.token()
+        await leases.acquire(session.id, token)
+        proxy.lose_reply_of(FENCED, times=3)
+        await store.append(session, user_event("once"), fence=leases.fence(session.id, token))
+    finally:
+        await commands.aclose()
+    assert len(proxy.lost) == 3
+    assert client.llen(keys.events(session.id)) == 1
+
+
+async def test_a_turn_whose_every_session_write_loses_its_reply_stores_each_event_once(
+    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, workers: WorkerGroup
+) -> None:
+    """Given every session write of two turns losing its first reply (the read that
+    appends the message, the model turn that sends the calls, the responses that close
+    them, the answer that releases the lease), then each turn stores one user message,
+    one model turn, one response per call id and one answer, and each call ran once."""
+    workers.start(["default"], concurrency=3)
+    proxy.lose_each_reply_of(FENCED)
+    proxy.lose_each_reply_of(GUARDED)
+    through_proxy = settings.model_copy(update={"redis_url": proxy.url})
+    async with Runner(three_steps, through_proxy) as runner:
+        answers = [
+            await asyncio.wait_for(runner.ask(user_id="u", session_id="s", message=m), 60)
+            for m in ("first", "second")
+        ]
+    assert answers == ["finished steps [1, 2, 3]"] * 2
+    lost = {b"fenced": sum(FENCED in c for c in proxy.lost),
+            b"guarded": sum(GUARDED in c for c in proxy.lost)}  # fmt: skip
+    # Each turn's message rides the session read as a guarded write; then the model turn
+    # with its sends, the responses and the answer with the release are fenced writes.
+    assert lost[b"fenced"] >= 6 and lost[b"guarded"] == 2, lost
+    keys = Keys(settings.key_prefix)
+    events = stored_events(client, keys, "s")
+    texts = [p.text for e in events if e.content for p in e.content.parts or () if p.text]
+    assert texts == ["first", "finished steps [1, 2, 3]", "second", "finished steps [1, 2, 3]"]
+    calls = call_ids(events)
+    assert len(calls) == 6 and sorted(response_ids(events)) == sorted(calls)
+    assert [probe.executions(client, settings.key_prefix, c) for c in calls] == [1] * 6
+
+
+async def test_a_create_whose_reply_was_lost_returns_the_session_it_created(
+    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy
+) -> None:
+    """A create's retry finds the session there - its own: it is returned, not refused
+    as taken; creating the same id again is still refused."""
+    keys = Keys(settings.key_prefix)
+    commands = command_client(proxy.url)
+    try:
+        store = SessionStore(commands, keys)
+        proxy.lose_reply_of(_CREATE.sha.encode())
+        session = await store.create("app", "u", "created-once")
+        assert proxy.armed == 0 and (session.app_name, session.user_id) == ("app", "u")
+        with pytest.raises(SessionExistsError, match="exists already"):
+            await store.create("app", "u", "created-once")
+    finally:
+        await commands.aclose()
