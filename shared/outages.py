@@ -3,8 +3,11 @@
 redis-py 8 clients made with `from_url` do not retry: a command sent while Redis
 restarts raises at once, and a tool's result or a session event would be lost. The
 clients of workers and orchestrators retry such commands with backoff for about
-RIDE_OUT_S; a write whose reply was lost may be applied twice, which the readers
-tolerate (one result per call id is delivered; completions apply once).
+RIDE_OUT_S. A write whose reply was lost may arrive twice: the orchestrator's session
+writes and task sends are applied once all the same (each records its replies under
+its own id: orchestrator.sessions.leases), and the rest are tolerated where they land
+(one result per call id is delivered; completions apply once; a delivery counted
+twice is one delivery fewer before WorkerLost).
 """
 
 from __future__ import annotations

@@ -125,7 +125,8 @@ class CeleryPublisher:
         batch.sadd(record_in, *(d.call.call_id for d in dispatches))
         batch.expire(record_in, DISPATCHED_TTL_S)
         written = also(batch) if also is not None else None
-        replies = await write(self._redis, batch, fence)
+        # Sent once, lease or not: a message pushed twice would run its call twice.
+        replies = await write(self._redis, batch, fence, unfenced_once=f"{record_in}:applied")
         if written is not None:
             await written(replies)
 

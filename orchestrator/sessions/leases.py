@@ -65,20 +65,28 @@ for j = base + 1, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end
 # How long a write's replies are kept against its second arrival: longer than a client
 # goes on retrying one (toolfleet.shared.outages.RIDE_OUT_S, about 15 s).
 APPLIED_TTL_S = 60
-# A write sent before, whose reply was lost: its recorded replies, and nothing applied.
-# KEYS[2] is the write's own key (`Fence.applied_key`). JSON keeps what a batch's writes
-# reply: counts, OK, nil.
-_REPLAYED_LUA = """
-local recorded = redis.call('get', KEYS[2])
+
+
+def _replayed(key: str) -> str:
+    """Lua: a write sent before, whose reply was lost, answers its recorded replies and
+    applies nothing. `key`: the write's own record (`Fence.applied_key`)."""
+    return f"""
+local recorded = redis.call('get', {key})
 if recorded then return cjson.decode(recorded) end
 """
-_RECORD_LUA = f"""
-redis.call('set', KEYS[2], cjson.encode(out), 'EX', {APPLIED_TTL_S})
+
+
+def _recorded(key: str) -> str:
+    """Lua: record the replies `out` of the write just applied. JSON keeps what a batch's
+    writes reply: counts, OK, nil."""
+    return f"""
+redis.call('set', {key}, cjson.encode(out), 'EX', {APPLIED_TTL_S})
 """
+
 # KEYS[1]: the lease, 2: the write's record. ARGV: token, release (1/0), then the batch.
 # The writes happen only while the token holds the lease.
 _FENCED_LUA = (
-    _REPLAYED_LUA
+    _replayed("KEYS[2]")
     + """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST the session lease is not held by this writer')
@@ -86,7 +94,7 @@ end
 local base = 3
 """
     + _APPLY_LUA
-    + _RECORD_LUA
+    + _recorded("KEYS[2]")
     + """
 if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
 return out
@@ -97,7 +105,7 @@ return out
 # length and the count compaction dropped (as the writer read them), then the batch. 0
 # (nothing written) unless the token holds the lease and the session is still as read.
 _GUARDED_LUA = (
-    _REPLAYED_LUA
+    _replayed("KEYS[2]")
     + """
 if redis.call('get', KEYS[1]) ~= ARGV[1] or redis.call('exists', KEYS[4]) == 0 then
   return 0
@@ -109,13 +117,18 @@ end
 local base = 4
 """
     + _APPLY_LUA
-    + _RECORD_LUA
+    + _recorded("KEYS[2]")
     + """
 return out
 """
 )
-_FENCED, _GUARDED, _RENEW, _RELEASE = (
-    LuaScript(s) for s in (_FENCED_LUA, _GUARDED_LUA, _RENEW_LUA, _RELEASE_LUA)
+# A write outside any lease (calls sent by CeleryFleet.run alone, or the MCP server),
+# applied once all the same: KEYS[1] the write's record. ARGV: the batch.
+_ONCE_LUA = (
+    _replayed("KEYS[1]") + "local base = 1\n" + _APPLY_LUA + _recorded("KEYS[1]") + "return out\n"
+)
+_FENCED, _GUARDED, _ONCE, _RENEW, _RELEASE = (
+    LuaScript(s) for s in (_FENCED_LUA, _GUARDED_LUA, _ONCE_LUA, _RENEW_LUA, _RELEASE_LUA)
 )
 # How long a failed renewal waits before it tries again (doubling, within the TTL).
 RENEW_RETRY_S = 0.2
@@ -221,13 +234,29 @@ class Fence:
 
 
 async def write(
-    client: aioredis.Redis, batch: WriteBatch, fence: Fence | None, *, release: bool = False
+    client: aioredis.Redis,
+    batch: WriteBatch,
+    fence: Fence | None,
+    *,
+    release: bool = False,
+    unfenced_once: str | None = None,
 ) -> list[Any]:
     """Apply a batch of session writes: fenced by the writer's lease when given (always,
-    inside an invocation), else as a plain transaction (tests, tools run in-process)."""
-    if fence is None:
-        return await batch.run(client)
-    return await fence.run(client, batch, release=release)
+    inside an invocation), else as a plain transaction (tests, tools run in-process).
+    `unfenced_once`: without a fence, apply it once all the same (`apply_once`), with its
+    record under this prefix."""
+    if fence is not None:
+        return await fence.run(client, batch, release=release)
+    if unfenced_once is not None:
+        return await apply_once(client, batch, unfenced_once)
+    return await batch.run(client)
+
+
+async def apply_once(client: aioredis.Redis, batch: WriteBatch, applied_prefix: str) -> list[Any]:
+    """Apply `batch` atomically, once however often the client sends it (a retry after a
+    lost reply): its replies are recorded under `<applied_prefix>:<write id>`."""
+    key = f"{applied_prefix}:{unique_hex(16)}"
+    return list(await _ONCE.run(client, 1, key, *batch.flat()))
 
 
 class Leases:

@@ -10,6 +10,7 @@ lease was refused as "lease lost" although it had landed.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,17 +18,19 @@ import redis
 from google.genai import types
 
 from tests.faults import probe
-from tests.faults.fault_tools import three_steps
+from tests.faults.fault_tools import step, three_steps
 from tests.faults.reply_loss import ReplyLosingProxy, reply_losing_proxy
 from tests.faults.test_exactly_once import stored_events
 from tests.faults.test_orchestrator_faults import call_ids, response_ids
 from toolfleet import Event, Runner, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.connections import command_client
-from toolfleet.orchestrator.sessions.leases import _FENCED, _GUARDED, Leases
+from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.orchestrator.sessions.leases import _FENCED, _GUARDED, _ONCE, Leases
 from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
 from toolfleet.shared.errors import SessionExistsError
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus, ToolCall
 
 FENCED, GUARDED = _FENCED.sha.encode(), _GUARDED.sha.encode()
 
@@ -36,7 +39,7 @@ FENCED, GUARDED = _FENCED.sha.encode(), _GUARDED.sha.encode()
 def client(settings: Settings) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(settings.require_redis_url())
     # Known to the server, so that every session write is an EVALSHA the proxy can spot.
-    for script in (_FENCED, _GUARDED, _CREATE):
+    for script in (_FENCED, _GUARDED, _ONCE, _CREATE):
         client.script_load(script.text)
     yield client
     client.close()
@@ -147,3 +150,39 @@ async def test_a_create_whose_reply_was_lost_returns_the_session_it_created(
             await store.create("app", "u", "created-once")
     finally:
         await commands.aclose()
+
+
+def alone_call(keys: Keys, n: int) -> ToolCall:
+    return ToolCall(
+        call_id=f"alone-{n}",
+        tool="step",
+        args={"n": n, "seconds": 0.05},
+        session_id="alone",
+        app_name="three_steps",
+        user_id="u",
+        invocation_id="inv-alone",
+        agent="three_steps",
+        reply_to=keys.results("alone"),
+        dispatched_at=time.time(),
+    )
+
+
+async def test_calls_sent_outside_a_session_whose_send_lost_its_reply_run_once(
+    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, workers: WorkerGroup
+) -> None:
+    """CeleryFleet.run alone (no lease: the MCP server's way): the send that pushes the
+    task messages loses its reply and is retried; each call is queued and run once."""
+    workers.start(["default"], concurrency=2)
+    through_proxy = settings.model_copy(update={"redis_url": proxy.url})
+    keys = Keys(settings.key_prefix)
+    async with Runner(three_steps, through_proxy) as runner:
+        calls = [alone_call(keys, n) for n in (1, 2)]
+        proxy.lose_reply_of(_ONCE.sha.encode())
+        planned = [PlannedCall(call, step) for call in calls]
+        results = [r async for r in runner.tool_runner.run(planned)]
+        await runner.tool_runner.settle("alone")
+    assert proxy.armed == 0 and len(proxy.lost) == 1
+    assert sorted(r.call_id for r in results) == ["alone-1", "alone-2"]
+    assert {r.status for r in results} == {CallStatus.SUCCESS}
+    assert [probe.executions(client, settings.key_prefix, c.call_id) for c in calls] == [1, 1]
+    assert client.llen("tools.default") == 0  # no second copy left behind either
