@@ -103,16 +103,16 @@ async def test_a_write_retried_again_and_again_is_still_applied_once(
     assert client.llen(keys.events(session.id)) == 1
 
 
-async def test_a_turn_whose_every_session_write_loses_its_reply_stores_each_event_once(
+async def test_two_turns_whose_every_command_loses_its_first_reply_store_each_event_once(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, workers: WorkerGroup
 ) -> None:
-    """Given every session write of two turns losing its first reply (the read that
-    appends the message, the model turn that sends the calls, the responses that close
-    them, the answer that releases the lease), then each turn stores one user message,
+    """Given every distinct command the orchestrator sends losing its first reply (the
+    lease taken with the read that appends the message, the model turn that sends the
+    calls, the responses that close them, the answer that releases the lease, the
+    results reader's reads, every other read), then each turn stores one user message,
     one model turn, one response per call id and one answer, and each call ran once."""
     workers.start(["default"], concurrency=3)
-    proxy.lose_each_reply_of(FENCED)
-    proxy.lose_each_reply_of(GUARDED)
+    proxy.lose_each_reply_of(b"")  # every command's first arrival: its retry passes
     through_proxy = settings.model_copy(update={"redis_url": proxy.url})
     async with Runner(three_steps, through_proxy) as runner:
         answers = [
@@ -120,11 +120,10 @@ async def test_a_turn_whose_every_session_write_loses_its_reply_stores_each_even
             for m in ("first", "second")
         ]
     assert answers == ["finished steps [1, 2, 3]"] * 2
-    lost = {b"fenced": sum(FENCED in c for c in proxy.lost),
-            b"guarded": sum(GUARDED in c for c in proxy.lost)}  # fmt: skip
+    lost = {name: sum(name in c for c in proxy.lost) for name in (FENCED, GUARDED, b"XREAD")}
     # Each turn's message rides the session read as a guarded write; then the model turn
     # with its sends, the responses and the answer with the release are fenced writes.
-    assert lost[b"fenced"] >= 6 and lost[b"guarded"] == 2, lost
+    assert lost[FENCED] >= 6 and lost[GUARDED] == 2 and lost[b"XREAD"] >= 1, lost
     keys = Keys(settings.key_prefix)
     events = stored_events(client, keys, "s")
     texts = [p.text for e in events if e.content for p in e.content.parts or () if p.text]
