@@ -10,8 +10,9 @@ lease was refused as "lease lost" although it had landed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
@@ -26,7 +27,8 @@ from toolfleet import Event, Runner, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.connections import command_client
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
-from toolfleet.orchestrator.sessions.leases import _FENCED, _GUARDED, _ONCE, Leases
+from toolfleet.orchestrator.sessions.leases import _FENCED, _GUARDED, _ONCE, Fence, Leases
+from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
 from toolfleet.shared.errors import SessionExistsError
 from toolfleet.shared.keys import Keys
@@ -56,6 +58,24 @@ def user_event(text: str) -> Event:
     return Event(invocation_id="inv-1", author="user", content=content)
 
 
+@contextlib.asynccontextmanager
+async def leased_session(
+    settings: Settings, proxy: ReplyLosingProxy, session_id: str
+) -> AsyncIterator[tuple[SessionStore, Session, Fence]]:
+    """A new session, its lease held, and a store that reaches Redis through `proxy`."""
+    keys = Keys(settings.key_prefix)
+    commands = command_client(proxy.url)
+    try:
+        store = SessionStore(commands, keys)
+        leases = Leases(commands, keys, "replica-a", ttl_s=30)
+        session = await store.create("app", "u", session_id)
+        token = leases.token()
+        await leases.acquire(session.id, token)
+        yield store, session, leases.fence(session.id, token)
+    finally:
+        await commands.aclose()
+
+
 @pytest.mark.parametrize("release", [False, True], ids=["write", "write-and-release"])
 async def test_a_fenced_write_whose_reply_was_lost_is_applied_once(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, release: bool
@@ -63,20 +83,10 @@ async def test_a_fenced_write_whose_reply_was_lost_is_applied_once(
     """Given a session under a lease, when an append's reply is lost after Redis ran it,
     then the append returns (no LeaseLostError, even when it released the lease), the
     event is stored once, and the released lease stays released."""
-    keys = Keys(settings.key_prefix)
-    commands = command_client(proxy.url)
-    try:
-        store = SessionStore(commands, keys)
-        leases = Leases(commands, keys, "replica-a", ttl_s=30)
-        session = await store.create("app", "u", "lost-reply")
-        token = leases.token()
-        await leases.acquire(session.id, token)
+    async with leased_session(settings, proxy, "lost-reply") as (store, session, fence):
         proxy.lose_reply_of(FENCED)
-        await store.append(
-            session, user_event("hello"), fence=leases.fence(session.id, token), release=release
-        )
-    finally:
-        await commands.aclose()
+        await store.append(session, user_event("hello"), fence=fence, release=release)
+    keys = Keys(settings.key_prefix)
     assert proxy.armed == 0 and len(proxy.lost) == 1  # the reply was lost, the write retried
     assert [e.content.parts[0].text for e in stored_events(client, keys, session.id)
             if e.content and e.content.parts] == ["hello"]  # fmt: skip
@@ -87,20 +97,11 @@ async def test_a_write_retried_again_and_again_is_still_applied_once(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy
 ) -> None:
     """The same write's reply lost three times in a row (each retry too): one event."""
-    keys = Keys(settings.key_prefix)
-    commands = command_client(proxy.url)
-    try:
-        store = SessionStore(commands, keys)
-        leases = Leases(commands, keys, "replica-a", ttl_s=30)
-        session = await store.create("app", "u", "lost-thrice")
-        token = leases.token()
-        await leases.acquire(session.id, token)
+    async with leased_session(settings, proxy, "lost-thrice") as (store, session, fence):
         proxy.lose_reply_of(FENCED, times=3)
-        await store.append(session, user_event("once"), fence=leases.fence(session.id, token))
-    finally:
-        await commands.aclose()
+        await store.append(session, user_event("once"), fence=fence)
     assert len(proxy.lost) == 3
-    assert client.llen(keys.events(session.id)) == 1
+    assert client.llen(Keys(settings.key_prefix).events(session.id)) == 1
 
 
 async def test_two_turns_whose_every_command_loses_its_first_reply_store_each_event_once(
