@@ -15,6 +15,7 @@ from toolfleet.shared.messages import (
     RESULT_FIELD,
     ToolResult,
 )
+from toolfleet.shared.pending import CLOSED_TTL_S
 from toolfleet.shared.scripts import LuaScript
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
@@ -33,20 +34,22 @@ FEED_COPY_MAX_BYTES = 8 * 1024
 # The result appended (the stream capped at about ARGV[1] entries) and the TTL renewed,
 # in one command: an io worker posts a thousand results at once. With KEYS[2], the
 # results feed gets an entry naming the stream and the entry, in the same step, with a
-# copy of the result when ARGV[4] is 1.
+# copy of the result when ARGV[4] is 1. With KEYS[3], the call is closed in the same
+# step too (for ARGV[5] seconds): a redelivery of its message does not run it again.
 _POST = LuaScript(
     f"""
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 5))
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 6))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-if KEYS[2] then
+if KEYS[2] ~= '' then
   if ARGV[4] == '1' then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 5))
+               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 6))
   else
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
                '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id)
   end
 end
+if KEYS[3] ~= '' then redis.call('SET', KEYS[3], 1, 'EX', ARGV[5]) end
 return id
 """
 )
@@ -75,9 +78,10 @@ class ResultReporter:
         self._sealer = sealer  # seals its secrets with the key derived from it
         self._commits = GroupCommit(client)
 
-    def post(self, stream: str, result: ToolResult) -> str:
+    def post(self, stream: str, result: ToolResult, *, closes: str | None = None) -> str:
         """Append `result` to `stream` (secrets sealed, signed) and renew its TTL; return
-        the entry id."""
+        the entry id. `closes`: the call's closed key (Keys.closed), set in the same step
+        when the result is the call's final answer."""
         if self._sealer is not None:
             result = result.model_copy(update={"response": self._sealer.seal(result.response)})
         payload = result.model_dump_json().encode()
@@ -85,10 +89,10 @@ class ResultReporter:
         if self._signer is not None:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
 
-        keys = [stream] if self._feed is None else [stream, self._feed]
+        keys = [stream, self._feed or "", closes or ""]
         copy = 1 if len(payload) <= FEED_COPY_MAX_BYTES else 0
         pairs = (x for kv in fields.items() for x in kv)
-        args = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, *pairs]
+        args = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, CLOSED_TTL_S, *pairs]
         # With the results of the calls ending at the same moment (an io worker's).
         entry_id = self._commits.run_script(_POST, len(keys), *keys, *args)
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared import tracing
-from toolfleet.shared.messages import ToolResult
+from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
 
@@ -113,3 +114,21 @@ def in_memory_spans() -> Iterator[InMemorySpanExporter]:
 def span_text(exporter: InMemorySpanExporter) -> str:
     """Everything the finished spans say (names, attributes, events, status), as text."""
     return "\n".join(span.to_json() for span in exporter.get_finished_spans())
+
+
+def tool_call(
+    call_id: str, tool: str, session_id: str, reply_to: str, args: dict[str, Any] | None = None
+) -> ToolCall:
+    """A call envelope as the orchestrator sends it, for tests that send one themselves."""
+    return ToolCall(
+        call_id=call_id,
+        tool=tool,
+        args=args or {},
+        session_id=session_id,
+        app_name="app",
+        user_id="u",
+        invocation_id=f"inv-{session_id}",
+        agent="agent",
+        reply_to=reply_to,
+        dispatched_at=time.time(),
+    )

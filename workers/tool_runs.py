@@ -21,6 +21,7 @@ from toolfleet.shared import tracing
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
+from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.reporting import ResultReporter
@@ -213,13 +214,19 @@ class ToolRuns:
         with guarded():
             ran = metrics().tool_run_seconds.labels(tool.name, self._pool, result.status.value)
             ran.observe(result.duration_s)
+        closes = None
         if tool.is_long_running:
             if result.status is CallStatus.PENDING:
                 ticket = PendingCall.starting(envelope, result.response, result.traceparent)
                 deps.completions.register(ticket)
             else:
                 deps.completions.withdraw(envelope.call_id)
-        deps.reporter.post(envelope.reply_to, result)
+        else:
+            # The call's final answer closes it, in the step that posts it: if this
+            # process dies before the broker's ack, the redelivered message does not run
+            # the tool again - whether or not the orchestrator stored the answer by then.
+            closes = Keys(deps.settings.key_prefix).closed(envelope.session_id, envelope.call_id)
+        deps.reporter.post(envelope.reply_to, result, closes=closes)
         return result
 
 

@@ -83,6 +83,7 @@ def _recorded(key: str) -> str:
 redis.call('set', {key}, cjson.encode(out), 'EX', {APPLIED_TTL_S})
 """
 
+
 # KEYS[1]: the lease, 2: the write's record. ARGV: token, release (1/0), then the batch.
 # The writes happen only while the token holds the lease.
 _FENCED_LUA = (

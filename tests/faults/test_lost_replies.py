@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -23,6 +22,7 @@ from tests.faults.fault_tools import step, three_steps
 from tests.faults.reply_loss import ReplyLosingProxy, reply_losing_proxy
 from tests.faults.test_exactly_once import stored_events
 from tests.faults.test_orchestrator_faults import call_ids, response_ids
+from tests.support import tool_call
 from toolfleet import Event, Runner, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.connections import command_client
@@ -32,7 +32,7 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
 from toolfleet.shared.errors import SessionExistsError
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import CallStatus, ToolCall
+from toolfleet.shared.messages import CallStatus
 
 FENCED, GUARDED = _FENCED.sha.encode(), _GUARDED.sha.encode()
 
@@ -152,21 +152,6 @@ async def test_a_create_whose_reply_was_lost_returns_the_session_it_created(
         await commands.aclose()
 
 
-def alone_call(keys: Keys, n: int) -> ToolCall:
-    return ToolCall(
-        call_id=f"alone-{n}",
-        tool="step",
-        args={"n": n, "seconds": 0.05},
-        session_id="alone",
-        app_name="three_steps",
-        user_id="u",
-        invocation_id="inv-alone",
-        agent="three_steps",
-        reply_to=keys.results("alone"),
-        dispatched_at=time.time(),
-    )
-
-
 async def test_calls_sent_outside_a_session_whose_send_lost_its_reply_run_once(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, workers: WorkerGroup
 ) -> None:
@@ -176,7 +161,9 @@ async def test_calls_sent_outside_a_session_whose_send_lost_its_reply_run_once(
     through_proxy = settings.model_copy(update={"redis_url": proxy.url})
     keys = Keys(settings.key_prefix)
     async with Runner(three_steps, through_proxy) as runner:
-        calls = [alone_call(keys, n) for n in (1, 2)]
+        stream = keys.results("alone")
+        args = [{"n": n, "seconds": 0.05} for n in (1, 2)]
+        calls = [tool_call(f"alone-{a['n']}", "step", "alone", stream, a) for a in args]
         proxy.lose_reply_of(_ONCE.sha.encode())
         planned = [PlannedCall(call, step) for call in calls]
         results = [r async for r in runner.tool_runner.run(planned)]

@@ -30,9 +30,11 @@ from tests.faults.worker_fault_tools import (
     release_key,
     started_key,
 )
+from tests.support import tool_call
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import ScriptedModel
@@ -392,3 +394,31 @@ async def test_redelivered_tool_applies_its_side_effect_once(
     effects = probe.effects(client, settings.key_prefix, "charge:acct-7")
     assert effects == [call_id]
     report_figure("side effects", f"{len(effects)} in 2 executions")
+
+
+async def test_a_call_whose_pool_child_died_after_posting_its_result_is_not_run_again(
+    settings: Settings,
+    child_kill_workers: WorkerGroup,
+    client: redis.Redis,
+    aclient: aioredis.Redis,
+    report_figure: Report,
+) -> None:
+    """Given a pool child that posts a call's result and dies before the broker's ack,
+    and no orchestrator to store the answer meanwhile (it is down, or far behind), when
+    Celery redelivers the message, the call is not run again: posting its final result
+    closed it. One execution, one result on the stream."""
+    worker = child_kill_workers.start(["default"], concurrency=1)
+    keys = Keys(settings.key_prefix)
+    call_id = f"after-post-{uuid.uuid4().hex[:8]}"
+    call = tool_call(call_id, "wf_die_after_post", "after-post", keys.results("after-post"))
+    publisher = CeleryPublisher(aclient)
+    await publisher.publish([Dispatch(call, queue_name("default"))], record_in="after-post:sent")
+    delivered = keys.deliveries(call.call_id, 0)
+    wait_for(lambda: client.get(delivered) == b"2", 15, "the redelivery after the child died")
+    wait_for(lambda: not messages_for(client, call.call_id), 15, "the redelivery's ack")
+    assert "WorkerLostError" in worker.log()  # prefork saw its child die, and requeued
+    assert probe.executions(client, settings.key_prefix, call.call_id) == 1
+    ((_, fields),) = client.xrange(call.reply_to)
+    result = ToolResult.model_validate_json(fields[RESULT_FIELD.encode()])
+    assert (result.status, result.response) == (CallStatus.SUCCESS, {"execution": 1})
+    report_figure("executions after a child died between post and ack", 1)

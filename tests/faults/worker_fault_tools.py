@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import task_postrun
 
 from tests.faults import probe
 from toolfleet.orchestrator.agents.agent import Agent
@@ -139,3 +140,23 @@ def one_call(tool_name: str, args: dict[str, Any] | None = None) -> Script:
 def fault_agent(scripts: Mapping[str, Script]) -> Agent:
     """An agent whose offline model plays the script whose pattern matches the message."""
     return Agent(name="worker_fault_agent", tools=TOOLS, model=ScriptedModel(by_message=scripts))
+
+
+@tool
+def wf_die_after_post(tool_context: ToolContext) -> dict[str, int]:
+    """Answers at once; on its first execution its pool child then dies, after the result
+    is posted and before the broker's ack (`_die_after_first_post`)."""
+    return {"execution": probe.record_execution(tool_context.function_call_id)}
+
+
+@task_postrun.connect
+def _die_after_first_post(task: Any = None, kwargs: Mapping[str, Any] | None = None,
+                          **_: Any) -> None:  # fmt: skip
+    """Kill the pool child once per call of `wf_die_after_post`, once its task returned:
+    the result is on the stream, the message not acknowledged."""
+    if getattr(task, "name", "") != "tool.wf_die_after_post":
+        return
+    call_id = str(((kwargs or {}).get("call") or {}).get("call_id"))
+    client, prefix = _client()
+    if client.set(f"{prefix}:probe:died-after-post:{call_id}", 1, nx=True):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -68,6 +68,24 @@ def _envelope(tool: str) -> dict[str, Any]:
     return call.model_dump(mode="json")
 
 
+def guarded_deps(
+    client: fakeredis.FakeRedis, settings: Settings, completions: Completions | None = None
+) -> ToolTaskDeps:
+    """A worker's task dependencies on `client`, deliveries counted."""
+    return ToolTaskDeps(
+        settings,
+        ResultReporter(client, 1000),
+        completions or Completions(client, KEYS),
+        ToolServices(),
+        DeliveryGuard(client, KEYS, settings.max_deliveries),
+    )
+
+
+class _ProcessDied(BaseException):
+    """A tool's process dying mid-call, in-process: not an Exception, so nothing catches
+    it as the tool's outcome and nothing is posted."""
+
+
 # The tasks name their queue (celery deprecates the attribute for 6.0; the workers use it).
 @pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
 def test_the_delivery_past_the_limit_answers_worker_lost_and_does_not_run_the_tool(
@@ -76,31 +94,27 @@ def test_the_delivery_past_the_limit_answers_worker_lost_and_does_not_run_the_to
     runs: list[int] = []
 
     def crashy() -> str:
-        """Counts its runs (a real one would kill its worker)."""
+        """Counts its runs, then its process "dies": nothing is posted, nothing acked."""
         runs.append(1)
-        return "ran"
+        raise _ProcessDied
 
     settings = Settings(redis_url="redis://unused", key_prefix="t", max_deliveries=2)
-    deps = ToolTaskDeps(
-        settings,
-        ResultReporter(client, 1000),
-        Completions(client, KEYS),
-        ToolServices(),
-        DeliveryGuard(client, KEYS, settings.max_deliveries),
-    )
+    deps = guarded_deps(client, settings)
     app = Celery("guard-test", set_as_current=False)
     register_tool_tasks(app, {"crashy": LocalTool(crashy)}, deps)
     task = app.tasks[task_name("crashy")]
 
-    for _ in range(3):  # what a broker redelivering the same message does
-        task.apply(args=[_envelope("crashy")])
+    for _ in range(2):  # what a broker redelivering the same message does
+        with pytest.raises(_ProcessDied):
+            task.apply(args=[_envelope("crashy")])
+    task.apply(args=[_envelope("crashy")])
 
     assert len(runs) == 2
     entries = client.xrange("t:results:s")
     results = [
         ToolResult.model_validate_json(fields[RESULT_FIELD.encode()]) for _, fields in entries
     ]
-    assert [r.status for r in results] == [CallStatus.SUCCESS, CallStatus.SUCCESS, CallStatus.ERROR]
+    assert [r.status for r in results] == [CallStatus.ERROR]
     assert results[-1].response == {
         "status": "error",
         "error_type": "WorkerLost",
@@ -127,13 +141,7 @@ def test_a_call_the_orchestrator_closed_is_not_run_and_gets_no_ticket(
 
     settings = Settings(redis_url="redis://unused", key_prefix="t")
     completions = Completions(client, KEYS)
-    deps = ToolTaskDeps(
-        settings,
-        ResultReporter(client, 1000),
-        completions,
-        ToolServices(),
-        DeliveryGuard(client, KEYS, settings.max_deliveries),
-    )
+    deps = guarded_deps(client, settings, completions)
     app = Celery("closed-test", set_as_current=False)
     name = f"late_{'ticket' if long_running else 'plain'}"  # task names are process-wide
     register_tool_tasks(app, {name: LocalTool(late, name, is_long_running=long_running)}, deps)
@@ -144,3 +152,27 @@ def test_a_call_the_orchestrator_closed_is_not_run_and_gets_no_ticket(
     assert runs == []
     assert client.xlen("t:results:s") == 0
     assert completions.pending() == []
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_call_redelivered_after_its_result_was_posted_does_not_run_again(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """Its process died between posting the result and the broker's ack: the posted
+    final result closed the call, so the redelivery runs nothing and posts nothing."""
+    runs: list[int] = []
+
+    def once() -> str:
+        """Counts its runs."""
+        runs.append(1)
+        return "ran"
+
+    settings = Settings(redis_url="redis://unused", key_prefix="t")
+    deps = guarded_deps(client, settings)
+    app = Celery("guard-test", set_as_current=False)
+    register_tool_tasks(app, {"once": LocalTool(once)}, deps)
+    for _ in range(2):
+        app.tasks[task_name("once")].apply(args=[_envelope("once")])
+    assert len(runs) == 1
+    assert client.xlen("t:results:s") == 1
+    assert client.exists(KEYS.closed("s", "c1"))
