@@ -158,27 +158,30 @@ class ReplyLosingProxy:
 
 
 def _resp_end(data: bytes, start: int) -> int | None:
-    """Where the RESP2 value (a command or a reply) at `start` ends; None if `data` does
-    not hold all of it yet."""
+    """Where the RESP value (a command or a reply; RESP2 or RESP3) at `start` ends; None
+    if `data` does not hold all of it yet."""
     line_end = data.find(b"\r\n", start)
     if line_end < 0:
         return None
     kind, header, after = data[start : start + 1], data[start + 1 : line_end], line_end + 2
-    if kind in (b"+", b"-", b":"):
+    if kind in b"+-:_#,(":  # one line
         return after
-    if kind == b"$":
+    if kind in b"$=!":  # a length, then that many bytes
         size = int(header)
         if size < 0:
             return after
         return after + size + 2 if len(data) >= after + size + 2 else None
-    if kind == b"*":
+    if kind in b"*~>%|":  # an aggregate: n values (n pairs for a map or an attribute)
+        count = max(int(header), 0) * (2 if kind in b"%|" else 1)
         position: int | None = after
-        for _ in range(max(int(header), 0)):
+        for _ in range(count):
             position = _resp_end(data, position)
             if position is None:
                 return None
+        if kind == b"|":  # an attribute comes before the reply it describes
+            return _resp_end(data, position) if position is not None else None
         return position
-    raise ValueError(f"not RESP2 at {start}: {data[start : start + 20]!r}")
+    raise ValueError(f"not RESP at {start}: {data[start : start + 20]!r}")
 
 
 @contextlib.contextmanager
