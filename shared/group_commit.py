@@ -64,12 +64,24 @@ class GroupCommit:
 
     def run_script(self, script: LuaScript, numkeys: int, *args: Any) -> Any:
         """`script`'s reply, run by its SHA1 in a shared pipeline; by its text, alone, when
-        the server does not know it yet (NOSCRIPT: nothing ran, so it runs once)."""
+        the server does not know it yet (NOSCRIPT: nothing ran, so it runs once).
+
+        A caller with no company (a prefork child runs one call at a time) sends it as a
+        plain command: a pipeline's machinery cost it more than the script itself.
+        """
+        with self._lock:
+            alone = not self._sending
+            self._sending = True
+        if not alone:
+            try:
+                (reply,) = self.execute(lambda pipe: pipe.evalsha(script.sha, numkeys, *args))
+            except NoScriptError:
+                reply = script.run_sync(self._client, numkeys, *args)
+            return reply
         try:
-            (reply,) = self.execute(lambda pipe: pipe.evalsha(script.sha, numkeys, *args))
-        except NoScriptError:
-            reply = script.run_sync(self._client, numkeys, *args)
-        return reply
+            return script.run_sync(self._client, numkeys, *args)
+        finally:
+            self._send_for_all()  # whoever came meanwhile waits for a sender
 
     def _send_for_all(self) -> None:
         """Send what is waiting, round after round; then stop sending or hand it over."""

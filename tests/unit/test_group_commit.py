@@ -111,3 +111,33 @@ def test_a_script_the_server_does_not_know_yet_runs_once_by_its_text(
     assert commits.run_script(script, 1, "n") == 1  # NOSCRIPT, then EVAL: one increment
     assert commits.run_script(script, 1, "n") == 2  # known now: by its SHA1
     assert client.get("n") == b"2"
+
+
+def test_a_lone_script_goes_as_a_plain_command_and_serves_who_came_meanwhile(
+    client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prefork child's one call at a time pays for no pipeline; a caller that arrives
+    while it is out is sent right after it, by the same sender."""
+    commits = GroupCommit(client)
+    script = LuaScript("return redis.call('INCR', KEYS[1])")
+    client.script_load(script.text)
+    pipelines: list[int] = []
+    real_pipeline, real_command = client.pipeline, client.execute_command
+    monkeypatch.setattr(
+        client, "pipeline", lambda *a, **k: pipelines.append(1) or real_pipeline(*a, **k)
+    )
+    replies: list[Any] = []
+    other = threading.Thread(target=lambda: replies.append(commits.execute(lambda p: p.get("n"))))
+
+    def command(*args: Any, **options: Any) -> Any:
+        if args[0] == "EVALSHA" and not other.is_alive() and not replies:
+            other.start()  # arrives while the lone script is out
+            wait_for(lambda: len(commits._waiting) == 1, 10, "the other caller to wait")
+        return real_command(*args, **options)
+
+    monkeypatch.setattr(client, "execute_command", command)
+    assert commits.run_script(script, 1, "n") == 1
+    other.join(10)
+    assert replies == [[b"1"]]
+    assert len(pipelines) == 1  # the other caller's; the lone script took none
+    assert not commits._sending
