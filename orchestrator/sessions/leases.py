@@ -12,9 +12,10 @@ replica took over - is refused (LeaseLostError) and cannot write over the new ho
 Every such write is applied once, even when it is sent twice: the client retries a
 command whose connection broke (toolfleet.shared.outages), and Redis may have run it
 before its reply was lost. Each write has its own id; the script that applies it also
-records its replies under that id for APPLIED_TTL_S, and a second arrival gets the
-recorded replies instead of applying it again - before the lease is checked, since
-the write may have released the lease itself.
+records its replies under that id (for a minute, or twice the lease's life if longer:
+`record_ttl_s`), and a second arrival gets the recorded replies instead of applying it
+again - before the lease is checked, since the write may have released the lease
+itself. A copy arriving after its record is gone finds the lease lapsed: it is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -62,9 +64,16 @@ while i <= #ARGV do
 end
 for j = base + 1, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end
 """
-# How long a write's replies are kept against its second arrival: longer than a client
-# goes on retrying one (toolfleet.shared.outages.RIDE_OUT_S, about 15 s).
+# How long a write's replies are kept against its second arrival, at least: longer than
+# a client goes on retrying one (toolfleet.shared.outages.RIDE_OUT_S, about 15 s, and its
+# connection attempts). A fenced write's are kept for twice its lease's life if that is
+# longer (`record_ttl_s`): a copy arriving after that finds the lease lapsed.
 APPLIED_TTL_S = 60
+
+
+def record_ttl_s(lease_ttl_s: float) -> int:
+    """How long the replies of a write fenced by a lease of `lease_ttl_s` are kept."""
+    return max(APPLIED_TTL_S, math.ceil(2 * lease_ttl_s))
 
 
 def _replayed(key: str) -> str:
@@ -76,26 +85,26 @@ if recorded then return cjson.decode(recorded) end
 """
 
 
-def _recorded(key: str) -> str:
-    """Lua: record the replies `out` of the write just applied. JSON keeps what a batch's
-    writes reply: counts, OK, nil."""
+def _recorded(key: str, ttl: str) -> str:
+    """Lua: record the replies `out` of the write just applied, for `ttl` seconds. JSON
+    keeps what a batch's writes reply: counts, OK, nil."""
     return f"""
-redis.call('set', {key}, cjson.encode(out), 'EX', {APPLIED_TTL_S})
+redis.call('set', {key}, cjson.encode(out), 'EX', {ttl})
 """
 
 
-# KEYS[1]: the lease, 2: the write's record. ARGV: token, release (1/0), then the batch.
-# The writes happen only while the token holds the lease.
+# KEYS[1]: the lease, 2: the write's record. ARGV: token, release (1/0), the record's
+# TTL, then the batch. The writes happen only while the token holds the lease.
 _FENCED_LUA = (
     _replayed("KEYS[2]")
     + """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST the session lease is not held by this writer')
 end
-local base = 3
+local base = 4
 """
     + _APPLY_LUA
-    + _recorded("KEYS[2]")
+    + _recorded("KEYS[2]", "ARGV[3]")
     + """
 if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
 return out
@@ -103,8 +112,9 @@ return out
 )
 # A fenced write that also waits for nothing else to have changed a session: KEYS[1] the
 # lease, 2 the write's record, 3 its events list, 4 its hash. ARGV: token, the events'
-# length and the count compaction dropped (as the writer read them), then the batch. 0
-# (nothing written) unless the token holds the lease and the session is still as read.
+# length and the count compaction dropped (as the writer read them), the record's TTL,
+# then the batch. 0 (nothing written) unless the token holds the lease and the session
+# is still as read.
 _GUARDED_LUA = (
     _replayed("KEYS[2]")
     + """
@@ -115,18 +125,23 @@ if redis.call('llen', KEYS[3]) ~= tonumber(ARGV[2]) then return 0 end
 if tonumber(redis.call('hget', KEYS[4], 'trimmed') or '0') ~= tonumber(ARGV[3]) then
   return 0
 end
-local base = 4
+local base = 5
 """
     + _APPLY_LUA
-    + _recorded("KEYS[2]")
+    + _recorded("KEYS[2]", "ARGV[4]")
     + """
 return out
 """
 )
 # A write outside any lease (calls sent by CeleryFleet.run alone, or the MCP server),
-# applied once all the same: KEYS[1] the write's record. ARGV: the batch.
+# applied once all the same: KEYS[1] the write's record. ARGV: the record's TTL, then the
+# batch.
 _ONCE_LUA = (
-    _replayed("KEYS[1]") + "local base = 1\n" + _APPLY_LUA + _recorded("KEYS[1]") + "return out\n"
+    _replayed("KEYS[1]")
+    + "local base = 2\n"
+    + _APPLY_LUA
+    + _recorded("KEYS[1]", "ARGV[1]")
+    + "return out\n"
 )
 _FENCED, _GUARDED, _ONCE, _RENEW, _RELEASE = (
     LuaScript(s) for s in (_FENCED_LUA, _GUARDED_LUA, _ONCE_LUA, _RENEW_LUA, _RELEASE_LUA)
@@ -159,7 +174,9 @@ class LeaseClaim:
     @property
     def fence(self) -> Fence:
         """The fence of the lease this claim takes."""
-        return Fence(self.session_id, self.key, self.owner, self.applied_prefix)
+        return Fence(
+            self.session_id, self.key, self.owner, self.applied_prefix, record_ttl_s(self.ttl_s)
+        )
 
 
 @dataclass(frozen=True)
@@ -185,7 +202,8 @@ class GuardedWrite:
     def stage(cls, pipe: Pipeline, fence: Fence, guard: Guard, batch: WriteBatch) -> GuardedWrite:
         """Add the write to `pipe`; pass its reply to `replies`."""
         keys = (fence.key, fence.applied_key(), guard.events_key, guard.session_key)
-        write = cls(keys, (fence.token, guard.length, guard.trimmed, *batch.flat()))
+        args = (fence.token, guard.length, guard.trimmed, fence.record_ttl_s, *batch.flat())
+        write = cls(keys, args)
         pipe.evalsha(_GUARDED.sha, len(keys), *keys, *write.args)
         return write
 
@@ -208,6 +226,7 @@ class Fence:
     key: str
     token: str
     applied_prefix: str  # Keys.applied_writes(session_id)
+    record_ttl_s: int  # how long its writes' replies are kept (`record_ttl_s`)
 
     def applied_key(self) -> str:
         """The key of a new write's record: its id, the same on each of its retries."""
@@ -221,9 +240,11 @@ class Fence:
         Applied once, however often the client sends it (a retry after a lost reply)."""
         keys = (self.key, self.applied_key())
         try:
+            release_flag = "1" if release else "0"
             reply = await _FENCED.run(
-                client, len(keys), *keys, self.token, "1" if release else "0", *batch.flat()
-            )
+                client, len(keys), *keys, self.token, release_flag, self.record_ttl_s,
+                *batch.flat(),
+            )  # fmt: skip
         except aioredis.ResponseError as exc:
             if "LEASELOST" not in str(exc):
                 raise
@@ -257,7 +278,7 @@ async def apply_once(client: aioredis.Redis, batch: WriteBatch, applied_prefix: 
     """Apply `batch` atomically, once however often the client sends it (a retry after a
     lost reply): its replies are recorded under `<applied_prefix>:<write id>`."""
     key = f"{applied_prefix}:{unique_hex(16)}"
-    return list(await _ONCE.run(client, 1, key, *batch.flat()))
+    return list(await _ONCE.run(client, 1, key, APPLIED_TTL_S, *batch.flat()))
 
 
 class Leases:
@@ -268,6 +289,7 @@ class Leases:
         self._keys = keys
         self.replica_id = replica_id
         self.ttl_s = ttl_s
+        self._record_ttl_s = record_ttl_s(ttl_s)
 
     def token(self) -> str:
         """A new holder token: each hold has its own, so that two tasks of one replica
@@ -286,9 +308,8 @@ class Leases:
 
     def fence(self, session_id: str, token: str) -> Fence:
         """The fence of the lease `token` holds on the session."""
-        return Fence(
-            session_id, self._keys.lease(session_id), token, self._keys.applied_writes(session_id)
-        )
+        applied = self._keys.applied_writes(session_id)
+        return Fence(session_id, self._keys.lease(session_id), token, applied, self._record_ttl_s)
 
     async def acquire(self, session_id: str, owner: str) -> None:
         """Take the lease; raise SessionBusyError if another holds it."""

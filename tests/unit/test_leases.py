@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import _FENCED, APPLIED_TTL_S, Leases
+from toolfleet.orchestrator.sessions.leases import _FENCED, APPLIED_TTL_S, Leases, record_ttl_s
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
@@ -46,7 +46,7 @@ async def test_a_fenced_write_sent_twice_applies_once_and_answers_alike(
 ) -> None:
     """The same write (same record key) arriving again - its first reply was lost - gets
     the first arrival's replies and applies nothing, even after it released the lease;
-    its record expires after APPLIED_TTL_S."""
+    its record expires after the TTL it was given."""
     leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=5)
     token = leases.token()
     await leases.acquire("s1", token)
@@ -55,7 +55,7 @@ async def test_a_fenced_write_sent_twice_applies_once_and_answers_alike(
     batch.set("t:flag", "1")
     batch.delete("t:missing")
     keys = (KEYS.lease("s1"), f"{KEYS.applied_writes('s1')}:w1")
-    args = (token, "1", *batch.flat())  # release with the write
+    args = (token, "1", APPLIED_TTL_S, *batch.flat())  # release with the write
     first = await _FENCED.run(fake_redis, 2, *keys, *args)
     again = await _FENCED.run(fake_redis, 2, *keys, *args)
     assert first == again == [1, b"OK", 0]
@@ -112,3 +112,12 @@ async def test_a_renewal_never_takes_back_a_lease_another_holder_took(
         await fake_redis.set(KEYS.lease("s1"), "replica-b/1")
         await asyncio.wait_for(hold.renewal.lost_event.wait(), 5)
     assert await fake_redis.get(KEYS.lease("s1")) == b"replica-b/1"
+
+
+def test_a_write_is_remembered_for_a_minute_or_twice_its_lease_if_longer() -> None:
+    """Past its record, a copy of a fenced write must find its lease lapsed."""
+    assert record_ttl_s(30) == APPLIED_TTL_S == 60
+    assert record_ttl_s(45.5) == 91
+    assert (
+        Leases(fakeredis.FakeAsyncRedis(), KEYS, "r", ttl_s=300).fence("s", "t").record_ttl_s == 600
+    )
