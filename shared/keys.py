@@ -72,7 +72,8 @@ class Keys:
 
     def applied_writes(self, session_id: str) -> str:
         """Prefix of the keys `<prefix>:<write id>` that record a session write's replies
-        for a minute: a write sent again (its reply was lost) is not applied twice."""
+        for a while (leases.record_ttl_s): a write sent again (its reply was lost) is not
+        applied twice."""
         return f"{self.prefix}:applied:{session_id}"
 
     def worker(self, hostname: str) -> str:
