@@ -5,7 +5,7 @@ restarts raises at once, and a tool's result or a session event would be lost. T
 clients of workers and orchestrators retry such commands with backoff for about
 RIDE_OUT_S. A write whose reply was lost may arrive twice: the orchestrator's session
 writes and task sends are applied once all the same (each records its replies under
-its own id: orchestrator.sessions.leases), and the rest are tolerated where they land
+its own id: orchestrator.sessions.fencing), and the rest are tolerated where they land
 (one result per call id is delivered; completions apply once; a delivery counted
 twice is one delivery fewer before WorkerLost).
 """

@@ -15,7 +15,7 @@ from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.fleet.stopping import CallStopper
 from toolfleet.orchestrator.fleet.watch import CallWatch
 from toolfleet.orchestrator.sessions.cancels import CancelBoard
-from toolfleet.orchestrator.sessions.leases import Fence
+from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from toolfleet.shared.config import Settings

@@ -19,7 +19,7 @@ from pydantic_core import to_json
 
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.fleet.protocol import WithFirstSend
-from toolfleet.orchestrator.sessions.leases import Fence, write
+from toolfleet.orchestrator.sessions.fencing import Fence, write
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import task_name

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolfleet.orchestrator.sessions.leases import Fence
+from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.cancellation import cancelled_response
 from toolfleet.shared.messages import (

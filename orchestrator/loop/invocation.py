@@ -14,7 +14,8 @@ from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.plugins.context import CallbackContext
 from toolfleet.orchestrator.sessions.cancels import Cancellation
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import Fence, LeaseHold
+from toolfleet.orchestrator.sessions.fencing import Fence
+from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings

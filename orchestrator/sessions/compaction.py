@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import Fence
+from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys

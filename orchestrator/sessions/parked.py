@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.connections import decoded
-from toolfleet.orchestrator.sessions.leases import Fence, write
+from toolfleet.orchestrator.sessions.fencing import Fence, write
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolResult

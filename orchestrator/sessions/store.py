@@ -27,13 +27,8 @@ from toolfleet.orchestrator.sessions.compaction import (
     stage_ttl,
 )
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.leases import (
-    Fence,
-    Guard,
-    GuardedWrite,
-    LeaseClaim,
-    write,
-)
+from toolfleet.orchestrator.sessions.fencing import Fence, Guard, GuardedWrite, write
+from toolfleet.orchestrator.sessions.leases import LeaseClaim
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch

@@ -27,7 +27,8 @@ from toolfleet import Event, Runner, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.connections import command_client
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
-from toolfleet.orchestrator.sessions.leases import _FENCED, _GUARDED, _ONCE, Fence, Leases
+from toolfleet.orchestrator.sessions.fencing import _FENCED, _GUARDED, _ONCE, Fence
+from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
 from toolfleet.shared.errors import SessionExistsError

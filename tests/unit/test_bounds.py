@@ -16,7 +16,8 @@ from toolfleet.orchestrator.models.offline import Call, call, say
 from toolfleet.orchestrator.models.protocol import ModelRequest, function_calls
 from toolfleet.orchestrator.sessions.compaction import SessionLimits, keep_from
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
-from toolfleet.orchestrator.sessions.leases import Leases, write
+from toolfleet.orchestrator.sessions.fencing import write
+from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import CompletionsFullError, SessionNotFoundError

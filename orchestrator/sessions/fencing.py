@@ -1,0 +1,226 @@
+"""Session writes fenced by a lease: applied only while the writer holds the session's
+lease, checked by Redis in the same step, and applied once however often they are sent.
+
+A replica that lost its lease - it paused past the TTL, Redis was away, another
+replica took over - is refused (LeaseLostError) and cannot write over the new holder.
+
+Every such write is applied once, even when it is sent twice: the client retries a
+command whose connection broke (toolfleet.shared.outages), and Redis may have run it
+before its reply was lost. Each write has its own id; the script that applies it also
+records its replies under that id (for a minute, or twice the lease's life if longer:
+`record_ttl_s`), and a second arrival gets the recorded replies instead of applying it
+again - before the lease is checked, since the write may have released the lease
+itself. A copy arriving after its record is gone finds the lease lapsed: it is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
+from redis.exceptions import NoScriptError
+
+from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.errors import LeaseLostError
+from toolfleet.shared.ids import unique_hex
+from toolfleet.shared.scripts import LuaScript
+
+# What a fenced write applies, from ARGV[base] on (WriteBatch.flat): the number m of TTL
+# refreshes, m key/seconds pairs, then each command as its length and its words; the
+# TTLs are given after the commands. The commands' replies in `out`.
+_APPLY_LUA = """
+local out = {}
+local ttls = base + 1 + 2 * tonumber(ARGV[base])
+local i = ttls
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  out[#out + 1] = redis.call(unpack(ARGV, i + 1, i + n))
+  i = i + n + 1
+end
+for j = base + 1, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end
+"""
+# How long a write's replies are kept against its second arrival, at least: longer than
+# a client goes on retrying one (toolfleet.shared.outages.RIDE_OUT_S, about 15 s, and its
+# connection attempts). A fenced write's are kept for twice its lease's life if that is
+# longer (`record_ttl_s`): a copy arriving after that finds the lease lapsed.
+APPLIED_TTL_S = 60
+
+
+def record_ttl_s(lease_ttl_s: float) -> int:
+    """How long the replies of a write fenced by a lease of `lease_ttl_s` are kept."""
+    return max(APPLIED_TTL_S, math.ceil(2 * lease_ttl_s))
+
+
+def _replayed(key: str) -> str:
+    """Lua: a write sent before, whose reply was lost, answers its recorded replies and
+    applies nothing. `key`: the write's own record (`Fence.applied_key`)."""
+    return f"""
+local recorded = redis.call('get', {key})
+if recorded then return cjson.decode(recorded) end
+"""
+
+
+def _recorded(key: str, ttl: str) -> str:
+    """Lua: record the replies `out` of the write just applied, for `ttl` seconds. JSON
+    keeps what a batch's writes reply: counts, OK, nil."""
+    return f"""
+redis.call('set', {key}, cjson.encode(out), 'EX', {ttl})
+"""
+
+
+# KEYS[1]: the lease, 2: the write's record. ARGV: token, release (1/0), the record's
+# TTL, then the batch. The writes happen only while the token holds the lease.
+_FENCED_LUA = (
+    _replayed("KEYS[2]")
+    + """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('LEASELOST the session lease is not held by this writer')
+end
+local base = 4
+"""
+    + _APPLY_LUA
+    + _recorded("KEYS[2]", "ARGV[3]")
+    + """
+if ARGV[2] == '1' then redis.call('del', KEYS[1]) end
+return out
+"""
+)
+# A fenced write that also waits for nothing else to have changed a session: KEYS[1] the
+# lease, 2 the write's record, 3 its events list, 4 its hash. ARGV: token, the events'
+# length and the count compaction dropped (as the writer read them), the record's TTL,
+# then the batch. 0 (nothing written) unless the token holds the lease and the session
+# is still as read.
+_GUARDED_LUA = (
+    _replayed("KEYS[2]")
+    + """
+if redis.call('get', KEYS[1]) ~= ARGV[1] or redis.call('exists', KEYS[4]) == 0 then
+  return 0
+end
+if redis.call('llen', KEYS[3]) ~= tonumber(ARGV[2]) then return 0 end
+if tonumber(redis.call('hget', KEYS[4], 'trimmed') or '0') ~= tonumber(ARGV[3]) then
+  return 0
+end
+local base = 5
+"""
+    + _APPLY_LUA
+    + _recorded("KEYS[2]", "ARGV[4]")
+    + """
+return out
+"""
+)
+# A write outside any lease (calls sent by CeleryFleet.run alone, or the MCP server),
+# applied once all the same: KEYS[1] the write's record. ARGV: the record's TTL, then the
+# batch.
+_ONCE_LUA = (
+    _replayed("KEYS[1]")
+    + "local base = 2\n"
+    + _APPLY_LUA
+    + _recorded("KEYS[1]", "ARGV[1]")
+    + "return out\n"
+)
+_FENCED, _GUARDED, _ONCE = (LuaScript(s) for s in (_FENCED_LUA, _GUARDED_LUA, _ONCE_LUA))
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A session as its writer read it: its events' length and how many compaction
+    dropped before them. A guarded write applies only if both are still so."""
+
+    events_key: str
+    session_key: str
+    length: int
+    trimmed: int
+
+
+@dataclass(frozen=True)
+class GuardedWrite:
+    """A batch applied atomically if a fence's lease is held and the session is still as
+    its guard says, staged as one command of a pipeline (after `LeaseClaim.stage`)."""
+
+    keys: tuple[str, str, str, str]
+    args: tuple[Any, ...]
+
+    @classmethod
+    def stage(cls, pipe: Pipeline, fence: Fence, guard: Guard, batch: WriteBatch) -> GuardedWrite:
+        """Add the write to `pipe`; pass its reply to `replies`."""
+        keys = (fence.key, fence.applied_key(), guard.events_key, guard.session_key)
+        args = (fence.token, guard.length, guard.trimmed, fence.record_ttl_s, *batch.flat())
+        write = cls(keys, args)
+        pipe.evalsha(_GUARDED.sha, len(keys), *keys, *write.args)
+        return write
+
+    async def replies(self, client: aioredis.Redis, reply: Any) -> list[Any] | None:
+        """The batch's replies, or None if nothing was written. A server that did not
+        know the script (a restart) ran nothing: it runs now, guarded alike."""
+        if isinstance(reply, NoScriptError):
+            reply = await _GUARDED.run(client, len(self.keys), *self.keys, *self.args)
+        if isinstance(reply, Exception):
+            raise reply
+        return list(reply) if isinstance(reply, list) else None
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A held lease as a condition on writes: `run` applies a batch only while the
+    lease key holds `token`."""
+
+    session_id: str
+    key: str
+    token: str
+    applied_prefix: str  # Keys.applied_writes(session_id)
+    record_ttl_s: int  # how long its writes' replies are kept (`record_ttl_s`)
+
+    def applied_key(self) -> str:
+        """The key of a new write's record: its id, the same on each of its retries."""
+        return f"{self.applied_prefix}:{unique_hex(16)}"
+
+    async def run(
+        self, client: aioredis.Redis, batch: WriteBatch, *, release: bool = False
+    ) -> list[Any]:
+        """Apply `batch` atomically if we hold the lease (and release it with `release`);
+        raise LeaseLostError otherwise. The replies of the batch's commands, in order.
+        Applied once, however often the client sends it (a retry after a lost reply)."""
+        keys = (self.key, self.applied_key())
+        try:
+            release_flag = "1" if release else "0"
+            reply = await _FENCED.run(
+                client, len(keys), *keys, self.token, release_flag, self.record_ttl_s,
+                *batch.flat(),
+            )  # fmt: skip
+        except aioredis.ResponseError as exc:
+            if "LEASELOST" not in str(exc):
+                raise
+            raise LeaseLostError(
+                f"session {self.session_id!r}: this invocation lost the session's lease "
+                "(it expired or another orchestrator took it over); its write was refused"
+            ) from exc
+        return list(reply)
+
+
+async def write(
+    client: aioredis.Redis,
+    batch: WriteBatch,
+    fence: Fence | None,
+    *,
+    release: bool = False,
+    unfenced_once: str | None = None,
+) -> list[Any]:
+    """Apply a batch of session writes: fenced by the writer's lease when given (always,
+    inside an invocation), else as a plain transaction (tests, tools run in-process).
+    `unfenced_once`: without a fence, apply it once all the same (`apply_once`), with its
+    record under this prefix."""
+    if fence is not None:
+        return await fence.run(client, batch, release=release)
+    if unfenced_once is not None:
+        return await apply_once(client, batch, unfenced_once)
+    return await batch.run(client)
+
+
+async def apply_once(client: aioredis.Redis, batch: WriteBatch, applied_prefix: str) -> list[Any]:
+    """Apply `batch` atomically, once however often the client sends it (a retry after a
+    lost reply): its replies are recorded under `<applied_prefix>:<write id>`."""
+    key = f"{applied_prefix}:{unique_hex(16)}"
+    return list(await _ONCE.run(client, 1, key, APPLIED_TTL_S, *batch.flat()))
