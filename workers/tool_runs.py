@@ -221,10 +221,12 @@ class ToolRuns:
                 deps.completions.register(ticket)
             else:
                 deps.completions.withdraw(envelope.call_id)
-        else:
+        elif not result.actions.waits():
             # The call's final answer closes it, in the step that posts it: if this
             # process dies before the broker's ack, the redelivered message does not run
             # the tool again - whether or not the orchestrator stored the answer by then.
+            # (A call that asked for a credential or a confirmation runs again once they
+            # are given: it stays open.)
             closes = Keys(deps.settings.key_prefix).closed(envelope.session_id, envelope.call_id)
         deps.reporter.post(envelope.reply_to, result, closes=closes)
         return result
