@@ -7,6 +7,7 @@ the orchestrator must send them again: shared.sealing), so no secret is left in 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -101,8 +102,14 @@ def redacted_event_fields(event: _StoredEvent, secrets: Iterable[str]) -> dict[s
 
 
 def secret_name_set(secret_names: Iterable[str]) -> frozenset[str]:
-    """The secret argument names lower-cased."""
-    return frozenset(name.lower() for name in secret_names)
+    """The secret argument names lower-cased (built once per list of names: every
+    response and event is checked against them)."""
+    return _lowered(tuple(secret_names))
+
+
+@functools.lru_cache(maxsize=64)
+def _lowered(names: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(name.lower() for name in names)
 
 
 def mask_url(url: str) -> str:

@@ -12,6 +12,8 @@ def test_ids_are_new_and_of_the_length_asked() -> None:
     ids = {unique_hex() for _ in range(10_000)}
     assert len(ids) == 10_000 and all(len(i) == 32 for i in ids)
     assert len(unique_hex(8)) == 8 and int(unique_hex(16), 16) >= 0
+    odd = {unique_hex(7) for _ in range(2_000)}  # odd lengths too, every digit in use
+    assert all(len(i) == 7 for i in odd) and {i[0] for i in odd} == set("0123456789abcdef")
 
 
 def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
