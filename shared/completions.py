@@ -27,8 +27,10 @@ from toolfleet.shared.errors import (
     CompletionsFullError,
     InvalidCompletionError,
 )
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
+from toolfleet.shared.outages import APPLIED_TTL_S
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 from toolfleet.shared.scripts import LuaScript
@@ -69,17 +71,22 @@ local function trim(stream, group)
 end
 """
 
-# KEYS: the app's completions stream, the session's order list. ARGV: field, completion
-# JSON, order TTL, group, cap. Applied entries are trimmed first; then a stream holding
-# `cap` entries (all unapplied) refuses the post: nothing is ever dropped unread.
+# KEYS: the app's completions stream, the session's order list, the post's own record.
+# ARGV: field, completion JSON, order TTL, group, cap, the record's TTL. Applied entries
+# are trimmed first; then a stream holding `cap` entries (all unapplied) refuses the
+# post: nothing is ever dropped unread. The same post arriving again (its reply was
+# lost, the client resent it) answers the entry it added, and adds none.
 _POST_LUA = (
     _TRIM_LUA
     + """
+local posted = redis.call('get', KEYS[3])
+if posted then return {'posted', posted} end
 trim(KEYS[1], ARGV[4])
 if redis.call('xlen', KEYS[1]) >= tonumber(ARGV[5]) then return {'full'} end
 local id = redis.call('xadd', KEYS[1], '*', ARGV[1], ARGV[2])
 redis.call('rpush', KEYS[2], id)
 redis.call('expire', KEYS[2], ARGV[3])
+redis.call('set', KEYS[3], id, 'EX', ARGV[6])
 return {'posted', id}
 """
 )
@@ -241,16 +248,19 @@ class Completions:
         session's order: completions of a session apply in this order. Refused with
         CompletionsFullError while the stream holds `maxlen` unapplied entries."""
         stream = self._keys.completions(pending.app_name)
+        record = f"{self._keys.applied_writes(pending.session_id)}:{unique_hex(16)}"
         reply: Any = _POST.run_sync(
             self._redis,
-            2,
+            3,
             stream,
             self._keys.completion_order(pending.session_id),
+            record,
             COMPLETION_FIELD,
             completion.model_dump_json(),
             ORDER_TTL_S,
             COMPLETIONS_GROUP,
             self._maxlen,
+            APPLIED_TTL_S,
         )
         if _text(reply[0]) == "full":
             raise CompletionsFullError(

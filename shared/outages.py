@@ -4,10 +4,10 @@ redis-py 8 clients made with `from_url` do not retry: a command sent while Redis
 restarts raises at once, and a tool's result or a session event would be lost. The
 clients of workers and orchestrators retry such commands with backoff for about
 RIDE_OUT_S. A write whose reply was lost may arrive twice: the orchestrator's session
-writes and task sends are applied once all the same (each records its replies under
-its own id: orchestrator.sessions.fencing), and the rest are tolerated where they land
-(one result per call id is delivered; completions apply once; a delivery counted
-twice is one delivery fewer before WorkerLost).
+writes and task sends, and posted ticket results, are applied once all the same (each
+records its outcome under its own id: orchestrator.sessions.fencing, shared.completions),
+and the rest are tolerated where they land (one result per call id is delivered; a
+delivery counted twice is one delivery fewer before WorkerLost).
 """
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ import redis
 import redis.asyncio.retry as async_retry
 import redis.backoff
 import redis.retry
+
+# How long a write that records itself is recognised when it arrives again (its reply
+# was lost, the client resent it): longer than a client goes on retrying one (RIDE_OUT_S
+# and its connection attempts). Session writes keep theirs longer when their lease lives
+# longer (orchestrator.sessions.fencing.record_ttl_s).
+APPLIED_TTL_S = 60
 
 # 0.05, 0.1, 0.2, 0.4, 0.8 s, then 1 s per retry (with jitter): about 15 s in all.
 _RETRIES = 15

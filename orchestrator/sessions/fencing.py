@@ -26,6 +26,7 @@ from redis.exceptions import NoScriptError
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.ids import unique_hex
+from toolfleet.shared.outages import APPLIED_TTL_S
 from toolfleet.shared.scripts import LuaScript
 
 # What a fenced write applies, from ARGV[base] on (WriteBatch.flat): the number m of TTL
@@ -42,15 +43,12 @@ while i <= #ARGV do
 end
 for j = base + 1, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end
 """
-# How long a write's replies are kept against its second arrival, at least: longer than
-# a client goes on retrying one (toolfleet.shared.outages.RIDE_OUT_S, about 15 s, and its
-# connection attempts). A fenced write's are kept for twice its lease's life if that is
-# longer (`record_ttl_s`): a copy arriving after that finds the lease lapsed.
-APPLIED_TTL_S = 60
 
 
 def record_ttl_s(lease_ttl_s: float) -> int:
-    """How long the replies of a write fenced by a lease of `lease_ttl_s` are kept."""
+    """How long the replies of a write fenced by a lease of `lease_ttl_s` are kept: at
+    least APPLIED_TTL_S, and twice the lease's life if that is longer - a copy arriving
+    after that finds the lease lapsed."""
     return max(APPLIED_TTL_S, math.ceil(2 * lease_ttl_s))
 
 

@@ -31,9 +31,12 @@ from toolfleet.orchestrator.sessions.fencing import _FENCED, _GUARDED, _ONCE, Fe
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
+from toolfleet.shared.completions import _POST as _COMPLETION_POST
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.errors import SessionExistsError
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import CallStatus
+from toolfleet.shared.messages import CallStatus, PendingCall
+from toolfleet.shared.outages import sync_retry
 
 FENCED, GUARDED = _FENCED.sha.encode(), _GUARDED.sha.encode()
 
@@ -174,3 +177,24 @@ async def test_calls_sent_outside_a_session_whose_send_lost_its_reply_run_once(
     assert {r.status for r in results} == {CallStatus.SUCCESS}
     assert [probe.executions(client, settings.key_prefix, c.call_id) for c in calls] == [1, 1]
     assert client.llen("tools.default") == 0  # no second copy left behind either
+
+
+def test_a_completion_whose_post_lost_its_reply_is_posted_once(
+    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy
+) -> None:
+    """A ticket's result posted through a connection that breaks after Redis added it:
+    the retry answers the entry the first arrival added, and adds none - no second copy
+    to be refused later as "already has its final result"."""
+    keys = Keys(settings.key_prefix)
+    call = tool_call("ticket-1", "open_case", "ticketed", keys.results("ticketed"))
+    assert Completions(client, keys).register(PendingCall.starting(call))
+    client.script_load(_COMPLETION_POST.text)
+    through_proxy = redis.Redis.from_url(proxy.url, retry=sync_retry())
+    try:
+        proxy.lose_reply_of(_COMPLETION_POST.sha.encode())
+        entry = Completions(through_proxy, keys).post_result("ticket-1", {"status": "closed"})
+    finally:
+        through_proxy.close()
+    assert proxy.armed == 0 and len(proxy.lost) == 1
+    assert [e.decode() for e, _ in client.xrange(keys.completions("app"))] == [entry]
+    assert client.lrange(keys.completion_order("ticketed"), 0, -1) == [entry.encode()]

@@ -10,12 +10,13 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from toolfleet.orchestrator.sessions.events import Event
-from toolfleet.orchestrator.sessions.fencing import _FENCED, APPLIED_TTL_S, record_ttl_s
+from toolfleet.orchestrator.sessions.fencing import _FENCED, record_ttl_s
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.outages import APPLIED_TTL_S
 
 KEYS = Keys("t")
 
