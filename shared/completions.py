@@ -27,8 +27,7 @@ from toolfleet.shared.errors import (
     CompletionsFullError,
     InvalidCompletionError,
 )
-from toolfleet.shared.ids import unique_hex
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, applied_record
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
 from toolfleet.shared.outages import APPLIED_TTL_S
 from toolfleet.shared.pending import PendingCalls
@@ -248,7 +247,7 @@ class Completions:
         session's order: completions of a session apply in this order. Refused with
         CompletionsFullError while the stream holds `maxlen` unapplied entries."""
         stream = self._keys.completions(pending.app_name)
-        record = f"{self._keys.applied_writes(pending.session_id)}:{unique_hex(16)}"
+        record = applied_record(self._keys.applied_writes(pending.session_id))
         reply: Any = _POST.run_sync(
             self._redis,
             3,

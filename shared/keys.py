@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolfleet.shared.ids import unique_hex
+
 TASK_PREFIX = "tool."
 QUEUE_PREFIX = "tools."
 
@@ -149,3 +151,9 @@ class Keys:
         """List of the session's completion entry ids, in the order the stream accepted
         them: each applies only once it is at the head, whichever replica reads it."""
         return f"{self.prefix}:completion-order:{session_id}"
+
+
+def applied_record(prefix: str) -> str:
+    """The key recording one write's outcome under `prefix` (Keys.applied_writes): an id
+    of its own, the same on each resend of that write."""
+    return f"{prefix}:{unique_hex(16)}"

@@ -25,7 +25,7 @@ from redis.exceptions import NoScriptError
 
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
-from toolfleet.shared.ids import unique_hex
+from toolfleet.shared.keys import applied_record
 from toolfleet.shared.outages import APPLIED_TTL_S
 from toolfleet.shared.scripts import LuaScript
 
@@ -54,7 +54,7 @@ def record_ttl_s(lease_ttl_s: float) -> int:
 
 def _replayed(key: str) -> str:
     """Lua: a write sent before, whose reply was lost, answers its recorded replies and
-    applies nothing. `key`: the write's own record (`Fence.applied_key`)."""
+    applies nothing. `key`: the write's own record (`applied_record`)."""
     return f"""
 local recorded = redis.call('get', {key})
 if recorded then return cjson.decode(recorded) end
@@ -144,7 +144,12 @@ class GuardedWrite:
     @classmethod
     def stage(cls, pipe: Pipeline, fence: Fence, guard: Guard, batch: WriteBatch) -> GuardedWrite:
         """Add the write to `pipe`; pass its reply to `replies`."""
-        keys = (fence.key, fence.applied_key(), guard.events_key, guard.session_key)
+        keys = (
+            fence.key,
+            applied_record(fence.applied_prefix),
+            guard.events_key,
+            guard.session_key,
+        )
         args = (fence.token, guard.length, guard.trimmed, fence.record_ttl_s, *batch.flat())
         write = cls(keys, args)
         pipe.evalsha(_GUARDED.sha, len(keys), *keys, *write.args)
@@ -171,17 +176,13 @@ class Fence:
     applied_prefix: str  # Keys.applied_writes(session_id)
     record_ttl_s: int  # how long its writes' replies are kept (`record_ttl_s`)
 
-    def applied_key(self) -> str:
-        """The key of a new write's record: its id, the same on each of its retries."""
-        return f"{self.applied_prefix}:{unique_hex(16)}"
-
     async def run(
         self, client: aioredis.Redis, batch: WriteBatch, *, release: bool = False
     ) -> list[Any]:
         """Apply `batch` atomically if we hold the lease (and release it with `release`);
         raise LeaseLostError otherwise. The replies of the batch's commands, in order.
         Applied once, however often the client sends it (a retry after a lost reply)."""
-        keys = (self.key, self.applied_key())
+        keys = (self.key, applied_record(self.applied_prefix))
         try:
             release_flag = "1" if release else "0"
             reply = await _FENCED.run(
@@ -220,5 +221,5 @@ async def write(
 async def apply_once(client: aioredis.Redis, batch: WriteBatch, applied_prefix: str) -> list[Any]:
     """Apply `batch` atomically, once however often the client sends it (a retry after a
     lost reply): its replies are recorded under `<applied_prefix>:<write id>`."""
-    key = f"{applied_prefix}:{unique_hex(16)}"
+    key = applied_record(applied_prefix)
     return list(await _ONCE.run(client, 1, key, APPLIED_TTL_S, *batch.flat()))
