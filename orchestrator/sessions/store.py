@@ -109,6 +109,15 @@ class SessionStore:
         taken. `owner`: the agent that runs it when that is not the app's root agent (an
         agent tool's child session): no other agent resumes it."""
         session_id = session_id or uuid.uuid4().hex
+        await self._create(app_name, user_id, session_id, owner)
+        return await self.get(session_id)
+
+    async def _create(
+        self, app_name: str, user_id: str, session_id: str, owner: str | None = None
+    ) -> None:
+        """`create`'s write; the new session is remembered as empty, so that its first
+        read is the one round trip of a session read before (no lookup of app and user,
+        no read of events that cannot be there yet)."""
         created_at = time.time()
         fields: list[str | float] = ["app_name", app_name, "user_id", user_id]
         fields += ["created_at", created_at]
@@ -124,7 +133,7 @@ class SessionStore:
         )
         if not created and not await self._created_at(session_id, created_at):
             raise SessionExistsError(f"session {session_id!r} exists already")
-        return await self.get(session_id)
+        self._remember(session_id, _Cached(app_name, user_id, []))
 
     async def _created_at(self, session_id: str, created_at: float) -> bool:
         """Whether the session was created at `created_at`: by this very `create`, whose
@@ -162,7 +171,7 @@ class SessionStore:
         except SessionNotFoundError:
             pass
         with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
-            await self.create(app_name, user_id, session_id)
+            await self._create(app_name, user_id, session_id)
         return await self._get(session_id, lease, message, owes_turn)
 
     async def _get(
@@ -292,7 +301,7 @@ class SessionStore:
         except SessionNotFoundError:
             pass
         with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
-            await self.create(app_name, user_id, session_id, owner=owner)
+            await self._create(app_name, user_id, session_id, owner)
         return await self.get(session_id, lease=lease)
 
     async def append(
@@ -348,7 +357,9 @@ class SessionStore:
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
         redacted = redacted_event_fields(event, self._secrets)
-        stored = event.model_copy(update={"state_delta": durable_delta, **redacted})
+        if len(durable_delta) < len(event.state_delta):
+            redacted["state_delta"] = durable_delta
+        stored = event.model_copy(update=redacted) if redacted else event
         staged = StagedAppend(session, event, stored, reply_index=len(batch))
         batch.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
         for key, value in durable_delta.items():

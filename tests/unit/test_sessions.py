@@ -5,6 +5,7 @@ from __future__ import annotations
 import fakeredis
 import pytest
 from google.genai import types
+from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
@@ -183,3 +184,34 @@ async def test_a_message_for_a_new_session_and_after_a_script_flush(
         )
         assert stored
     assert await stored_texts(fake_redis) == ["one", "two"]
+
+
+async def test_a_new_sessions_first_message_costs_its_create_and_one_read(
+    fake_redis: fakeredis.FakeAsyncRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session this replica just created is known to be empty: its first read does not
+    look up its app and user, nor read it whole before the read that takes the message."""
+    sent: list[str] = []
+    execute_command, execute = fake_redis.execute_command, Pipeline.execute
+
+    async def command(*args: object, **options: object) -> object:
+        sent.append(str(args[0]))
+        return await execute_command(*args, **options)
+
+    async def pipeline(self: Pipeline, *args: object, **options: object) -> object:
+        sent.append(f"pipeline of {len(self.command_stack)}")
+        return await execute(self, *args, **options)
+
+    monkeypatch.setattr(fake_redis, "execute_command", command)
+    monkeypatch.setattr(Pipeline, "execute", pipeline)
+    store = SessionStore(fake_redis, KEYS)
+    for session_id in ("s0", "s1"):  # s0 loads the scripts
+        sent.clear()
+        session, stored = await store.get_and_append(
+            "app", "ann", session_id, lease=claim(session_id, "replica-a/1"),
+            message=text_event("one"),
+        )  # fmt: skip
+    assert stored and texts(session.events) == ["one"] and session.user_id == "ann"
+    # The lookup that finds no session, its create, and the read that appends the message.
+    assert [s.split()[0] for s in sent] == ["HGETALL", "EVALSHA", "pipeline"]
+    assert await stored_texts(fake_redis) == ["one"]
