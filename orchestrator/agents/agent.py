@@ -101,6 +101,8 @@ class Agent:
 
     async def tools_for(self, context: ReadonlyContext) -> ToolRegistry:
         """The tools offered in one invocation: fixed tools plus what toolsets choose."""
+        if not self.toolsets:  # read-only: the same registry serves every model step
+            return self.function_tools
         chosen = list(self.function_tools.values())
         for toolset in self.toolsets:
             chosen.extend(await toolset.get_tools_with_prefix(context))

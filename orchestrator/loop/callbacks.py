@@ -16,6 +16,9 @@ from toolfleet.shared.tools import FunctionTool
 
 _T = TypeVar("_T")
 
+MODEL_HOOKS = ("before_model_callback", "after_model_callback")
+TOOL_HOOKS = ("before_tool_callback", "after_tool_callback", "on_tool_error_callback")
+
 
 @dataclass(frozen=True)
 class Hooks:
@@ -23,6 +26,11 @@ class Hooks:
 
     agent: Agent
     plugins: Sequence[BasePlugin] = ()
+
+    def any_of(self, hooks: Sequence[str]) -> bool:
+        """Whether a plugin or one of the agent's callbacks may answer one of `hooks`;
+        if not, the caller skips building what they would be given."""
+        return bool(self.plugins) or any(getattr(self.agent, hook) for hook in hooks)
 
     async def before_model(
         self, context: CallbackContext, request: LlmRequest

@@ -17,7 +17,7 @@ from google.genai import types
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
 from toolfleet.orchestrator.fleet.protocol import is_cancelled
-from toolfleet.orchestrator.loop.callbacks import Hooks
+from toolfleet.orchestrator.loop.callbacks import MODEL_HOOKS, Hooks
 from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
 from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
@@ -243,8 +243,9 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         tools=list(tools.values()),
         authors=authors,
     )
-    hooks, context = Hooks(agent, inv.plugins), inv.callback_context()
-    response = await hooks.before_model(context, request)
+    hooks = Hooks(agent, inv.plugins)
+    context = inv.callback_context() if hooks.any_of(MODEL_HOOKS) else None
+    response = None if context is None else await hooks.before_model(context, request)
     if response is None:
         # Nothing is stored until the model answers: a cancellation may stop it here.
         generated = await unless_cancelled(
@@ -252,11 +253,16 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         )
         if generated is None:
             return None
-        response = await hooks.after_model(context, LlmResponse(generated))
+        response = LlmResponse(generated)
+        if context is not None:
+            response = await hooks.after_model(context, response)
     content = with_call_ids(response.content)
     # What the model callbacks wrote to state is stored with the turn.
     model_event = Event(
-        invocation_id=inv.id, author=agent.name, content=content, state_delta=context.state.delta
+        invocation_id=inv.id,
+        author=agent.name,
+        content=content,
+        state_delta=context.state.delta if context is not None else {},
     )
     # An answer without calls ends the invocation: the session owes nothing from here,
     # and the lease can go in the same transaction.

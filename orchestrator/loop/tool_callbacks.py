@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolfleet.orchestrator.fleet.protocol import failed
-from toolfleet.orchestrator.loop.callbacks import Hooks
+from toolfleet.orchestrator.loop.callbacks import TOOL_HOOKS, Hooks
 from toolfleet.orchestrator.plugins.context import ToolCallError
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.messages import (
@@ -44,12 +44,15 @@ class ToolCallbacks:
     def __init__(self, hooks: Hooks) -> None:
         self._hooks = hooks
         self._calls: dict[str, _Guarded] = {}
+        self._active = hooks.any_of(TOOL_HOOKS)  # if not, results pass through as they are
 
     async def before(
         self, tool: FunctionTool, call: ToolCall, args: dict[str, Any]
     ) -> ToolResult | None:
         """The call's answer if a callback gives one (it is then never dispatched); None
         to dispatch it. What before_tool writes to state reaches the worker's snapshot."""
+        if not self._active:
+            return None
         context = ToolContext(call)
         try:
             answer = await self._hooks.before_tool(tool, args, context)

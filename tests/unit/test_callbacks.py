@@ -7,11 +7,13 @@ from typing import Any
 
 from google.genai import types
 
-from tests.support import InProcessRunner
+from tests.support import InProcessRunner, tool_call
 from tests.unit.test_loop import add, explode, response_event, responses
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.loop.callbacks import MODEL_HOOKS, TOOL_HOOKS, Hooks
 from toolfleet.orchestrator.loop.invocation import Invocation, Update
 from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.models.protocol import text_of
 from toolfleet.orchestrator.plugins import (
@@ -26,7 +28,7 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import CallStatus
+from toolfleet.shared.messages import CallStatus, answered_result
 from toolfleet.shared.tools import FunctionTool
 
 
@@ -209,3 +211,20 @@ async def test_without_dedupe_identical_calls_all_run(store: SessionStore) -> No
     agent = agent_with(call(same, same), say("ok"))
     _, runner, _ = await run(store, agent)
     assert [len(b) for b in runner.batches] == [2]
+
+
+async def test_without_tool_callbacks_or_plugins_a_result_passes_through_untouched() -> None:
+    """No callback can answer: nothing is built for them, and the worker's result is the
+    model's as it came (one with a callback is rebuilt, see the tests above)."""
+    plain = agent_with(say("-"))
+    assert not Hooks(plain).any_of(TOOL_HOOKS) and not Hooks(plain).any_of(MODEL_HOOKS)
+    callbacks = ToolCallbacks(Hooks(plain))
+    envelope = tool_call("c1", "add", "s1", "t:results:s1", {"a": 1, "b": 2})
+    assert await callbacks.before(FunctionTool(add), envelope, {"a": 1, "b": 2}) is None
+    result = answered_result(envelope, CallStatus.SUCCESS, {"sum": 3}, worker="w1")
+    assert await callbacks.finish(result) is result
+    # Any plugin, or one callback of the kind, turns the chain on.
+    assert Hooks(plain, (BasePlugin(name="p"),)).any_of(TOOL_HOOKS)
+    guarded = agent_with(say("-"), after_tool_callback=lambda **_: None)
+    assert Hooks(guarded).any_of(TOOL_HOOKS) and not Hooks(guarded).any_of(MODEL_HOOKS)
+    assert Hooks(agent_with(say("-"), before_model_callback=lambda **_: None)).any_of(MODEL_HOOKS)
