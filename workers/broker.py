@@ -1,12 +1,13 @@
 """kombu's Redis transport for the worker's consumer, with one synchronous client per
 channel instead of one per command.
 
-kombu builds a new `redis.Redis` for every synchronous operation of a channel: each task
-event it publishes (the `-E` events Flower shows), each ack and each unacked-index write.
-Under redis-py 8 building one costs more than the command it sends: a quarter of a
-prefork worker's main-process CPU went to `Redis.__init__` (bench/RESULTS.md). The client
-holds no connection of its own (the channel's pool does), so one per pool serves every
-operation; a new pool (kombu makes one after a connection error) gets a new client.
+kombu builds a new `redis.Redis` for every synchronous operation of a channel: each
+batch of task events it publishes (the `-E` events Flower shows), each ack and each
+unacked-index write. Under redis-py 8 building one costs more than the command it
+sends: a quarter of a prefork worker's main-process CPU went to `Redis.__init__`
+(bench/RESULTS.md). The client holds no connection of its own (the channel's pool
+does), so one per pool serves every operation; a new pool (kombu makes one after a
+connection error) gets a new client.
 """
 
 from __future__ import annotations
