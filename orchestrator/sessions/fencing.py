@@ -152,7 +152,8 @@ class GuardedWrite:
         )
         args = (fence.token, guard.length, guard.trimmed, fence.record_ttl_s, *batch.flat())
         write = cls(keys, args)
-        pipe.evalsha(_GUARDED.sha, len(keys), *keys, *write.args)
+        # A plain command, as LuaScript.run sends it (redis-py's evalsha wraps it twice).
+        pipe.execute_command("EVALSHA", _GUARDED.sha, len(keys), *keys, *write.args)
         return write
 
     async def replies(self, client: aioredis.Redis, reply: Any) -> list[Any] | None:
