@@ -36,6 +36,10 @@ class SessionNotFoundError(SessionError):
     """No session has this id."""
 
 
+class ForeignSessionError(SessionNotFoundError):
+    """The session is another user's or another app's: to this caller it does not exist."""
+
+
 class SessionExistsError(SessionError):
     """A session was created with an id that is taken."""
 

@@ -32,7 +32,11 @@ from toolfleet.orchestrator.sessions.leases import LeaseClaim
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
+from toolfleet.shared.errors import (
+    ForeignSessionError,
+    SessionExistsError,
+    SessionNotFoundError,
+)
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
@@ -165,14 +169,32 @@ class SessionStore:
         with `owes_turn` and the lease's fence) in the same round trip when it can be:
         this replica read the session before, it has no open turn, and Redis finds it
         unchanged since. Whether `message` was appended: if not, nothing was written and
-        the caller appends it itself (after finishing an open turn)."""
+        the caller appends it itself (after finishing an open turn).
+
+        Another user's (or app's) session raises ForeignSessionError, before anything
+        is written or leased: as in ADK, a session id is only found by its own user."""
+        return await self._get_or_create(app_name, user_id, session_id, lease, message, owes_turn)
+
+    async def _get_or_create(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        lease: LeaseClaim | None,
+        message: Event | None = None,
+        owes_turn: bool | None = None,
+        agent: str | None = None,
+    ) -> tuple[Session, bool]:
+        belongs_to = (app_name, user_id)
         try:
-            return await self._get(session_id, lease, message, owes_turn)
+            return await self._get(session_id, lease, message, owes_turn, belongs_to=belongs_to)
+        except ForeignSessionError:
+            raise
         except SessionNotFoundError:
             pass
         with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
-            await self._create(app_name, user_id, session_id)
-        return await self._get(session_id, lease, message, owes_turn)
+            await self._create(app_name, user_id, session_id, agent)
+        return await self._get(session_id, lease, message, owes_turn, belongs_to=belongs_to)
 
     async def _get(
         self,
@@ -180,6 +202,8 @@ class SessionStore:
         lease: LeaseClaim | None,
         message: Event | None = None,
         owes_turn: bool | None = None,
+        *,
+        belongs_to: tuple[str, str] | None = None,
     ) -> tuple[Session, bool]:
         cached = self._cache.pop(session_id, None)
         if cached is None:
@@ -188,6 +212,12 @@ class SessionStore:
                 raise SessionNotFoundError(f"unknown session {session_id!r}")
             cached = _Cached(decoded(meta[b"app_name"]), decoded(meta[b"user_id"]), [])
         app, user = cached.app_name, cached.user_id
+        if belongs_to is not None and (app, user) != belongs_to:
+            if cached.events:  # read before: still good for its own user
+                self._remember(session_id, cached)
+            raise ForeignSessionError(
+                f"unknown session {session_id!r} of user {belongs_to[1]!r} in app {belongs_to[0]!r}"
+            )
         pipe = self._redis.pipeline(transaction=False)
         if lease is not None:
             lease.stage(pipe)
@@ -294,15 +324,10 @@ class SessionStore:
         """The session `session_id`, created for `app_name` and `user_id` if it does not exist.
 
         A concurrent create of the same id is harmless; `lease` as in `get`, `owner` as
-        in `create`.
+        in `create`. Another user's (or app's) session raises ForeignSessionError.
         """
-        try:
-            return await self.get(session_id, lease=lease)
-        except SessionNotFoundError:
-            pass
-        with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
-            await self._create(app_name, user_id, session_id, owner)
-        return await self.get(session_id, lease=lease)
+        session, _ = await self._get_or_create(app_name, user_id, session_id, lease, agent=owner)
+        return session
 
     async def append(
         self,

@@ -10,7 +10,7 @@ from redis.asyncio.client import Pipeline
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
-from toolfleet.shared.errors import SessionBusyError
+from toolfleet.shared.errors import ForeignSessionError, SessionBusyError
 from toolfleet.shared.keys import Keys
 
 KEYS = Keys("t")
@@ -215,3 +215,33 @@ async def test_a_new_sessions_first_message_costs_its_create_and_one_read(
     # The lookup that finds no session, its create, and the read that appends the message.
     assert [s.split()[0] for s in sent] == ["HGETALL", "EVALSHA", "pipeline"]
     assert await stored_texts(fake_redis) == ["one"]
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["read-before", "new-replica"])
+async def test_another_users_session_is_not_found_and_nothing_is_written(
+    fake_redis: fakeredis.FakeAsyncRedis, cached: bool
+) -> None:
+    """Given ann's session, bob (or another app) asking for its id gets ForeignSessionError,
+    as if it did not exist: no message appended, no lease taken, no turn owed; ann's own
+    read still works."""
+    store = SessionStore(fake_redis, KEYS)
+    await store.get_and_append(
+        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("mine")
+    )
+    await fake_redis.delete(KEYS.lease("s1"), KEYS.resume())
+    reader = store if cached else SessionStore(fake_redis, KEYS)
+    for app, user in (("app", "bob"), ("other-app", "ann")):
+        with pytest.raises(ForeignSessionError, match="unknown session 's1' of user"):
+            await reader.get_and_append(
+                app, user, "s1", lease=claim("s1", "replica-b/1"), message=text_event("hi"),
+                owes_turn=True,
+            )  # fmt: skip
+        with pytest.raises(ForeignSessionError):
+            await reader.get_or_create(app, user, "s1")
+    assert await stored_texts(fake_redis) == ["mine"]
+    assert await fake_redis.get(KEYS.lease("s1")) is None
+    assert await reader.sessions_to_resume() == []
+    session, _ = await reader.get_and_append(
+        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("again")
+    )
+    assert session.user_id == "ann" and texts(session.events)[0] == "mine"
