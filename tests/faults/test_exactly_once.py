@@ -238,7 +238,7 @@ async def test_a_turn_cut_short_by_a_crash_is_finished_before_a_message_or_compl
     workers.start(["default"], concurrency=2)
     replica = toolfleet(
         settings, tmp_path / "a.log",
-        "run", "--agent", INTERRUPTED, "--session", "cut", "--no-wait", "go",
+        "run", "--agent", INTERRUPTED, "--user", "u", "--session", "cut", "--no-wait", "go",
     )  # fmt: skip
     try:
 
