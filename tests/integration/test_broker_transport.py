@@ -52,28 +52,27 @@ def test_fanout_events_acks_and_redelivery_work_through_the_shared_client(
     work = Queue(f"{name}.work")
     channel = connection.default_channel
     client = redis.Redis.from_url(settings.require_redis_url())
-    listener = client.pubsub(ignore_subscribe_messages=True)
-    (topic,) = channel._get_publish_topics(events.name, "")
-    listener.subscribe(topic)
-    assert listener.get_message(timeout=WAIT_S) is None  # the subscription's confirmation
-    connection.Producer().publish({"event": "task-succeeded"}, exchange=events, declare=[events])
-    heard = listener.get_message(timeout=WAIT_S)
-    listener.close()
-    assert heard is not None
-    body = json.loads(heard["data"])["body"]  # kombu's envelope, its body base64-encoded
-    assert json.loads(base64.b64decode(body)) == {"event": "task-succeeded"}
-
-    producer = connection.Producer()
-    producer.publish({"n": 1}, routing_key=work.name, declare=[work])
-    producer.publish({"n": 2}, routing_key=work.name, declare=[work])
-    channel = connection.default_channel
-    acked = work(channel).get(accept=["json"])
-    rejected = work(channel).get(accept=["json"])
-    assert acked is not None and rejected is not None
-    assert len(channel.qos._delivered) == 2
-    acked.ack()
-    rejected.reject(requeue=True)
     try:
+        listener = client.pubsub(ignore_subscribe_messages=True)
+        (topic,) = channel._get_publish_topics(events.name, "")
+        listener.subscribe(topic)
+        assert listener.get_message(timeout=WAIT_S) is None  # the subscription's confirmation
+        producer = connection.Producer()
+        producer.publish({"event": "task-succeeded"}, exchange=events, declare=[events])
+        heard = listener.get_message(timeout=WAIT_S)
+        listener.close()
+        assert heard is not None
+        body = json.loads(heard["data"])["body"]  # kombu's envelope, its body base64-encoded
+        assert json.loads(base64.b64decode(body)) == {"event": "task-succeeded"}
+
+        producer.publish({"n": 1}, routing_key=work.name, declare=[work])
+        producer.publish({"n": 2}, routing_key=work.name, declare=[work])
+        acked = work(channel).get(accept=["json"])
+        rejected = work(channel).get(accept=["json"])
+        assert acked is not None and rejected is not None
+        assert len(channel.qos._delivered) == 2
+        acked.ack()
+        rejected.reject(requeue=True)
         assert client.zcard(channel.unacked_index_key) == 0
         assert client.llen(work.name) == 1
         again = work(channel).get(accept=["json"])
