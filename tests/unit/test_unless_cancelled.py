@@ -67,3 +67,59 @@ async def test_cancelling_the_caller_still_raises_and_stops_the_work() -> None:
         await caller
     assert stopped.is_set()
     assert not cancellation.requested
+
+
+async def test_the_caller_goes_on_uncancelled_after_a_cancellation() -> None:
+    # The work runs in the caller's own task: once it is stopped, that task is not left
+    # being cancelled, and its next await (the loop storing the cancellation) completes.
+    cancellation = Cancellation()
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def caller() -> tuple[str | None, int]:
+        value = await unless_cancelled(silent_model(started, stopped), cancellation)
+        await asyncio.sleep(0)
+        task = asyncio.current_task()
+        assert task is not None
+        return value, task.cancelling()
+
+    racing = asyncio.create_task(caller())
+    await started.wait()
+    cancellation.set(keep_tickets=False)
+    assert await asyncio.wait_for(racing, 5) == (None, 0)
+
+
+async def test_work_that_swallows_the_cancellation_keeps_its_value() -> None:
+    cancellation = Cancellation()
+    started = asyncio.Event()
+
+    async def stubborn_model() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return "answered anyway"
+        return "unreachable"
+
+    async def caller() -> tuple[str | None, int]:
+        value = await unless_cancelled(stubborn_model(), cancellation)
+        task = asyncio.current_task()
+        assert task is not None
+        return value, task.cancelling()
+
+    racing = asyncio.create_task(caller())
+    await started.wait()
+    cancellation.set(keep_tickets=False)
+    assert await asyncio.wait_for(racing, 5) == ("answered anyway", 0)
+
+
+async def test_a_cancellation_and_the_callers_own_cancel_together_raise() -> None:
+    cancellation = Cancellation()
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    caller = asyncio.create_task(unless_cancelled(silent_model(started, stopped), cancellation))
+    await started.wait()
+    cancellation.set(keep_tickets=False)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert stopped.is_set()
