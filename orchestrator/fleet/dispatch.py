@@ -120,11 +120,13 @@ class CeleryPublisher:
         if not dispatches:
             return
         batch = WriteBatch()
+        # The caller's first: they may forget the previous turn's record `record_in`
+        # (the responses held back for this write, loop/held.py) that this adds to.
+        written = also(batch) if also is not None else None
         for dispatch in dispatches:
             batch.lpush(dispatch.queue, self.encode(dispatch))
         batch.sadd(record_in, *(d.call.call_id for d in dispatches))
         batch.expire(record_in, DISPATCHED_TTL_S)
-        written = also(batch) if also is not None else None
         # Sent once, lease or not: a message pushed twice would run its call twice.
         replies = await write(self._redis, batch, fence, unfenced_once=f"{record_in}:applied")
         if written is not None:

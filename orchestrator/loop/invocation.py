@@ -17,7 +17,7 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.orchestrator.sessions.store import HeldAppend, SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import Keys
@@ -48,6 +48,9 @@ class Invocation:
     plugins: Sequence[BasePlugin] = field(default_factory=tuple)  # the app's, around every call
     cancellation: Cancellation | None = None  # set when the session is cancelled
     span: Span | None = None  # its trace's root span; None while tracing is off
+    # A turn's responses, in the session in memory, for the next write to store (held.py).
+    held: HeldAppend | None = None
+    held_in_doubt: bool = False  # a write carrying them failed: they may have landed
 
     def __post_init__(self) -> None:
         self.id = self.id or new_invocation_id()

@@ -17,6 +17,7 @@ from typing import Any
 
 from google.genai import types
 
+from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.loop.turn import pending_call
 from toolfleet.orchestrator.sessions.events import Event
@@ -63,7 +64,7 @@ async def park_turn(
             if p.kind == "confirmation"
         ],
     )
-    await inv.store.append(inv.session, event, pending=requests, fence=inv.fence)
+    await held.append(inv, event, pending=requests)
     return event
 
 

@@ -17,10 +17,17 @@ from google.genai import types
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
 from toolfleet.orchestrator.fleet.protocol import is_cancelled
+from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.callbacks import MODEL_HOOKS, Hooks
 from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
 from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
-from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
+from toolfleet.orchestrator.loop.invocation import (
+    CallsDispatched,
+    EndReason,
+    Invocation,
+    InvocationEnded,
+    Update,
+)
 from toolfleet.orchestrator.loop.parking import park_turn
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
@@ -73,7 +80,7 @@ async def run_invocation(
             user_event = Event(invocation_id=inv.id, author="user", content=message)
             # An agent tool's child session is its worker's to finish, never the sweep's.
             owes = True if inv.depth == 0 else None
-            await inv.store.append(inv.session, user_event, owes_turn=owes, fence=inv.fence)
+            await held.append(inv, user_event, owes_turn=owes)
             yield user_event
         for _ in range(inv.settings.max_steps):
             ending = _Ending()
@@ -91,13 +98,14 @@ async def run_invocation(
             async for update in _answer_calls(inv, model_event, ending, tools=tools):
                 yield update
             if ending.reason is not None:
+                await held.store_held(inv)  # none by now: every ending writes (a guard)
                 yield InvocationEnded(inv.id, ending.reason)
                 return
         error = (
             f"stopped after max_steps={inv.settings.max_steps} model calls (TOOLFLEET_MAX_STEPS)"
         )
         limit_event = Event(invocation_id=inv.id, author=inv.agent.name, error=error)
-        await inv.store.append(inv.session, limit_event, fence=inv.fence)
+        await held.append(inv, limit_event)
         yield limit_event
         yield InvocationEnded(inv.id, EndReason.MAX_STEPS, error)
     finally:
@@ -138,9 +146,12 @@ async def _answer_calls(
         tools = await offered_tools(agent, inv.readonly_context())
     results: dict[str, ToolResult] = {}
     with_first_send = model_turn.stage if model_turn is not None else None
+    sent: set[str] = set()
     async for update in run_calls(
         inv, tools, calls, results, resume=resuming, with_first_send=with_first_send
     ):
+        if isinstance(update, CallsDispatched):
+            sent.update(c.call_id for c in update.calls)
         yield update
     if model_turn is not None:
         await model_turn.store_if_unsent()
@@ -161,15 +172,15 @@ async def _answer_calls(
             )
         return
     response_event = responses_event(inv.id, agent.name, ordered, Sealer.of(inv.settings))
-    await inv.store.append(
-        inv.session,
-        response_event,
-        pending=pending_calls(inv, calls, ordered),
-        closed=[r.call_id for r in ordered if r.status is not CallStatus.PENDING],
-        # The results' transport forgets them in the step that stores them.
-        also=functools.partial(inv.runner.stage_settle, inv.session.id),
-        fence=inv.fence,
-    )
+    closed = [r.call_id for r in ordered if r.status is not CallStatus.PENDING]
+    # The results' transport forgets them in the step that stores them.
+    settle = functools.partial(inv.runner.stage_settle, inv.session.id)
+    if ending.reason is None and held.holdable(ordered, sent, tools):
+        # Workers' final results: stored with the invocation's next write (held.py).
+        inv.held = inv.store.hold(inv.session, response_event, closed=closed, also=settle)
+    else:
+        pending = pending_calls(inv, calls, ordered)
+        await held.append(inv, response_event, pending=pending, closed=closed, also=settle)
     yield response_event
     stopping = [r.call_id for r in ordered if is_cancelled(r)]
     if stopping:  # closed now: a worker still running one of them is told to stop it
@@ -194,26 +205,31 @@ class _UnstoredTurn:
         self._stored = False
 
     def stage(self, batch: WriteBatch) -> Callable[[Sequence[Any]], Awaitable[None]]:
-        """Add the turn's append to `batch`; answer what to call with the batch's replies."""
-        staged = self._inv.store.stage_append(batch, self._inv.session, self._event)
+        """Add the turn's append to `batch` (after the held responses of the turn before,
+        if any); answer what to call with the batch's replies."""
+        inv = self._inv
+        carrying = held.take(inv)
+        earlier = None if carrying is None else inv.store.stage_held(batch, inv.session, carrying)
+        staged = inv.store.stage_append(batch, inv.session, self._event)
 
         async def written(replies: Sequence[Any]) -> None:
             self._stored = True
-            await self._inv.store.appended(staged, replies, self._inv.fence)
+            await inv.store.appended(staged, replies, inv.fence, earlier=earlier)
+            held.carried(inv)
 
         return written
 
     async def store_if_unsent(self) -> None:
         """Store the turn now if no send carried it."""
         if not self._stored:
-            await self._inv.store.append(self._inv.session, self._event, fence=self._inv.fence)
+            await held.append(self._inv, self._event)
             self._stored = True
 
 
 async def _cancelled(inv: Invocation) -> AsyncIterator[Update]:
     """End a cancelled invocation that has nothing open: a last event says so."""
     event = Event(invocation_id=inv.id, author=inv.agent.name, error=CANCELLED_MESSAGE)
-    await inv.store.append(inv.session, event, fence=inv.fence)
+    await held.append(inv, event)
     yield event
     yield InvocationEnded(inv.id, EndReason.CANCELLED, CANCELLED_MESSAGE)
 
@@ -273,9 +289,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     if inv.lease is not None and release:
         await inv.lease.renewal.stop()
     owes = False if inv.depth == 0 else None
-    await inv.store.append(
-        inv.session, model_event, owes_turn=owes, fence=inv.fence, release=release
-    )
+    await held.append(inv, model_event, owes_turn=owes, release=release)
     if inv.lease is not None and release:
         inv.lease.released = True
     return model_event, tools
@@ -291,7 +305,7 @@ async def _apply_actions(inv: Invocation, event: Event) -> AsyncIterator[Event]:
             names = ", ".join(a.name for a in inv.agent.root.walk())
             error = f"transfer_to_agent: no agent named {actions.transfer_to_agent!r} ({names})"
             error_event = Event(invocation_id=inv.id, author=inv.agent.name, error=error)
-            await inv.store.append(inv.session, error_event, fence=inv.fence)
+            await held.append(inv, error_event)
             yield error_event
     elif actions.escalate:
         target = inv.agent.parent

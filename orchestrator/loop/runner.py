@@ -15,6 +15,7 @@ from toolfleet.orchestrator import contents
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import choose_model
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
+from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.invocation import (
     Invocation,
     InvocationEnded,
@@ -170,9 +171,16 @@ class Runner:
         except BaseException as exc:
             # Its type only: an exception's text may quote what a tool or model was given.
             tracing.finish(invocation.span, error=type(exc).__name__)
-            if isinstance(exc, Exception) and session.open_turn() is None and self.depth == 0:
+            if isinstance(exc, Exception):
                 with contextlib.suppress(LeaseLostError, RedisError):  # then it stays owed
-                    await self.store.resumed(session.id, fence=invocation.fence)
+                    # Responses the model was given (the model failed after them) are kept.
+                    await held.store_held(invocation)
+                    if (
+                        not held.unsettled(invocation)
+                        and session.open_turn() is None
+                        and self.depth == 0
+                    ):
+                        await self.store.resumed(session.id, fence=invocation.fence)
             raise
         tracing.finish(
             invocation.span,

@@ -72,6 +72,17 @@ class StagedAppend:
     event: Event
     stored: Event  # as written: temp: state and secrets left out
     reply_index: int  # of its RPUSH among the batch's replies: the events' new length
+    in_memory: bool = False  # the session holds the event already (a HeldAppend's)
+
+
+@dataclass(frozen=True)
+class HeldAppend:
+    """An append the session holds in memory already, to be stored by the session's next
+    write, before that write's own (`SessionStore.hold`)."""
+
+    event: Event
+    closed: tuple[str, ...] = ()  # calls closed with it (as `append`'s `closed`)
+    also: Callable[[WriteBatch], None] | None = None  # commands of the caller's, with it
 
 
 @dataclass
@@ -341,6 +352,7 @@ class SessionStore:
         also: Callable[[WriteBatch], None] | None = None,
         fence: Fence | None = None,
         release: bool = False,
+        held: HeldAppend | None = None,
     ) -> None:
         """Persist the event and its state delta (temp: keys stay in memory only).
 
@@ -354,8 +366,10 @@ class SessionStore:
 
         With `fence` (an invocation's lease), Redis applies it only while that lease is
         held (else LeaseLostError), and `release` releases the lease in the same step.
+        `held`: an append held back (`hold`), stored in the same step, before `event`.
         """
         batch = WriteBatch()
+        earlier = self.stage_held(batch, session, held) if held is not None else None
         staged = self.stage_append(
             batch, session, event, pending=pending, resolved=resolved, closed=closed,
             owes_turn=owes_turn,
@@ -363,7 +377,37 @@ class SessionStore:
         if also is not None:
             also(batch)
         replies = await write(self._redis, batch, fence, release=release)
-        await self.appended(staged, replies, fence)
+        await self.appended(staged, replies, fence, earlier=earlier)
+
+    def hold(
+        self,
+        session: Session,
+        event: Event,
+        *,
+        closed: Sequence[str] = (),
+        also: Callable[[WriteBatch], None] | None = None,
+    ) -> HeldAppend:
+        """Add `event` (and its state delta) to `session` in memory only, for the
+        session's next write to store: pass what this returns as that write's `held`
+        (`append`, `stage_held`, `store_held`). Until then Redis has not got it, so use
+        this only where losing it to a crash loses nothing (what the loop holds back:
+        worker results that stay on their stream until this write trims them)."""
+        _apply(session, event)
+        return HeldAppend(event, tuple(closed), also)
+
+    def stage_held(self, batch: WriteBatch, session: Session, held: HeldAppend) -> StagedAppend:
+        """`held`'s append as commands of `batch` (before the write's own); pass what this
+        returns to `appended` with the write's replies."""
+        staged = self.stage_append(batch, session, held.event, closed=held.closed, in_memory=True)
+        if held.also is not None:
+            held.also(batch)
+        return staged
+
+    async def store_held(self, session: Session, held: HeldAppend, *, fence: Fence | None) -> None:
+        """Store `held` by a write of its own (the session has no other write to make)."""
+        batch = WriteBatch()
+        staged = self.stage_held(batch, session, held)
+        await self.appended(staged, await write(self._redis, batch, fence), fence)
 
     def stage_append(
         self,
@@ -375,9 +419,11 @@ class SessionStore:
         resolved: PendingCall | None = None,
         closed: Sequence[str] = (),
         owes_turn: bool | None = None,
+        in_memory: bool = False,
     ) -> StagedAppend:
         """`append`'s commands, added to `batch` (someone else's atomic write, e.g. the one
-        that sends a model turn's calls); call `appended` with that write's replies."""
+        that sends a model turn's calls); call `appended` with that write's replies.
+        `in_memory`: the session holds the event already (`hold`)."""
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
@@ -385,7 +431,7 @@ class SessionStore:
         if len(durable_delta) < len(event.state_delta):
             redacted["state_delta"] = durable_delta
         stored = event.model_copy(update=redacted) if redacted else event
-        staged = StagedAppend(session, event, stored, reply_index=len(batch))
+        staged = StagedAppend(session, event, stored, len(batch), in_memory)
         batch.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
         for key, value in durable_delta.items():
             hash_key = self._state_hash(session, key)
@@ -405,25 +451,29 @@ class SessionStore:
         return staged
 
     async def appended(
-        self, staged: StagedAppend, replies: Sequence[Any], fence: Fence | None
+        self,
+        staged: StagedAppend,
+        replies: Sequence[Any],
+        fence: Fence | None,
+        *,
+        earlier: StagedAppend | None = None,
     ) -> None:
         """The staged append was written (`replies`: the whole batch's): update the cache and
-        the session in memory, and compact the history if it is over its bound."""
-        session, event = staged.session, staged.event
-        length = replies[staged.reply_index]
-        cached = self._cache.get(session.id)
+        the session in memory, and compact the history if it is over its bound. `earlier`:
+        a held append (`stage_held`) staged before it in the same batch."""
+        session_id = staged.session.id
+        cached = self._cache.get(session_id)
+        for done in (staged,) if earlier is None else (earlier, staged):
+            if cached is not None:
+                if replies[done.reply_index] == len(cached.events) + 1:
+                    cached.events.append(done.stored)  # what the next read would parse
+                else:
+                    del self._cache[session_id]  # written elsewhere meanwhile: read it all
+                    cached = None
+            if not done.in_memory:
+                _apply(done.session, done.event)
         if cached is not None:
-            if length == len(cached.events) + 1:
-                cached.events.append(staged.stored)  # what the next read would parse
-                await self._compact(session.id, cached, fence)
-            else:
-                del self._cache[session.id]  # written elsewhere meanwhile: read it all
-        session.events.append(event)
-        for key, value in event.state_delta.items():
-            if value is None:
-                session.state.pop(key, None)
-            else:
-                session.state[key] = value
+            await self._compact(session_id, cached, fence)
 
     async def _compact(self, session_id: str, cached: _Cached, fence: Fence | None) -> None:
         """Drop the oldest whole turns once the history is over its bound. Read from the
@@ -464,3 +514,13 @@ class SessionStore:
         that owns it when that is not the app's root agent (an agent tool's child)."""
         app, owner = await self._redis.hmget(self._keys.session(session_id), "app_name", "owner")
         return (decoded(app) if app else None), (decoded(owner) if owner else None)
+
+
+def _apply(session: Session, event: Event) -> None:
+    """Add a stored (or held) event and its state delta to the session in memory."""
+    session.events.append(event)
+    for key, value in event.state_delta.items():
+        if value is None:
+            session.state.pop(key, None)
+        else:
+            session.state[key] = value

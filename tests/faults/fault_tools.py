@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from tests.faults.probe import record_execution
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.models.offline import Call, ScriptView, call, say
+from toolfleet.orchestrator.models.offline import Call, ScriptView, Step, call, say
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.tools import tool
 
@@ -42,5 +44,34 @@ three_steps = Agent(
             Call("step", {"n": 3, "seconds": 2.0}),
         ),
         say(_summary),
+    ],
+)
+
+
+# Where `answers_slowly`'s model marks its first answer: set by the test that kills the
+# orchestrator while that answer is being made.
+ANSWERING_MARK_ENV = "TOOLFLEET_TEST_ANSWERING_MARK"
+
+
+def _answer_slowly_once(view: ScriptView) -> Step:
+    """The model's answer to the turn's results: the first time, it marks the file the
+    test waits for and then takes a minute (the test kills the orchestrator meanwhile);
+    after that, at once."""
+    mark = Path(os.environ[ANSWERING_MARK_ENV])
+    if not mark.exists():
+        mark.write_text(str(os.getpid()))
+        time.sleep(60)  # ok: a model that is slow on purpose (killed before it answers)
+    return say(_summary(view))
+
+
+# Two quick calls; the model then answers slowly: an orchestrator killed meanwhile had
+# given the model the calls' results and not stored them yet (loop/held.py).
+answers_slowly = Agent(
+    name="answers_slowly",
+    instruction="Run the steps.",
+    tools=[step],
+    offline_script=[
+        call(Call("step", {"n": 1, "seconds": 0.05}), Call("step", {"n": 2, "seconds": 0.05})),
+        _answer_slowly_once,
     ],
 )

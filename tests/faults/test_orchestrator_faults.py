@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from tests.faults import probe
-from tests.faults.fault_tools import three_steps
+from tests.faults.fault_tools import ANSWERING_MARK_ENV, three_steps
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.runner import Runner
@@ -232,3 +232,46 @@ async def test_two_replicas_never_run_one_session_at_once(
         assert await two.ask(user_id="u", session_id="s-contended", message="go") == (
             "finished steps [1, 2, 3]"
         )
+
+
+def test_an_orchestrator_killed_while_the_model_answers_the_results_it_was_given(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given a turn whose calls' results reached the model but are not stored yet (they
+    ride on the answer's write: loop/held.py), when the orchestrator dies before the model
+    answers, then the next replica answers the turn from the results still on the stream:
+    one response per call, no call run again, the uninterrupted transcript."""
+    mark = tmp_path / "answering"
+    monkeypatch.setenv(ANSWERING_MARK_ENV, str(mark))
+    workers.start(["default"], concurrency=2)
+    agent = "tests.faults.fault_tools:answers_slowly"
+    first = toolfleet(
+        settings, tmp_path / "first.log", "run", "--agent", agent, "--session", "s-held",
+        "--no-wait", "go",
+    )  # fmt: skip
+    wait_for(mark.exists, 20, "the model answering the calls' results")
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    held = stored_events(client, settings, "s-held")
+    ids = call_ids(held)
+    # Killed in the window under test: the calls ran and answered; nothing stored their
+    # responses, which wait on the session's stream.
+    assert len(ids) == 2 and response_ids(held) == []
+    assert client.xlen(Keys(settings.key_prefix).results("s-held")) == 2
+
+    restarted = toolfleet(settings, tmp_path / "restarted.log", "serve", "--agent", agent)
+    try:
+        wait_for(lambda: answered(client, settings, "s-held"), 30, "the restarted replica")
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        restarted.wait(15)
+
+    events = stored_events(client, settings, "s-held")
+    assert_one_response_per_call(client, settings, events, ids)
+    assert transcript(events)[-1] == ("answers_slowly", "text", "finished steps [1, 2]")
+    assert len({e.invocation_id for e in events}) == 1
+    assert client.xlen(Keys(settings.key_prefix).results("s-held")) == 0  # trimmed when stored
