@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -77,6 +77,17 @@ class Metrics:
             "toolfleet_dead_letters", "Entries in the dead-letter stream (refused completions).",
             registry=r, multiprocess_mode="mostrecent",
         )  # fmt: skip
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def labelled(self, metric: Any, *values: str) -> Any:
+        """`metric.labels(*values)`, remembered: prometheus-client validates the values
+        and takes a lock on every call (five per one-call turn on the orchestrator).
+        Label values are bounded (tool, pool, model and status names), and so is this."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
 
 _metrics: Metrics | None = None

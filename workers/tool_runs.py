@@ -212,7 +212,10 @@ class ToolRuns:
         result = outcome.result
         result.traceparent = tracing.traceparent(admitted.span)
         with guarded():
-            ran = metrics().tool_run_seconds.labels(tool.name, self._pool, result.status.value)
+            recorded = metrics()
+            ran = recorded.labelled(
+                recorded.tool_run_seconds, tool.name, self._pool, result.status.value
+            )
             ran.observe(result.duration_s)
         closes = None
         if tool.is_long_running:

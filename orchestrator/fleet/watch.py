@@ -29,7 +29,8 @@ class CallWatch:
     def start(cls, planned: PlannedCall, pool: str, secret_names: list[str]) -> CallWatch:
         """Watch a call about to be sent: its span started, counted in flight."""
         with guarded():
-            metrics().calls_in_flight.labels(pool).inc()
+            recorded = metrics()
+            recorded.labelled(recorded.calls_in_flight, pool).inc()
         span = _call_span(planned, pool, secret_names) if tracing.enabled() else None
         return cls(planned.call.tool, pool, time.perf_counter(), span)
 
@@ -44,8 +45,9 @@ class CallWatch:
         seconds = time.perf_counter() - self.sent_at
         with guarded():
             recorded = metrics()
-            recorded.calls_in_flight.labels(self.pool).dec()
-            recorded.tool_call_seconds.labels(self.tool, self.pool, status).observe(seconds)
+            recorded.labelled(recorded.calls_in_flight, self.pool).dec()
+            took = recorded.labelled(recorded.tool_call_seconds, self.tool, self.pool, status)
+            took.observe(seconds)
         if self.span is None:
             return
         error = None
@@ -62,7 +64,8 @@ class CallWatch:
     def abandon(self, why: str) -> None:
         """Nobody waits for the call any more (the turn was stopped, the send failed)."""
         with guarded():
-            metrics().calls_in_flight.labels(self.pool).dec()
+            recorded = metrics()
+            recorded.labelled(recorded.calls_in_flight, self.pool).dec()
         tracing.finish(self.span, error=why)
 
 

@@ -66,6 +66,7 @@ async def generate(inv: Invocation, model: Model, request: ModelRequest) -> type
     finally:
         seconds = time.perf_counter() - started
         with guarded():
-            metrics().model_seconds.labels(model.name, status).observe(seconds)
+            recorded = metrics()
+            recorded.labelled(recorded.model_seconds, model.name, status).observe(seconds)
     tracing.finish(span)
     return content
