@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError
@@ -16,6 +16,8 @@ from toolfleet.shared.schema import (
     describe_function,
     validate_arguments,
 )
+
+_T = TypeVar("_T")
 
 LONG_RUNNING_NOTE = (
     "NOTE: This is a long-running operation. Do not call this tool again if it has "
@@ -213,6 +215,33 @@ class ToolRegistry(Mapping[str, FunctionTool]):
 
     def __len__(self) -> int:
         return len(self._tools)
+
+    # The dict's own: Mapping's mixins go through __getitem__ in Python (a turn looks up
+    # its tools several times).
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    @overload
+    def get(self, name: str) -> FunctionTool | None: ...
+
+    @overload
+    def get(self, name: str, default: FunctionTool | _T) -> FunctionTool | _T: ...
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The tool named `name`, or `default`."""
+        return self._tools.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        """The tools' names."""
+        return self._tools.keys()
+
+    def values(self) -> ValuesView[FunctionTool]:
+        """The tools."""
+        return self._tools.values()
+
+    def items(self) -> ItemsView[str, FunctionTool]:
+        """(name, tool) pairs."""
+        return self._tools.items()
 
 
 def not_importable(func: Callable[..., Any]) -> str | None:
