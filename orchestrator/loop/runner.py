@@ -126,7 +126,7 @@ class Runner:
             self.app_name, user_id, session_id, lease=claim, message=user_event,
             owes_turn=True if self.depth == 0 else None,
         )  # fmt: skip
-        async with self.leases.hold(session.id, held_as=claim.owner) as hold:
+        async with self.leases.hold(session.id, claimed=claim) as hold:
             stored_message = user_event if stored else None
             async for update in self.invoke(
                 session, content, lease=hold, stored_message=stored_message

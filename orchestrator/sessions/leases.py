@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -53,6 +53,9 @@ class LeaseClaim:
     owner: str
     ttl_s: float
     applied_prefix: str  # Keys.applied_writes: where its writes record their replies
+    # Monotonic time of the claim, before the read that takes the lease is first sent: the
+    # lease lives from then at the latest (the read may be retried for seconds).
+    claimed_at: float = field(default_factory=time.monotonic)
 
     def stage(self, pipe: Pipeline) -> None:
         """Two commands of a read pipeline: take the lease if free, then read its holder."""
@@ -122,12 +125,15 @@ class Leases:
 
     async def wait_for(
         self, session_id: str, owner: str, wait_s: float, poll_s: float = 0.05
-    ) -> None:
-        """Acquire the lease, waiting up to `wait_s` while another invocation runs."""
+    ) -> float:
+        """Acquire the lease, waiting up to `wait_s` while another invocation runs; the
+        monotonic time the successful attempt began (the lease lives from then at most)."""
         deadline = time.monotonic() + wait_s
         while True:
+            started = time.monotonic()
             try:
-                return await self.acquire(session_id, owner)
+                await self.acquire(session_id, owner)
+                return started
             except SessionBusyError:
                 if time.monotonic() >= deadline:
                     raise
@@ -146,14 +152,17 @@ class Leases:
 
     @contextlib.asynccontextmanager
     async def hold(
-        self, session_id: str, wait_s: float = 0.0, *, held_as: str | None = None
+        self, session_id: str, wait_s: float = 0.0, *, claimed: LeaseClaim | None = None
     ) -> AsyncIterator[LeaseHold]:
         """Hold the session's lease (renewed while held); wait up to `wait_s` for it.
-        `held_as`: the token it was already taken with (a `claim` of the session read)."""
-        token = held_as or self.token()
-        if held_as is None:
-            await self.wait_for(session_id, token, wait_s)
-        hold = LeaseHold(self.fence(session_id, token), LeaseRenewal(self, session_id, token))
+        `claimed`: the claim it was taken with already (by the session read)."""
+        if claimed is None:
+            token = self.token()
+            since = await self.wait_for(session_id, token, wait_s)
+        else:
+            token, since = claimed.owner, claimed.claimed_at
+        renewal = LeaseRenewal(self, session_id, token, since)
+        hold = LeaseHold(self.fence(session_id, token), renewal)
         try:
             yield hold
         finally:
@@ -164,14 +173,16 @@ class Leases:
 
 
 class LeaseRenewal:
-    """Renews a held lease every third of its lifetime. A timer, not a task, until a
+    """Renews a held lease every third of its lifetime, counted from `since` (monotonic:
+    when the command that took it was first sent; a retried one may land much later,
+    and the lease's own clock runs from its first arrival). A timer, not a task, until a
     renewal is due: most invocations end before that and cost nothing here.
 
     A renewal that fails (Redis away) is retried until the lease would have expired;
     then, or when another holder has it, the lease is `lost` - and the fenced writes of
     the invocation are refused by Redis from then on."""
 
-    def __init__(self, leases: Leases, session_id: str, token: str) -> None:
+    def __init__(self, leases: Leases, session_id: str, token: str, since: float) -> None:
         self._leases = leases
         self._session_id = session_id
         self._token = token
@@ -179,9 +190,10 @@ class LeaseRenewal:
         self._loop = asyncio.get_running_loop()
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
-        self._held_until = time.monotonic() + leases.ttl_s
+        self._held_until = since + leases.ttl_s
         self.lost_event = asyncio.Event()  # set once the lease is lost for good
-        self._timer = self._loop.call_later(self._period_s, self._due)
+        first_s = max(0.0, since + self._period_s - time.monotonic())
+        self._timer = self._loop.call_later(first_s, self._due)
 
     def _due(self) -> None:
         self._task = asyncio.create_task(self._renew(), name=f"lease {self._session_id}")

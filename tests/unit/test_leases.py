@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import fakeredis
 import pytest
@@ -123,3 +124,30 @@ def test_a_write_is_remembered_for_a_minute_or_twice_its_lease_if_longer() -> No
     assert (
         Leases(fakeredis.FakeAsyncRedis(), KEYS, "r", ttl_s=300).fence("s", "t").record_ttl_s == 600
     )
+
+
+async def test_a_lease_taken_by_a_read_retried_for_long_is_renewed_on_the_leases_clock(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given a session read that took the lease and was then retried past a third of its
+    TTL (lost replies, a reconnect), when the lease is held, then it is renewed at once,
+    not a third of the TTL after the read returned - by then it may have expired."""
+    leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=30)
+    claim = leases.claim("s1")
+    await store.create("app", "ann", "s1")
+    await store.get("s1", lease=claim)
+    # As if the read had been sent 12 s ago (renewals are due every 10 s).
+    claim = dataclasses.replace(claim, claimed_at=claim.claimed_at - 12)
+    renewed = asyncio.Event()
+    original = Leases.renew
+
+    async def renew(self: Leases, session_id: str, owner: str) -> bool:
+        held = await original(self, session_id, owner)
+        renewed.set()
+        return held
+
+    monkeypatch.setattr(Leases, "renew", renew)
+    async with leases.hold("s1", claimed=claim) as hold:
+        await asyncio.wait_for(renewed.wait(), 5)
+        assert not hold.renewal.lost
+    assert await fake_redis.get(KEYS.lease("s1")) is None  # released
