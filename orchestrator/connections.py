@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -91,6 +92,27 @@ def _hiredis_packing(pool: aioredis.ConnectionPool) -> aioredis.ConnectionPool:
         _PACKING[base] = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
     pool.connection_class = _PACKING[base]
     return pool
+
+
+async def send_together(client: aioredis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """`commands` in one round trip, not a transaction; their replies in order, an error
+    reply as the exception in its place. On the auto-pipelined connection the replies
+    skip redis-py's response callbacks, so a hash may come as a flat list of fields and
+    values or as a dict (`as_hash` reads both), and SET's OK as b"OK" or True."""
+    if isinstance(client, AutoPipelinedRedis):
+        return await client.send_raw(commands)
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    return list(await pipe.execute(raise_on_error=False))
+
+
+def as_hash(reply: Any) -> dict[Any, Any]:
+    """A hash reply (HGETALL) as a dict, from a dict or a flat list of fields and values."""
+    if isinstance(reply, dict):
+        return reply
+    fields = iter(reply)
+    return dict(zip(fields, fields, strict=True))
 
 
 def decoded(value: bytes | str) -> str:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from toolfleet.shared.batch import WriteBatch
@@ -136,14 +135,15 @@ class Guard:
 @dataclass(frozen=True)
 class GuardedWrite:
     """A batch applied atomically if a fence's lease is held and the session is still as
-    its guard says, staged as one command of a pipeline (after `LeaseClaim.stage`)."""
+    its guard says, sent as one command of a pipeline (after `LeaseClaim.commands`)."""
 
     keys: tuple[str, str, str, str]
     args: tuple[Any, ...]
 
     @classmethod
-    def stage(cls, pipe: Pipeline, fence: Fence, guard: Guard, batch: WriteBatch) -> GuardedWrite:
-        """Add the write to `pipe`; pass its reply to `replies`."""
+    def of(cls, fence: Fence, guard: Guard, batch: WriteBatch) -> GuardedWrite:
+        """The write of `batch` under `fence` and `guard`: send its `command`, then pass
+        the command's reply to `replies`."""
         keys = (
             fence.key,
             applied_record(fence.applied_prefix),
@@ -151,10 +151,12 @@ class GuardedWrite:
             guard.session_key,
         )
         args = (fence.token, guard.length, guard.trimmed, fence.record_ttl_s, *batch.flat())
-        write = cls(keys, args)
-        # A plain command, as LuaScript.run sends it (redis-py's evalsha wraps it twice).
-        pipe.execute_command("EVALSHA", _GUARDED.sha, len(keys), *keys, *write.args)
-        return write
+        return cls(keys, args)
+
+    def command(self) -> tuple[Any, ...]:
+        """The write as one command of a pipeline: a plain EVALSHA, as LuaScript.run sends
+        it (redis-py's evalsha wraps it twice)."""
+        return ("EVALSHA", _GUARDED.sha, len(self.keys), *self.keys, *self.args)
 
     async def replies(self, client: aioredis.Redis, reply: Any) -> list[Any] | None:
         """The batch's replies, or None if nothing was written. A server that did not

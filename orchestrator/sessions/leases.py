@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.orchestrator.sessions.fencing import Fence, record_ttl_s
@@ -57,13 +56,16 @@ class LeaseClaim:
     # lease lives from then at the latest (the read may be retried for seconds).
     claimed_at: float = field(default_factory=time.monotonic)
 
-    def stage(self, pipe: Pipeline) -> None:
-        """Two commands of a read pipeline: take the lease if free, then read its holder."""
-        pipe.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
-        pipe.get(self.key)
+    def commands(self) -> list[tuple[str | int, ...]]:
+        """Two commands for a session read to send: take the lease if free, then read
+        its holder (replies for `check`)."""
+        return [
+            ("SET", self.key, self.owner, "NX", "PX", int(self.ttl_s * 1000)),
+            ("GET", self.key),
+        ]
 
     def check(self, replies: Sequence[Any]) -> None:
-        """Raise SessionBusyError unless the two replies of `stage` say we hold it."""
+        """Raise SessionBusyError unless the two replies of `commands` say we hold it."""
         acquired, holder = replies
         if not acquired and (holder is None or decoded(holder) != self.owner):
             raise _busy(self.session_id, holder)

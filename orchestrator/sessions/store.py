@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 
-from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.connections import as_hash, decoded, send_together
 from toolfleet.orchestrator.sessions.compaction import (
     SessionLimits,
     compact,
@@ -229,20 +228,23 @@ class SessionStore:
             raise ForeignSessionError(
                 f"unknown session {session_id!r} of user {belongs_to[1]!r} in app {belongs_to[0]!r}"
             )
-        pipe = self._redis.pipeline(transaction=False)
-        if lease is not None:
-            lease.stage(pipe)
-        pipe.llen(self._keys.events(session_id))
-        pipe.lrange(self._keys.events(session_id), len(cached.events), -1)
-        # After the read of the events: a compaction before it shows in `trimmed`.
-        pipe.hmget(self._keys.session(session_id), "app_name", "active_agent", "trimmed")
-        pipe.hgetall(self._keys.session_state(session_id))
-        pipe.hgetall(self._keys.user_state(app, user))
-        pipe.hgetall(self._keys.app_state(app))
+        events_key, session_key = self._keys.events(session_id), self._keys.session(session_id)
+        commands = lease.commands() if lease is not None else []
+        commands += [
+            ("LLEN", events_key),
+            ("LRANGE", events_key, len(cached.events), -1),
+            # After the read of the events: a compaction before it shows in `trimmed`.
+            ("HMGET", session_key, "app_name", "active_agent", "trimmed"),
+            ("HGETALL", self._keys.session_state(session_id)),
+            ("HGETALL", self._keys.user_state(app, user)),
+            ("HGETALL", self._keys.app_state(app)),
+        ]
         staged = None
         if lease is not None and message is not None:
-            staged = self._stage_message(pipe, session_id, cached, lease, message, owes_turn)
-        replies = await pipe.execute(raise_on_error=False)
+            staged = self._stage_message(session_id, cached, lease, message, owes_turn)
+            if staged is not None:
+                commands.append(staged[1].command())
+        replies = await send_together(self._redis, commands)
         appended = None
         if staged is not None:
             appended = await staged[1].replies(self._redis, replies.pop())
@@ -262,7 +264,7 @@ class SessionStore:
             raise SessionNotFoundError(f"unknown session {session_id!r}")
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
-            state.update({decoded(k): json.loads(v) for k, v in scope.items()})
+            state.update({decoded(k): json.loads(v) for k, v in as_hash(scope).items()})
         if length < len(cached.events) or trimmed != cached.trimmed:
             # Compacted since (or Redis lost data): trust only what it has now.
             cached.events.clear()
@@ -279,14 +281,13 @@ class SessionStore:
 
     def _stage_message(
         self,
-        pipe: Pipeline,
         session_id: str,
         cached: _Cached,
         lease: LeaseClaim,
         message: Event,
         owes_turn: bool | None,
     ) -> tuple[StagedAppend, GuardedWrite] | None:
-        """Stage `message`'s append in the read's pipeline, guarded: applied only if the
+        """`message`'s append as a write for the read to send, guarded: applied only if the
         session is still as cached here (then the cache holds all of it, and it has no
         open turn). None when the cache already shows an open turn."""
         known = Session(session_id, cached.app_name, cached.user_id, cached.events)
@@ -300,7 +301,7 @@ class SessionStore:
             len(cached.events),
             cached.trimmed,
         )
-        return staged, GuardedWrite.stage(pipe, lease.fence, guard, batch)
+        return staged, GuardedWrite.of(lease.fence, guard, batch)
 
     async def _read_all(self, session_id: str) -> tuple[int, list[bytes]]:
         """Every stored event, with the number compaction dropped before them."""

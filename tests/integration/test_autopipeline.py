@@ -17,6 +17,11 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from tests.support import until
 from toolfleet.orchestrator.autopipeline import AutoPipelinedRedis
+from toolfleet.orchestrator.connections import command_client
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.leases import Leases
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.keys import Keys
 from toolfleet.shared.outages import async_retry_policy
 
 
@@ -207,3 +212,30 @@ async def test_callers_cancelled_while_the_connection_opens_leave_no_socket_open
         del client, caller
         gc.collect()  # an unclosed socket would warn here (warnings are errors in the tests)
     await until(lambda: _connections(redis_url, name) == 0, "every connection closed", 5)
+
+
+@pytest.mark.parametrize("autopipeline", [True, False])
+async def test_a_session_read_gets_the_same_session_through_either_client(
+    redis_url: str, prefix: str, autopipeline: bool
+) -> None:
+    """The read sends its commands without redis-py's response callbacks on the
+    auto-pipelined connection, with them on a pooled one: the session is the same."""
+    keys = Keys(prefix)
+    client = command_client(redis_url, autopipeline=autopipeline)
+    try:
+        assert isinstance(client, AutoPipelinedRedis) is autopipeline
+        store = SessionStore(client, keys)
+        session = await store.create("app", "ann", "s1")
+        state = {"color": "red", "user:name": "Ann", "app:motd": {"hi": [1, 2]}}
+        await store.append(session, Event(invocation_id="i", author="user", state_delta=state))
+        leases = Leases(client, keys, "replica-a", ttl_s=5)
+        claim = leases.claim("s1")
+        fresh = SessionStore(client, keys)  # nothing cached: the read's every command
+        read = await fresh.get("s1", lease=claim)
+        again = await fresh.get("s1")  # cached: only what is new (nothing)
+        assert read.state == again.state == state
+        assert [e.state_delta for e in read.events] == [state]
+        assert [e.state_delta for e in again.events] == [state]
+        assert await client.get(keys.lease("s1")) == claim.owner.encode()  # the lease taken
+    finally:
+        await client.aclose()
