@@ -309,11 +309,26 @@ def _parsed(name: Any, reply: Any, options: dict[str, Any]) -> Any:
         if _EMPTY_RESPONSE in options:
             return options[_EMPTY_RESPONSE]
         raise reply
-    callback = _CALLBACKS.get(name)  # type: ignore[no-untyped-call]
+    callback = _callback(name)
     if callback is None:
         return reply
     extra = {k: v for k, v in options.items() if k not in _NOT_CALLBACK_OPTIONS}
     return callback(reply, **extra)
+
+
+def _callback(name: Any) -> Any:
+    """redis-py's RESP2 response callback of the command `name`, or None (remembered: the
+    case-insensitive lookup upper-cases the name every time)."""
+    try:
+        return _CALLBACK_OF[name]
+    except (KeyError, TypeError):
+        callback = _CALLBACKS.get(name)  # type: ignore[no-untyped-call]
+        if isinstance(name, str | bytes) and len(_CALLBACK_OF) < _MAX_NAMES:
+            _CALLBACK_OF[name] = callback
+        return callback
+
+
+_CALLBACK_OF: dict[str | bytes, Any] = {}
 
 
 def _pack(commands: Iterable[tuple[Any, ...]]) -> bytes:
@@ -339,8 +354,19 @@ def _pack_one(args: tuple[Any, ...]) -> bytes:
 
 
 def _command_name(name: Any) -> bytes:
-    word = name.encode() if isinstance(name, str) else bytes(name)
-    return word.split(b" ", 1)[0].upper()
+    """The command's name, upper-cased (remembered: a few dozen names, every command)."""
+    try:
+        return _NAMES[name]
+    except (KeyError, TypeError):  # not seen yet, or not hashable (a bytearray)
+        word = name.encode() if isinstance(name, str) else bytes(name)
+        upper = word.split(b" ", 1)[0].upper()
+        if isinstance(name, str | bytes) and len(_NAMES) < _MAX_NAMES:
+            _NAMES[name] = upper
+        return upper
+
+
+_NAMES: dict[str | bytes, bytes] = {}
+_MAX_NAMES = 1024  # command names are few; a caller's odd spellings do not grow it further
 
 
 def _error(message: str) -> ResponseError:
