@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from toolfleet.shared.errors import ConfigError
@@ -189,12 +189,19 @@ def finish(span: Span | None, *, error: str | None = None, **attributes: Any) ->
     span.end()
 
 
-@contextmanager
-def current(span: Span | None) -> Iterator[None]:
-    """Make `span` the current one inside the block (for `annotate` by code called there)."""
+def current(span: Span | None) -> AbstractContextManager[None]:
+    """Make `span` the current one inside the block (for `annotate` by code called there);
+    with no span (tracing off), a context that does nothing, built once."""
     if span is None:
-        yield
-        return
+        return _NO_SPAN
+    return _using(span)
+
+
+_NO_SPAN: AbstractContextManager[None] = nullcontext()
+
+
+@contextmanager
+def _using(span: Span) -> Iterator[None]:
     from opentelemetry import trace
 
     with trace.use_span(span, end_on_exit=False, record_exception=False):

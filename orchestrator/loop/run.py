@@ -95,8 +95,11 @@ async def run_invocation(
                     return
                 model_event, tools = turn
                 yield model_event
-            async for update in _answer_calls(inv, model_event, ending, tools=tools):
-                yield update
+            if inv.answered and tools is not None:  # no calls: the answer ends it, stored
+                ending.reason = EndReason.ANSWERED
+            else:
+                async for update in _answer_calls(inv, model_event, ending, tools=tools):
+                    yield update
             if ending.reason is not None:
                 await held.store_held(inv)  # none by now: every ending writes (a guard)
                 yield InvocationEnded(inv.id, ending.reason)
