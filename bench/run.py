@@ -26,6 +26,7 @@ from bench.context import FULL, SMOKE, Context
 from bench.harness import bench_settings, machine_info
 from bench.report import Table, machine_markdown
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.event_loop import loop_factory
 from toolfleet.shared.gc_policy import freeze_startup_heap
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -132,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# toolfleet benchmarks{' (smoke sizes)' if args.smoke else ''}\n")
         print(machine_markdown(info, sizes.as_dict()) + "\n", flush=True)
         freeze_startup_heap()  # as `toolfleet serve` and `run` do
-        with asyncio.Runner() as aio:
+        # The orchestrator's loop, as `toolfleet serve` and `run` have it (uvloop).
+        with asyncio.Runner(loop_factory=loop_factory(settings)) as aio:
             ctx = Context(url, settings, sizes, aio, smoke=args.smoke, adk_python=args.adk_python)
             try:
                 for name in selected:

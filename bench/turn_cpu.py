@@ -37,6 +37,7 @@ from bench import raw_celery
 from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet_workers
 from bench.overhead import close_runner, noop_agent, one_turn, open_runner, raw_throughput
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.event_loop import loop_factory
 from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop import run as run_module
@@ -228,7 +229,7 @@ def noop_fleets(**overrides: Any) -> Iterator[tuple[Runner, Celery, asyncio.Runn
         settings = bench_settings(server.url, **overrides)
         tf, raw = toolfleet_workers(settings), RawWorkers(settings)
         app = raw_celery.create_app(settings)
-        aio = asyncio.Runner()
+        aio = asyncio.Runner(loop_factory=loop_factory(settings))  # as `toolfleet serve`
         try:
             start_toolfleet(tf, 1, 1, "tf")
             raw.start(1, 1)

@@ -62,6 +62,12 @@ class Settings(BaseSettings):
         "event-loop iteration in one write on one shared connection; off, each command or "
         "pipeline takes a pooled connection and a round trip of its own.",
     )
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="The orchestrator's event loop (`toolfleet serve`, `run`, `demo`): "
+        "uvloop, a C loop, where it is installed (the default install on Linux and macOS), "
+        "else asyncio's; `uvloop` requires it, `asyncio` never uses it.",
+    )
     default_timeout_s: float = Field(default=60.0, gt=0, description="Tool time limit.")
     result_grace_s: float = Field(
         default=15.0,

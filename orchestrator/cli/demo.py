@@ -8,11 +8,11 @@ background by a job and the agent resumes by itself.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import uuid
 from contextlib import ExitStack
 
+from toolfleet.orchestrator import event_loop
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.conversation import converse
 from toolfleet.orchestrator.cli.launch import load_agent, pools_of, start_local_fleet
@@ -83,5 +83,5 @@ def cmd_demo(args: argparse.Namespace) -> None:
             ]
             specs.append(WorkerSpec([settings.default_pool], 3))
             settings = start_local_fleet(stack, settings, specs)
-        asyncio.run(_demo(settings, printer, args.timeout))
+        event_loop.run(_demo(settings, printer, args.timeout), settings)
     print(summary(printer))

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 
 import redis
 
+from toolfleet.orchestrator import event_loop
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.cancel import add_cancel_command
@@ -82,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         else:
             check_redis(settings.redis_url)
         freeze_startup_heap()
-        asyncio.run(_run(agent, settings, args))
+        event_loop.run(_run(agent, settings, args), settings)
 
 
 def print_models(orch: Orchestrator) -> None:
@@ -150,7 +151,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     agents = [load_agent(spec) for spec in args.agent]
     plugins = [load_plugin(spec) for spec in args.plugin or ()]
     freeze_startup_heap()
-    asyncio.run(_serve(agents, settings, bind, plugins))
+    event_loop.run(_serve(agents, settings, bind, plugins), settings)
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from typing import Any
 
+from toolfleet.orchestrator import event_loop
 from toolfleet.orchestrator.cli.launch import load_agent
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
@@ -35,7 +35,7 @@ def cmd_mcp_serve(args: argparse.Namespace) -> None:
         catalog = Catalog.of_modules(args.tools.split(","), args.app)
     # stdout carries the protocol over stdio: logs go to stderr (logging's default).
     logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
-    asyncio.run(serve_mcp(catalog, settings, args.transport, args.host, args.port))
+    event_loop.run(serve_mcp(catalog, settings, args.transport, args.host, args.port), settings)
 
 
 def add_mcp_commands(sub: Any) -> None:
