@@ -65,8 +65,8 @@ class WaitingCalls:
             event = Event(
                 invocation_id=pending.invocation_id,
                 author=pending.agent,
-                credential_requests=requests if auth else [],
-                confirmation_requests=[] if auth else confirming,
+                credential_requests=requests if auth else (),
+                confirmation_requests=() if auth else confirming,
             )
             await runner.store.append(
                 session, event, pending=[updated], also=consume, fence=hold.fence

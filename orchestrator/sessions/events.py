@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from google.genai import types
@@ -55,18 +56,21 @@ class Event(BaseModel):
     content: types.Content | None = None
     state_delta: dict[str, Any] = Field(default_factory=dict)
     actions: ToolActions = Field(default_factory=ToolActions)
-    calls: list[CallRecord] = Field(default_factory=list)
+    # The sequences below default to one shared empty tuple, not a new list per event:
+    # most events have none, and a session's events stay in memory (its cache), where
+    # each tracked container is work for every garbage collection (issue 15 B).
+    calls: Sequence[CallRecord] = ()
     error: str | None = None
     # An intermediate result of a long-running call: shown, not sent to the model.
     progress: dict[str, Any] | None = None
     # Tools waiting for a credential (call id, tool, auth config): shown, not sent.
-    credential_requests: list[dict[str, Any]] = Field(default_factory=list)
+    credential_requests: Sequence[dict[str, Any]] = ()
     # Calls waiting for a person's confirmation (call id, tool, args, hint, payload):
     # shown (ADK's client sees `adk_request_confirmation` calls), not sent to the model.
-    confirmation_requests: list[dict[str, Any]] = Field(default_factory=list)
-    # ADK's: the ids of this event's calls of long-running tools. Not stored: the ADK
-    # Runner fills it in from the agent's tools when it yields the event.
-    long_running_tool_ids: set[str] = Field(default_factory=set, exclude=True)
+    confirmation_requests: Sequence[dict[str, Any]] = ()
+    # ADK's (None there too): the ids of this event's calls of long-running tools. Not
+    # stored: the ADK Runner fills it in from the agent's tools when it yields the event.
+    long_running_tool_ids: set[str] | None = Field(default=None, exclude=True)
 
     def get_function_calls(self) -> list[types.FunctionCall]:
         """The function calls in the event's content (ADK's Event has the same)."""
