@@ -9,6 +9,7 @@ from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
+from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.errors import ForeignSessionError, SessionBusyError
 from toolfleet.shared.keys import Keys
@@ -245,3 +246,23 @@ async def test_another_users_session_is_not_found_and_nothing_is_written(
         "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("again")
     )
     assert session.user_id == "ann" and texts(session.events)[0] == "mine"
+
+
+def test_authored_contents_follow_appends_and_a_replaced_history() -> None:
+    """Each model step asks for the contents; each call reads only what was appended
+    since, and a history changed otherwise (replaced, cut) is read again whole."""
+    first, second, progress = (
+        text_event("one"),
+        text_event("two"),
+        Event(invocation_id="i", author="x"),
+    )
+    session = Session("s1", "app", "ann", [first, progress])
+    assert session.authored_contents() == (["user"], [first.content])
+    session.events.append(second)
+    authors, contents = session.authored_contents()
+    assert contents == [first.content, second.content] and authors == ["user", "user"]
+    contents.append(first.content)  # the caller's copy: the next call is not affected
+    session.events = [second]
+    assert session.authored_contents() == (["user"], [second.content])
+    session.events.clear()
+    assert session.authored_contents() == ([], [])
