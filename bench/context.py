@@ -30,7 +30,7 @@ class Sizes:
     tput_turns: int = 10  # per session: calls = sessions x turns
     tput_processes: tuple[int, ...] = (1, 2)
     tput_concurrency: int = 1  # prefork children per worker process
-    tput_rounds: int = 2
+    tput_rounds: int = 3
     # 4. scale
     scale_sessions: int = 1000
     scale_turns: int = 3
