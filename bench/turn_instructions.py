@@ -8,7 +8,10 @@ valgrind, which counts only between the two `callgrind_control` toggles:
         --callgrind-out-file=bench/out/turns.cg .venv/bin/python -m bench.turn_instructions turns
     # "Collected" / N: instructions per call; `raw` measures raw Celery's client alike
 
-Redis and the worker processes run outside valgrind (children are not traced).
+One call at a time by default; `--in-flight 200` keeps 200 sessions (raw: 200
+`apply_async()`) going at once, as figure 3 does. `--cache-sim=yes` adds the simulated
+cache misses. Redis and the worker processes run outside valgrind (children are not
+traced).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import os
 import subprocess
 import uuid
 
-from bench.overhead import one_turn
-from bench.turn_cpu import noop_fleets
+from bench.overhead import one_turn, raw_throughput
+from bench.turn_cpu import concurrent_cpu, noop_fleets
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.gc_policy import freeze_startup_heap
 
@@ -45,7 +48,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", choices=["turns", "raw"])
     parser.add_argument("-n", type=int, default=100, help="calls counted")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=1,
+        help="sessions (raw: calls) at once; n / this turns each",
+    )
     options = parser.parse_args()
+    n, width = options.n, options.in_flight
     # Valgrind slows the orchestrator ~50x: a lease must outlive a slow turn.
     with noop_fleets(lease_ttl_s=120.0) as (runner, app, aio):
         task = app.tasks["bench.noop"]
@@ -54,10 +64,14 @@ def main() -> None:
             task.apply_async().get(timeout=60)
         freeze_startup_heap()
         counting(True)
-        if options.path == "turns":
-            aio.run(turns(runner, options.n))
+        if options.path == "turns" and width > 1:
+            aio.run(concurrent_cpu(runner, width, n // width))
+        elif options.path == "turns":
+            aio.run(turns(runner, n))
+        elif width > 1:
+            raw_throughput(app, n, width)
         else:
-            for _ in range(options.n):
+            for _ in range(n):
                 task.apply_async().get(timeout=60)
         counting(False)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
@@ -69,14 +71,16 @@ async def test_cancelling_the_caller_still_raises_and_stops_the_work() -> None:
     assert not cancellation.requested
 
 
-async def test_the_caller_goes_on_uncancelled_after_a_cancellation() -> None:
-    # The work runs in the caller's own task: once it is stopped, that task is not left
-    # being cancelled, and its next await (the loop storing the cancellation) completes.
+async def cancelled_while(
+    work: Coroutine[Any, Any, str], started: asyncio.Event
+) -> tuple[str | None, int]:
+    """Run `work` under unless_cancelled in a task of its own, cancel the session once
+    `started` is set; what unless_cancelled returned, and the task's cancelling() count
+    after one more await."""
     cancellation = Cancellation()
-    started, stopped = asyncio.Event(), asyncio.Event()
 
     async def caller() -> tuple[str | None, int]:
-        value = await unless_cancelled(silent_model(started, stopped), cancellation)
+        value = await unless_cancelled(work, cancellation)
         await asyncio.sleep(0)
         task = asyncio.current_task()
         assert task is not None
@@ -85,11 +89,17 @@ async def test_the_caller_goes_on_uncancelled_after_a_cancellation() -> None:
     racing = asyncio.create_task(caller())
     await started.wait()
     cancellation.set(keep_tickets=False)
-    assert await asyncio.wait_for(racing, 5) == (None, 0)
+    return await asyncio.wait_for(racing, 5)
+
+
+async def test_the_caller_goes_on_uncancelled_after_a_cancellation() -> None:
+    # The work runs in the caller's own task: once it is stopped, that task is not left
+    # being cancelled, and its next await (the loop storing the cancellation) completes.
+    started, stopped = asyncio.Event(), asyncio.Event()
+    assert await cancelled_while(silent_model(started, stopped), started) == (None, 0)
 
 
 async def test_work_that_swallows_the_cancellation_keeps_its_value() -> None:
-    cancellation = Cancellation()
     started = asyncio.Event()
 
     async def stubborn_model() -> str:
@@ -100,16 +110,7 @@ async def test_work_that_swallows_the_cancellation_keeps_its_value() -> None:
             return "answered anyway"
         return "unreachable"
 
-    async def caller() -> tuple[str | None, int]:
-        value = await unless_cancelled(stubborn_model(), cancellation)
-        task = asyncio.current_task()
-        assert task is not None
-        return value, task.cancelling()
-
-    racing = asyncio.create_task(caller())
-    await started.wait()
-    cancellation.set(keep_tickets=False)
-    assert await asyncio.wait_for(racing, 5) == ("answered anyway", 0)
+    assert await cancelled_while(stubborn_model(), started) == ("answered anyway", 0)
 
 
 async def test_a_cancellation_and_the_callers_own_cancel_together_raise() -> None:
