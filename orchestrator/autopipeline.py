@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import hiredis
 import redis.asyncio as aioredis
@@ -321,11 +321,8 @@ def _callback(name: Any) -> Any:
     case-insensitive lookup upper-cases the name every time)."""
     try:
         return _CALLBACK_OF[name]
-    except (KeyError, TypeError):
-        callback = _CALLBACKS.get(name)  # type: ignore[no-untyped-call]
-        if isinstance(name, str | bytes) and len(_CALLBACK_OF) < _MAX_NAMES:
-            _CALLBACK_OF[name] = callback
-        return callback
+    except (KeyError, TypeError):  # not seen yet, or not hashable (a bytearray)
+        return _remember(_CALLBACK_OF, name, _CALLBACKS.get(name))  # type: ignore[no-untyped-call]
 
 
 _CALLBACK_OF: dict[str | bytes, Any] = {}
@@ -359,14 +356,20 @@ def _command_name(name: Any) -> bytes:
         return _NAMES[name]
     except (KeyError, TypeError):  # not seen yet, or not hashable (a bytearray)
         word = name.encode() if isinstance(name, str) else bytes(name)
-        upper = word.split(b" ", 1)[0].upper()
-        if isinstance(name, str | bytes) and len(_NAMES) < _MAX_NAMES:
-            _NAMES[name] = upper
-        return upper
+        return _remember(_NAMES, name, word.split(b" ", 1)[0].upper())
 
 
 _NAMES: dict[str | bytes, bytes] = {}
 _MAX_NAMES = 1024  # command names are few; a caller's odd spellings do not grow it further
+_V = TypeVar("_V")
+
+
+def _remember(table: dict[str | bytes, _V], name: Any, value: _V) -> _V:
+    """`value`, kept in `table` under the command name `name` (a str or bytes, while the
+    table is under _MAX_NAMES: the lookups above stay one dict access)."""
+    if isinstance(name, str | bytes) and len(table) < _MAX_NAMES:
+        table[name] = value
+    return value
 
 
 def _error(message: str) -> ResponseError:
