@@ -412,6 +412,15 @@ def cpu_groups(redis_url: str, **groups: Sequence[WorkerProcess]) -> dict[str, l
     return found
 
 
+def median_cpu(rounds: list[dict[str, float]], calls: int) -> dict[str, float]:
+    """CPU ms per call of each process group (and the machine's cores busy), the median
+    over `rounds` (CpuMeter readings of `calls` calls each)."""
+    groups = [g for g in rounds[0] if g not in ("wall", "machine", "other")]
+    out = {g: median([r[g] for r in rounds]) / calls * 1000 for g in groups}
+    out["cores busy"] = median([r["machine"] / r["wall"] for r in rounds])
+    return out
+
+
 def cpu_note(used: dict[str, float], calls: int) -> str:
     """'this process 1.2 ms, workers 2.0 ms, ... CPU per call' for a table note."""
     parts = [

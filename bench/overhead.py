@@ -13,7 +13,15 @@ from celery import Celery
 from bench import raw_celery, workload
 from bench import tools as bench_tools
 from bench.context import Context
-from bench.harness import BenchModel, CpuMeter, LoopLag, cpu_groups, median, summary_ms
+from bench.harness import (
+    BenchModel,
+    CpuMeter,
+    LoopLag,
+    cpu_groups,
+    median,
+    median_cpu,
+    summary_ms,
+)
 from bench.report import Table, ratio
 from bench.traced import tracing_on
 from toolfleet.orchestrator.agents.agent import Agent
@@ -341,12 +349,3 @@ def throughput(ctx: Context) -> Table:
         *cpu_notes,
     ]
     return table
-
-
-def median_cpu(rounds: list[dict[str, float]], calls: int) -> dict[str, float]:
-    """CPU ms per call of each process group (and the machine's cores busy), the median
-    over `rounds` (CpuMeter readings of `calls` calls each)."""
-    groups = [g for g in rounds[0] if g not in ("wall", "machine", "other")]
-    out = {g: median([r[g] for r in rounds]) / calls * 1000 for g in groups}
-    out["cores busy"] = median([r["machine"] / r["wall"] for r in rounds])
-    return out
