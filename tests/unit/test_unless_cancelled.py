@@ -71,6 +71,14 @@ async def test_cancelling_the_caller_still_raises_and_stops_the_work() -> None:
     assert not cancellation.requested
 
 
+async def next_iteration() -> None:
+    """Suspend until the loop's next iteration (a future the loop resolves then)."""
+    loop = asyncio.get_running_loop()
+    resumed = loop.create_future()
+    loop.call_soon(resumed.set_result, None)
+    await resumed
+
+
 async def cancelled_while(
     work: Coroutine[Any, Any, str], started: asyncio.Event
 ) -> tuple[str | None, int]:
@@ -81,7 +89,7 @@ async def cancelled_while(
 
     async def caller() -> tuple[str | None, int]:
         value = await unless_cancelled(work, cancellation)
-        await asyncio.sleep(0)
+        await next_iteration()  # a task still being cancelled raises at its next await
         task = asyncio.current_task()
         assert task is not None
         return value, task.cancelling()
