@@ -214,7 +214,7 @@ def scale(ctx: Context) -> Table:
             gc.collect()
             rss_before = rss_bytes()
             redis_before = ctx.redis_memory()
-            lag = LoopLag()
+            lag = LoopLag(sample_rss=True)
 
             meter = CpuMeter(cpu_groups(ctx.redis_url, workers=group.workers))
 

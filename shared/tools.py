@@ -51,6 +51,8 @@ class FunctionTool:
     # one) saying whether this call needs a person's confirmation before it is sent.
     require_confirmation: bool | Callable[..., Any] = field(default=False, kw_only=True)
     signature: Signature = field(init=False, repr=False)
+    # inspect's answer, asked once: the fleet routes every call by it (tool_pool).
+    _is_async: bool = field(init=False, repr=False, compare=False)
 
     # Whether `func` is the user's, which a worker must import by its module-level name.
     # toolfleet's own wrappers (AgentTool, BaseTool) are found through their object.
@@ -75,6 +77,7 @@ class FunctionTool:
             raise ToolDefinitionError([f"tool {name!r} ({_where(self.func)}): {exc}"]) from exc
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "signature", signature)
+        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.func))
 
     @property
     def description(self) -> str:
@@ -91,7 +94,7 @@ class FunctionTool:
     @property
     def is_async(self) -> bool:
         """Whether the function is a coroutine function (a worker runs it in an event loop)."""
-        return inspect.iscoroutinefunction(self.func)
+        return self._is_async
 
     def declaration(self) -> dict[str, Any]:
         """The FunctionDeclaration sent to the model, as plain JSON."""

@@ -9,6 +9,8 @@ the same step, and the conversation continues with the target agent.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,15 +78,21 @@ def transfer_targets(agent: Agent) -> list[Agent]:
 def transfer_tool(agent: Agent) -> TransferTool | None:
     """The agent's `transfer_to_agent`, or None when it has nowhere to transfer to."""
     targets = tuple(a.name for a in transfer_targets(agent))
-    if not targets:
-        return None
+    return _transfer_tool_to(targets) if targets else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _transfer_tool_to(targets: tuple[str, ...]) -> TransferTool:
+    """One tool per set of targets (it is immutable): building a FunctionTool describes
+    its function's signature, which every model step would otherwise do again."""
     return TransferTool(transfer_to_agent, TRANSFER_TO_AGENT, targets=targets)
 
 
-async def offered_tools(agent: Agent, context: ReadonlyContext) -> ToolRegistry:
+async def offered_tools(agent: Agent, context: Callable[[], ReadonlyContext]) -> ToolRegistry:
     """What the model is offered: the agent's tools, plus `transfer_to_agent` when it has
-    somewhere to transfer to (unless one of its own tools has that name)."""
-    tools = await agent.tools_for(context)
+    somewhere to transfer to (unless one of its own tools has that name). `context`
+    makes what the agent's toolsets see; an agent without toolsets needs none."""
+    tools = await agent.tools_for(context()) if agent.toolsets else agent.function_tools
     automatic = transfer_tool(agent)
     if automatic is None or TRANSFER_TO_AGENT in tools:
         return tools

@@ -116,7 +116,8 @@ async def run_invocation(
         for key in [k for k in inv.session.state if k.startswith(TEMP_PREFIX)]:
             del inv.session.state[key]
         try:
-            await Hooks(inv.agent, inv.plugins).after_run(inv.callback_context())
+            if inv.plugins:  # else no context to build
+                await Hooks(inv.agent, inv.plugins).after_run(inv.callback_context())
         except Exception:  # a plugin's cleanup must not hide how the invocation ended
             log.exception("a plugin's after_run_callback failed (invocation %s)", inv.id)
 
@@ -146,7 +147,7 @@ async def _answer_calls(
     # trip less, and no "stored but not sent" window); alone if none is sent.
     model_turn = None if resuming else _UnstoredTurn(inv, model_event)
     if tools is None:
-        tools = await offered_tools(agent, inv.readonly_context())
+        tools = await offered_tools(agent, inv.readonly_context)
     results: dict[str, ToolResult] = {}
     with_first_send = model_turn.stage if model_turn is not None else None
     sent: set[str] = set()
@@ -248,7 +249,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
             f"session {inv.session.id!r}: the lease was lost; not calling the model again"
         )
     agent = inv.agent
-    tools = await offered_tools(agent, inv.readonly_context())
+    tools = await offered_tools(agent, inv.readonly_context)
     authors, contents = inv.session.authored_contents()
     parts = (
         render_instruction(agent, inv.session.state),

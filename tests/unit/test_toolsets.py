@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.transfer import offered_tools
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.tools import FunctionTool
@@ -143,3 +144,30 @@ def test_a_broken_toolset_hides_no_other_tool_of_its_agent_or_module(
     errors = [r.getMessage() for r in caplog.records]
     assert any("tool_module: broken (BrokenToolset) cannot list its tools" in e for e in errors)
     assert any("tool_module: agent (Agent)" in e for e in errors)
+
+
+class SeenContext(BaseToolset):
+    """Records the context each listing is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[ReadonlyContext | None] = []
+
+    async def get_tools(
+        self, readonly_context: ReadonlyContext | None = None
+    ) -> list[FunctionTool]:
+        self.seen.append(readonly_context)
+        return [FunctionTool(greet_user)]
+
+
+async def test_the_offered_tools_build_a_context_only_for_a_toolset() -> None:
+    def no_context() -> ReadonlyContext:
+        raise AssertionError("an agent without toolsets needs no context")
+
+    plain = Agent(name="plain", tools=[add_numbers])
+    assert list(await offered_tools(plain, no_context)) == ["add_numbers"]
+    toolset = SeenContext()
+    with_toolset = Agent(name="with_toolset", tools=[add_numbers, toolset])
+    offered = await offered_tools(with_toolset, lambda: CONTEXT)
+    assert list(offered) == ["add_numbers", "greet_user"]
+    assert toolset.seen == [CONTEXT]

@@ -158,13 +158,16 @@ async def test_the_declaration_and_instruction_name_adks_targets(store: SessionS
     # A sub-agent may go back to its parent and to its peers, as in ADK ...
     support = desk.find_agent("support")
     assert support is not None
-    tools = await offered_tools(support, CONTEXT)
+    tools = await offered_tools(support, lambda: CONTEXT)
     targets = tools[TRANSFER_TO_AGENT].parameters_json_schema["properties"]["agent_name"]
     assert targets["enum"] == ["desk", "billing"]
     # ... unless it disallows that; an agent with nowhere to go gets no such function.
     alone = Agent(name="alone", disallow_transfer_to_parent=True, disallow_transfer_to_peers=True)
     Agent(name="top", sub_agents=[alone])
-    assert TRANSFER_TO_AGENT not in await offered_tools(alone, CONTEXT)
-    assert TRANSFER_TO_AGENT not in await offered_tools(Agent(name="solo"), CONTEXT)
+    assert TRANSFER_TO_AGENT not in await offered_tools(alone, lambda: CONTEXT)
+    assert TRANSFER_TO_AGENT not in await offered_tools(Agent(name="solo"), lambda: CONTEXT)
+    # Every model step offers it: built once per set of targets, not once per step.
+    again = await offered_tools(support, lambda: CONTEXT)
+    assert again[TRANSFER_TO_AGENT] is tools[TRANSFER_TO_AGENT]
     # Workers are never asked to serve it.
     assert TRANSFER_TO_AGENT not in {t.name for t in desk.all_tools()}
