@@ -27,7 +27,7 @@ from bench.harness import bench_settings, machine_info
 from bench.report import Table, machine_markdown
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
 from toolfleet.orchestrator.event_loop import loop_factory
-from toolfleet.shared.gc_policy import freeze_startup_heap
+from toolfleet.shared.gc_policy import orchestrator_policy
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         info = machine_info(url)
         print(f"# toolfleet benchmarks{' (smoke sizes)' if args.smoke else ''}\n")
         print(machine_markdown(info, sizes.as_dict()) + "\n", flush=True)
-        freeze_startup_heap()  # as `toolfleet serve` and `run` do
+        orchestrator_policy()  # as `toolfleet serve` and `run` do
         # The orchestrator's loop, as `toolfleet serve` and `run` have it (uvloop).
         with asyncio.Runner(loop_factory=loop_factory(settings)) as aio:
             ctx = Context(url, settings, sizes, aio, smoke=args.smoke, adk_python=args.adk_python)

@@ -43,7 +43,7 @@ from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop import run as run_module
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.store import SessionStore
-from toolfleet.shared.gc_policy import freeze_startup_heap
+from toolfleet.shared.gc_policy import orchestrator_policy
 
 STEPS = [
     "session read + lease",
@@ -197,7 +197,7 @@ def main() -> None:
     with noop_fleets(redis_autopipeline=not options.no_autopipeline) as (runner, app, aio):
         aio.run(concurrent_cpu(runner, 10, 2))  # warm-up
         raw_throughput(app, 50, 20)
-        freeze_startup_heap()  # as `toolfleet serve` and bench.run do
+        orchestrator_policy()  # as `toolfleet serve` and bench.run do
         total = options.sessions * options.turns
         for _ in range(options.rounds):
             started = time.process_time()

@@ -24,7 +24,7 @@ import uuid
 from bench.overhead import one_turn, raw_throughput
 from bench.turn_cpu import concurrent_cpu, noop_fleets
 from toolfleet.orchestrator.loop.runner import Runner
-from toolfleet.shared.gc_policy import freeze_startup_heap
+from toolfleet.shared.gc_policy import orchestrator_policy
 
 
 def counting(on: bool) -> None:
@@ -62,7 +62,7 @@ def main() -> None:
         aio.run(turns(runner, 20))  # warm-up, both paths
         for _ in range(20):
             task.apply_async().get(timeout=60)
-        freeze_startup_heap()
+        orchestrator_policy()
         counting(True)
         if options.path == "turns" and width > 1:
             aio.run(concurrent_cpu(runner, width, n // width))

@@ -37,7 +37,7 @@ from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared import tracing
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
-from toolfleet.shared.gc_policy import freeze_startup_heap
+from toolfleet.shared.gc_policy import orchestrator_policy
 from toolfleet.shared.keys import queue_name
 from toolfleet.shared.pool_kinds import concurrency_for, kind_of_pools, worker_pool_argv
 from toolfleet.shared.redis_check import check_redis
@@ -82,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> None:
             settings = start_local_fleet(stack, settings, specs)
         else:
             check_redis(settings.redis_url)
-        freeze_startup_heap()
+        orchestrator_policy()
         event_loop.run(_run(agent, settings, args), settings)
 
 
@@ -150,7 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         bind = parse_bind(args.http, HttpSettings())
     agents = [load_agent(spec) for spec in args.agent]
     plugins = [load_plugin(spec) for spec in args.plugin or ()]
-    freeze_startup_heap()
+    orchestrator_policy()
     event_loop.run(_serve(agents, settings, bind, plugins), settings)
 
 
