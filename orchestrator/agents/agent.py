@@ -99,13 +99,16 @@ class Agent:
         """The agent named `name`: this one or a sub-agent at any depth; None if there is none."""
         return next((a for a in self.walk() if a.name == name), None)
 
-    async def tools_for(self, context: ReadonlyContext) -> ToolRegistry:
-        """The tools offered in one invocation: fixed tools plus what toolsets choose."""
+    async def tools_for(self, context: Callable[[], ReadonlyContext]) -> ToolRegistry:
+        """The tools offered in one invocation: fixed tools plus what toolsets choose.
+        `context` makes what the toolsets see (a copy of the state): only called when
+        there are toolsets, since every model step asks."""
         if not self.toolsets:  # read-only: the same registry serves every model step
             return self.function_tools
         chosen = list(self.function_tools.values())
+        seen = context()
         for toolset in self.toolsets:
-            chosen.extend(await toolset.get_tools_with_prefix(context))
+            chosen.extend(await toolset.get_tools_with_prefix(seen))
         return ToolRegistry(chosen)
 
     def all_tools(self) -> Iterator[FunctionTool]:

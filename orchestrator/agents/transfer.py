@@ -90,9 +90,9 @@ def _transfer_tool_to(targets: tuple[str, ...]) -> TransferTool:
 
 async def offered_tools(agent: Agent, context: Callable[[], ReadonlyContext]) -> ToolRegistry:
     """What the model is offered: the agent's tools, plus `transfer_to_agent` when it has
-    somewhere to transfer to (unless one of its own tools has that name). `context`
-    makes what the agent's toolsets see; an agent without toolsets needs none."""
-    tools = await agent.tools_for(context()) if agent.toolsets else agent.function_tools
+    somewhere to transfer to (unless one of its own tools has that name). `context`:
+    as `Agent.tools_for` takes it."""
+    tools = await agent.tools_for(context)
     automatic = transfer_tool(agent)
     if automatic is None or TRANSFER_TO_AGENT in tools:
         return tools

@@ -54,7 +54,7 @@ async def rerun_with_credential(
     Its secret arguments come from the record, sealed; masked ones (no fleet key when it
     was parked) cannot be sent again, and the model is told so."""
     invocation = runner.new_invocation(session, pending.agent, pending.invocation_id)
-    tools = await invocation.agent.tools_for(invocation.readonly_context())
+    tools = await invocation.agent.tools_for(invocation.readonly_context)
     tool = tools.get(pending.tool)
     envelope = waiting_envelope(runner, session, pending)
     if confirmation is not None:

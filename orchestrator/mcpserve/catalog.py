@@ -37,15 +37,19 @@ class Catalog:
         """The tools on offer now."""
         if self.agent is None:
             return self.fixed or ToolRegistry()
-        context = ReadonlyContext.of(
-            {},
-            agent_name=self.agent.name,
-            invocation_id=MCP_SESSION,
-            session_id=MCP_SESSION,
-            user_id=self.user_id,
-            app_name=self.app_name,
-        )
-        return await self.agent.tools_for(context)
+        agent = self.agent
+
+        def context() -> ReadonlyContext:
+            return ReadonlyContext.of(
+                {},
+                agent_name=agent.name,
+                invocation_id=MCP_SESSION,
+                session_id=MCP_SESSION,
+                user_id=self.user_id,
+                app_name=self.app_name,
+            )
+
+        return await agent.tools_for(context)
 
 
 def _import(name: str) -> ModuleType:

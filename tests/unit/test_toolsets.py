@@ -86,7 +86,7 @@ class BrokenToolset(BaseToolset):
 def test_a_toolset_that_skips_super_init_works_as_in_the_adk_reference() -> None:
     toolset = SimpleMathToolset(prefix="calculator_")
     agent = Agent(name="calculator_agent", tools=[FunctionTool(func=greet_user), toolset])
-    offered = asyncio.run(agent.tools_for(CONTEXT))
+    offered = asyncio.run(agent.tools_for(lambda: CONTEXT))
     assert sorted(offered) == [
         "calculator_add_numbers",
         "calculator_subtract_numbers",
@@ -114,7 +114,7 @@ async def test_tool_filter_keeps_the_named_tools_before_the_prefix_as_in_adk() -
 async def test_a_broken_toolset_fails_an_invocation_naming_it() -> None:
     agent = Agent(name="a", tools=[greet_user, BrokenToolset()])
     with pytest.raises(ToolDefinitionError) as err:
-        await agent.tools_for(CONTEXT)
+        await agent.tools_for(lambda: CONTEXT)
     message = str(err.value)
     assert "BrokenToolset (tests.unit.test_toolsets)" in message
     assert "RuntimeError: the MCP server is not reachable" in message
