@@ -48,10 +48,11 @@ class SurvivorFreezer:
         self._reclaiming = False
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._threshold = gc.get_threshold()
+        self._threshold = gc.get_threshold()  # what `stop` restores (set by `start`)
 
     def start(self) -> SurvivorFreezer:
         """Freeze from the next collection on, and reclaim periodically."""
+        self._threshold = gc.get_threshold()
         gc.set_threshold(SURVIVOR_YOUNG_THRESHOLD, *self._threshold[1:])
         gc.callbacks.append(self._after_collection)
         self._thread = threading.Thread(
@@ -100,9 +101,9 @@ _freezer: SurvivorFreezer | None = None
 def orchestrator_policy() -> SurvivorFreezer:
     """An orchestrator process's policy, as `toolfleet serve` and `run` apply it once the
     agents are loaded: the startup heap frozen, and this process's SurvivorFreezer
-    (started once)."""
+    (started once; a later call finds it running, and its threshold stays)."""
     global _freezer
-    freeze_startup_heap()
     if _freezer is None:
+        freeze_startup_heap()
         _freezer = SurvivorFreezer().start()
     return _freezer

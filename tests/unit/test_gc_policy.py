@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from toolfleet.shared import gc_policy
 from toolfleet.shared.gc_policy import SURVIVOR_YOUNG_THRESHOLD, SurvivorFreezer
 
 
@@ -95,3 +96,15 @@ def test_stop_gives_the_collector_back_its_policy() -> None:
     kept = Node()
     gc.collect(0)
     assert in_a_generation(kept)  # no longer frozen after a collection
+
+
+def test_the_orchestrator_policy_starts_one_freezer(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = gc.get_threshold()
+    monkeypatch.setattr(gc_policy, "_freezer", None)
+    first = gc_policy.orchestrator_policy()
+    try:
+        assert gc_policy.orchestrator_policy() is first
+        assert gc.get_threshold()[0] == SURVIVOR_YOUNG_THRESHOLD  # not reset by the repeat
+    finally:
+        first.stop()
+    gc.set_threshold(*before)
