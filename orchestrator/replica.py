@@ -17,6 +17,7 @@ from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
+from toolfleet.orchestrator.fleet.read_batching import ReadBatching
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.fleet.stopping import CallStopper
 from toolfleet.orchestrator.sessions.cancels import CancelBoard
@@ -56,8 +57,15 @@ class Replica:
         signer = ResultSigner.of(settings.fleet_key)
         # The sessions this replica runs an invocation of: a cancellation reaches them.
         self.cancels = CancelBoard()
+        batching = ReadBatching(settings.result_batch_ms / 1000, settings.result_batch_min_calls)
         self.waiter = ResultWaiter(
-            self._blocking[0], self.redis, self.keys, self.id, signer=signer, on_cancel=self.cancel
+            self._blocking[0],
+            self.redis,
+            self.keys,
+            self.id,
+            signer=signer,
+            on_cancel=self.cancel,
+            batching=batching,
         )
         self._stopper = CallStopper(settings)
         self.fleet: ToolRunner = tool_runner or CeleryFleet(

@@ -76,6 +76,22 @@ class Settings(BaseSettings):
         "redelivery margin + restore interval, a call whose worker died is run again "
         "before the model is told it timed out.",
     )
+    result_batch_ms: float = Field(
+        default=10.0,
+        ge=0,
+        le=1000,
+        description="While an orchestrator awaits at least result_batch_min_calls calls, its "
+        "result reader pauses this long after each read that delivered results, so that it "
+        "takes the next ones together and their sessions' writes share round trips (a "
+        "quarter less orchestrator CPU per call at 200 sessions). A result waits at most "
+        "this much longer, only under that load. 0 reads each result at once.",
+    )
+    result_batch_min_calls: int = Field(
+        default=64,
+        ge=1,
+        description="Calls awaited on one orchestrator from which its result reader batches "
+        "(result_batch_ms); with fewer, every result is read as soon as it is posted.",
+    )
     max_parallel_calls: int = Field(default=64, ge=1, description="Calls dispatched at once.")
     max_steps: int = Field(default=16, ge=1, description="Model calls per invocation.")
     max_payload_bytes: int = Field(

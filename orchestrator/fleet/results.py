@@ -11,6 +11,9 @@ orchestrator and Redis O(sessions) per result (issue 15 B). It reads a session's
 itself when it starts watching it (results posted before, such as those of a session
 taken over), when the feed names a result too large to copy, and every SWEEP_S (a
 result whose copy the feed no longer holds).
+
+While many calls are awaited, it pauses briefly after each read that delivered results,
+so that it takes the next ones in a batch (read_batching.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from toolfleet.orchestrator.connections import decoded, stop_task
+from toolfleet.orchestrator.fleet.read_batching import ReadBatching
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.cancellation import CANCEL_FIELD, CancelRequest
 from toolfleet.shared.keys import Keys
@@ -78,6 +82,7 @@ class ResultWaiter:
         block_ms: int = BLOCK_MS,
         signer: ResultSigner | None = None,
         on_cancel: Callable[[CancelRequest], None] | None = None,
+        batching: ReadBatching | None = None,
     ):
         # `reader` is dedicated: its connection spends most of its life inside XREAD BLOCK.
         self._reader = reader
@@ -100,7 +105,13 @@ class ResultWaiter:
         self._reading = False
         self._woken = False  # a wake-up is sent for the read in progress
         self._block_ms = block_ms
+        self._batching = batching or ReadBatching.off()
         self.last_outage_at = 0.0  # monotonic time of the last failed read (Redis away)
+
+    @property
+    def batching(self) -> ReadBatching:
+        """When the reader pauses between reads to take results in batches."""
+        return self._batching
 
     async def start(self) -> None:
         """Start the reader task, after clearing this replica's wake stream."""
@@ -223,7 +234,9 @@ class ResultWaiter:
                 continue
             finally:
                 self._reading = False
-            self._handle(response or [])
+            delivered = self._handle(response or [])
+            if self._batching.due(delivered, len(self._pending)):
+                await self._batching.pause()
 
     def _streams_to_read(self) -> set[str]:
         """The session streams the next read names besides the feed: every watched one
@@ -237,9 +250,11 @@ class ResultWaiter:
             checking = set(self._watches)
         return checking & self._watches.keys()
 
-    def _handle(self, response: list[Any]) -> None:
+    def _handle(self, response: list[Any]) -> int:
         """Deliver what a read returned: a session stream's own entries before the feed's,
-        whose copies of them are then skipped as read already (by entry id)."""
+        whose copies of them are then skipped as read already (by entry id). The number
+        of results delivered to a waiting call."""
+        delivered = 0
         feed: list[Any] = []
         for stream_raw, entries in response:
             stream = decoded(stream_raw)
@@ -253,7 +268,7 @@ class ResultWaiter:
                 self._cancelled(entries)
             else:
                 for entry_id, fields in entries:
-                    self._deliver(stream, decoded(entry_id), fields)
+                    delivered += self._deliver(stream, decoded(entry_id), fields)
         for _, fields in feed:
             stream = decoded(fields.get(FEED_STREAM_FIELD.encode(), b""))
             # Not watched: another replica's session. Watched but not read yet: that
@@ -263,7 +278,9 @@ class ResultWaiter:
             if RESULT_FIELD.encode() not in fields:  # too large to copy: read it there
                 self._unchecked.add(stream)
                 continue
-            self._deliver(stream, decoded(fields.get(FEED_ENTRY_FIELD.encode(), b"")), fields)
+            entry_id = decoded(fields.get(FEED_ENTRY_FIELD.encode(), b""))
+            delivered += self._deliver(stream, entry_id, fields)
+        return delivered
 
     def _cancelled(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         for entry_id, fields in entries:
@@ -275,14 +292,15 @@ class ResultWaiter:
             assert self._on_cancel is not None
             self._on_cancel(request)
 
-    def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+    def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> bool:
+        """Hand the entry's result to the call waiting for it; whether one got it."""
         watch = self._watches[stream]
         position = _position(entry_id)
         if position is None:
             log.error("rejected a feed entry for %s naming no entry id (%r)", stream, entry_id)
-            return
+            return False
         if position <= (_position(watch.last_id) or (0, 0)):
-            return  # read already, from the stream itself or from the feed
+            return False  # read already, from the stream itself or from the feed
         watch.last_id = entry_id
         raw = fields.get(RESULT_FIELD.encode())
         if self._signer is not None and not self._signer.valid(
@@ -295,18 +313,18 @@ class ResultWaiter:
                 "worker %r: is TOOLFLEET_FLEET_KEY the same there as here?)",
                 entry_id, stream, _claimed_worker(raw),
             )  # fmt: skip
-            return
+            return False
         try:
             result = ToolResult.model_validate_json(raw or b"")
         except ValidationError as exc:
             log.error("rejected a malformed entry %s on %s: %s", entry_id, stream, exc)
-            return
+            return False
         awaited = self._pending.get(result.call_id)
         if awaited is None or awaited.stream != stream:
             log.info(
                 "ignored a result for call %s (%s) that nobody awaits", result.call_id, result.tool
             )
-            return
+            return False
         session_id, tool = awaited.session_id, awaited.tool
         if (session_id is not None and result.session_id != session_id) or (
             tool is not None and result.tool != tool
@@ -317,11 +335,13 @@ class ResultWaiter:
                 "the call awaited there is of session %r, tool %r",
                 entry_id, stream, result.call_id, result.session_id, result.tool, session_id, tool,
             )  # fmt: skip
-            return
+            return False
         del self._pending[result.call_id]
         watch.delivered_up_to = entry_id
-        if not awaited.future.done():
-            awaited.future.set_result(result)
+        if awaited.future.done():
+            return False
+        awaited.future.set_result(result)
+        return True
 
     def _drop_idle_watches(self) -> None:
         busy = {awaited.stream for awaited in self._pending.values()}

@@ -1,0 +1,56 @@
+"""When many calls are awaited, the result reader takes their results in batches.
+
+A result read alone wakes the orchestrator for one session, and that session goes on
+alone: its answer's write, the next message's read and the next turn's publish each take
+a round trip of their own. At 200 sessions on one worker process (figure 3), results
+come one at a time, ~3 ms apart, and every call cost ~3.8 writes and one read of its own.
+Read together, the sessions go on together and their writes share round trips: pausing
+10 ms after each read cut that to ~1.0 write and ~0.24 reads per call and the
+orchestrator's CPU per call by a quarter (bench/RESULTS.md, issue 15 B).
+
+The cost is latency, bounded and only under load: a result waits at most `pause_s`
+longer, and only while at least `min_awaited` calls are awaited on the replica. A call
+then waits for a worker slot among that many others, far longer than the pause. Fewer
+calls awaited (one user, or a turn's fan-out of up to 63 calls), no result waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+DEFAULT_PAUSE_S = 0.010
+DEFAULT_MIN_AWAITED = 64
+
+
+@dataclass(frozen=True)
+class ReadBatching:
+    """After a read that delivered results, wait `pause_s` before the next read while at
+    least `min_awaited` calls are still awaited. `pause_s=0` turns it off. `sleep` is
+    how to wait (asyncio.sleep; a test passes one it controls)."""
+
+    pause_s: float = DEFAULT_PAUSE_S
+    min_awaited: int = DEFAULT_MIN_AWAITED
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    def __post_init__(self) -> None:
+        if self.pause_s < 0 or self.min_awaited < 1:
+            raise ValueError(
+                f"ReadBatching(pause_s={self.pause_s}, min_awaited={self.min_awaited}): "
+                "the pause must be >= 0 and the number of calls >= 1"
+            )
+
+    @classmethod
+    def off(cls) -> ReadBatching:
+        """Every read follows the last at once."""
+        return cls(pause_s=0.0)
+
+    def due(self, delivered: int, awaited: int) -> bool:
+        """Whether to pause after a read that delivered `delivered` results, with
+        `awaited` calls still awaited."""
+        return self.pause_s > 0 and delivered > 0 and awaited >= self.min_awaited
+
+    async def pause(self) -> None:
+        """Let more results arrive before the next read."""
+        await self.sleep(self.pause_s)
