@@ -105,13 +105,9 @@ class ResultWaiter:
         self._reading = False
         self._woken = False  # a wake-up is sent for the read in progress
         self._block_ms = block_ms
-        self._batching = batching or ReadBatching.off()
+        # When the reader pauses between reads to take results in batches.
+        self.batching = batching or ReadBatching.off()
         self.last_outage_at = 0.0  # monotonic time of the last failed read (Redis away)
-
-    @property
-    def batching(self) -> ReadBatching:
-        """When the reader pauses between reads to take results in batches."""
-        return self._batching
 
     async def start(self) -> None:
         """Start the reader task, after clearing this replica's wake stream."""
@@ -235,8 +231,8 @@ class ResultWaiter:
             finally:
                 self._reading = False
             delivered = self._handle(response or [])
-            if self._batching.due(delivered, len(self._pending)):
-                await self._batching.pause()
+            if self.batching.due(delivered, len(self._pending)):
+                await self.batching.pause()
 
     def _streams_to_read(self) -> set[str]:
         """The session streams the next read names besides the feed: every watched one
