@@ -57,7 +57,6 @@ class Replica:
         signer = ResultSigner.of(settings.fleet_key)
         # The sessions this replica runs an invocation of: a cancellation reaches them.
         self.cancels = CancelBoard()
-        batching = ReadBatching(settings.result_batch_ms / 1000, settings.result_batch_min_calls)
         self.waiter = ResultWaiter(
             self._blocking[0],
             self.redis,
@@ -65,7 +64,7 @@ class Replica:
             self.id,
             signer=signer,
             on_cancel=self.cancel,
-            batching=batching,
+            batching=ReadBatching.of(settings),
         )
         self._stopper = CallStopper(settings)
         self.fleet: ToolRunner = tool_runner or CeleryFleet(

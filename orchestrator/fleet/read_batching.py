@@ -5,7 +5,7 @@ alone: its answer's write, the next message's read and the next turn's publish e
 a round trip of their own. At 200 sessions on one worker process (figure 3), results
 come one at a time, ~3 ms apart, and every call cost ~3.8 writes and one read of its own.
 Read together, the sessions go on together and their writes share round trips: pausing
-10 ms after each read cut that to ~1.0 write and ~0.24 reads per call and the
+10 ms after each read cut that to ~0.8 writes and ~0.2 reads per call and the
 orchestrator's CPU per call by a quarter (bench/RESULTS.md, issue 15 B).
 
 The cost is latency, bounded and only under load: a result waits at most `pause_s`
@@ -20,8 +20,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-DEFAULT_PAUSE_S = 0.010
-DEFAULT_MIN_AWAITED = 64
+from toolfleet.shared.config import Settings
 
 
 @dataclass(frozen=True)
@@ -30,8 +29,8 @@ class ReadBatching:
     least `min_awaited` calls are still awaited. `pause_s=0` turns it off. `sleep` is
     how to wait (asyncio.sleep; a test passes one it controls)."""
 
-    pause_s: float = DEFAULT_PAUSE_S
-    min_awaited: int = DEFAULT_MIN_AWAITED
+    pause_s: float
+    min_awaited: int
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     def __post_init__(self) -> None:
@@ -42,9 +41,14 @@ class ReadBatching:
             )
 
     @classmethod
+    def of(cls, settings: Settings) -> ReadBatching:
+        """As TOOLFLEET_RESULT_BATCH_MS and TOOLFLEET_RESULT_BATCH_MIN_CALLS say."""
+        return cls(settings.result_batch_ms / 1000, settings.result_batch_min_calls)
+
+    @classmethod
     def off(cls) -> ReadBatching:
         """Every read follows the last at once."""
-        return cls(pause_s=0.0)
+        return cls(pause_s=0.0, min_awaited=1)
 
     def due(self, delivered: int, awaited: int) -> bool:
         """Whether to pause after a read that delivered `delivered` results, with

@@ -128,9 +128,9 @@ def test_a_pause_is_due_only_after_results_and_under_load() -> None:
 
 def test_a_negative_pause_or_no_calls_is_refused() -> None:
     with pytest.raises(ValueError, match="pause must be >= 0"):
-        ReadBatching(pause_s=-0.001)
+        ReadBatching(pause_s=-0.001, min_awaited=64)
     with pytest.raises(ValueError, match="number of calls >= 1"):
-        ReadBatching(min_awaited=0)
+        ReadBatching(pause_s=0.01, min_awaited=0)
 
 
 def test_the_replica_reads_results_as_its_settings_say() -> None:
