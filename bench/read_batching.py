@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import resource
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,16 +39,11 @@ def _count(owner: Any, name: str, label: str) -> None:
     setattr(owner, name, counted)
 
 
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def measured(run: Callable[[], object], calls: int) -> str:
     COUNTS.clear()
-    cpu, wall = cpu_s(), time.perf_counter()
+    cpu, wall = time.process_time(), time.perf_counter()
     run()
-    cpu, wall = cpu_s() - cpu, time.perf_counter() - wall
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return (
         f"{cpu / calls * 1000:.3f} ms CPU, {calls / wall:.0f} calls/s, "
         f"{COUNTS['writes'] / calls:.2f} writes, {COUNTS['reads'] / calls:.2f} reads per call"
