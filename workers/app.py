@@ -22,6 +22,7 @@ from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.workers.broker import broker_transport
+from toolfleet.workers.consumer import consumer_class
 from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
@@ -52,6 +53,7 @@ def create_app(settings: Settings) -> Celery:
     app = Celery("toolfleet", set_as_current=False)
     app.conf.update(celery_config(settings, list(found.tools.values())))
     app.conf.broker_transport = broker_transport(settings.require_redis_url())
+    app.conf.worker_consumer = consumer_class()  # task events in batches
     # Results survive a Redis restart; an io worker's threads share WORKER_CONNECTIONS.
     client = resilient_client(settings.require_redis_url(), WORKER_CONNECTIONS)
     keys = Keys(settings.key_prefix)

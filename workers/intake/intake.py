@@ -15,6 +15,7 @@ from celery.events.dispatcher import EventDispatcher
 
 from toolfleet.shared.gc_policy import freeze_startup_heap
 from toolfleet.shared.outages import resilient_client
+from toolfleet.workers.consumer import TASK_EVENTS_PERIOD_S
 from toolfleet.workers.intake.broker import Acks, BrokerQueue
 from toolfleet.workers.intake.eta import EtaQueue
 from toolfleet.workers.intake.message import MalformedMessage, TaskMessage, decode, tag_of
@@ -29,8 +30,6 @@ BATCH = 64
 WAIT_S = 1
 # Threads running the admit and conclude steps of coroutine calls.
 STEP_THREADS = 16
-# Flower's task events are sent in batches this often (Celery's consumer sends each alone).
-EVENTS_PERIOD_S = 0.1
 
 
 class Slots:
@@ -95,7 +94,7 @@ class Intake:
                 hostname=hostname,
                 groups=["task"],
                 buffer_group=["task"],
-                buffer_limit=10_000,  # flushed every EVENTS_PERIOD_S, not by size
+                buffer_limit=10_000,  # flushed every TASK_EVENTS_PERIOD_S, not by size
             )
         self._stopping = threading.Event()
         self._runner = MessageRunner(
@@ -226,7 +225,7 @@ class Intake:
             step()
 
     def _send_events(self) -> None:
-        while not self._stopping.wait(EVENTS_PERIOD_S):
+        while not self._stopping.wait(TASK_EVENTS_PERIOD_S):
             if self._events is None:
                 return
             try:

@@ -1,0 +1,123 @@
+"""A prefork worker sends Flower's task events in batches (toolfleet.workers.consumer).
+
+Celery's own consumer publishes a call's task-received event on its loop's next turn,
+before the call even reaches the pool's child, so the received and succeeded events of a
+call never share a message. Ours flushes every TASK_EVENTS_PERIOD_S: a quick call's three
+events go out together.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from tests.integration import fleet_tools
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
+
+pytestmark = pytest.mark.integration
+
+EVENTS_TIMEOUT_S = 20.0
+# Quick calls tried until one's events share a message (a call slower than the period,
+# on a loaded machine, splits its events across two).
+ATTEMPTS = 5
+
+
+class EventListener:
+    """Every message on Celery's event exchange, as the list of events it carried."""
+
+    def __init__(self, url: str) -> None:
+        self._client = redis.Redis.from_url(url)
+        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.psubscribe("*celeryev*")
+        self.messages: list[list[dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._listen, daemon=True)
+
+    def __enter__(self) -> EventListener:
+        self._pubsub.get_message(timeout=5)  # the subscription's confirmation
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._pubsub.close()
+        self._client.close()
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            message = self._pubsub.get_message(timeout=0.2)
+            if message is None:
+                continue
+            envelope = json.loads(message["data"])
+            body = json.loads(base64.b64decode(envelope["body"]))
+            with self._lock:
+                self.messages.append(body if isinstance(body, list) else [body])
+
+    def messages_of(self, task_id: str) -> list[list[str]]:
+        """The types of `task_id`'s events, per message that carried any."""
+        with self._lock:
+            found = [[e["type"] for e in m if e.get("uuid") == task_id] for m in self.messages]
+        return [types for types in found if types]
+
+    def task_id_of(self, label: str) -> str | None:
+        with self._lock:
+            for message in self.messages:
+                for event in message:
+                    if event.get("type") == "task-received" and label in str(event):
+                        return str(event["uuid"])
+        return None
+
+
+@pytest.fixture
+def listener(settings: Settings) -> Iterator[EventListener]:
+    with EventListener(settings.require_redis_url()) as heard:
+        yield heard
+
+
+async def test_a_quick_calls_events_go_out_in_one_message(
+    settings: Settings, fleet: WorkerGroup, listener: EventListener
+) -> None:
+    tools = tools_in_module(fleet_tools)
+    split: list[list[list[str]]] = []
+    for attempt in range(ATTEMPTS):
+        label = f"events-{uuid.uuid4().hex[:8]}"
+        script = [call(Call("nap", {"seconds": 0, "label": label})), say("done")]
+        agent = Agent(name="events_agent", tools=tools, model=ScriptedModel(script))  # type: ignore[arg-type]
+        async with Runner(agent, settings) as runner:
+            await runner.ask(user_id="u1", session_id=uuid.uuid4().hex, message="go")
+        found: list[str] = []
+
+        def succeeded(label: str = label, found: list[str] = found) -> bool:
+            task_id = listener.task_id_of(label)
+            if task_id is None:
+                return False
+            found[:] = [task_id]
+            heard = [t for types in listener.messages_of(task_id) for t in types]
+            return "task-succeeded" in heard
+
+        wait_for(succeeded, EVENTS_TIMEOUT_S, f"the task events of call {attempt + 1}")
+        per_message = listener.messages_of(found[0])
+        assert sorted(t for types in per_message for t in types) == [
+            "task-received",
+            "task-started",
+            "task-succeeded",
+        ]
+        if len(per_message) == 1:
+            return
+        split.append(per_message)
+    pytest.fail(f"every call's events came in several messages: {split}")

@@ -1,0 +1,78 @@
+"""The worker's Celery consumer, sending Flower's task events in batches.
+
+Celery's consumer buffers task events and flushes the buffer on the next turn of its event
+loop. A prefork worker's calls pass through that loop three times each (received, started,
+succeeded), so each call cost three PUBLISH round trips on the main process - the process
+every call's hand-offs go through. At figure 3 (one worker process, no-op calls) that was a
+quarter of the worker's CPU samples (bench/RESULTS.md). This consumer flushes at most every
+TASK_EVENTS_PERIOD_S, as an io worker's intake does: under load one PUBLISH carries the
+events of many calls (up to the dispatcher's buffer limit, then it flushes at once), and
+Flower sees a task's state change at most that much later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery.events.dispatcher import EventDispatcher
+from celery.worker.consumer import Consumer as CeleryConsumer
+from kombu.asynchronous import Hub
+
+log = logging.getLogger(__name__)
+
+# How often buffered task events are published (an io worker's intake uses it too).
+TASK_EVENTS_PERIOD_S = 0.1
+
+
+class Consumer(CeleryConsumer):
+    """Celery's consumer with its buffered task events flushed every TASK_EVENTS_PERIOD_S."""
+
+    # Set by Celery's consumer (celery-types does not declare them).
+    hub: Hub | None
+    event_dispatcher: EventDispatcher | None
+    # When the scheduled flush is due (monotonic clock); None: none is scheduled.
+    _events_flush_due: float | None = None
+
+    # celery-types declares a Callable return; Celery's own returns None.
+    def on_send_event_buffered(self) -> None:  # type: ignore[override]
+        """A task event was buffered: flush within TASK_EVENTS_PERIOD_S."""
+        if not self.hub:
+            return
+        now = time.monotonic()
+        due = self._events_flush_due
+        # A flush overdue by a whole period never ran (its timer was lost): schedule anew.
+        if due is None or now > due + TASK_EVENTS_PERIOD_S:
+            self._events_flush_due = now + TASK_EVENTS_PERIOD_S
+            self.hub.call_later(TASK_EVENTS_PERIOD_S, self._flush_scheduled_events)
+
+    def _flush_scheduled_events(self) -> None:
+        self._events_flush_due = None
+        self._send_buffered_events()
+
+    def stop(self) -> None:
+        """Flush the buffered task events, then stop as Celery's consumer does."""
+        self._flush_pending_events()
+        super().stop()
+
+    def shutdown(self) -> None:
+        """Flush the buffered task events, then shut down as Celery's consumer does."""
+        self._flush_pending_events()
+        super().shutdown()
+
+    def _send_buffered_events(self) -> None:
+        if self.event_dispatcher:
+            self.event_dispatcher.flush()
+
+    def _flush_pending_events(self) -> None:
+        """Send what is buffered before the dispatcher closes: a stopping worker's last
+        calls still reach Flower."""
+        try:
+            self._send_buffered_events()
+        except Exception:
+            log.warning("sending the last task events failed", exc_info=True)
+
+
+def consumer_class() -> str:
+    """The worker_consumer setting that names `Consumer`."""
+    return f"{Consumer.__module__}:{Consumer.__qualname__}"
