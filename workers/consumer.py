@@ -13,7 +13,8 @@ Flower sees a task's state change at most that much later.
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
+from time import monotonic
 
 from celery.events.dispatcher import EventDispatcher
 from celery.worker.consumer import Consumer as CeleryConsumer
@@ -28,9 +29,10 @@ TASK_EVENTS_PERIOD_S = 0.1
 class Consumer(CeleryConsumer):
     """Celery's consumer with its buffered task events flushed every TASK_EVENTS_PERIOD_S."""
 
-    # Set by Celery's consumer (celery-types does not declare them).
+    # Celery's consumer has these (celery-types does not declare them).
     hub: Hub | None
     event_dispatcher: EventDispatcher | None
+    _flush_events: Callable[[], None]  # flushes the dispatcher's buffer, if it has one
     # When the scheduled flush is due (monotonic clock); None: none is scheduled.
     _events_flush_due: float | None = None
 
@@ -39,7 +41,7 @@ class Consumer(CeleryConsumer):
         """A task event was buffered: flush within TASK_EVENTS_PERIOD_S."""
         if not self.hub:
             return
-        now = time.monotonic()
+        now = monotonic()
         due = self._events_flush_due
         # A flush overdue by a whole period never ran (its timer was lost): schedule anew.
         if due is None or now > due + TASK_EVENTS_PERIOD_S:
@@ -48,7 +50,7 @@ class Consumer(CeleryConsumer):
 
     def _flush_scheduled_events(self) -> None:
         self._events_flush_due = None
-        self._send_buffered_events()
+        self._flush_events()
 
     def stop(self) -> None:
         """Flush the buffered task events, then stop as Celery's consumer does."""
@@ -60,15 +62,11 @@ class Consumer(CeleryConsumer):
         self._flush_pending_events()
         super().shutdown()
 
-    def _send_buffered_events(self) -> None:
-        if self.event_dispatcher:
-            self.event_dispatcher.flush()
-
     def _flush_pending_events(self) -> None:
         """Send what is buffered before the dispatcher closes: a stopping worker's last
         calls still reach Flower."""
         try:
-            self._send_buffered_events()
+            self._flush_events()
         except Exception:
             log.warning("sending the last task events failed", exc_info=True)
 

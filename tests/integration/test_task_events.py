@@ -100,18 +100,17 @@ async def test_a_quick_calls_events_go_out_in_one_message(
         agent = Agent(name="events_agent", tools=tools, model=ScriptedModel(script))  # type: ignore[arg-type]
         async with Runner(agent, settings) as runner:
             await runner.ask(user_id="u1", session_id=uuid.uuid4().hex, message="go")
-        found: list[str] = []
 
-        def succeeded(label: str = label, found: list[str] = found) -> bool:
+        def succeeded(label: str = label) -> bool:
             task_id = listener.task_id_of(label)
-            if task_id is None:
-                return False
-            found[:] = [task_id]
-            heard = [t for types in listener.messages_of(task_id) for t in types]
-            return "task-succeeded" in heard
+            return task_id is not None and any(
+                "task-succeeded" in types for types in listener.messages_of(task_id)
+            )
 
         wait_for(succeeded, EVENTS_TIMEOUT_S, f"the task events of call {attempt + 1}")
-        per_message = listener.messages_of(found[0])
+        task_id = listener.task_id_of(label)
+        assert task_id is not None
+        per_message = listener.messages_of(task_id)
         assert sorted(t for types in per_message for t in types) == [
             "task-received",
             "task-started",

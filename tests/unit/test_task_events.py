@@ -41,7 +41,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(consumer_module.time, "monotonic", clock)
+    monkeypatch.setattr(consumer_module, "monotonic", clock)
     return clock
 
 
