@@ -6,6 +6,10 @@ orchestrator opens them where it hands the response to the model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import redis
 
 from toolfleet.shared.group_commit import GroupCommit
@@ -82,6 +86,19 @@ class ResultReporter:
         """Append `result` to `stream` (secrets sealed, signed) and renew its TTL; return
         the entry id. `closes`: the call's closed key (Keys.closed), set in the same step
         when the result is the call's final answer."""
+        # With the results of the calls ending at the same moment (a sync io worker's).
+        entry_id = self._commits.run_script(_POST, *self._post_args(Post(stream, result, closes)))
+        return _entry_id(entry_id)
+
+    def post_all(self, posts: Sequence[Post]) -> list[str | Exception]:
+        """`post` for many results in one round trip: the calls an io worker concludes
+        together. Each post's entry id, or its error; a connection error is raised."""
+        replies = _POST.run_all(self._client, [self._post_args(post) for post in posts])
+        return [reply if isinstance(reply, Exception) else _entry_id(reply) for reply in replies]
+
+    def _post_args(self, post: Post) -> list[Any]:
+        """The numkeys and arguments of `_POST` for `post`."""
+        result = post.result
         if self._sealer is not None:
             result = result.model_copy(update={"response": self._sealer.seal(result.response)})
         payload = result.model_dump_json().encode()
@@ -89,10 +106,21 @@ class ResultReporter:
         if self._signer is not None:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
 
-        keys = [stream, self._feed or "", closes or ""]
+        keys = [post.stream, self._feed or "", post.closes or ""]
         copy = 1 if len(payload) <= FEED_COPY_MAX_BYTES else 0
         pairs = (x for kv in fields.items() for x in kv)
         args = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, CLOSED_TTL_S, *pairs]
-        # With the results of the calls ending at the same moment (an io worker's).
-        entry_id = self._commits.run_script(_POST, len(keys), *keys, *args)
-        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        return [len(keys), *keys, *args]
+
+
+@dataclass(frozen=True)
+class Post:
+    """A result to post to `stream`; `closes`: the call's closed key, when it is final."""
+
+    stream: str
+    result: ToolResult
+    closes: str | None = None
+
+
+def _entry_id(reply: Any) -> str:
+    return reply.decode() if isinstance(reply, bytes) else str(reply)

@@ -8,6 +8,7 @@ script twice.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -41,3 +42,20 @@ class LuaScript:
             return send("EVALSHA", self.sha, numkeys, *args)  # type: ignore[no-untyped-call]
         except NoScriptError:
             return send("EVAL", self.text, numkeys, *args)  # type: ignore[no-untyped-call]
+
+    def run_all(self, client: redis.Redis, calls: Sequence[Sequence[Any]]) -> list[Any]:
+        """The replies of many runs (each `(numkeys, *args)`), sent in one pipeline; a run
+        that failed has its error in its place, not raised. A connection error is raised:
+        then some may have run and others not, as with any command whose reply is lost."""
+        pipe = client.pipeline(transaction=False)
+        for args in calls:
+            pipe.execute_command("EVALSHA", self.sha, *args)  # type: ignore[no-untyped-call]
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if unknown:  # nothing of those ran: send them again with the text
+            pipe = client.pipeline(transaction=False)
+            for i in unknown:
+                pipe.execute_command("EVAL", self.text, *calls[i])  # type: ignore[no-untyped-call]
+            for i, reply in zip(unknown, pipe.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+        return replies

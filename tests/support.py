@@ -132,3 +132,23 @@ def tool_call(
         reply_to=reply_to,
         dispatched_at=time.time(),
     )
+
+
+def counted_pipelines(client: Any) -> list[int]:
+    """A list that grows by one for each pipeline `client` executes."""
+    executed: list[int] = []
+    make = client.pipeline
+
+    def pipeline(*args: Any, **kwargs: Any) -> Any:
+        pipe = make(*args, **kwargs)
+        execute = pipe.execute
+
+        def counted(*a: Any, **k: Any) -> Any:
+            executed.append(1)
+            return execute(*a, **k)
+
+        pipe.execute = counted  # type: ignore[method-assign]
+        return pipe
+
+    client.pipeline = pipeline  # type: ignore[method-assign]
+    return executed

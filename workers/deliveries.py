@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
@@ -53,15 +55,29 @@ class DeliveryGuard:
         """Count one delivery: how many this attempt of the call has had, and whether the
         orchestrator closed the call already (one round trip for both). The same round trip
         records who runs the call since when (`Keys.running`), for live progress."""
+        # With the counts of the calls admitted at the same moment (an io worker's).
+        count, is_closed = self._commits.run_script(_COUNT, 3, *self._args(call, retries, worker))
+        return int(count), bool(is_closed)
+
+    def count_all(
+        self, deliveries: Sequence[tuple[ToolCall, int, str]]
+    ) -> list[tuple[int, bool] | Exception]:
+        """`count` for many deliveries (call, retries, worker) in one round trip: an io
+        worker's taken batch. A delivery whose count failed gets its error instead; a
+        connection error is raised."""
+        runs = [(3, *self._args(call, retries, worker)) for call, retries, worker in deliveries]
+        return [
+            reply if isinstance(reply, Exception) else (int(reply[0]), bool(reply[1]))
+            for reply in _COUNT.run_all(self.client, runs)
+        ]
+
+    def _args(self, call: ToolCall, retries: int, worker: str) -> tuple[Any, ...]:
         key = self.keys.deliveries(call.call_id, retries)
         running = self.keys.running(call.session_id)
         started = RunningCall(worker=worker, pid=os.getpid(), started_at=time.time())
         closed = self.keys.closed(call.session_id, call.call_id)
         record = started.model_dump_json()
-        args = (key, closed, running, DELIVERIES_TTL_S, call.call_id, record, RUNNING_TTL_S)
-        # With the counts of the calls admitted at the same moment (an io worker's).
-        count, is_closed = self._commits.run_script(_COUNT, 3, *args)
-        return int(count), bool(is_closed)
+        return (key, closed, running, DELIVERIES_TTL_S, call.call_id, record, RUNNING_TTL_S)
 
     def exhausted(self, count: int) -> bool:
         """True once `count` deliveries exceed `max_deliveries`: answer WorkerLost, do not run."""

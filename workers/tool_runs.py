@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from celery import Task
 from pydantic import ValidationError
@@ -24,7 +24,7 @@ from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from toolfleet.shared.metrics import guarded, metrics
-from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.reporting import Post, ResultReporter
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped
@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 # The attribute of a `tool.<name>` Celery task that holds its ToolRuns.
 TOOL_RUNS = "toolfleet_runs"
+
+# A delivery's count and whether its call was closed already; None: not counted.
+Delivery = tuple[int, bool] | None
 
 
 SEAL_REFUSAL = (
@@ -75,6 +78,14 @@ class Admitted:
     span: Span | None
     attempt: int
     worker: str
+
+
+# Raises Celery's Retry for a call: its countdown in seconds and the tool's exception.
+Retrier = Callable[[float, Exception], NoReturn]
+
+# A call's admission: cleared to run (or None: answered, dropped or closed already), or
+# the exception that stopped it.
+Admission = tuple[Admitted | None, Exception | None]
 
 
 class ToolRuns:
@@ -121,44 +132,64 @@ class ToolRuns:
         closed already (each answered or logged here). `request`: the task's request
         (Celery's, or what the intake read of the message: id, retries, hostname and
         the traceparent header)."""
-        settings = self._deps.settings
+        admitted = self._received(request, call)
+        if admitted is None:
+            return None
+        with _in_span(admitted.span):
+            cleared: Admitted | ToolResult | None = self._open(admitted)
+            if isinstance(cleared, Admitted):
+                cleared = self._settle(cleared, self._count(cleared))
+        return _cleared(admitted.span, cleared)
+
+    def conclude(self, task: Task[Any, Any], admitted: Admitted, outcome: Outcome) -> None:
+        """Retry the call (Celery's Retry is raised) or report its result."""
+        with _in_span(admitted.span):
+            post = self._report(admitted, outcome, celery_retry(task))
+            if post is not None:
+                self._deps.reporter.post(post.stream, post.result, closes=post.closes)
+        end_run_span(admitted.span, None if post is None else post.result)
+
+    def _received(self, request: Any, call: dict[str, Any]) -> Admitted | None:
+        """The call's envelope checked and its run's span started; None if malformed."""
         try:
             envelope = ToolCall.model_validate(call)
         except ValidationError as exc:
             # Nothing to answer: without a valid envelope we do not know where to reply.
             log.error("rejected a malformed call envelope for %s: %s", self.tool.name, exc)
             return None
+        settings = self._deps.settings
         span = run_span(self.tool.name, envelope, request, self._pool, settings.secret_arg_names)
-        admitted = Admitted(envelope, span, request.retries + 1, request.hostname or "unknown")
-        with _in_span(admitted.span):
-            cleared = self._clear(admitted)
-        if cleared is None or isinstance(cleared, ToolResult):
-            end_run_span(span, cleared)
-            return None
-        return cleared
+        return Admitted(envelope, span, request.retries + 1, request.hostname or "unknown")
 
-    def conclude(self, task: Task[Any, Any], admitted: Admitted, outcome: Outcome) -> None:
-        """Retry the call (Celery's Retry is raised) or report its result."""
-        with _in_span(admitted.span):
-            result = self._conclude(task, admitted, outcome)
-        end_run_span(admitted.span, result)
-
-    def _clear(self, admitted: Admitted) -> Admitted | ToolResult | None:
-        """The admitted call with its secrets opened; or the answer already posted (refused,
-        lost), or None when it was closed."""
-        deps, tool = self._deps, self.tool
-        envelope, worker, attempt = admitted.envelope, admitted.worker, admitted.attempt
+    def _open(self, admitted: Admitted) -> Admitted | ToolResult:
+        """The admitted call with its secrets opened; or the refusal posted when one does
+        not open."""
+        deps, envelope = self._deps, admitted.envelope
         try:
             envelope = unsealed(envelope, deps.sealer, deps.settings.secret_arg_names)
         except SealError as exc:
-            log.error("call %s (%s) not run: %s", envelope.call_id, tool.name, exc)
+            log.error("call %s (%s) not run: %s", envelope.call_id, self.tool.name, exc)
+            worker = admitted.worker
             refused = error_result(envelope, "SealedArgumentError", SEAL_REFUSAL, worker=worker)
             deps.reporter.post(envelope.reply_to, refused)
             return refused
+        return Admitted(envelope, admitted.span, admitted.attempt, admitted.worker)
+
+    def _count(self, admitted: Admitted) -> Delivery:
+        guard = self._deps.deliveries
+        if guard is None:
+            return None
+        return guard.count(admitted.envelope, admitted.attempt - 1, admitted.worker)
+
+    def _settle(self, admitted: Admitted, delivery: Delivery) -> Admitted | ToolResult | None:
+        """The admitted call, given its delivery's count (None: not counted): or the answer
+        posted when it was lost too often, or None when it was closed already."""
+        deps, tool = self._deps, self.tool
+        envelope, worker, attempt = admitted.envelope, admitted.worker, admitted.attempt
         closed: bool | None = None  # None: not checked yet
-        if deps.deliveries is not None:
-            count, closed = deps.deliveries.count(envelope, attempt - 1, worker)
-            if deps.deliveries.exhausted(count) and not closed:
+        if delivery is not None:
+            count, closed = delivery
+            if deps.deliveries is not None and deps.deliveries.exhausted(count) and not closed:
                 log.error(
                     "call %s (%s) delivered %d times, its worker lost each time: not run again",
                     envelope.call_id,
@@ -185,21 +216,21 @@ class ToolRuns:
                 tool.name,
             )
             return None
-        return Admitted(envelope, admitted.span, attempt, worker)
+        return admitted
 
-    def _conclude(
-        self, task: Task[Any, Any], admitted: Admitted, outcome: Outcome
-    ) -> ToolResult | None:
-        """The result posted (None: none, the call was stopped); Retry raised to retry."""
+    def _report(self, admitted: Admitted, outcome: Outcome, retry: Retrier) -> Post | None:
+        """The result to post (None: none, the call was stopped); `retry` raises Celery's
+        Retry when the tool is to run again."""
         deps, tool, options = self._deps, self.tool, self.tool.options
         envelope = admitted.envelope
         error = outcome.exception
         if isinstance(error, CallStopped):
             log.info("call %s (%s) stopped: its session was cancelled", envelope.call_id, tool.name)
             return None  # the orchestrator answered it (Cancelled) and closed it
-        retries_left = task.request.retries < options.max_retries
+        retries = admitted.attempt - 1
+        retries_left = retries < options.max_retries
         if isinstance(error, Exception) and isinstance(error, options.retry_on) and retries_left:
-            countdown = options.retry_backoff_s * (2**task.request.retries)
+            countdown = options.retry_backoff_s * (2**retries)
             log.warning(
                 "tool %s raised %s; retry %d of %d in %.1fs",
                 tool.name,
@@ -208,7 +239,7 @@ class ToolRuns:
                 options.max_retries,
                 countdown,
             )
-            raise task.retry(countdown=countdown, exc=error)
+            retry(countdown, error)
         result = outcome.result
         result.traceparent = tracing.traceparent(admitted.span)
         with guarded():
@@ -231,8 +262,7 @@ class ToolRuns:
             # (A call that asked for a credential or a confirmation runs again once they
             # are given: it stays open.)
             closes = Keys(deps.settings.key_prefix).closed(envelope.session_id, envelope.call_id)
-        deps.reporter.post(envelope.reply_to, result, closes=closes)
-        return result
+        return Post(envelope.reply_to, result, closes)
 
 
 @contextmanager
@@ -245,3 +275,121 @@ def _in_span(span: Span | None) -> Iterator[None]:
     except BaseException as exc:
         tracing.finish(span, error=type(exc).__name__)
         raise
+
+
+def admit_all(calls: Sequence[tuple[ToolRuns, Any, dict[str, Any]]]) -> list[Admission]:
+    """`ToolRuns.admit` for many calls (runs, request, call) at once: an io worker's taken
+    batch. The same steps for each call, with their delivery counts in one round trip.
+    Each call's admission: Admitted or None, or the exception that stopped it."""
+    admissions: list[Admission] = [(None, None)] * len(calls)
+    opened: list[tuple[int, ToolRuns, Admitted]] = []
+    for i, (runs, request, call) in enumerate(calls):
+        try:
+            admitted = runs._received(request, call)
+            if admitted is None:
+                continue
+            with _in_span(admitted.span):
+                opening = runs._open(admitted)
+            if isinstance(opening, Admitted):
+                opened.append((i, runs, opening))
+            else:
+                _cleared(admitted.span, opening)
+        except Exception as exc:
+            admissions[i] = (None, exc)
+    counted = _round_trips(
+        opened,
+        lambda entry: entry[1]._deps.deliveries,
+        lambda guard, entries: guard.count_all(
+            [(a.envelope, a.attempt - 1, a.worker) for *_, a in entries]
+        ),
+    )
+    for (i, runs, admitted), delivery in zip(opened, counted, strict=True):
+        try:
+            with _in_span(admitted.span):
+                if isinstance(delivery, Exception):
+                    raise delivery
+                cleared = runs._settle(admitted, delivery)
+            admissions[i] = (_cleared(admitted.span, cleared), None)
+        except Exception as exc:
+            admissions[i] = (None, exc)
+    return admissions
+
+
+def conclude_all(
+    calls: Sequence[tuple[ToolRuns, Admitted, Outcome, Retrier]],
+) -> list[Exception | None]:
+    """`ToolRuns.conclude` for many calls (runs, admission, outcome, how to retry it) at
+    once: an io worker's coroutine calls that ended together, their results posted in one
+    round trip. Each call's error (Celery's Retry is one), or None."""
+    errors: list[Exception | None] = [None] * len(calls)
+    posting: list[tuple[int, ToolRuns, Admitted, Post]] = []
+    for i, (runs, admitted, outcome, retry) in enumerate(calls):
+        try:
+            with _in_span(admitted.span):
+                post = runs._report(admitted, outcome, retry)
+        except Exception as exc:
+            errors[i] = exc
+            continue
+        if post is None:
+            end_run_span(admitted.span, None)
+        else:
+            posting.append((i, runs, admitted, post))
+    posted = _round_trips(
+        posting,
+        lambda entry: entry[1]._deps.reporter,
+        lambda reporter, entries: reporter.post_all([post for *_, post in entries]),
+    )
+    for (i, _, admitted, post), reply in zip(posting, posted, strict=True):
+        if isinstance(reply, Exception):
+            tracing.finish(admitted.span, error=type(reply).__name__)
+            errors[i] = reply
+        else:
+            end_run_span(admitted.span, post.result)
+    return errors
+
+
+def celery_retry(task: Task[Any, Any]) -> Retrier:
+    """How a task retries its call: Celery's `retry`, with the request it runs."""
+
+    def retry(countdown: float, exc: Exception) -> NoReturn:
+        raise task.retry(countdown=countdown, exc=exc)
+
+    return retry
+
+
+Entry = TypeVar("Entry")
+Sender = TypeVar("Sender")
+Reply = TypeVar("Reply")
+
+
+def _round_trips(
+    entries: Sequence[Entry],
+    sender: Callable[[Entry], Sender | None],
+    send: Callable[[Sender, list[Entry]], list[Reply | Exception]],
+) -> list[Reply | Exception | None]:
+    """The replies for `entries`, sent one round trip per sender (the tools of a worker
+    share theirs); None for an entry without one. A round trip that raised (the
+    connection) gives its error to each of its entries: none is known to be done."""
+    replies: list[Reply | Exception | None] = [None] * len(entries)
+    groups: dict[int, tuple[Sender, list[int]]] = {}
+    for at, entry in enumerate(entries):
+        found = sender(entry)
+        if found is not None:
+            groups.setdefault(id(found), (found, []))[1].append(at)
+    for found, indices in groups.values():
+        try:
+            answers = send(found, [entries[at] for at in indices])
+        except Exception as exc:
+            answers = [exc] * len(indices)
+        for at, answer in zip(indices, answers, strict=True):
+            replies[at] = answer
+    return replies
+
+
+def _cleared(span: Span | None, cleared: Admitted | ToolResult | None) -> Admitted | None:
+    """The call cleared to run; or None, its run's span ended, when it was answered or
+    closed already."""
+    if isinstance(cleared, Admitted):
+        return cleared
+    end_run_span(span, cleared)
+    return None

@@ -7,9 +7,10 @@ from typing import Any
 
 import fakeredis
 import pytest
+import redis
 from celery import Celery
 
-from tests.support import LocalTool
+from tests.support import LocalTool, counted_pipelines
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
@@ -54,6 +55,29 @@ def test_the_count_also_says_whether_the_orchestrator_closed_the_call(
     client.set(KEYS.closed("s", "c1"), 1)
     assert guard.count(call("c1"), 0) == (1, True)
     assert guard.count(call("c2"), 0) == (1, False)
+
+
+def test_a_batch_is_counted_in_one_round_trip_as_one_by_one_counts_would_be(
+    client: fakeredis.FakeRedis,
+) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3)
+    client.set(KEYS.closed("s", "c2"), 1)
+    guard.count(call("c1"), 0)
+    pipelines = counted_pipelines(client)
+    counts = guard.count_all([(call("c1"), 0, "w"), (call("c2"), 0, "w"), (call("c1"), 1, "w")])
+    assert counts == [(2, False), (1, True), (1, False)]
+    assert len(pipelines) == 1
+    assert set(client.hkeys(KEYS.running("s"))) == {b"c1", b"c2"}  # who runs them, as `count`
+
+
+def test_a_delivery_whose_count_failed_gets_its_error_and_the_others_their_counts(
+    client: fakeredis.FakeRedis,
+) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3)
+    client.set(KEYS.deliveries("c2", 0), "not a number")
+    counts = guard.count_all([(call("c1"), 0, "w"), (call("c2"), 0, "w"), (call("c3"), 0, "w")])
+    assert counts[0] == (1, False) and counts[2] == (1, False)
+    assert isinstance(counts[1], redis.ResponseError)
 
 
 def call(call_id: str) -> ToolCall:

@@ -165,7 +165,7 @@ class Intake:
                 continue
             for raw in batch.malformed:
                 log.error("dropped a message that is not kombu's JSON from %s: %r", name, raw[:200])
-            started = sum(self._start(raw) for raw in batch.messages)
+            started = self._start(batch.messages)
             self._slots.release(reserved - started)
             if not batch.messages and not batch.malformed:
                 self._wait(queue)
@@ -177,19 +177,35 @@ class Intake:
             log.warning("waiting on %s failed; trying again", queue.queue, exc_info=True)
             self._stopping.wait(WAIT_S)
 
-    def _start(self, raw: bytes) -> bool:
-        """Start running the message in `raw` on a slot reserved for it; False if it is
-        malformed or cannot start (dropped, logged and acknowledged: running it again
-        would not help, and the taker goes on with the next)."""
-        try:
-            message = decode(raw)
-            self._runner.received(message)
+    def _start(self, raws: Sequence[bytes]) -> int:
+        """Start running the messages in `raws`, each on a slot reserved for it; how many
+        started. One that is malformed or cannot start is dropped, logged and acknowledged
+        (running it again would not help). Coroutine calls due now are admitted together
+        on one step thread; a sync tool's call gets a thread of its own."""
+        coroutines: list[TaskMessage] = []
+        started = 0
+        for raw in raws:
+            message = self._receive(raw)
+            if message is None:
+                continue
+            started += 1
             eta = message.eta()
             if eta is not None and eta > datetime.now(UTC):
                 self._eta.hold(message, eta)  # its slot stays reserved; no thread waits
+            elif self._runner.holds_no_thread(message):
+                coroutines.append(message)
             else:
-                self._run_now(message)
-            return True
+                self._calls.submit(self._run, [message])
+        if coroutines:
+            self._steps.submit(self._run, coroutines)
+        return started
+
+    def _receive(self, raw: bytes) -> TaskMessage | None:
+        """The message in `raw`, Flower told it was received; or None: it was dropped."""
+        try:
+            message = decode(raw)
+            self._runner.received(message)
+            return message
         except MalformedMessage as exc:
             log.error("dropped a malformed message: %s (starts %r)", exc, raw[:200])
         except Exception:
@@ -197,25 +213,31 @@ class Intake:
         tag = tag_of(raw)
         if tag is not None:
             self._acks.ack(tag)
-        return False
+        return None
 
     def _run_now(self, message: TaskMessage) -> None:
         pool = self._steps if self._runner.holds_no_thread(message) else self._calls
-        pool.submit(self._run, message)
+        pool.submit(self._run, [message])
 
-    def _run(self, message: TaskMessage) -> None:
-        """Run a message on this intake thread; its slot is free once it has ended."""
-        once = threading.Lock()  # `done` frees the slot once, even if called again
+    def _run(self, messages: list[TaskMessage]) -> None:
+        """Run messages on this intake thread; the slot of each is free once it has ended."""
+        runs = [(message, self._slot_release()) for message in messages]
+        try:
+            self._runner.run(runs)
+        except BaseException:
+            log.exception("running taken messages failed")
+            for _, done in runs:
+                done()
+
+    def _slot_release(self) -> Callable[[], None]:
+        """What frees one slot, once, even if called again."""
+        once = threading.Lock()
 
         def done() -> None:
             if once.acquire(blocking=False):
                 self._slots.release()
 
-        try:
-            self._runner.run(message, done)
-        except BaseException:
-            log.exception("running a taken message failed")
-            done()
+        return done
 
     def _submit(self, step: Callable[[], None]) -> None:
         """Run a later step of a message's run on an intake thread."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from celery import Celery, Task
 from celery.app.task import Context
@@ -25,13 +25,26 @@ from celery.utils.saferepr import saferepr
 
 from toolfleet.shared.tracing import TRACEPARENT
 from toolfleet.workers.executor import Outcome
+from toolfleet.workers.intake.gathering import Gatherer
 from toolfleet.workers.intake.message import TaskMessage
-from toolfleet.workers.tool_runs import TOOL_RUNS, ToolRuns
+from toolfleet.workers.tool_runs import (
+    TOOL_RUNS,
+    Admitted,
+    Retrier,
+    ToolRuns,
+    admit_all,
+    celery_retry,
+    conclude_all,
+)
 
 log = logging.getLogger(__name__)
 
 # Runs a step of a message's run on an intake thread.
 Submit = Callable[[Callable[[], None]], None]
+# Called once a message's run has ended: its slot is free.
+Done = Callable[[], None]
+# Coroutine calls concluded together at most: their results go out in one round trip.
+CONCLUDE_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,10 @@ class MessageRunner:
     ack: Callable[[str], None]
     submit: Submit
     events: EventDispatcher | None
+    _ended: Gatherer[_Ended] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_ended", Gatherer(self.submit, self._conclude, CONCLUDE_BATCH))
 
     def received(self, message: TaskMessage) -> None:
         """Tell Flower the message was received (the intake does, for each one taken)."""
@@ -67,10 +84,39 @@ class MessageRunner:
         runs: ToolRuns | None = getattr(self.app.tasks.get(message.task), TOOL_RUNS, None)
         return runs is not None and runs.holds_no_thread
 
-    def run(self, message: TaskMessage, done: Callable[[], None]) -> None:
-        """Run the message's task (due now) to its end, acknowledge it, then call `done`
-        (once, perhaps on another thread). A task that raises is logged and acknowledged,
-        as Celery does with acks_late: a tool task answers its call before it ends."""
+    def run(self, messages: Sequence[tuple[TaskMessage, Done]]) -> None:
+        """Run each message's task (due now) to its end, acknowledge it, then call its
+        `done` (once, perhaps on another thread). A task that raises is logged and
+        acknowledged, as Celery does with acks_late: a tool task answers its call before
+        it ends. Coroutine calls are admitted together: one round trip for all their
+        delivery counts, however many there are."""
+        coroutines: list[_CoroutineCall] = []
+        for message, done in messages:
+            task = self._due_task(message, done)
+            if task is None:
+                continue
+            self._event("task-started", message)
+            started = time.monotonic()
+            runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
+            call = message.kwargs.get("call")
+            if runs is not None and runs.holds_no_thread and isinstance(call, dict):
+                coroutines.append(_CoroutineCall(task, runs, message, call, done, started))
+                continue
+            self._run_on_this_thread(task, message, done, started)
+        if coroutines:
+            self._admit(coroutines)
+
+    def _run_on_this_thread(
+        self, task: Task[Any, Any], message: TaskMessage, done: Done, started: float
+    ) -> None:
+        value, error = _attempt(
+            lambda: self._as(task, message, lambda: task.run(*message.args, **message.kwargs))
+        )
+        self._finish(message, done, started, value, error)
+
+    def _due_task(self, message: TaskMessage, done: Done) -> Task[Any, Any] | None:
+        """The message's task; or None, the message ended here, when this worker does not
+        know the task or the message has expired."""
         task = self.app.tasks.get(message.task)
         if task is None:
             log.error(
@@ -80,7 +126,7 @@ class MessageRunner:
                 message.task_id,
             )
             self._end(message, done)
-            return
+            return None
         expires = message.expires()
         if expires is not None and expires < datetime.now(UTC):
             log.warning(
@@ -88,51 +134,52 @@ class MessageRunner:
             )
             self._event("task-revoked", message, expired=True, terminated=False, signum=None)
             self._end(message, done)
-            return
-        self._event("task-started", message)
-        started = time.monotonic()
-        runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
-        call = message.kwargs.get("call")
-        if runs is not None and runs.holds_no_thread and isinstance(call, dict):
-            self._admit(task, runs, message, call, done, started)
-            return
-        value, error = _attempt(
-            lambda: self._as(task, message, lambda: task.run(*message.args, **message.kwargs))
-        )
-        self._finish(message, done, started, value, error)
+            return None
+        return task
 
-    def _admit(
-        self,
-        task: Task[Any, Any],
-        runs: ToolRuns,
-        message: TaskMessage,
-        call: dict[str, Any],
-        done: Callable[[], None],
-        started: float,
-    ) -> None:
-        """Step one of a coroutine call: admit it and start it on the call loop; step two,
-        concluding it, goes to an intake thread when the coroutine ends."""
-
+    def _admit(self, calls: Sequence[_CoroutineCall]) -> None:
+        """Step one of coroutine calls: admit them and start each on the call loop; step
+        two, concluding one, goes to an intake thread when its coroutine ends."""
         # Admitting reads the request, and needs no Celery request pushed (a tenth of the
         # worker's CPU per call went to pushing and popping them).
-        request = MessageRequest(message, self.hostname)
-        admitted, error = _attempt(lambda: runs.admit(request, call))
-        if admitted is None:  # answered, dropped or closed already; or it raised
-            self._finish(message, done, started, None, error)
-            return
-
-        def conclude(outcome: Outcome) -> None:
-            def step() -> None:
-                runs.conclude(task, admitted, outcome)
-
-            value, error = _attempt(lambda: self._as(task, message, step))
-            self._finish(message, done, started, value, error)
-
-        _, error = _attempt(
-            lambda: runs.start(admitted, lambda outcome: self.submit(lambda: conclude(outcome)))
+        admissions = admit_all(
+            [(c.runs, MessageRequest(c.message, self.hostname), c.call) for c in calls]
         )
+        for call, (admitted, error) in zip(calls, admissions, strict=True):
+            if admitted is None:  # answered, dropped or closed already; or it raised
+                self._finish(call.message, call.done, call.started, None, error)
+            else:
+                self._start(call, admitted)
+
+    def _start(self, call: _CoroutineCall, admitted: Admitted) -> None:
+        """Start an admitted call's coroutine; it is concluded when it ends."""
+
+        def ended(outcome: Outcome) -> None:  # on the call loop's thread
+            self._ended.add(_Ended(call, admitted, outcome))
+
+        _, error = _attempt(lambda: call.runs.start(admitted, ended))
         if error is not None:  # it did not start: nothing will conclude it
-            self._finish(message, done, started, None, error)
+            self._finish(call.message, call.done, call.started, None, error)
+
+    def _conclude(self, ended: Sequence[_Ended]) -> None:
+        """Step two of coroutine calls that ended together: their results posted in one
+        round trip, then their messages acknowledged."""
+        errors = conclude_all(
+            [(e.call.runs, e.admitted, e.outcome, self._retrier(e.call)) for e in ended]
+        )
+        for e, error in zip(ended, errors, strict=True):
+            self._finish(e.call.message, e.call.done, e.call.started, None, error)
+
+    def _retrier(self, call: _CoroutineCall) -> Retrier:
+        """Retrying a call runs Celery's `retry` with the task's request made from the
+        message (only then: concluding needs no request otherwise)."""
+        retry = celery_retry(call.task)
+
+        def with_request(countdown: float, exc: Exception) -> NoReturn:
+            self._as(call.task, call.message, lambda: retry(countdown, exc))
+            raise AssertionError("Celery's retry returned")  # it raises Retry
+
+        return with_request
 
     def _as(self, task: Task[Any, Any], message: TaskMessage, step: Callable[[], Any]) -> Any:
         """`step()` with the task's request made from the message, as Celery makes it."""
@@ -162,7 +209,7 @@ class MessageRunner:
     def _finish(
         self,
         message: TaskMessage,
-        done: Callable[[], None],
+        done: Done,
         started: float,
         value: Any,
         error: Exception | None,
@@ -179,13 +226,34 @@ class MessageRunner:
             self._event("task-succeeded", message, result=saferepr(value), runtime=runtime)
         self._end(message, done)
 
-    def _end(self, message: TaskMessage, done: Callable[[], None]) -> None:
+    def _end(self, message: TaskMessage, done: Done) -> None:
         self.ack(message.tag)
         done()
 
     def _event(self, kind: str, message: TaskMessage, **fields: Any) -> None:
         if self.events is not None:
             self.events.send(kind, uuid=message.task_id, **fields)
+
+
+@dataclass(frozen=True)
+class _CoroutineCall:
+    """A coroutine tool's call, started (as Flower was told) and waiting to be admitted."""
+
+    task: Task[Any, Any]
+    runs: ToolRuns
+    message: TaskMessage
+    call: dict[str, Any]
+    done: Done
+    started: float
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A coroutine call that ended: what concluding it needs."""
+
+    call: _CoroutineCall
+    admitted: Admitted
+    outcome: Outcome
 
 
 class MessageRequest:

@@ -1,0 +1,289 @@
+"""An io worker's coroutine calls admitted and concluded in batches: one round trip for a
+batch's delivery counts, one for its results; each call's own outcome, whatever befalls
+the others of its batch."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, NoReturn
+
+import fakeredis
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from tests.support import LocalTool, counted_pipelines
+from tests.unit.test_delivery_guard import KEYS, guarded_deps
+from toolfleet.shared.config import Settings
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
+from toolfleet.shared.reporting import _POST as POST
+from toolfleet.shared.reporting import Post
+from toolfleet.shared.tools import ToolOptions
+from toolfleet.workers.deliveries import _COUNT as COUNT
+from toolfleet.workers.executor import Outcome
+from toolfleet.workers.intake.gathering import Gatherer
+from toolfleet.workers.tool_runs import Admitted, ToolRuns, admit_all, conclude_all
+
+STREAM = "t:results:s"
+
+
+class Flaky(Exception):
+    """What the tool's retry_on names."""
+
+
+class Retried(Exception):
+    """What the test's retrier raises in place of Celery's Retry."""
+
+
+async def fetch(n: int) -> dict[str, int]:
+    """A coroutine tool."""
+    return {"n": n}
+
+
+@pytest.fixture
+def client() -> fakeredis.FakeRedis:
+    client = fakeredis.FakeRedis()
+    for script in (COUNT, POST):  # known, as on a server that ran them before
+        client.script_load(script.text)
+    return client
+
+
+@pytest.fixture
+def runs(client: fakeredis.FakeRedis) -> ToolRuns:
+    settings = Settings(redis_url="redis://unused", key_prefix="t", max_deliveries=2)
+    tool = LocalTool(fetch, options=ToolOptions(retry_on=(Flaky,), max_retries=1))
+    return ToolRuns(tool, guarded_deps(client, settings), 60.0, "io")
+
+
+def envelope(call_id: str) -> dict[str, Any]:
+    call = ToolCall(
+        call_id=call_id, tool="fetch", args={"n": 1}, session_id="s", app_name="app",
+        user_id="u", invocation_id="inv", agent="a", reply_to=STREAM, dispatched_at=time.time(),
+    )  # fmt: skip
+    return call.model_dump(mode="json")
+
+
+def request(retries: int = 0) -> SimpleNamespace:
+    """What the intake reads of a message for admitting its call."""
+    return SimpleNamespace(id="task", retries=retries, hostname="io@host")
+
+
+def posted(client: fakeredis.FakeRedis) -> list[ToolResult]:
+    return [
+        ToolResult.model_validate_json(fields[RESULT_FIELD.encode()])
+        for _, fields in client.xrange(STREAM)
+    ]
+
+
+def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answer(
+    client: fakeredis.FakeRedis, runs: ToolRuns, caplog: pytest.LogCaptureFixture
+) -> None:
+    client.set(KEYS.closed("s", "closed"), 1)  # answered already (timed out in the queue)
+    client.set(KEYS.deliveries("lost", 0), 2)  # its worker died on both deliveries
+    pipelines = counted_pipelines(client)
+    calls = ["open", "closed", "lost", "malformed", "open2"]
+    admissions = admit_all(
+        [(runs, request(), {"nope": 1} if c == "malformed" else envelope(c)) for c in calls]
+    )
+
+    admitted = {c: a for c, (a, _) in zip(calls, admissions, strict=True)}
+    assert [a.envelope.call_id for a in admitted.values() if a] == ["open", "open2"]
+    assert [e for _, e in admissions] == [None] * 5
+    assert len(pipelines) == 1  # the four counts of well-formed calls, together
+    assert [(r.call_id, r.response["error_type"]) for r in posted(client)] == [
+        ("lost", "WorkerLost")
+    ]
+    assert "rejected a malformed call envelope" in caplog.text
+    assert "call closed (fetch) was answered before it started" in caplog.text
+
+
+def test_a_lost_connection_fails_each_call_of_the_batch_and_admits_none(
+    runs: ToolRuns,
+) -> None:
+    # Nothing listens on port 1; no retries, so the error comes at once.
+    down = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    runs = ToolRuns(runs.tool, guarded_deps(down, runs._deps.settings), 60.0, "io")
+    admissions = admit_all([(runs, request(), envelope(c)) for c in ("a", "b")])
+    assert [a for a, _ in admissions] == [None, None]
+    assert [type(e) for _, e in admissions] == [redis.ConnectionError] * 2
+
+
+def test_a_batch_is_concluded_with_one_round_trip_and_each_call_gets_its_own_end(
+    client: fakeredis.FakeRedis, runs: ToolRuns
+) -> None:
+    ok, flaky, again = (admitted(runs, c) for c in ("ok", "flaky", "again"))
+    retried: list[tuple[float, Exception]] = []
+
+    def retry(countdown: float, exc: Exception) -> NoReturn:
+        retried.append((countdown, exc))
+        raise Retried
+
+    pipelines = counted_pipelines(client)
+    errors = conclude_all(
+        [
+            (runs, ok, outcome(ok), retry),
+            (runs, flaky, outcome(flaky, Flaky("try again")), retry),
+            (runs, again, outcome(again), retry),
+        ]
+    )
+
+    assert [type(e) if e else None for e in errors] == [None, Retried, None]
+    assert [(countdown, type(exc)) for countdown, exc in retried] == [(1.0, Flaky)]
+    assert [r.call_id for r in posted(client)] == ["ok", "again"]
+    assert len(pipelines) == 1
+    # Each final answer closed its call in the step that posted it.
+    assert client.exists(KEYS.closed("s", "ok"), KEYS.closed("s", "again")) == 2
+
+
+def test_a_result_that_cannot_be_posted_fails_its_call_alone(
+    client: fakeredis.FakeRedis, runs: ToolRuns
+) -> None:
+    ok, broken = admitted(runs, "ok"), admitted(runs, "broken")
+    broken = Admitted(
+        broken.envelope.model_copy(update={"reply_to": "t:not-a-stream"}),
+        None,
+        broken.attempt,
+        broken.worker,
+    )
+    client.set("t:not-a-stream", "a string")
+
+    def retry(countdown: float, exc: Exception) -> NoReturn:
+        raise AssertionError("nothing is retried")
+
+    errors = conclude_all([(runs, broken, outcome(broken), retry), (runs, ok, outcome(ok), retry)])
+
+    assert isinstance(errors[0], redis.ResponseError) and "WRONGTYPE" in str(errors[0])
+    assert errors[1] is None
+    assert [r.call_id for r in posted(client)] == ["ok"]
+    assert not client.exists(KEYS.closed("s", "broken"))  # not answered: it stays open
+
+
+def test_posts_of_a_batch_go_in_one_round_trip_signed_and_on_the_feed(
+    client: fakeredis.FakeRedis,
+) -> None:
+    from toolfleet.shared.reporting import ResultReporter
+    from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner, new_fleet_key
+
+    reporter = ResultReporter(client, 100, ResultSigner(new_fleet_key()), feed="t:feed")
+    pipelines = counted_pipelines(client)
+    results = [outcome(admitted_envelope(c)).result for c in ("a", "b")]
+    ids = reporter.post_all([Post(STREAM, results[0], "t:closed-a"), Post(STREAM, results[1])])
+
+    assert len(pipelines) == 1
+    entries = client.xrange(STREAM)
+    assert [i.decode() for i, _ in entries] == ids
+    assert all(SIGNATURE_FIELD.encode() in fields for _, fields in entries)
+    assert client.xlen("t:feed") == 2
+    assert client.exists("t:closed-a") and not client.exists("t:closed-b")
+
+
+def admitted(runs: ToolRuns, call_id: str) -> Admitted:
+    (admission, error), *_ = admit_all([(runs, request(), envelope(call_id))])
+    assert admission is not None, error
+    return admission
+
+
+def admitted_envelope(call_id: str) -> Admitted:
+    return Admitted(ToolCall.model_validate(envelope(call_id)), None, 1, "io@host")
+
+
+def outcome(call: Admitted, error: Exception | None = None) -> Outcome:
+    now = time.time()
+    envelope = call.envelope
+    result = ToolResult(
+        call_id=envelope.call_id, tool=envelope.tool, session_id=envelope.session_id,
+        invocation_id=envelope.invocation_id,
+        status=CallStatus.ERROR if error else CallStatus.SUCCESS,
+        response={"error": str(error)} if error else {"n": 1}, started_at=now, finished_at=now,
+    )  # fmt: skip
+    return Outcome(result, error)
+
+
+# ---------------------------------------------------------------- the gatherer
+
+
+class HeldSubmit:
+    """Runs submitted work only when told: what a busy pool of intake threads does."""
+
+    def __init__(self) -> None:
+        self.queued: list[Callable[[], None]] = []
+
+    def __call__(self, work: Callable[[], None]) -> None:
+        self.queued.append(work)
+
+    def run_next(self) -> None:
+        self.queued.pop(0)()
+
+
+def test_items_that_arrive_while_a_batch_waits_for_its_thread_join_it() -> None:
+    submit, batches = HeldSubmit(), []
+    gatherer = Gatherer(submit, batches.append, most=3)
+    for item in range(2):
+        gatherer.add(item)
+    assert len(submit.queued) == 1  # one batch waits, however many items join it
+    submit.run_next()
+    gatherer.add(2)  # after the batch took its items: the next batch
+    submit.run_next()
+    assert batches == [[0, 1], [2]]
+    assert submit.queued == []
+
+
+def test_a_batch_takes_at_most_its_share_and_the_rest_wait_for_a_thread_of_their_own() -> None:
+    submit, batches = HeldSubmit(), []
+    gatherer = Gatherer(submit, batches.append, most=2)
+    for item in range(5):
+        gatherer.add(item)
+    while submit.queued:
+        submit.run_next()
+    assert batches == [[0, 1], [2, 3], [4]]
+
+
+def test_a_failing_batch_is_logged_and_the_next_ones_are_still_handled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    submit, handled = HeldSubmit(), []
+
+    def handle(batch: list[int]) -> None:
+        if batch == [0]:
+            raise ValueError("a bug")
+        handled.append(batch)
+
+    gatherer = Gatherer(submit, handle, most=10)
+    gatherer.add(0)
+    with caplog.at_level(logging.ERROR):
+        submit.run_next()
+    gatherer.add(1)
+    submit.run_next()
+    assert handled == [[1]]
+    assert "handling a batch of 1 failed" in caplog.text
+
+
+def test_items_added_from_many_threads_are_each_handled_once() -> None:
+    handled: list[int] = []
+    lock = threading.Lock()
+
+    def handle(batch: list[int]) -> None:
+        with lock:
+            handled.extend(batch)
+
+    def submit(work: Callable[[], None]) -> None:
+        threading.Thread(target=work).start()
+
+    gatherer = Gatherer(submit, handle, most=7)
+    adders = [
+        threading.Thread(target=lambda n=n: [gatherer.add(n * 100 + i) for i in range(100)])
+        for n in range(8)
+    ]
+    for adder in adders:
+        adder.start()
+    for adder in adders:
+        adder.join()
+    deadline = time.monotonic() + 10
+    while len(handled) < 800 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(handled) == [n * 100 + i for n in range(8) for i in range(100)]
