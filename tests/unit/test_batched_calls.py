@@ -4,6 +4,8 @@ the others of its batch."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import threading
 import time
@@ -14,6 +16,7 @@ from typing import Any, NoReturn
 import fakeredis
 import pytest
 import redis
+from celery import Celery
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -27,6 +30,8 @@ from toolfleet.shared.tools import ToolOptions
 from toolfleet.workers.deliveries import _COUNT as COUNT
 from toolfleet.workers.executor import Outcome
 from toolfleet.workers.intake.gathering import Gatherer
+from toolfleet.workers.intake.message import decode
+from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.tool_runs import Admitted, ToolRuns, admit_all, conclude_all
 
 STREAM = "t:results:s"
@@ -287,3 +292,49 @@ def test_items_added_from_many_threads_are_each_handled_once() -> None:
     while len(handled) < 800 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(handled) == [n * 100 + i for n in range(8) for i in range(100)]
+
+
+# ---------------------------------------------------------------- the runner
+
+
+class BrokenEvents:
+    """A task-event dispatcher whose every send fails (its connection is gone)."""
+
+    def send(self, *args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the events connection is gone")
+
+
+def test_failing_task_events_stop_no_message_of_a_batch_from_being_acknowledged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = Celery("runner-test", set_as_current=False)
+    ran: list[int] = []
+
+    def noted(n: int) -> None:
+        ran.append(n)
+
+    app.task(name="noted")(noted)
+    acked: list[str] = []
+    runner = MessageRunner(app, "io@host", acked.append, lambda step: step(), None)
+    object.__setattr__(runner, "events", BrokenEvents())
+    done: list[str] = []
+    batch = [decode(task_message("noted", f"tag-{n}", n)) for n in range(3)]
+
+    runner.run([(m, lambda tag=m.tag: done.append(tag)) for m in batch])
+
+    assert ran == [0, 1, 2]
+    assert acked == done == ["tag-0", "tag-1", "tag-2"]
+    assert "sending Flower's task-started event of task task-tag-1 failed" in caplog.text
+
+
+def task_message(task: str, tag: str, *args: Any) -> str:
+    """A Celery protocol 2 message as kombu's Redis transport stores it."""
+    body = json.dumps([list(args), {}, {}]).encode()
+    return json.dumps(
+        {
+            "body": base64.b64encode(body).decode(),
+            "content-type": "application/json",
+            "headers": {"task": task, "id": f"task-{tag}"},
+            "properties": {"body_encoding": "base64", "delivery_tag": tag},
+        }
+    )

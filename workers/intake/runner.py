@@ -231,8 +231,12 @@ class MessageRunner:
         done()
 
     def _event(self, kind: str, message: TaskMessage, **fields: Any) -> None:
-        if self.events is not None:
+        if self.events is None:
+            return
+        try:
             self.events.send(kind, uuid=message.task_id, **fields)
+        except Exception:  # Flower's view is not worth a call: its ack comes next
+            log.warning("sending Flower's %s event of task %s failed", kind, message.task_id)
 
 
 @dataclass(frozen=True)
