@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -250,12 +251,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def import_from_working_directory() -> None:
+    """Put the working directory first on the import path, as `python -m toolfleet` has it
+    (and `celery -A`, `uvicorn` do): `--agent app.agents:support` and TOOLFLEET_TOOL_MODULES
+    import the user's modules from where the command runs. The `toolfleet` script alone
+    would have only its own directory there."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `toolfleet` script: parse `argv` and run the subcommand.
 
     Returns the exit status: 0; 2 after a ToolfleetError or a Redis connection error, printed
     on stderr without a traceback; 130 on Ctrl-C."""
     args = build_parser().parse_args(argv)
+    import_from_working_directory()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     if getattr(args, "session", "") is None:
         args.session = uuid.uuid4().hex[:12]
