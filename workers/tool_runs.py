@@ -3,7 +3,9 @@
 
 A Celery task runs the three steps on its thread. An io worker's intake runs a coroutine
 tool's call in two steps on its threads, admit then conclude, with the coroutine on the
-process's call loop between them: a call awaiting the network holds no thread.
+process's call loop between them: a call awaiting the network holds no thread. It admits
+the calls of a batch together (`admit_all`: one round trip for their delivery counts)
+and concludes together those that end together (`conclude_all`: one for their results).
 """
 
 from __future__ import annotations
