@@ -104,7 +104,7 @@ class Intake:
             events=self._events,
             submit=self._submit,
         )
-        self._eta = EtaQueue(self._run_now)
+        self._eta = EtaQueue(lambda message: self._run_due([message]))
         self._threads = [
             threading.Thread(target=self._take, args=(q,), name=f"toolfleet-take-{q}", daemon=True)
             for q in self.queues
@@ -180,9 +180,8 @@ class Intake:
     def _start(self, raws: Sequence[bytes]) -> int:
         """Start running the messages in `raws`, each on a slot reserved for it; how many
         started. One that is malformed or cannot start is dropped, logged and acknowledged
-        (running it again would not help). Coroutine calls due now are admitted together
-        on one step thread; a sync tool's call gets a thread of its own."""
-        coroutines: list[TaskMessage] = []
+        (running it again would not help)."""
+        due: list[TaskMessage] = []
         started = 0
         for raw in raws:
             message = self._receive(raw)
@@ -192,12 +191,9 @@ class Intake:
             eta = message.eta()
             if eta is not None and eta > datetime.now(UTC):
                 self._eta.hold(message, eta)  # its slot stays reserved; no thread waits
-            elif self._runner.holds_no_thread(message):
-                coroutines.append(message)
             else:
-                self._calls.submit(self._run, [message])
-        if coroutines:
-            self._steps.submit(self._run, coroutines)
+                due.append(message)
+        self._run_due(due)
         return started
 
     def _receive(self, raw: bytes) -> TaskMessage | None:
@@ -215,9 +211,17 @@ class Intake:
             self._acks.ack(tag)
         return None
 
-    def _run_now(self, message: TaskMessage) -> None:
-        pool = self._steps if self._runner.holds_no_thread(message) else self._calls
-        pool.submit(self._run, [message])
+    def _run_due(self, messages: Sequence[TaskMessage]) -> None:
+        """Run messages due now: their coroutine calls together on a step thread, each
+        sync tool's call on a thread of its own."""
+        coroutines: list[TaskMessage] = []
+        for message in messages:
+            if self._runner.holds_no_thread(message):
+                coroutines.append(message)
+            else:
+                self._calls.submit(self._run, [message])
+        if coroutines:
+            self._steps.submit(self._run, coroutines)
 
     def _run(self, messages: list[TaskMessage]) -> None:
         """Run messages on this intake thread; the slot of each is free once it has ended."""
