@@ -87,6 +87,11 @@ class Keys:
         workers are found without scanning the keyspace."""
         return f"{self.prefix}:workers"
 
+    def worker_name(self, hostname: str) -> str:
+        """A worker's hold on its node name (SET NX, renewed by its heartbeat): one live
+        worker per name."""
+        return f"{self.prefix}:worker-name:{hostname}"
+
     def pending(self) -> str:
         """Hash call id -> PendingCall of every long-running call awaiting its result."""
         return f"{self.prefix}:pending"

@@ -10,12 +10,13 @@ import time
 from typing import Any
 
 import redis
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import worker_ready, worker_shutdown
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import QUEUE_PREFIX, Keys
 from toolfleet.shared.pool_kinds import CELERY_POOL
+from toolfleet.workers.names import NameClaim
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +25,11 @@ INTAKE_QUEUES = "toolfleet_intake_queues"
 
 
 class Heartbeat:
-    """Keeps this worker's key (hostname, pools, pid, start time) in Redis, from a thread.
+    """Holds this worker's node name (a NameClaim) from its start, and from when it is
+    ready keeps its record (hostname, pools, pid, start time) in Redis, from a thread.
 
-    The orchestrator reads these keys to know which pools have live workers; a key expires
-    three periods after its last beat."""
+    The orchestrator reads the records to know which pools have live workers; a record and
+    its claim expire three periods after the last beat."""
 
     def __init__(self, client: redis.Redis, keys: Keys, period_s: float) -> None:
         self._client = client
@@ -35,14 +37,25 @@ class Heartbeat:
         self._period_s = period_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._hostname = ""
+        self._claim: NameClaim | None = None
         self._value = ""
+        self._lost = False
+
+    def claim(self, hostname: str) -> None:
+        """Take the node name `hostname` and keep it from a daemon thread, beating every
+        `period_s`. Raises WorkerNameTakenError if a live worker holds it, or a Redis error."""
+        claim = NameClaim(self._client, self._keys, hostname, int(self._period_s * 3000))
+        claim.take()  # three missed beats and the name, like the worker, counts as gone
+        self._claim = claim
+        self._thread = threading.Thread(target=self._run, name="toolfleet-heartbeat", daemon=True)
+        self._thread.start()
 
     def start(self, hostname: str, pools: list[str], runs: str = "", concurrency: int = 0) -> None:
-        """Beat once now (raising if Redis fails), then every `period_s` from a daemon thread,
-        which logs failed beats and goes on. `runs` names the Celery pool implementation
-        (threads, prefork), `concurrency` how many calls it runs at once."""
-        self._hostname = hostname
+        """Write the record now (raising if Redis fails), then with every beat. `runs` names
+        the Celery pool implementation (threads, prefork), `concurrency` how many calls it
+        runs at once. Claims `hostname` first if `claim` has not."""
+        if self._claim is None:
+            self.claim(hostname)
         self._value = json.dumps(
             {
                 "hostname": hostname,
@@ -54,16 +67,21 @@ class Heartbeat:
             }
         )
         self._beat()
-        self._thread = threading.Thread(target=self._run, name="toolfleet-heartbeat", daemon=True)
-        self._thread.start()
 
     def _beat(self) -> None:
-        # Three missed beats and the worker counts as gone.
-        ttl_ms = int(self._period_s * 3000)
-        pipe = self._client.pipeline(transaction=False)
-        pipe.set(self._keys.worker(self._hostname), self._value, px=ttl_ms)
-        pipe.zadd(self._keys.workers(), {self._hostname: time.time() + ttl_ms / 1000})
-        pipe.execute()
+        assert self._claim is not None
+        held = self._claim.renew(self._value)
+        if not held and not self._lost:
+            # Another worker took the name while this one missed its beats: its record is
+            # theirs now, so this worker stays unseen rather than overwrite it.
+            log.error(
+                "worker name %s was taken by another worker (%s) while this one missed its "
+                "heartbeats: this worker no longer counts as live; stop it, or restart it "
+                "with another --name",
+                self._claim.hostname,
+                self._claim.holder_now(),
+            )
+        self._lost = not held
 
     def _run(self) -> None:
         while not self._stop.wait(self._period_s):
@@ -73,15 +91,12 @@ class Heartbeat:
                 log.warning("heartbeat to Redis failed: %s", exc)
 
     def stop(self) -> None:
-        """Stop beating and delete the key now, so the worker stops counting as live before the
-        key would expire; a Redis error is logged, not raised."""
+        """Stop beating, free the name and delete the record now, so the worker stops
+        counting as live before it would expire; a Redis error is logged, not raised."""
         self._stop.set()
-        if self._hostname:
+        if self._claim is not None:
             try:
-                pipe = self._client.pipeline(transaction=False)
-                pipe.delete(self._keys.worker(self._hostname))
-                pipe.zrem(self._keys.workers(), self._hostname)
-                pipe.execute()
+                self._claim.release()
             except redis.RedisError as exc:
                 log.warning("could not remove heartbeat key: %s", exc)
 
@@ -116,11 +131,24 @@ def warn_of_pool_mismatch(pools: list[str], runs: str, settings: Settings) -> No
 
 
 def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> None:
-    """Beat for `app`'s worker from when it is ready until it shuts down; its pools are the
-    `tools.*` queues it consumes.
+    """Hold `app`'s worker's node name from when it is built, and beat for it from when it
+    is ready until it shuts down; its pools are the `tools.*` queues it consumes.
 
     Celery's signals are global: receivers ignore workers of other apps in this process."""
     heartbeat = Heartbeat(client, Keys(settings.key_prefix), settings.worker_heartbeat_s)
+
+    class ClaimName(bootsteps.Step):
+        """Takes the worker's node name as the worker is built, before its pool starts or it
+        takes a message: a worker whose name a live one holds stops there, with the error."""
+
+        name = "toolfleet.ClaimName"
+
+        # `parent` is Celery's WorkController, whose stubs do not declare its hostname.
+        def __init__(self, parent: Any, **kwargs: Any) -> None:
+            super().__init__(parent, **kwargs)
+            heartbeat.claim(parent.hostname)
+
+    app.steps["worker"].add(ClaimName)
 
     @worker_ready.connect(weak=False)
     def _on_ready(sender: Any = None, **_: Any) -> None:

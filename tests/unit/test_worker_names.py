@@ -1,0 +1,111 @@
+"""A worker's node name is held by one live worker: claimed at start, renewed by its
+heartbeat, freed on a clean stop or when its holder dies."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+
+import fakeredis
+import pytest
+
+from toolfleet.orchestrator.fleet.pools import live_workers
+from toolfleet.shared.keys import Keys
+from toolfleet.workers.heartbeat import Heartbeat
+from toolfleet.workers.names import NameClaim, WorkerNameTakenError, default_worker_name
+
+KEYS = Keys("t")
+
+
+@pytest.fixture
+def client(fake_server: fakeredis.FakeServer) -> fakeredis.FakeRedis:
+    return fakeredis.FakeRedis(server=fake_server)
+
+
+def test_default_names_differ_by_process_and_keep_celerys_form() -> None:
+    name = default_worker_name(["default", "io"])
+    assert name.startswith(f"default-io.{os.getpid()}@")
+    assert default_worker_name(["default"], pid=7) != default_worker_name(["default"], pid=8)
+    # Celery splits a node name at its first "@" and expands "%" placeholders.
+    assert default_worker_name(["a@b", "c%h"], 1, "host") == "a_b-c_h.1@host"
+
+
+def test_a_live_holders_name_is_refused_with_what_to_change(
+    client: fakeredis.FakeRedis,
+) -> None:
+    NameClaim(client, KEYS, "w@h", 1500).take()
+
+    with pytest.raises(WorkerNameTakenError) as refused:
+        NameClaim(client, KEYS, "w@h", 1500).take()
+
+    message = str(refused.value)
+    assert "w@h is held by a live worker" in message
+    assert f"pid {os.getpid()}" in message and "--name" in message
+
+
+def test_a_dead_holders_name_is_free_once_its_claim_expires(
+    client: fakeredis.FakeRedis,
+) -> None:
+    dead = NameClaim(client, KEYS, "w@h", 1500)
+    dead.take()
+    client.delete(KEYS.worker_name("w@h"))  # expired: three beats missed
+
+    heir = NameClaim(client, KEYS, "w@h", 1500)
+    heir.take()
+
+    assert heir.renew("{}") and not dead.renew("{}")
+
+
+async def test_a_worker_that_lost_its_name_neither_beats_over_nor_removes_the_holder(
+    fake_server: fakeredis.FakeServer,
+    client: fakeredis.FakeRedis,
+    fake_redis: fakeredis.FakeAsyncRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stalled = Heartbeat(client, KEYS, period_s=60)
+    stalled.start("w@h", ["default"])
+    client.delete(KEYS.worker_name("w@h"))  # its claim lapsed while it missed its beats
+    holder = Heartbeat(client, KEYS, period_s=60)
+    holder.start("w@h", ["io"])
+
+    with caplog.at_level(logging.ERROR):
+        stalled._beat()  # the thread's next beat
+    stalled.stop()
+
+    assert re.search(r"w@h was taken by another worker .* --name", caplog.text)
+    (worker,) = await live_workers(fake_redis, KEYS)
+    assert worker.pools == ["io"]
+    holder.stop()
+    assert await live_workers(fake_redis, KEYS) == []
+    assert not client.exists(KEYS.worker_name("w@h"))
+
+
+async def test_two_workers_on_one_host_are_both_live(
+    client: fakeredis.FakeRedis, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    first, second = (Heartbeat(client, KEYS, period_s=60) for _ in range(2))
+    first.start(default_worker_name(["default"], pid=11), ["default"])
+    second.start(default_worker_name(["default"], pid=12), ["default"])
+
+    workers = await live_workers(fake_redis, KEYS)
+
+    assert [w.hostname.partition("@")[0] for w in workers] == ["default.11", "default.12"]
+    first.stop()
+    second.stop()
+
+
+def test_the_claim_names_its_holder_and_expires_with_the_heartbeat(
+    client: fakeredis.FakeRedis,
+) -> None:
+    heartbeat = Heartbeat(client, KEYS, period_s=2)
+    heartbeat.claim("w@h")
+    try:
+        held = json.loads(client.get(KEYS.worker_name("w@h")) or "{}")
+        assert held["pid"] == os.getpid()
+        assert 0 < client.pttl(KEYS.worker_name("w@h")) <= 6000  # three periods
+        assert not client.exists(KEYS.worker("w@h"))  # not live before it is ready
+    finally:
+        heartbeat.stop()
+    assert not client.exists(KEYS.worker_name("w@h"))
