@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, HIGHEST_MAX_JSON_DEPTH
 
 # How a pool's workers run calls: `cpu` one per prefork process, `io` many per process.
 PoolKind = Literal["io", "cpu"]
@@ -96,6 +97,15 @@ class Settings(BaseSettings):
     max_steps: int = Field(default=16, ge=1, description="Model calls per invocation.")
     max_payload_bytes: int = Field(
         default=256 * 1024, ge=1024, description="Largest arguments or result in JSON bytes."
+    )
+    max_json_depth: int = Field(
+        default=DEFAULT_MAX_JSON_DEPTH,
+        ge=1,
+        le=HIGHEST_MAX_JSON_DEPTH,
+        description="Deepest nesting of objects and arrays in JSON from outside (a model's "
+        "arguments, a posted result, an HTTP body, MCP arguments, a tool's result and "
+        "state writes); deeper is refused, saying so, before anything parses or walks it. "
+        f"At most {HIGHEST_MAX_JSON_DEPTH}: stored documents add levels around a value.",
     )
     results_maxlen: int = Field(
         default=10_000, ge=100, description="Approximate cap on each results stream."
