@@ -1,12 +1,13 @@
 """Start and stop real `celery worker` processes on this machine.
 
 Used by the embedded default (`toolfleet run`/`demo`) and by the integration tests.
-A worker counts as started once its heartbeat key (its pools) appears in Redis.
+A worker counts as started once its own heartbeat record (its pools, its pid) is in Redis.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -79,7 +80,8 @@ CPU_CONCURRENCY = 2
 @dataclass(frozen=True)
 class WorkerSpec:
     """What to start: one worker serving `pools` running `concurrency` calls at once, named
-    `name` (default: the pools and a random suffix).
+    `name`@host (default: the pools and a random suffix); a name a live worker holds is
+    refused (the start raises ToolfleetError with the worker's log).
 
     The pools' kind picks the Celery pool: io pools run on threads (`concurrency` threads,
     default the settings' io concurrency), cpu pools on prefork (default 2 processes)."""
@@ -173,9 +175,16 @@ class WorkerGroup:
     def _wait_ready(self, worker: WorkerProcess) -> None:
         client = redis.Redis.from_url(self.settings.require_redis_url())
         key = Keys(self.settings.key_prefix).worker(worker.hostname)
+
+        def beats() -> bool:
+            # This process's record, not one of a live worker it shares its name with
+            # (this one is refused, and exits).
+            record = client.get(key)
+            return record is not None and json.loads(record).get("pid") == worker.process.pid
+
         try:
             wait_for(
-                lambda: bool(client.exists(key)) or not worker.alive(),
+                lambda: beats() or not worker.alive(),
                 self.start_timeout_s,
                 f"worker {worker.hostname} to start",
             )

@@ -160,11 +160,15 @@ def cmd_worker(args: argparse.Namespace) -> None:
     default pool), loading `--tools` or TOOLFLEET_TOOL_MODULES. Returns when the worker exits.
 
     io pools run on Celery's threads pool (TOOLFLEET_IO_CONCURRENCY calls at once), cpu pools
-    on prefork (4 processes); `--concurrency` overrides either."""
+    on prefork (4 processes); `--concurrency` overrides either. The node name is `--name`,
+    else the pools and this process's pid, e.g. default.12345@host; a name a live worker
+    holds is refused (WorkerNameTakenError, a ToolfleetError)."""
     settings = Settings()
     if args.tools:
         settings = settings.model_copy(update={"tool_modules": args.tools.split(",")})
-    from toolfleet.workers.app import create_app  # the orchestrator imports worker code only here
+    # The orchestrator imports worker code only here.
+    from toolfleet.workers.app import create_app
+    from toolfleet.workers.names import default_worker_name
 
     pools = args.pool or [settings.default_pool]
     kind = kind_of_pools(pools, settings)  # before the app: a mixed worker is refused at once
@@ -173,8 +177,8 @@ def cmd_worker(args: argparse.Namespace) -> None:
     queues = ",".join(queue_name(p) for p in pools)
     argv = ["worker", "-Q", queues, *worker_pool_argv(kind, concurrency), "-E"]
     argv += ["--loglevel", args.loglevel]
-    if args.name:
-        argv += ["-n", args.name]
+    # Celery's default, celery@<host>, is one name for every worker on a host.
+    argv += ["-n", args.name or default_worker_name(pools)]
     app.worker_main(argv)
 
 
@@ -239,7 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"calls at once: threads of an io pool (default TOOLFLEET_IO_CONCURRENCY), "
         f"processes of a cpu pool (default {CPU_CONCURRENCY})",
     )
-    worker.add_argument("--name", "-n", help="Celery node name, e.g. heavy1@%%h")
+    worker.add_argument(
+        "--name",
+        "-n",
+        help="Celery node name, unique among live workers, e.g. heavy1@%%h (default: the "
+        "pools and this process's pid, e.g. default.12345@<host>)",
+    )
     worker.add_argument("--loglevel", default="INFO")
     worker.set_defaults(func=cmd_worker)
 

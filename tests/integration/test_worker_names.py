@@ -1,0 +1,186 @@
+"""Several `toolfleet worker` processes on one host: each has a node name of its own, a
+name a live worker holds is refused, and a dead worker's name is free again."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from pydantic import SecretStr
+
+from tests.integration import fleet_tools
+from tests.integration.conftest import FLEET_KEY
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
+from toolfleet.orchestrator.loop.invocation import CallFinished
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus
+
+pytestmark = pytest.mark.integration
+
+START_S = 60  # a prefork worker's start on a loaded machine
+NAPS = 4
+
+
+@dataclass
+class Started:
+    """A `toolfleet worker` process, in its own process group, its output in `log_path`."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+StartWorker = Callable[..., Started]
+
+
+@pytest.fixture
+def own_settings(redis_url: str) -> Settings:
+    """A prefix and a default pool of this test's own: the session fleet's workers neither
+    count here nor take these calls (queues are not prefixed)."""
+    return Settings(
+        redis_url=redis_url,
+        key_prefix=f"tfnames-{uuid.uuid4().hex[:8]}",
+        default_pool=f"names{uuid.uuid4().hex[:6]}",
+        tool_modules=["tests.integration.fleet_tools"],
+        worker_heartbeat_s=0.5,
+        default_timeout_s=20,
+        fleet_key=FLEET_KEY,
+    )
+
+
+@pytest.fixture
+def start_worker(own_settings: Settings, tmp_path: Path) -> Iterator[StartWorker]:
+    """Starts `toolfleet worker -c 1 [extra args]` as an operator would; killed at the end."""
+    started: list[Started] = []
+    env = {
+        **os.environ,
+        "TOOLFLEET_REDIS_URL": own_settings.require_redis_url(),
+        "TOOLFLEET_KEY_PREFIX": own_settings.key_prefix,
+        "TOOLFLEET_TOOL_MODULES": ",".join(own_settings.tool_modules),
+        "TOOLFLEET_DEFAULT_POOL": own_settings.default_pool,
+        "TOOLFLEET_WORKER_HEARTBEAT_S": str(own_settings.worker_heartbeat_s),
+        "TOOLFLEET_FLEET_KEY": FLEET_KEY,
+    }
+
+    def start(*args: str) -> Started:
+        log_path = tmp_path / f"worker-{len(started)}.log"
+        command = [sys.executable, "-m", "toolfleet", "worker", "-c", "1", *args]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        started.append(Started(process, log_path))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.process.pid, signal.SIGKILL)
+        worker.process.wait(10)
+
+
+def records(settings: Settings) -> dict[int, str]:
+    """pid -> node name of every heartbeat record under the settings' prefix."""
+    keys = Keys(settings.key_prefix)
+    with redis.Redis.from_url(settings.require_redis_url()) as client:
+        values = [client.get(keys.worker(h.decode())) for h in client.zrange(keys.workers(), 0, -1)]
+    found = (json.loads(v) for v in values if v is not None)
+    return {w["pid"]: w["hostname"] for w in found}
+
+
+def wait_live(settings: Settings, *workers: Started) -> dict[int, str]:
+    """Wait until each worker's own heartbeat record is there; pid -> node name."""
+    pids = {w.process.pid for w in workers}
+
+    def ready() -> bool:
+        for worker in workers:
+            assert worker.process.poll() is None, worker.log()[-3000:]
+        return pids <= records(settings).keys()
+
+    wait_for(ready, START_S, f"workers {sorted(pids)} to beat")
+    return records(settings)
+
+
+async def test_two_workers_started_without_a_name_are_both_live_and_both_serve_calls(
+    own_settings: Settings, start_worker: StartWorker
+) -> None:
+    first, second = start_worker(), start_worker()
+
+    names = wait_live(own_settings, first, second)
+
+    pool = own_settings.default_pool
+    assert names == {w.process.pid: names[w.process.pid] for w in (first, second)}
+    assert {n.partition("@")[0] for n in names.values()} == {
+        f"{pool}.{first.process.pid}",
+        f"{pool}.{second.process.pid}",
+    }
+    naps = [Call("nap", {"seconds": 0.5, "label": str(i)}) for i in range(NAPS)]
+    model = ScriptedModel([call(*naps), say("rested")])
+    agent = Agent(name="names_agent", tools=[fleet_tools.nap], model=model)
+    http = HttpSettings(token=SecretStr("t"))
+    served = serve_http([agent], own_settings, http, "127.0.0.1", 0)
+    async with served as running, httpx.AsyncClient(base_url=running.url) as client:
+        health = (await client.get("/health")).json()
+    assert health["status"] == "ok"
+    assert health["pools"][pool] == {"workers": 2, "needed": True}
+    async with Runner(agent, own_settings) as runner:
+        updates = [u async for u in runner.run(user_id="u1", session_id="s1", message="go")]
+
+    results = [u.result for u in updates if isinstance(u, CallFinished)]
+    assert [r.response for r in results if r.status is not CallStatus.SUCCESS] == []
+    assert len(results) == NAPS
+    # One call at a time per worker (-c 1): four half-second naps share both.
+    assert {r.worker for r in results} == set(names.values())
+
+
+def test_a_name_a_live_worker_holds_is_refused_with_what_to_change(
+    own_settings: Settings, start_worker: StartWorker
+) -> None:
+    holder = start_worker("--name", "twin@%h")
+    (name,) = wait_live(own_settings, holder).values()
+
+    refused = start_worker("--name", "twin@%h")
+
+    assert refused.process.wait(START_S) == 2, refused.log()[-3000:]
+    assert f"toolfleet: worker name {name} is held by a live worker " in refused.log()
+    assert f"(pid {holder.process.pid} on " in refused.log()
+    assert "start this one with another --name" in refused.log()
+    assert holder.process.poll() is None
+    assert records(own_settings) == {holder.process.pid: name}  # its record untouched
+
+
+def test_the_name_of_a_worker_that_died_is_free_again(
+    own_settings: Settings, start_worker: StartWorker
+) -> None:
+    dead = start_worker("--name", "phoenix@%h")
+    (name,) = wait_live(own_settings, dead).values()
+    os.killpg(dead.process.pid, signal.SIGKILL)  # no clean stop: its claim must expire
+    dead.process.wait(10)
+    claim = Keys(own_settings.key_prefix).worker_name(name)
+    with redis.Redis.from_url(own_settings.require_redis_url()) as client:
+        wait_for(lambda: not client.exists(claim), 10, "the dead worker's claim to expire")
+
+    heir = start_worker("--name", "phoenix@%h")
+
+    assert wait_live(own_settings, heir) == {heir.process.pid: name}
+    third = start_worker("--name", "phoenix@%h")
+    assert third.process.wait(START_S) == 2, third.log()[-3000:]
+    assert f"(pid {heir.process.pid} on " in third.log()
