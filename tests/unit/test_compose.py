@@ -9,6 +9,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,6 @@ import fakeredis
 import pytest
 import redis
 import yaml
-from celery.utils.nodenames import default_nodename
 
 from toolfleet.orchestrator.cli.launch import load_agent
 from toolfleet.orchestrator.cli.main import build_parser
@@ -25,6 +25,7 @@ from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import load_definitions
 from toolfleet.shared.keys import Keys
+from toolfleet.workers.names import default_worker_name
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
@@ -248,15 +249,12 @@ def test_worker_services_serve_every_pool_of_the_default_modules(
     assert spec_arg.partition(":")[0] in modules
 
 
-def test_worker_healthcheck_reads_the_heartbeat_of_celerys_default_node_name(
+def test_worker_healthcheck_finds_a_live_worker_named_at_the_containers_hostname(
     services: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     test = services["worker"]["healthcheck"]["test"]
     assert test[:3] == ["CMD", "python", "-c"]
     code = compile(substitute(test[3]), "<healthcheck>", "exec")
-    # Celery names a worker without --name celery@<hostname>, the container's hostname.
-    assert default_nodename(None) == f"celery@{socket.gethostname()}"
-
     server = fakeredis.FakeServer()
     monkeypatch.setattr(
         redis.Redis, "from_url", classmethod(lambda cls, url: fakeredis.FakeRedis(server=server))
@@ -264,6 +262,7 @@ def test_worker_healthcheck_reads_the_heartbeat_of_celerys_default_node_name(
     monkeypatch.setattr(socket, "gethostname", lambda: "c0ffee")
     monkeypatch.setenv("TOOLFLEET_REDIS_URL", "redis://redis:6379/0")
     monkeypatch.setenv("TOOLFLEET_KEY_PREFIX", "hc")
+    listed = fakeredis.FakeRedis(server=server)
 
     def exit_code() -> object:
         with pytest.raises(SystemExit) as exited:
@@ -271,7 +270,11 @@ def test_worker_healthcheck_reads_the_heartbeat_of_celerys_default_node_name(
         return exited.value.code
 
     assert exit_code() == 1
-    fakeredis.FakeRedis(server=server).set(Keys("hc").worker("celery@c0ffee"), "{}")
+    listed.zadd(Keys("hc").workers(), {"default.7@beef": time.time() + 60})  # another replica
+    listed.zadd(Keys("hc").workers(), {"default.8@c0ffee": time.time() - 1})  # beats missed
+    assert exit_code() == 1
+    # `toolfleet worker`'s default node name in this container.
+    listed.zadd(Keys("hc").workers(), {default_worker_name(["default"], 7): time.time() + 6})
     assert exit_code() == 0
 
 
