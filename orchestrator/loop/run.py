@@ -20,6 +20,7 @@ from toolfleet.orchestrator.fleet.protocol import is_cancelled
 from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.callbacks import MODEL_HOOKS, Hooks
 from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
+from toolfleet.orchestrator.loop.deep_args import drop_deep_args
 from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
 from toolfleet.orchestrator.loop.invocation import (
     CallsDispatched,
@@ -277,6 +278,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         if context is not None:
             response = await hooks.after_model(context, response)
     content = with_call_ids(response.content)
+    drop_deep_args(content, inv.settings.max_json_depth)  # before anything serializes it
     # What the model callbacks wrote to state is stored with the turn.
     model_event = Event(
         invocation_id=inv.id,

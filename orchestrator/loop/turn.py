@@ -15,6 +15,7 @@ from toolfleet.orchestrator.contents import content, response_part
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
 from toolfleet.orchestrator.loop.callbacks import Hooks
 from toolfleet.orchestrator.loop.confirmation import ask_confirmation
+from toolfleet.orchestrator.loop.deep_args import deep_args_problem
 from toolfleet.orchestrator.loop.duplicates import Duplicates
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
@@ -60,8 +61,12 @@ async def run_calls(
     callbacks = ToolCallbacks(Hooks(inv.agent, inv.plugins))
     duplicates = Duplicates(inv.settings.dedupe_tool_calls)
     cap = inv.settings.max_calls_per_turn
+    depth = inv.settings.max_json_depth
     for index, fc in enumerate(calls):
-        envelope = make_envelope(inv, fc.id or "", fc.name or "", dict(fc.args or {}))
+        args = dict(fc.args or {})
+        # Measured first: everything below (size, sealed keys, the schema) recurses.
+        too_deep = deep_args_problem(fc.name or "", args, depth)
+        envelope = make_envelope(inv, fc.id or "", fc.name or "", {} if too_deep else args)
         if index >= cap:
             results[envelope.call_id] = over_cap(envelope, len(calls), cap)
             continue
@@ -73,6 +78,9 @@ async def run_calls(
                 "UnknownTool",
                 f"there is no tool named {envelope.tool!r}; available tools: {available}",
             )
+            continue
+        if too_deep:
+            results[envelope.call_id] = failed(envelope, "InvalidArguments", too_deep)
             continue
         size = len(json.dumps(envelope.args, default=str).encode())
         if size > inv.settings.max_payload_bytes:

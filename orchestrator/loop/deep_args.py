@@ -1,0 +1,41 @@
+"""A model's function-call arguments nested over TOOLFLEET_MAX_JSON_DEPTH: dropped from its
+turn as it arrives, and the call answered with an error the model can act on.
+
+The turn is stored, shown and sent back to the model; each of those serializes it, and
+would fail (or recurse past Python's limit) on arguments nested deeply enough. So such
+arguments never get that far: the turn keeps a short note in their place, and a call
+whose arguments hold that note is refused whenever it is answered (a resumed turn too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.shared.json_depth import TOO_DEEP_KEY, dropped, too_deep, value_depth
+
+
+def drop_deep_args(content: types.Content, limit: int) -> None:
+    """Replace, in place, the arguments of each call of `content` nested over `limit`
+    levels by a note saying so."""
+    for part in content.parts or ():
+        call = part.function_call
+        if call is not None and call.args and value_depth(call.args, stop_above=limit) > limit:
+            call.args = dropped(_message(call.name or "", limit))
+
+
+def deep_args_problem(tool: str, args: dict[str, Any], limit: int) -> str | None:
+    """Why the call of `tool` with `args` may not run for their nesting, or None: they
+    nest over `limit` levels, or were dropped from the turn for that (the model may not
+    forge the note either: it is refused the same way)."""
+    if TOO_DEEP_KEY in args or value_depth(args, stop_above=limit) > limit:
+        return _message(tool, limit)
+    return None
+
+
+def _message(tool: str, limit: int) -> str:
+    return (
+        f"{too_deep(f'the arguments of {tool!r}', limit)}; the call was not run and its "
+        "arguments were not kept: pass flatter arguments"
+    )
