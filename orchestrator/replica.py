@@ -53,7 +53,9 @@ class Replica:
         self._sync: redis.Redis | None = None
         self.leases = Leases(self.redis, self.keys, self.id, settings.lease_ttl_s)
         limits = SessionLimits(settings.session_max_events, settings.session_ttl_s)
-        self.store = SessionStore(self.redis, self.keys, settings.secret_arg_names, limits)
+        self.store = SessionStore(
+            self.redis, self.keys, settings.secret_arg_names, limits, Sealer.of(settings)
+        )
         signer = ResultSigner.of(settings.fleet_key)
         # The sessions this replica runs an invocation of: a cancellation reaches them.
         self.cancels = CancelBoard()

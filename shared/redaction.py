@@ -14,10 +14,22 @@ from urllib.parse import urlsplit, urlunsplit
 
 from google.genai import types
 
+from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+
 MASK = "***"
 # A secret value sealed for the workers (shared.sealing): {"$sealed": "<Fernet token>"}.
 SEALED = "$sealed"
 DEFAULT_SECRET_NAMES = ("api_key", "password", "secret", "token", "authorization")
+_SCOPES = (APP_PREFIX, USER_PREFIX, TEMP_PREFIX)
+
+
+def is_secret_name(key: Any, secrets: frozenset[str]) -> bool:
+    """Whether `key` names a secret: one of `secrets` (lower-cased), case-insensitively,
+    with or without a state scope prefix (`user:api_key` is as secret as `api_key`)."""
+    if not isinstance(key, str):
+        return False
+    name = key.lower()
+    return name in secrets or (name.partition(":")[2] in secrets and name.startswith(_SCOPES))
 
 
 def is_sealed(value: Any) -> bool:
@@ -50,7 +62,7 @@ def _redact(value: Any, secrets: frozenset[str], keep_sealed: bool) -> Any:
         masked: dict[Any, Any] = {}
         changed = False
         for k, v in value.items():
-            if isinstance(k, str) and k.lower() in secrets:
+            if is_secret_name(k, secrets):
                 kept = keep_sealed and is_sealed(v)
                 masked[k] = v if kept else MASK
                 changed = changed or not kept
@@ -67,11 +79,13 @@ def _redact(value: Any, secrets: frozenset[str], keep_sealed: bool) -> Any:
 class _StoredEvent(Protocol):
     content: types.Content | None
     progress: dict[str, Any] | None
+    state_delta: dict[str, Any]
 
 
 def redacted_event_fields(event: _StoredEvent, secrets: Iterable[str]) -> dict[str, Any]:
     """The fields of a session event to store instead, with secret-named keys masked in
-    function-call args, function responses and progress; {} when nothing is masked."""
+    function-call args, function responses, progress and state writes (the state hash
+    keeps those, sealed: the event is history only); {} when nothing is masked."""
     secrets = secret_name_set(secrets)
     if not secrets:
         return {}
@@ -98,6 +112,9 @@ def redacted_event_fields(event: _StoredEvent, secrets: Iterable[str]) -> dict[s
         progress = redact_deep(event.progress, secrets)
         if progress is not event.progress:
             update["progress"] = progress
+    state_delta = redact_deep(event.state_delta, secrets)
+    if state_delta is not event.state_delta:
+        update["state_delta"] = state_delta
     return update
 
 

@@ -1,7 +1,8 @@
 """Post ToolResults to a session's results stream (workers, jobs, the CLI).
 
-With a fleet key, secret-named values of each response are sealed on the stream; the
-orchestrator opens them where it hands the response to the model.
+With a fleet key, secret-named values of each response and state write are sealed on the
+stream; the orchestrator opens a response's where it hands it to the model, and keeps state
+writes sealed (a later call's worker opens them).
 """
 
 from __future__ import annotations
@@ -100,7 +101,12 @@ class ResultReporter:
         """The numkeys and arguments of `_POST` for `post`."""
         result = post.result
         if self._sealer is not None:
-            result = result.model_copy(update={"response": self._sealer.seal(result.response)})
+            # State writes too: the orchestrator stores them as they come (state hash),
+            # and the worker of a later call opens them. What the tool wrote is sealed
+            # whole, a sealed shape included: only what the orchestrator seals opens.
+            delta = self._sealer.seal(result.state_delta, keep_sealed=False)
+            response = self._sealer.seal(result.response)
+            result = result.model_copy(update={"response": response, "state_delta": delta})
         payload = result.model_dump_json().encode()
         fields: dict[str, bytes | str] = {RESULT_FIELD: payload}
         if self._signer is not None:

@@ -22,7 +22,13 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
-from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, SEALED, is_sealed, secret_name_set
+from toolfleet.shared.redaction import (
+    DEFAULT_SECRET_NAMES,
+    SEALED,
+    is_sealed,
+    is_secret_name,
+    secret_name_set,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +62,15 @@ class Sealer:
             return None
         return _cached(settings.fleet_key, secret_name_set(settings.secret_arg_names))
 
-    def seal(self, value: Any) -> Any:
-        """`value` with every secret-named value sealed (sealed ones are kept as they are)."""
+    def seal(self, value: Any, *, keep_sealed: bool = True) -> Any:
+        """`value` with every secret-named value sealed. Sealed ones are kept as they are,
+        unless `keep_sealed` is False: then a value shaped like a sealed one is sealed like
+        any other, so opening it gives back that shape, never what its token holds (for
+        what a tool wrote: its snapshot came opened, so a sealed shape there is not ours)."""
         if isinstance(value, Mapping):
-            return {k: self._sealed_item(k, v) for k, v in value.items()}
+            return {k: self._sealed_item(k, v, keep_sealed) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self.seal(v) for v in value]
+            return [self.seal(v, keep_sealed=keep_sealed) for v in value]
         return value
 
     def unseal(self, value: Any) -> Any:
@@ -70,11 +79,13 @@ class Sealer:
         does not decrypt."""
         return _opened(value, self._open, self._secrets)
 
-    def _sealed_item(self, key: Any, value: Any) -> Any:
-        if isinstance(key, str) and key.lower() in self._secrets and not is_sealed(value):
+    def _sealed_item(self, key: Any, value: Any, keep_sealed: bool) -> Any:
+        if is_secret_name(key, self._secrets):
+            if keep_sealed and is_sealed(value):
+                return value
             token = self._fernet.encrypt(json.dumps(value).encode()).decode()
             return {SEALED: token}
-        return self.seal(value)
+        return self.seal(value, keep_sealed=keep_sealed)
 
     def _open(self, token: str) -> Any:
         try:
@@ -108,7 +119,7 @@ def _opened(value: Any, open_token: Callable[[str], Any], secrets: frozenset[str
         return {
             k: (
                 open_token(v[SEALED])
-                if is_sealed(v) and isinstance(k, str) and k.lower() in secrets
+                if is_sealed(v) and is_secret_name(k, secrets)
                 else _opened(v, open_token, secrets)
             )
             for k, v in value.items()
@@ -128,8 +139,9 @@ def warn_without_fleet_key(settings: Settings) -> None:
     """Log once per start that secrets travel in clear without a fleet key."""
     if not settings.fleet_key:
         log.warning(
-            "TOOLFLEET_FLEET_KEY is not set: values of secret-named arguments and results "
-            "(%s) travel in clear in task messages and results streams; set the same "
-            "TOOLFLEET_FLEET_KEY on the orchestrators and workers to seal them",
+            "TOOLFLEET_FLEET_KEY is not set: values of secret-named arguments, results and "
+            "state (%s) travel in clear in task messages and results streams, and state's "
+            "are stored in clear in Redis; set the same TOOLFLEET_FLEET_KEY on the "
+            "orchestrators and workers to seal them",
             ",".join(settings.secret_arg_names),
         )

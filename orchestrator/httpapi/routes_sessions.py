@@ -33,6 +33,7 @@ from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.celery_config import tool_pool
+from toolfleet.shared.redaction import redact_deep
 
 
 def sessions_router(api: HttpApi) -> APIRouter:
@@ -62,7 +63,7 @@ def sessions_router(api: HttpApi) -> APIRouter:
             app_name=session.app_name,
             user_id=session.user_id,
             active_agent=getattr(session, "active_agent", None),
-            state=session.state,
+            state=redact_deep(session.state, names),  # sealed or clear: shown as ***
             events=[event_json(e, names) for e in session.events],
             pending=pending,
         )

@@ -4,7 +4,8 @@ person answers a confirmation request.
 A parked turn keeps its calls' results in one Redis hash, with their call order,
 until each call that asked for a credential has run again with it. Their responses
 are kept as the workers sealed them; a secret-named value not sealed (no fleet key)
-is masked, as in the session's events.
+is masked, as in the session's events. State writes are kept sealed (in clear without a
+fleet key): the turn applies them when it resumes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
+from toolfleet.shared.sealing import Sealer
 
 ORDER_FIELD = "__order__"
 PARKED_TTL_S = 7 * 24 * 3600
@@ -34,15 +36,23 @@ class ParkedTurns:
         client: aioredis.Redis,
         keys: Keys,
         secret_names: Iterable[str] = DEFAULT_SECRET_NAMES,
+        sealer: Sealer | None = None,
     ) -> None:
         self._redis = client
         self._keys = keys
         self._secrets = secret_name_set(secret_names)
         self._pending = PendingCalls(keys, self._secrets)
+        self._sealer = sealer
 
     def _record(self, result: ToolResult) -> str:
         response = redact_deep(result.response, self._secrets, keep_sealed=True)
-        return result.model_copy(update={"response": response}).model_dump_json()
+        # State writes are applied when the turn resumes: sealed, never masked (a
+        # worker's come sealed; a callback's are sealed here).
+        delta = (
+            result.state_delta if self._sealer is None else self._sealer.seal(result.state_delta)
+        )
+        update = {"response": response, "state_delta": delta}
+        return result.model_copy(update=update).model_dump_json()
 
     async def park(self, turn_id: str, ordered: list[ToolResult], fence: Fence | None) -> None:
         """Keep the results that are final; the others wait for the user."""

@@ -39,8 +39,9 @@ from toolfleet.shared.errors import (
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
-from toolfleet.shared.redaction import redacted_event_fields, secret_name_set
+from toolfleet.shared.redaction import redact_deep, redacted_event_fields, secret_name_set
 from toolfleet.shared.scripts import LuaScript
+from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
 # KEYS: session hash, the user's session set. ARGV: session id, TTL in seconds (0:
@@ -101,13 +102,15 @@ class SessionStore:
         keys: Keys,
         secret_arg_names: Sequence[str] = (),
         limits: SessionLimits | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self._redis = client
         self._keys = keys
         self.limits = limits or SessionLimits()
         self._secrets = secret_name_set(secret_arg_names)  # masked in stored events
+        self._sealer = sealer  # seals them in the state hashes (workers open them)
         self._pending = PendingCalls(keys, self._secrets)
-        self.parked = ParkedTurns(client, keys, self._secrets)
+        self.parked = ParkedTurns(client, keys, self._secrets, sealer)
         # Per recently used session: app, user and the events stored so far (as stored).
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
 
@@ -430,7 +433,8 @@ class SessionStore:
         }
         redacted = redacted_event_fields(event, self._secrets)
         if len(durable_delta) < len(event.state_delta):
-            redacted["state_delta"] = durable_delta
+            redacted["state_delta"] = redact_deep(durable_delta, self._secrets)
+        hashed = durable_delta if self._sealer is None else self._sealer.seal(durable_delta)
         stored = event.model_copy(update=redacted) if redacted else event
         staged = StagedAppend(session, event, stored, len(batch), in_memory)
         batch.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
@@ -439,7 +443,7 @@ class SessionStore:
             if value is None:
                 batch.hdel(hash_key, key)
             else:
-                batch.hset(hash_key, key, json.dumps(value))
+                batch.hset(hash_key, key, json.dumps(hashed[key]))
         self._pending.stage_put(batch, pending)
         if resolved is not None:
             self._pending.stage_drop(batch, resolved.call_id)
