@@ -41,6 +41,15 @@ def confirmed_call_id(confirmation_id: str) -> str | None:
     return confirmation_id[len(CONFIRMATION_ID_PREFIX) :]
 
 
+def posted_answer(asked: dict[str, Any], response: dict[str, Any]) -> ToolConfirmation:
+    """A person's answer as the tool gets it: the request (`asked`: hint, payload) with
+    what they posted (`confirmed`, and the payload if they edited it). ValidationError
+    when what was posted is not a confirmation."""
+    answered = {k: v for k, v in response.items() if k in ("confirmed", "payload")}
+    kept = {k: v for k, v in asked.items() if k in ("hint", "payload")}
+    return ToolConfirmation.model_validate({**kept, **answered})
+
+
 def rejection_message(tool: str) -> str:
     """What the model reads when a person rejected its call."""
     return (

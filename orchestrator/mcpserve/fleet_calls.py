@@ -1,5 +1,11 @@
 """One MCP tools/call run on the fleet: validated here, executed by a worker, answered
-through the results stream like any call of an agent's turn."""
+through the results stream like any call of an agent's turn.
+
+A call whose tool requires a person's confirmation is not sent: as in the agent loop
+(loop.confirmation decides), it is recorded as a ticket waiting for a confirmation and
+answers pending with its call id. Once a person confirmed it, `run_confirmed` sends it
+with their answer; a tool that asks for a confirmation itself waits the same way.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,17 @@ import uuid
 from typing import Any
 
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
+from toolfleet.orchestrator.loop.confirmation import AWAITING, ask_confirmation
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
+from toolfleet.shared.confirmation import ToolConfirmation
+from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, answered_result
 from toolfleet.shared.pending import PendingCalls
-from toolfleet.shared.redaction import mentions_sealed
+from toolfleet.shared.redaction import mentions_sealed, redact_deep
+from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.tools import FunctionTool
+
+MCP_AGENT = "mcp"  # the agent name of the calls (there is no agent)
 
 
 class FleetCalls:
@@ -26,33 +37,63 @@ class FleetCalls:
         self._app = app_name
         self._user = user_id
         self._session_id = f"mcp-{replica.id}"
-        self._pending = PendingCalls(replica.keys)
+        self._secrets = replica.settings.secret_arg_names
+        self._pending = PendingCalls(replica.keys, self._secrets)
+        self._sealer = Sealer.of(replica.settings)
 
     async def run(self, tool: FunctionTool, args: dict[str, Any]) -> ToolResult:
         """Validate `args`, run the tool on its pool's workers and wait for its result
-        (within the tool's time limit); every failure is an error result."""
-        call_id = uuid.uuid4().hex
-        session_id = self._session_id
-        keys = self._replica.keys
-        envelope = ToolCall(
-            call_id=call_id,
-            tool=tool.name,
-            args=args,
-            session_id=session_id,
-            app_name=self._app,
-            user_id=self._user,
-            invocation_id=f"mcp-{call_id}",
-            agent="mcp",
-            state={},
-            reply_to=keys.results(session_id),
-            dispatched_at=time.time(),
-        )
+        (within the tool's time limit); every failure is an error result. A call that
+        needs a confirmation is not sent: it answers pending, waiting for a person."""
+        envelope = self._envelope(uuid.uuid4().hex, tool.name, args)
         if mentions_sealed(args):  # only the orchestrator seals values: not a caller
             return failed(envelope, "InvalidArguments", "the key '$sealed' is reserved")
-        _, problems = tool.validate(args)
+        checked, problems = tool.validate(args)
         if problems:
             detail = "; ".join(str(p) for p in problems)
             return failed(envelope, "InvalidArguments", detail)
+        asked = await ask_confirmation(tool, envelope, checked)
+        if asked is not None:  # waits for a person, or its check failed: not sent
+            return await self._held(asked, envelope)
+        return await self._send(tool, envelope)
+
+    async def run_confirmed(
+        self, tool: FunctionTool | None, waiting: PendingCall, answer: ToolConfirmation
+    ) -> ToolResult:
+        """Send a call a person confirmed (this server claimed their answer: nobody else
+        sends it); its tool finds the answer in `tool_context.tool_confirmation`."""
+        envelope = self._envelope(waiting.call_id, waiting.tool, waiting.args)
+        envelope.confirmation = answer.model_dump(mode="json")
+        if tool is None:
+            gone = failed(envelope, "UnknownTool", f"tool {waiting.tool!r} is no longer served")
+            return await self._closed(gone)
+        if redact_deep(waiting.args, self._secrets, keep_sealed=True) is not waiting.args:
+            masked = failed(
+                envelope,
+                "Interrupted",
+                "this call's secret arguments were not kept while it waited (no "
+                "TOOLFLEET_FLEET_KEY): call the tool again",
+            )
+            return await self._closed(masked)
+        return await self._send(tool, envelope)
+
+    def _envelope(self, call_id: str, tool: str, args: dict[str, Any]) -> ToolCall:
+        return ToolCall(
+            call_id=call_id,
+            tool=tool,
+            args=args,
+            session_id=self._session_id,
+            app_name=self._app,
+            user_id=self._user,
+            invocation_id=f"mcp-{call_id}",
+            agent=MCP_AGENT,
+            state={},
+            reply_to=self._replica.keys.results(self._session_id),
+            dispatched_at=time.time(),
+        )
+
+    async def _send(self, tool: FunctionTool, envelope: ToolCall) -> ToolResult:
+        session_id, call_id = self._session_id, envelope.call_id
         fleet = self._replica.fleet
         results: list[ToolResult] = []
         try:
@@ -62,12 +103,54 @@ class FleetCalls:
             # Trims what was read (other calls' later results stay) and drops the
             # sent-calls record, which only a resumed turn would read.
             fleet.stage_settle(session_id, batch)
-            if not results or results[0].status is not CallStatus.PENDING:
+            if not results or not _stays_open(results[0]):
                 # Answered (a timeout included): a worker that gets it late must not run it.
                 self._pending.stage_close(batch, session_id, [call_id])
             await batch.run(self._replica.redis)
-        return results[0]
+        result = results[0]
+        if result.actions.requested_confirmation is not None:  # the tool asked a person
+            return await self._held(result, envelope)
+        return result
+
+    async def _held(self, asked: ToolResult, envelope: ToolCall) -> ToolResult:
+        """Record a call that waits for a person as a confirmation ticket (its secret
+        arguments sealed, as a parked turn keeps them); its pending answer. An answer that
+        asks nothing (the tool's check failed) closes the call."""
+        request = asked.actions.requested_confirmation
+        if request is None:
+            return await self._closed(asked)
+        args = envelope.args if self._sealer is None else self._sealer.seal(envelope.args)
+        waiting = PendingCall(
+            call_id=asked.call_id,
+            tool=asked.tool,
+            session_id=self._session_id,
+            app_name=self._app,
+            user_id=self._user,
+            agent=MCP_AGENT,
+            invocation_id=asked.invocation_id,
+            args=args,
+            ticket=request,
+            created_at=time.time(),
+            kind="confirmation",
+        )
+        batch = WriteBatch()
+        self._pending.stage_put(batch, [waiting])
+        await batch.run(self._replica.redis)
+        response = {**AWAITING, "hint": request.get("hint", ""), "payload": request.get("payload")}
+        return answered_result(envelope, CallStatus.PENDING, response, worker="orchestrator")
+
+    async def _closed(self, result: ToolResult) -> ToolResult:
+        batch = WriteBatch()
+        self._pending.stage_close(batch, self._session_id, [result.call_id])
+        await batch.run(self._replica.redis)
+        return result
 
     async def close(self) -> None:
         """Remove the results stream (call when no call is in flight any more)."""
         await self._replica.redis.delete(self._replica.keys.results(self._session_id))
+
+
+def _stays_open(result: ToolResult) -> bool:
+    """Whether the call is not answered yet: a long-running call's ticket, or a call that
+    waits for a person (it is sent again once they confirm it)."""
+    return result.status is CallStatus.PENDING or result.actions.requested_confirmation is not None

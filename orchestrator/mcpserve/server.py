@@ -3,7 +3,10 @@ streamable HTTP: tools/list offers the catalog, tools/call runs the call on the 
 
 A long-running tool answers with its pending result and its `call_id`; the extra tool
 `toolfleet_result` hands over the final result once it was posted (the SDK has no tasks
-extension to map it to).
+extension to map it to). A call that needs a person's confirmation answers pending the
+same way and is not sent: once a person confirmed it (`toolfleet tickets approve`, the
+HTTP API, the approvals page), `toolfleet_result` sends it and hands over its result;
+rejected, it hands over the rejection.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from mcp_types import (
 )
 
 from toolfleet.orchestrator.mcpserve.catalog import Catalog
-from toolfleet.orchestrator.mcpserve.final_results import FinalResults
+from toolfleet.orchestrator.mcpserve.final_results import Confirmed, FinalResults
 from toolfleet.orchestrator.mcpserve.fleet_calls import FleetCalls
 from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.redaction import redact_deep
@@ -35,9 +38,10 @@ RESULT_TOOL = "toolfleet_result"
 RESULT_TOOL_DECLARATION = Tool(
     name=RESULT_TOOL,
     description=(
-        "The final result of a long-running tool call that answered 'pending' with a "
-        "call_id. Returns {'status': 'pending', ...} while it is not in yet; call it again "
-        "later. Once returned, a final result is forgotten."
+        "The final result of a tool call that answered 'pending' (long-running, or "
+        "awaiting a person's confirmation) with a call_id. Returns {'status': 'pending', "
+        "...} or {'status': 'awaiting_confirmation', ...} while it is not in yet; call it "
+        "again later. Once returned, a final result is forgotten."
     ),
     input_schema={
         "type": "object",
@@ -79,8 +83,12 @@ class FleetMcpServer:
         """Run the call on the fleet; an unknown tool or failed call is an error result."""
         args = dict(params.arguments or {})
         if params.name == RESULT_TOOL:
-            response = await asyncio.to_thread(self._finals.fetch, str(args.get("call_id", "")))
-            return self._answer(response, is_error=response.get("status") == "error")
+            found = await asyncio.to_thread(self._finals.fetch, str(args.get("call_id", "")))
+            if isinstance(found, Confirmed):  # a person confirmed it: sent now, once
+                tool = (await self._catalog.tools()).get(found.waiting.tool)
+                sent = await self._calls.run_confirmed(tool, found.waiting, found.answer)
+                return self._result(sent)
+            return self._answer(found, is_error=found.get("status") == "error")
         tools = await self._catalog.tools()
         tool = tools.get(params.name)
         if tool is None:

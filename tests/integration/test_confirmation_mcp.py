@@ -1,0 +1,241 @@
+"""`toolfleet mcp serve` holds a call that needs a person's confirmation: the MCP client
+gets pending with the call's id, the call is not sent until a person confirms it (the
+CLI, the HTTP API), and `toolfleet_result` then hands over its result, or the rejection.
+A real Redis, real `celery worker` processes and the real server process (stdio with
+--tools, streamable HTTP with --agent) driven by the MCP SDK's client; the tools count
+their runs in files."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult
+from pydantic import SecretStr
+
+from tests.integration.http_support import TOKEN, bearer
+from tests.mcp_support import ROOT, free_port, wait_for_port
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli import main as cli
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
+from toolfleet.orchestrator.models.offline import ScriptedModel, say
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 30
+APP = "mcp"  # the app `toolfleet mcp serve` runs its calls under by default
+
+
+def serve_env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
+        "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
+        "TOOLFLEET_FLEET_KEY": settings.fleet_key or "",
+        "TOOLFLEET_CREDENTIAL_KEY": settings.credential_key or "",
+    }
+
+
+@pytest.fixture
+def stdio_server(settings: Settings, fleet: WorkerGroup) -> StdioServerParameters:
+    """`toolfleet mcp serve --tools tests.integration.confirm_tools`, for an MCP client
+    to start (in the test's own task: the client's scope must close where it opened)."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolfleet", "mcp", "serve", "--tools", "tests.integration.confirm_tools"],
+        env=serve_env(settings),
+        cwd=str(ROOT),
+    )
+
+
+@pytest.fixture
+def http_url(settings: Settings, fleet: WorkerGroup) -> Iterator[str]:
+    """`toolfleet mcp serve --agent tests.integration.confirm_agent:agent` over HTTP."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolfleet", "mcp", "serve", "--agent",
+         "tests.integration.confirm_agent:agent", "--transport", "http", "--port", str(port)],
+        env=serve_env(settings),
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, process, WAIT_S)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture
+def operator(settings: Settings, orchestrator_env: dict[str, str]) -> Iterator[Completions]:
+    """The operator's tickets (what `toolfleet tickets` uses), on the tests' Redis."""
+    client = redis.Redis.from_url(settings.require_redis_url())
+    yield Completions(client, Keys(settings.key_prefix))
+    client.close()
+
+
+def structured(answer: CallToolResult) -> dict[str, Any]:
+    assert not answer.is_error, answer.content
+    content: dict[str, Any] | None = answer.structured_content
+    assert content is not None
+    return content
+
+
+async def held(client: Client, tool: str, args: dict[str, Any]) -> str:
+    """Call `tool`; it must answer that it waits for a person. Its call id."""
+    answer = structured(await client.call_tool(tool, args))
+    assert answer["status"] == "awaiting_confirmation", answer
+    call_id: str = answer["call_id"]
+    return call_id
+
+
+async def final(client: Client, call_id: str) -> CallToolResult:
+    return await client.call_tool("toolfleet_result", {"call_id": call_id})
+
+
+def approve(call_id: str, decision: str = "approve") -> None:
+    """The exact code path of `toolfleet tickets approve|reject CALL_ID`."""
+    assert cli.main(["tickets", decision, call_id]) == 0
+
+
+async def test_a_call_waits_for_a_person_and_runs_once_confirmed_through_the_cli(
+    stdio_server: StdioServerParameters, operator: Completions, tmp_path: Path
+) -> None:
+    async with Client(stdio_server) as over_stdio:
+        transfers = tmp_path / "transfers"
+        args = {"amount": 5000, "counter_file": str(transfers)}
+
+        call_id = await held(over_stdio, "transfer_money", args)
+
+        (ticket,) = [p for p in operator.pending() if p.call_id == call_id]
+        assert ticket.kind == "confirmation" and ticket.tool == "transfer_money"
+        assert ticket.app_name == APP and "approve or reject" in ticket.ticket["hint"]
+        assert structured(await final(over_stdio, call_id))["status"] == "awaiting_confirmation"
+        assert not transfers.exists()  # not sent to any worker
+
+        await asyncio.to_thread(approve, call_id)
+        ran = structured(await final(over_stdio, call_id))
+
+        assert ran == {"moved": 5000, "runs": 1, "confirmed": True}
+        assert (await final(over_stdio, call_id)).is_error  # handed over once
+        assert transfers.read_text() == "1"
+        assert call_id not in {p.call_id for p in operator.pending()}
+
+
+async def test_a_rejected_call_never_runs_and_its_rejection_is_handed_over_once(
+    stdio_server: StdioServerParameters, operator: Completions, tmp_path: Path
+) -> None:
+    async with Client(stdio_server) as over_stdio:
+        transfers = tmp_path / "transfers"
+        call_id = await held(
+            over_stdio, "transfer_money", {"amount": 7, "counter_file": str(transfers)}
+        )
+
+        await asyncio.to_thread(approve, call_id, "reject")
+        rejected = await final(over_stdio, call_id)
+
+        assert rejected.is_error and "ConfirmationRejected" in rejected.content[0].text  # type: ignore[union-attr]
+        assert (await final(over_stdio, call_id)).is_error
+        with pytest.raises(CompletionError):  # answered: it cannot be confirmed any more
+            operator.confirm(call_id, True)
+        assert not transfers.exists()
+
+
+async def test_a_check_of_the_arguments_decides_which_calls_wait(
+    stdio_server: StdioServerParameters, tmp_path: Path
+) -> None:
+    async with Client(stdio_server) as over_stdio:
+        transfers = tmp_path / "transfers"
+
+        small = await over_stdio.call_tool(
+            "transfer_checked", {"amount": 20, "counter_file": str(transfers)}
+        )
+        await held(over_stdio, "transfer_checked", {"amount": 500, "counter_file": str(transfers)})
+
+        assert structured(small) == {"moved": 20, "runs": 1, "confirmed": None}
+        assert transfers.read_text() == "1"  # the large one did not run
+
+
+async def test_no_forged_confirmation_runs_a_call(
+    stdio_server: StdioServerParameters, operator: Completions, settings: Settings, tmp_path: Path
+) -> None:
+    async with Client(stdio_server) as over_stdio:
+        transfers = tmp_path / "transfers"
+        args = {"amount": 9000, "counter_file": str(transfers)}
+        # A confirmation among the tool's own arguments is not one.
+        for forged in ({"tool_confirmation": {"confirmed": True}}, {"confirmation": True}):
+            answer = await over_stdio.call_tool("transfer_money", {**args, **forged})
+            assert answer.is_error and "InvalidArguments" in answer.content[0].text  # type: ignore[union-attr]
+        call_id = await held(over_stdio, "transfer_money", args)
+        # A result posted for it is refused; one written past the checks is not taken.
+        with pytest.raises(CompletionError, match="waits for a confirmation"):
+            operator.post_result(call_id, {"moved": 9000, "runs": 1, "confirmed": True})
+        keys = Keys(settings.key_prefix)
+        posted = Completion(call_id=call_id, response={"forged": True}, posted_at=time.time())
+        client = redis.Redis.from_url(settings.require_redis_url())
+        entry = client.xadd(keys.completions(APP), {COMPLETION_FIELD: posted.model_dump_json()})
+        client.rpush(keys.completion_order(operator.get(call_id).session_id), entry)
+        client.close()
+
+        still = structured(await final(over_stdio, call_id))
+
+        assert still["status"] == "awaiting_confirmation"
+        assert not transfers.exists()
+
+
+@pytest.fixture
+async def http_api(settings: Settings, fleet: WorkerGroup) -> AsyncIterator[str]:
+    """The HTTP API (another app's agent), where a person answers tickets."""
+    agent = Agent(name="other_app", model=ScriptedModel([say("hi")]))
+    async with serve_http(
+        [agent], settings, HttpSettings(token=SecretStr(TOKEN)), "127.0.0.1", 0
+    ) as http:
+        yield http.url
+
+
+async def test_an_agents_tools_over_http_wait_for_a_confirmation_given_over_the_http_api(
+    http_url: str, http_api: str, tmp_path: Path
+) -> None:
+    transfers, trips = tmp_path / "transfers", tmp_path / "trips"
+    async with Client(http_url) as mcp, httpx.AsyncClient(base_url=http_api) as api:
+        transfer = await held(
+            mcp, "transfer_money", {"amount": 5000, "counter_file": str(transfers)}
+        )
+        # A tool that asks for a confirmation itself waits the same way.
+        trip = await held(mcp, "book_trip", {"city": "Oslo", "counter_file": str(trips)})
+        assert not transfers.exists() and not trips.exists()
+
+        for call_id, answer in (
+            (transfer, {"confirmed": True}),
+            (trip, {"confirmed": True, "payload": {"city": "Oslo", "nights": 5}}),
+        ):
+            sent = await api.post(f"/tickets/{call_id}/confirmation", json=answer, headers=bearer())
+            assert sent.status_code == 202, sent.text
+
+        assert structured(await final(mcp, transfer)) == {
+            "moved": 5000,
+            "runs": 1,
+            "confirmed": True,
+        }
+        assert structured(await final(mcp, trip)) == {
+            "booked": {"city": "Oslo", "nights": 5},
+            "runs": 1,
+        }
+    assert transfers.read_text() == "1" and trips.read_text() == "1"
