@@ -71,6 +71,20 @@ class BaseToolset:
         """
         try:
             listed = await self.get_tools(readonly_context)
+        except ToolDefinitionError as exc:
+            problems = [f"toolset {describe(self)}: {p}" for p in exc.problems]
+            raise ToolDefinitionError(problems) from exc
+        except Exception as exc:
+            raise ToolDefinitionError(
+                [f"toolset {describe(self)}: get_tools() failed: {type(exc).__name__}: {exc}"]
+            ) from exc
+        return self.offered(listed)
+
+    def offered(self, listed: Iterable[Any]) -> list[FunctionTool]:
+        """What `get_tools` listed, as agents offer it: only the names in `tool_filter`,
+        each renamed "<prefix>_<name>" when `tool_name_prefix` is set. ToolDefinitionError
+        naming the toolset when something listed is not a tool."""
+        try:
             tools = [as_tool(t) for t in listed]
         except ToolDefinitionError as exc:
             problems = [f"toolset {describe(self)}: {p}" for p in exc.problems]
@@ -85,7 +99,11 @@ class BaseToolset:
         return [t.renamed(f"{prefix}_{t.name}") for t in tools] if prefix else tools
 
     def all_tools(self) -> Iterable[FunctionTool]:
-        """Every tool the toolset can return (for workers, which register them all)."""
+        """Every tool the toolset can return (for workers, which register them all).
+
+        Runs `get_tools` on an event loop of its own, so not on a thread that runs one
+        (call it in a thread there); a toolset whose tools are known without I/O
+        overrides it to answer anywhere."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:

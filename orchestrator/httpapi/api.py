@@ -15,6 +15,7 @@ from toolfleet.orchestrator.httpapi.hub import InvocationFailed, SessionHub, Str
 from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import HttpSettings
 from toolfleet.orchestrator.httpapi.slots import StreamSlots
+from toolfleet.orchestrator.httpapi.tool_lists import ToolLists
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
@@ -54,8 +55,10 @@ class HttpApi:
         self._streams: set[asyncio.Queue[RunItem]] = set()
         self.authenticator = Authenticator(http)
         self.streams = StreamSlots(http.max_streams, http.max_streams_per_caller)
+        self.tools = ToolLists(self.settings)
 
     async def __aenter__(self) -> HttpApi:
+        await self.tools.list_all({n: r.agent for n, r in self.orch.runners.items()})
         return self
 
     async def __aexit__(

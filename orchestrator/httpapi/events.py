@@ -15,11 +15,10 @@ Event names and their data (JSON, each with `session_id`):
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.httpapi.wire import Ticket
 from toolfleet.orchestrator.loop.invocation import (
     CallFinished,
@@ -29,7 +28,6 @@ from toolfleet.orchestrator.loop.invocation import (
 )
 from toolfleet.orchestrator.models.protocol import text_of
 from toolfleet.orchestrator.sessions.events import Event, answer_of
-from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import redact_deep
@@ -80,14 +78,10 @@ class UpdateWriter:
     """Turns one session's updates into SSE messages."""
 
     session_id: str
-    agent: Agent
+    pools: Mapping[str, str]  # the pool of each of the agent's tools, by name
     settings: Settings
     last_text: str = ""
     last_error: str | None = None
-    _pools: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._pools = {t.name: tool_pool(t, self.settings) for t in self.agent.all_tools()}
 
     def messages(self, update: Update) -> list[SseMessage]:
         """The SSE messages of one update: `calls` for a dispatch, `result` for a finished call,
@@ -99,7 +93,7 @@ class UpdateWriter:
                 {
                     "call_id": c.call_id,
                     "tool": c.tool,
-                    "pool": self._pools.get(c.tool, self.settings.default_pool),
+                    "pool": self.pools.get(c.tool, self.settings.default_pool),
                     "args": redact_deep(c.args, self.settings.secret_arg_names),
                 }
                 for c in update.calls

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Response
 
 from toolfleet.orchestrator.fleet.gauges import refresh_fleet_gauges
 from toolfleet.orchestrator.httpapi.api import HttpApi
-from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.metrics import metrics
 
 
@@ -15,9 +14,7 @@ def metrics_router(api: HttpApi) -> APIRouter:
     scrapes without one); it holds no session, user or call ids, only tool, pool and model
     names and counts. The access rules of an open API (loopback only) still apply."""
     router = APIRouter()
-    pools = sorted(
-        {tool_pool(t, api.settings) for r in api.orch.runners.values() for t in r.agent.all_tools()}
-    )
+    pools = sorted(api.tools.needed_pools())
 
     @router.get("/metrics", include_in_schema=False)
     async def prometheus_metrics() -> Response:

@@ -83,7 +83,7 @@ def sessions_router(api: HttpApi) -> APIRouter:
                 ToolOut(
                     name=t.name, pool=tool_pool(t, api.settings), long_running=t.is_long_running
                 )
-                for t in runner.agent.all_tools()
+                for t in api.tools.of(name)
             ]
             out.append(AppOut(name=name, description=runner.agent.description, tools=tools))
         return out

@@ -72,7 +72,7 @@ def streams_router(api: HttpApi) -> APIRouter:
         except BaseException:
             release()
             raise
-        writer = UpdateWriter(session_id, runner.agent, api.settings)
+        writer = UpdateWriter(session_id, api.tools.pools_of(app), api.settings)
 
         async def messages() -> AsyncIterator[SseMessage | None]:
             api.track(queue)
@@ -121,11 +121,11 @@ def streams_router(api: HttpApi) -> APIRouter:
             bool, Query(description="End the stream after the next `answer` or `error`.")
         ] = False,
     ) -> StreamingResponse:
-        runner = api.runner(app)
+        api.runner(app)  # 404 for an app not served
         await api.session(caller, app, user_id, session_id)
         release = api.hold_stream(caller)
         subscription = api.hub.subscribe(session_id)  # before answering: nothing is missed
-        writer = UpdateWriter(session_id, runner.agent, api.settings)
+        writer = UpdateWriter(session_id, api.tools.pools_of(app), api.settings)
 
         async def messages() -> AsyncIterator[SseMessage | None]:
             try:

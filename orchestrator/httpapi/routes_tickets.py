@@ -28,7 +28,6 @@ from toolfleet.orchestrator.httpapi.wire import (
     SuppliedCredential,
     Ticket,
 )
-from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.errors import CompletionError
 from toolfleet.shared.messages import PendingCall
 
@@ -223,11 +222,7 @@ def health_router(api: HttpApi) -> APIRouter:
     )
     async def health() -> Any:
         agents = sorted(api.orch.runners)
-        needed = {
-            tool_pool(t, api.settings)
-            for r in api.orch.runners.values()
-            for t in r.agent.all_tools()
-        }
+        needed = api.tools.needed_pools()
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
                 await api.redis.ping()

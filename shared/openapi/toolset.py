@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -90,6 +90,14 @@ class OpenAPIToolset(BaseToolset):
         self, readonly_context: ReadonlyContext | None = None
     ) -> list[FunctionTool]:
         """A tool per operation (the same objects every time)."""
+        return self._function_tools()
+
+    def all_tools(self) -> Iterable[FunctionTool]:
+        """Every tool: the spec was read when the toolset was made, so no event loop is
+        needed, and this answers inside one too (the HTTP API lists tools there)."""
+        return self.offered(self._function_tools())
+
+    def _function_tools(self) -> list[FunctionTool]:
         return [replace(t.as_function_tool(), options=self.options) for t in self._tools]
 
 

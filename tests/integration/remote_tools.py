@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.mcp_support import stdio_params
 from tests.pets_api import pets_spec
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.models.offline import Call, call, say
 from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.mcp_tools import McpToolset, StreamableHTTPConnectionParams
 from toolfleet.shared.openapi import OpenAPIToolset
@@ -54,8 +55,19 @@ async def echo_upper(text: str) -> str:
     return text.upper()
 
 
+# What `toolfleet serve` plays without a model: a tool of each kind, then an answer.
+SCRIPT = [
+    call(
+        Call("mcp_add", {"a": 2, "b": 3}),
+        Call("pets_get_pet", {"pet_id": "p1"}),
+        Call("echo_upper", {"text": "hi"}),
+    ),
+    say("done"),
+]
+
 agent = Agent(
     name="remote_agent",
     instruction="Use the MCP and REST tools.",
     tools=[mcp_tools, mcp_http, pets, echo_upper],
+    offline_script=SCRIPT,
 )

@@ -220,6 +220,7 @@ async def exercise(client: Client) -> None:
     assert {"mcp_add", "pets_get_pet", "echo_upper", "toolfleet_result"} <= listed
 
     upper = await client.call_tool("echo_upper", {"text": "fleet"})
+    pet = await client.call_tool("pets_get_pet", {"pet_id": "p1"})
     added = await client.call_tool("mcp_add", {"a": 20, "b": 22})
     refused = await client.call_tool("mcp_refuse", {"reason": "nope"})
     invalid = await client.call_tool("mcp_add", {"a": 1})
@@ -227,6 +228,8 @@ async def exercise(client: Client) -> None:
 
     assert upper.structured_content == {"result": "FLEET"}
     assert added.structured_content == {"result": 42}
+    assert pet.structured_content is not None
+    assert pet.structured_content["body"]["name"] == "Rex"
     assert refused.is_error and "refused: nope" in refused.content[0].text  # type: ignore[union-attr]
     assert invalid.is_error and "InvalidArguments" in invalid.content[0].text  # type: ignore[union-attr]
     assert unknown.is_error and "UnknownTool" in unknown.content[0].text  # type: ignore[union-attr]
