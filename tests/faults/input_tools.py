@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 
 import redis
 
@@ -114,3 +115,45 @@ def open_secret_ticket(auth: dict[str, str], subject: str) -> dict[str, object]:
 
 
 secret_ticket_tool = LongRunningFunctionTool(open_secret_ticket)
+
+
+def state_canaries(seed: str) -> dict[str, str]:
+    """The secret values `remember_secret_state` writes for `seed`."""
+    names = ("password", "token", "api_key", "user", "temp")
+    return {name: f"CANARY-STATE-{name.upper()}-{seed}" for name in names}
+
+
+def state_digest(values: list[object]) -> str:
+    return hashlib.sha256(json.dumps(values).encode()).hexdigest()
+
+
+@tool
+def remember_secret_state(seed: str, tool_context: ToolContext) -> dict[str, object]:
+    """Writes secrets to state: at the top, nested, in a list, in the user scope, as temp:.
+
+    Args:
+        seed: Makes the values unique.
+    """
+    values = state_canaries(seed)
+    state = tool_context.state
+    state["password"] = values["password"]
+    nested = {"token": values["token"]}
+    state["cfg"] = {"nested": nested, "keys": [{"api_key": values["api_key"]}], "region": "eu"}
+    state["user:secret"] = values["user"]
+    state["temp:token"] = values["temp"]
+    return {"stored": sorted(state.delta)}
+
+
+@tool
+def recall_secret_state(tool_context: ToolContext) -> dict[str, object]:
+    """Reads back what `remember_secret_state` wrote: a digest of it, never the values."""
+    state = tool_context.state
+    cfg = state.get("cfg", {})
+    read = [
+        state.get("password"),
+        cfg.get("nested", {}).get("token"),
+        cfg.get("keys", [{}])[0].get("api_key"),
+        state.get("user:secret"),
+        cfg.get("region"),
+    ]
+    return {"digest": state_digest(read), "temp_left": "temp:token" in state}
