@@ -184,3 +184,18 @@ def test_the_name_of_a_worker_that_died_is_free_again(
     third = start_worker("--name", "phoenix@%h")
     assert third.process.wait(START_S) == 2, third.log()[-3000:]
     assert f"(pid {heir.process.pid} on " in third.log()
+
+
+def test_of_two_workers_started_at_once_with_one_name_one_gets_it(
+    own_settings: Settings, start_worker: StartWorker
+) -> None:
+    racers = [start_worker("--name", "racer@%h") for _ in range(2)]
+
+    wait_for(lambda: any(r.process.poll() is not None for r in racers), START_S, "a refusal")
+
+    (loser,) = [r for r in racers if r.process.poll() is not None]
+    (winner,) = [r for r in racers if r is not loser]
+    assert loser.process.returncode == 2, loser.log()[-3000:]
+    assert f"(pid {winner.process.pid} on " in loser.log()
+    (name,) = wait_live(own_settings, winner).values()
+    assert name.startswith("racer@")
