@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import redis
 
@@ -27,6 +27,7 @@ from toolfleet.shared.errors import (
     CompletionsFullError,
     InvalidCompletionError,
 )
+from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, dropped, too_deep, value_depth
 from toolfleet.shared.keys import Keys, applied_record
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
 from toolfleet.shared.outages import APPLIED_TTL_S
@@ -109,17 +110,25 @@ class Completions:
         secret_names: Iterable[str] = DEFAULT_SECRET_NAMES,
         *,
         maxlen: int = 10_000,
+        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     ) -> None:
         self._redis = client
         self._keys = keys
         self._maxlen = maxlen  # TOOLFLEET_COMPLETIONS_MAXLEN (its default here too)
+        self.max_json_depth = max_json_depth
         self._secrets = secret_name_set(secret_names)
         self._pending = PendingCalls(keys, self._secrets)
 
     @classmethod
     def of(cls, client: redis.Redis, keys: Keys, settings: Settings) -> Completions:
-        """The client with the settings' secret names and completions cap."""
-        return cls(client, keys, settings.secret_arg_names, maxlen=settings.completions_maxlen)
+        """The client with the settings' secret names, completions cap and nesting limit."""
+        return cls(
+            client,
+            keys,
+            settings.secret_arg_names,
+            maxlen=settings.completions_maxlen,
+            max_json_depth=settings.max_json_depth,
+        )
 
     def pending(self) -> list[PendingCall]:
         """Every pending call (ticket or credential request), oldest first."""
@@ -155,6 +164,8 @@ class Completions:
             raise InvalidCompletionError(
                 'a result must be a JSON object, e.g. {"status": "approved"}'
             )
+        if value_depth(response, stop_above=self.max_json_depth) > self.max_json_depth:
+            raise self.refuse_too_deep(call_id, "the result", final=final, source=source)
         completion = Completion(
             call_id=call_id,
             response=redact_deep(response, self._secrets),
@@ -191,6 +202,8 @@ class Completions:
                 f"call {call_id!r} waits for a {pending.kind}, not a confirmation"
             )
         response: dict[str, Any] = {"confirmed": bool(confirmed)}
+        if value_depth(payload, stop_above=self.max_json_depth) > self.max_json_depth:
+            raise self.refuse_too_deep(call_id, "the payload", source=source, kind="confirmation")
         if payload is not UNCHANGED:
             response["payload"] = redact_deep(payload, self._secrets)
         completion = Completion(
@@ -218,6 +231,30 @@ class Completions:
             posted_at=time.time(),
         )
         return self._post(pending, completion)
+
+    def refuse_too_deep(
+        self,
+        call_id: str,
+        what: str,
+        *,
+        final: bool = True,
+        source: str = "api",
+        kind: Literal["result", "confirmation"] = "result",
+    ) -> InvalidCompletionError:
+        """Dead-letter a post whose `what` nests over the limit, and return the error to
+        raise. The value is not kept (its secrets could not be masked without walking it
+        to the end): the dead letter holds the call, the poster and the reason."""
+        reason = too_deep(what, self.max_json_depth)
+        refused = Completion(
+            call_id=call_id,
+            response=dropped(reason),
+            final=final,
+            kind=kind,
+            source=source,
+            posted_at=time.time(),
+        )
+        dead_letter(self._redis, self._keys, refused, reason)
+        return InvalidCompletionError(f"{reason}; nothing was posted")
 
     def supply_credential(
         self, call_id: str, credential: str, store: CredentialStore, *, source: str = "api"

@@ -24,11 +24,6 @@ class ToolDefinitionError(ToolfleetError):
         super().__init__("; ".join(problems))
 
 
-class JsonTooDeepError(ToolfleetError):
-    """A JSON value from outside nests deeper than TOOLFLEET_MAX_JSON_DEPTH; the message
-    says how deep may go. Nothing of it was kept."""
-
-
 class ModelError(ToolfleetError):
     """The model could not be called or answered with something unusable."""
 

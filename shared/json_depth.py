@@ -16,8 +16,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from toolfleet.shared.errors import JsonTooDeepError
-
 SETTING = "TOOLFLEET_MAX_JSON_DEPTH"
 DEFAULT_MAX_JSON_DEPTH = 64
 # Stored documents wrap a value in a few levels more (an event, its content, its part,
@@ -104,19 +102,6 @@ def too_deep(what: str, limit: int, around: int = 0) -> str:
         f"{what} nests JSON objects and arrays more than {limit + around} levels deep: the "
         f"limit is {limit} ({SETTING}) for the value it carries, and {around} more around it"
     )
-
-
-def check_text(text: str | bytes | bytearray, limit: int, what: str, around: int = 0) -> None:
-    """Raise JsonTooDeepError when the JSON `text` nests more than `limit` (+ `around`)
-    levels."""
-    if text_depth(text, stop_above=limit + around) > limit + around:
-        raise JsonTooDeepError(too_deep(what, limit, around))
-
-
-def check_value(value: Any, limit: int, what: str) -> None:
-    """Raise JsonTooDeepError when `value` nests more than `limit` levels."""
-    if value_depth(value, stop_above=limit) > limit:
-        raise JsonTooDeepError(too_deep(what, limit))
 
 
 def dropped(message: str) -> dict[str, str]:

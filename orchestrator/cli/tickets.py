@@ -7,7 +7,7 @@ import getpass
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
 import redis
 
@@ -16,6 +16,7 @@ from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import UNCHANGED, Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import InvalidCompletionError
+from toolfleet.shared.json_depth import text_depth
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.redaction import redact_deep
 
@@ -83,6 +84,7 @@ def _post(call_id: str, response: dict[str, Any], final: bool) -> None:
 def cmd_complete(args: argparse.Namespace) -> None:
     """`toolfleet tickets complete`: post `--json` as the call's final result, or as progress
     with `--progress`; InvalidCompletionError if it is not a JSON object."""
+    _refuse_if_too_deep(args.call_id, args.json, "--json", final=not args.progress)
     try:
         response = json.loads(args.json)
     except json.JSONDecodeError as exc:
@@ -112,11 +114,30 @@ def cmd_confirm(args: argparse.Namespace) -> None:
     `tool_context.tool_confirmation`."""
     payload = UNCHANGED
     if args.payload is not None:
+        _refuse_if_too_deep(args.call_id, args.payload, "--payload", kind="confirmation")
         try:
             payload = json.loads(args.payload)
         except json.JSONDecodeError as exc:
             raise InvalidCompletionError(f"--payload is not valid JSON: {exc}") from exc
     _confirm(args.call_id, True, payload)
+
+
+def _refuse_if_too_deep(
+    call_id: str,
+    text: str,
+    option: str,
+    *,
+    final: bool = True,
+    kind: Literal["result", "confirmation"] = "result",
+) -> None:
+    """Measured before json.loads, which recurses: nested over the limit, the post is
+    refused and dead-lettered (InvalidCompletionError naming the limit)."""
+    limit = Settings().max_json_depth
+    if text_depth(text, stop_above=limit) <= limit:
+        return
+    completions, client = operator_completions()
+    with client:
+        raise completions.refuse_too_deep(call_id, option, final=final, source="cli", kind=kind)
 
 
 def _confirm(call_id: str, confirmed: bool, payload: Any) -> None:

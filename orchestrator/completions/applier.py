@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from google.genai import types
 from pydantic import ValidationError
 
+from toolfleet.orchestrator.completions.entries import parse_entry
 from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.completions.spans import completion_span
 from toolfleet.orchestrator.completions.waiting import WaitingCalls
@@ -41,6 +42,7 @@ from toolfleet.shared.completions import (
 )
 from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import SessionNotFoundError
+from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
 from toolfleet.shared.metrics import guarded, metrics
@@ -139,6 +141,7 @@ class CompletionApplier:
         # The runners share their replica's settings: its secret names mask the records.
         settings = next((r.settings for r in runners.values()), None)
         names = settings.secret_arg_names if settings else DEFAULT_SECRET_NAMES
+        self.max_json_depth = settings.max_json_depth if settings else DEFAULT_MAX_JSON_DEPTH
         self._pending = PendingCalls(keys, names)
         self._resumer = resumer
         self._waiting = WaitingCalls(client, resumer)
@@ -247,10 +250,9 @@ class CompletionApplier:
         has something new to answer."""
         if not await self._redis.xrange(stream, entry_id, entry_id):
             return False  # applied or refused already (by us, as an earlier one, or another)
-        try:
-            completion = Completion.model_validate_json(raw)
-        except ValidationError as exc:
-            await self.refuse(stream, entry_id, raw, f"malformed completion: {exc}")
+        completion = parse_entry(raw, self.max_json_depth)
+        if isinstance(completion, str):
+            await self.refuse(stream, entry_id, raw, completion)
             return False
         pending = await self._pending.aget(self._redis, completion.call_id)
         if pending is None:

@@ -18,15 +18,15 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
-from pydantic import ValidationError
 
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
+from toolfleet.orchestrator.completions.entries import parse_entry
 from toolfleet.orchestrator.completions.resumer import Notify, SessionResumer
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.completions import TRIM_COMPLETIONS
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import COMPLETION_FIELD, Completion
+from toolfleet.shared.messages import COMPLETION_FIELD
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +147,9 @@ class CompletionListener:
 
     async def _handle(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         raw = fields.get(COMPLETION_FIELD.encode(), b"")
-        try:
-            completion = Completion.model_validate_json(raw)
-        except ValidationError as exc:
-            await self.applier.refuse(stream, entry_id, raw, f"malformed completion: {exc}")
+        completion = parse_entry(raw, self.applier.max_json_depth)
+        if isinstance(completion, str):
+            await self.applier.refuse(stream, entry_id, raw, completion)
             return
         # First await of the task: completions of one session apply in posting order.
         async with self.resumer.lock(completion.session_id or completion.call_id):
