@@ -87,6 +87,12 @@ def pets_spec(url: str) -> dict[str, Any]:
                     },
                 }
             },
+            "/items/{itemId}/details": {
+                "get": {
+                    "operationId": "getItemDetails",
+                    "parameters": [{"name": "itemId", "in": "path", "required": True}],
+                }
+            },
             "/big": {"get": {"operationId": "getBig"}},
             "/echo-secrets": {"get": {"operationId": "echoSecrets"}},
         },
@@ -125,6 +131,8 @@ class _Handler(JsonHandler):
             return self.reply(200, pets_spec(api.url))
         if api.valid_keys and headers.get("x-pets-key") not in api.valid_keys:
             return self.reply(401, {"error": "bad key"})
+        if parts.path.endswith("/details"):
+            return self.reply(200, {"path": parts.path})
         if parts.path == "/big":
             return self.reply(200, {"data": "x" * BIG_BYTES})
         if parts.path == "/echo-secrets":

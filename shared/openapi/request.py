@@ -4,10 +4,11 @@ the response read up to a bound, secrets masked in what comes back."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -19,6 +20,8 @@ from toolfleet.shared.remote_auth import Secrets
 DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024
 # How much of an error body the model is shown, in characters.
 ERROR_BODY_CHARS = 2000
+# A path value percent-decoded this many times and still changing is refused.
+MAX_DECODINGS = 8
 
 
 class HttpStatusError(ToolError):
@@ -46,7 +49,10 @@ def prepare(
     op: Operation, base_url: str, args: Mapping[str, Any], headers: Mapping[str, str]
 ) -> Prepared:
     """The request for `op` with the model's `args`: path parameters percent-encoded (a
-    value cannot leave its path segment), the others in the query, headers or cookies."""
+    value cannot leave its path segment), the others in the query, headers or cookies.
+
+    ToolError (the model's error response) for a path value that would name another
+    path: see `segment`."""
     path = op.path
     sent = Prepared(op.method.upper(), "", headers=dict(headers))
     for param in op.parameters:
@@ -54,7 +60,7 @@ def prepare(
             continue
         value = args[param.arg]
         if param.location == "path":
-            path = path.replace("{" + param.name + "}", quote(_text(value), safe=""))
+            path = path.replace("{" + param.name + "}", segment(param.arg, _text(value)))
         elif param.location == "query":
             sent.params[param.name] = value if isinstance(value, list) else _text(value)
         elif param.location == "header":
@@ -66,6 +72,27 @@ def prepare(
     return Prepared(
         sent.method, url, sent.params, sent.headers, sent.cookies, args.get("body"), has_body
     )
+
+
+def segment(arg: str, value: str) -> str:
+    """`value` as one path segment, every reserved character percent-encoded (`/` too).
+
+    Refused (ToolError): an empty value, and one that holds a `.` or `..` segment between
+    slashes or backslashes, as given or once percent-decoded any number of times (`..`,
+    `%2e%2e`, `%252E.`, `a/../b`). A client or server that normalises or decodes the path
+    again would otherwise take it to another path of the API."""
+    decoded = value
+    for _ in range(MAX_DECODINGS):
+        if value == "" or any(p in (".", "..") for p in re.split(r"[/\\]", decoded)):
+            raise ToolError(
+                f"argument {arg!r} is {value!r}: a path argument may not be empty or be "
+                "(or contain) a '.' or '..' segment, even percent-encoded; pass the value itself"
+            )
+        once = unquote(decoded)
+        if once == decoded:
+            return quote(value, safe="")
+        decoded = once
+    raise ToolError(f"argument {arg!r} is percent-encoded over {MAX_DECODINGS} times")
 
 
 def _text(value: Any) -> str:

@@ -57,7 +57,9 @@ def call(
 def test_one_tool_per_operation_with_refs_resolved(spec_text: str) -> None:
     tools = tools_of(OpenAPIToolset(spec_str=spec_text))
 
-    assert sorted(tools) == ["create_pet", "echo_secrets", "get_big", "get_pet", "put_tree"]
+    assert sorted(tools) == [
+        "create_pet", "echo_secrets", "get_big", "get_item_details", "get_pet", "put_tree"
+    ]  # fmt: skip
     get_pet = tools["get_pet"].parameters_json_schema
     assert get_pet["required"] == ["pet_id"]
     assert get_pet["properties"]["pet_id"] == {"type": "string", "description": "The pet's id."}
@@ -92,13 +94,38 @@ def test_calls_run_on_the_executor_with_path_query_and_body(api: PetsApi, spec_t
     assert api.seen[-1]["body"] == {"name": "Tom", "tag": "cat"}
 
 
-def test_a_path_argument_cannot_leave_its_segment(api: PetsApi, spec_text: str) -> None:
-    tools = tools_of(OpenAPIToolset(spec_str=spec_text))
+@pytest.mark.parametrize(
+    "item", [".", "..", "%2e%2e", "%2E.", ".%2e", "%252e%252E", "a/../b", "..\\x", "%2F..", ""]
+)
+def test_a_path_argument_naming_another_path_is_refused(
+    api: PetsApi, spec_text: str, item: str
+) -> None:
+    # Given an API under /api, whose /api/items/{itemId}/details a dot segment would leave
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text, base_url=f"{api.url}/api"))
+    before = len(api.seen)
 
-    result = call(tools["get_pet"], {"pet_id": "../big"})
+    result = call(tools["get_item_details"], {"item_id": item})
 
-    assert api.seen[-1]["path"] == "/pets/..%2Fbig"
     assert result.status is CallStatus.ERROR
+    assert result.response["error_type"] == "ToolError"
+    assert "'.' or '..' segment" in result.response["error_message"]
+    assert len(api.seen) == before  # nothing was sent
+
+
+@pytest.mark.parametrize(
+    ("item", "path"),
+    [("a/b", "/api/items/a%2Fb/details"), ("...", "/api/items/.../details"),
+     ("50%", "/api/items/50%25/details"), ("x.y", "/api/items/x.y/details")],
+)  # fmt: skip
+def test_a_path_argument_stays_in_its_segment(
+    api: PetsApi, spec_text: str, item: str, path: str
+) -> None:
+    tools = tools_of(OpenAPIToolset(spec_str=spec_text, base_url=f"{api.url}/api"))
+
+    result = call(tools["get_item_details"], {"item_id": item})
+
+    assert result.status is CallStatus.SUCCESS
+    assert api.seen[-1]["path"] == path == result.response["body"]["path"]
 
 
 def test_http_error_is_an_error_response_with_status_and_body(spec_text: str) -> None:
