@@ -102,10 +102,11 @@ class ResultReporter:
         result = post.result
         if self._sealer is not None:
             # State writes too: the orchestrator stores them as they come (state hash),
-            # and the worker of a later call opens them. What the tool wrote is sealed
-            # whole, a sealed shape included: only what the orchestrator seals opens.
+            # and the worker of a later call opens them. What the tool returned or wrote
+            # is sealed whole, a sealed shape included (its inputs came opened): opening
+            # it gives back that shape, never what a token relayed from elsewhere holds.
             delta = self._sealer.seal(result.state_delta, keep_sealed=False)
-            response = self._sealer.seal(result.response)
+            response = self._sealer.seal(result.response, keep_sealed=False)
             result = result.model_copy(update={"response": response, "state_delta": delta})
         payload = result.model_dump_json().encode()
         fields: dict[str, bytes | str] = {RESULT_FIELD: payload}

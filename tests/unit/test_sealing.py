@@ -122,6 +122,17 @@ def test_results_are_sealed_on_the_stream_and_opened_for_the_model() -> None:
     assert wrong.function_response.response["error_type"] == "SealedResultError"  # type: ignore[union-attr, index]
 
 
+def test_a_sealed_token_a_tool_relays_in_its_result_is_not_opened_for_the_model() -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    stolen = sealer.seal({"token": "VICTIM-TOKEN"})["token"]  # read from Redis elsewhere
+    client = fakeredis.FakeRedis()
+    ResultReporter(client, 100, sealer=sealer).post("results", make_result({"token": stolen}))
+    ((_, fields),) = client.xrange("results")
+    posted = ToolResult.model_validate_json(fields[b"result"])
+    (part,) = responses_event("i", "a", [posted], sealer).content.parts  # type: ignore[union-attr, misc]
+    assert part.function_response.response == {"token": stolen}  # type: ignore[union-attr]
+
+
 def test_pending_records_keep_secrets_masked_or_sealed_never_in_clear() -> None:
     sealer = Sealer(new_fleet_key(), NAMES)
     pending = PendingCall.starting(make_call(ARGS), {"status": "pending", "token": "t9"})
