@@ -38,6 +38,7 @@ TOOL_MODULES = [
     "examples.bank_account",
     "tests.integration.adk_tools",
     "tests.integration.confirm_tools",
+    "tests.integration.confirm_agent",
     "tests.integration.cancel_tools",
 ]
 TICKET_RESOLVE_AFTER_S = "0.5"
