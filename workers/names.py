@@ -15,6 +15,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+import click
 import redis
 
 from toolfleet.shared.errors import ToolfleetError
@@ -48,8 +49,9 @@ return 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-class WorkerNameTakenError(ToolfleetError):
-    """Another live worker holds this worker's node name."""
+class WorkerNameTakenError(ToolfleetError, click.ClickException):
+    """Another live worker holds this worker's node name. `toolfleet worker` reports it as
+    a ToolfleetError; Celery's own command line as a ClickException, without a traceback."""
 
 
 def default_worker_name(pools: list[str], pid: int | None = None, host: str = "") -> str:
@@ -106,9 +108,9 @@ class NameClaim:
         label, _, _ = self.hostname.partition("@")
         return (
             f"worker name {self.hostname} is held by a live worker ({who}): start this one "
-            f"with another --name (celery: -n), e.g. --name {label}-2@%h, or leave --name out "
-            f"for a unique default; a dead worker's name is free {self.ttl_ms / 1000:g} s "
-            "after its last heartbeat"
+            f"with another --name (-n for celery worker), e.g. --name {label}-2@%h; "
+            "toolfleet worker without --name takes one of its own (<pools>.<pid>@host). "
+            f"A dead worker's name is free {self.ttl_ms / 1000:g} s after its last heartbeat"
         )
 
     def renew(self, record: str = "") -> bool:

@@ -28,7 +28,7 @@ from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.messages import CallStatus
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,8 @@ def own_settings(redis_url: str) -> Settings:
 
 @pytest.fixture
 def start_worker(own_settings: Settings, tmp_path: Path) -> Iterator[StartWorker]:
-    """Starts `toolfleet worker -c 1 [extra args]` as an operator would; killed at the end."""
+    """Starts `toolfleet worker -c 1 [extra args]` (or `celery ... worker`) as an operator
+    would; killed at the end."""
     started: list[Started] = []
     env = {
         **os.environ,
@@ -80,9 +81,13 @@ def start_worker(own_settings: Settings, tmp_path: Path) -> Iterator[StartWorker
         "TOOLFLEET_FLEET_KEY": FLEET_KEY,
     }
 
-    def start(*args: str) -> Started:
+    def start(*args: str, celery: bool = False) -> Started:
         log_path = tmp_path / f"worker-{len(started)}.log"
         command = [sys.executable, "-m", "toolfleet", "worker", "-c", "1", *args]
+        if celery:  # Celery's own command, as the README also shows it
+            queue = queue_name(own_settings.default_pool)
+            command = [sys.executable, "-m", "celery", "-A", "toolfleet.workers.app", "worker"]
+            command += ["-Q", queue, "-c", "1", *args]
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -199,3 +204,19 @@ def test_of_two_workers_started_at_once_with_one_name_one_gets_it(
     assert f"(pid {winner.process.pid} on " in loser.log()
     (name,) = wait_live(own_settings, winner).values()
     assert name.startswith("racer@")
+
+
+def test_celerys_own_command_refuses_its_default_name_to_a_second_worker_plainly(
+    own_settings: Settings, start_worker: StartWorker
+) -> None:
+    first = start_worker(celery=True)
+    (name,) = wait_live(own_settings, first).values()
+    assert name.startswith("celery@")  # Celery's default: one name per host
+
+    second = start_worker(celery=True)
+
+    assert second.process.wait(START_S) == 1, second.log()[-3000:]
+    assert f"Error: worker name {name} is held by a live worker " in second.log()
+    assert "-n for celery worker" in second.log() and "Traceback" not in second.log()
+    third = start_worker("-n", "other@%h", celery=True)  # what the README says to do
+    assert wait_live(own_settings, first, third).keys() == {first.process.pid, third.process.pid}
