@@ -73,7 +73,11 @@ def build_app(api: HttpApi) -> FastAPI:
         proxies=TrustedProxies(api.http.trusted_proxies),
         allow_proxies=api.http.allow_no_auth,
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=api.http.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=api.http.max_body_bytes,
+        max_depth=api.settings.max_json_depth,
+    )
     return app
 
 

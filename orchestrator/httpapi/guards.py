@@ -16,6 +16,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import is_loopback
+from toolfleet.shared.json_depth import (
+    DEFAULT_MAX_JSON_DEPTH,
+    ENVELOPE_LEVELS,
+    text_depth,
+    too_deep,
+)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -46,11 +52,16 @@ def _error(status: int, detail: str) -> JSONResponse:
 
 
 class BodyLimitMiddleware:
-    """Answer 413 to a body over `max_bytes` (declared or streamed) before any route runs."""
+    """Answer 413 to a body over `max_bytes` (declared or streamed), and 422 to one nested
+    deeper than `max_depth` (TOOLFLEET_MAX_JSON_DEPTH) plus the body's own levels around
+    the value it carries, before any route runs: parsing it would recurse that deep."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, max_depth: int = DEFAULT_MAX_JSON_DEPTH
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_depth = max_depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry: pass non-HTTP scopes through; answer 400 to a Content-Length that is not a
@@ -79,6 +90,11 @@ class BodyLimitMiddleware:
                 return
             if not message.get("more_body", False):
                 break
+        deepest = self.max_depth + ENVELOPE_LEVELS
+        if text_depth(body, stop_above=deepest) > deepest:
+            detail = too_deep("the request body", self.max_depth, ENVELOPE_LEVELS)
+            await _error(422, detail)(scope, receive, send)
+            return
         replayed: Message = {"type": "http.request", "body": bytes(body), "more_body": False}
         await self.app(scope, _replay([replayed], receive), send)
 
