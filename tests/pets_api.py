@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +16,8 @@ from tests.local_http import JsonHandler, serving
 
 # A big response, over the toolset's bound in the tests (bytes).
 BIG_BYTES = 100_000
+# What /bomb's small gzip body inflates to (bytes).
+BOMB_BYTES = 200 << 20
 
 
 def pets_spec(url: str) -> dict[str, Any]:
@@ -93,7 +97,16 @@ def pets_spec(url: str) -> dict[str, Any]:
                     "parameters": [{"name": "itemId", "in": "path", "required": True}],
                 }
             },
-            "/big": {"get": {"operationId": "getBig"}},
+            "/big": {
+                "get": {
+                    "operationId": "getBig",
+                    "parameters": [
+                        {"name": "size", "in": "query", "schema": {"type": "integer"}},
+                        {"name": "fill", "in": "query", "schema": {"type": "string"}},
+                    ],
+                }
+            },
+            "/bomb": {"get": {"operationId": "getBomb"}},
             "/echo-secrets": {"get": {"operationId": "echoSecrets"}},
         },
     }
@@ -134,7 +147,11 @@ class _Handler(JsonHandler):
         if parts.path.endswith("/details"):
             return self.reply(200, {"path": parts.path})
         if parts.path == "/big":
-            return self.reply(200, {"data": "x" * BIG_BYTES})
+            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            size = int(query.get("size", BIG_BYTES))
+            return self.reply(200, {"data": query.get("fill", "x") * size})
+        if parts.path == "/bomb":
+            return self._raw(gzip_bomb(), {"Content-Encoding": "gzip"})
         if parts.path == "/echo-secrets":
             key = headers.get("x-pets-key", "")
             return self.reply(403, {"token": "t0p", "note": f"you sent {key}"})
@@ -149,6 +166,23 @@ class _Handler(JsonHandler):
         if parts.path == "/tree":
             return self.reply(200, body or {})
         return self.reply(404, {"error": "no such path"})
+
+    def _raw(self, payload: bytes, headers: dict[str, str]) -> None:
+        self.send_response(200)
+        for name, value in {"Content-Type": "text/plain", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """BOMB_BYTES of zeros, gzipped (about a thousandth of that), made a MiB at a time."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    zeros = bytes(1 << 20)
+    packed = [packer.compress(zeros) for _ in range(BOMB_BYTES >> 20)]
+    return b"".join([*packed, packer.flush()])
 
 
 class _Server(ThreadingHTTPServer):

@@ -1,5 +1,5 @@
 """One HTTP call of an OpenAPI operation with httpx: the request from the model's arguments,
-the response read up to a bound, secrets masked in what comes back."""
+the response read up to a bound (shared.openapi.body), secrets masked in what comes back."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from urllib.parse import quote, unquote
 import httpx
 
 from toolfleet.shared.errors import ToolError
+from toolfleet.shared.openapi.body import ACCEPT_ENCODING, fitted, read_bounded
 from toolfleet.shared.openapi.spec import Operation
 from toolfleet.shared.remote_auth import Secrets
 
@@ -102,22 +103,30 @@ def _text(value: Any) -> str:
 
 
 async def send(
-    client: httpx.AsyncClient, request: Prepared, secrets: Secrets, max_bytes: int
+    client: httpx.AsyncClient,
+    request: Prepared,
+    secrets: Secrets,
+    max_bytes: int,
+    max_result_bytes: int,
 ) -> dict[str, Any]:
     """Send `request`; the response as {"status_code", "body"} (JSON decoded when it is
-    JSON; "truncated": true when cut at `max_bytes`). An HTTP error status raises
-    HttpStatusError (a ToolError)
-    with the status and the (masked, shortened) body: the model's error response."""
+    JSON). The body is read up to `max_bytes` decoded bytes (and no further than
+    `max_result_bytes`), and the result is cut to `max_result_bytes` of JSON (what the
+    worker may send), "truncated": true when anything was cut. An HTTP error status
+    raises HttpStatusError (a ToolError) with the status and the (masked, shortened)
+    body: the model's error response."""
     extra: dict[str, Any] = {"json": request.body} if request.has_body else {}
+    headers = {k: v for k, v in request.headers.items() if k.lower() != "accept-encoding"}
+    headers["Accept-Encoding"] = ACCEPT_ENCODING  # codings read_bounded decodes in bounds
     async with client.stream(
         request.method,
         request.url,
         params=request.params,
-        headers=request.headers,
+        headers=headers,
         cookies=request.cookies,
         **extra,
     ) as response:
-        raw, truncated = await _read_bounded(response, max_bytes)
+        raw, truncated = await read_bounded(response, min(max_bytes, max_result_bytes))
     body = secrets.mask(_decode(raw, response.headers.get("content-type", ""), truncated))
     if response.is_error:
         shown = body if isinstance(body, str) else json.dumps(body)
@@ -131,18 +140,7 @@ async def send(
     result: dict[str, Any] = {"status_code": response.status_code, "body": body}
     if truncated:
         result["truncated"] = True
-    return result
-
-
-async def _read_bounded(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > max_bytes:
-            return b"".join(chunks)[:max_bytes], True
-    return b"".join(chunks), False
+    return fitted(result, max_result_bytes)
 
 
 def _decode(raw: bytes, content_type: str, truncated: bool) -> Any:

@@ -11,8 +11,9 @@ from google.genai import types
 
 from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.base_tool import BaseTool
+from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.errors import ToolDefinitionError, ToolfleetError
 from toolfleet.shared.openapi.request import (
     DEFAULT_MAX_RESPONSE_BYTES,
     HttpStatusError,
@@ -54,7 +55,9 @@ class OpenAPIToolset(BaseToolset):
         tool_filter: Only these tools (names before the prefix).
         tool_name_prefix: Offer every tool as "<prefix>_<name>".
         timeout_s: Each HTTP call's time limit, in seconds.
-        max_response_bytes: A longer response body is cut there, marked "truncated".
+        max_response_bytes: A longer response body is cut there, marked "truncated" (and
+            so is one whose result is over TOOLFLEET_MAX_PAYLOAD_BYTES of JSON). Counted
+            as decoded: a compressed body is inflated no further than the bound.
         pool: The pool whose workers make the calls (default: the default io pool).
     """
 
@@ -155,11 +158,22 @@ class RestApiTool(BaseTool):
         secrets = Secrets(values=(*api.headers.values(), *([token] if token else [])))
         async with httpx.AsyncClient(timeout=api.timeout_s, follow_redirects=False) as client:
             try:
-                return await send(client, request, secrets, api.max_response_bytes)
+                return await send(
+                    client, request, secrets, api.max_response_bytes, _result_limit(tool_context)
+                )
             except HttpStatusError as exc:
                 if api.auth is not None and exc.status_code in REFUSED:
                     tool_context.request_credential(api.auth)
                 raise
+
+
+def _result_limit(tool_context: ToolContext) -> int:
+    """The largest result the worker sends, in bytes of JSON (TOOLFLEET_MAX_PAYLOAD_BYTES):
+    a longer response is cut to fit it, not refused whole."""
+    try:
+        return tool_context.settings.max_payload_bytes
+    except ToolfleetError:  # not on a worker: the default limit
+        return int(Settings.model_fields["max_payload_bytes"].default)
 
 
 def _server_url(spec: Mapping[str, Any]) -> str:

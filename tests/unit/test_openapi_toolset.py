@@ -43,14 +43,22 @@ def tools_of(toolset: OpenAPIToolset) -> dict[str, FunctionTool]:
 
 
 def call(
-    tool: FunctionTool, args: dict[str, Any], services: ToolServices | None = None
+    tool: FunctionTool,
+    args: dict[str, Any],
+    services: ToolServices | None = None,
+    max_result_bytes: int = 1_000_000,
 ) -> ToolResult:
     envelope = ToolCall(
         call_id="c1", tool=tool.name, args=args, session_id="s", app_name="app", user_id="u",
         invocation_id="inv", agent="a", state={}, reply_to="r", dispatched_at=time.time(),
     )  # fmt: skip
     return execute(
-        tool, envelope, worker="w", max_result_bytes=1_000_000, time_limit_s=10, services=services
+        tool,
+        envelope,
+        worker="w",
+        max_result_bytes=max_result_bytes,
+        time_limit_s=10,
+        services=services,
     ).result
 
 
@@ -58,7 +66,8 @@ def test_one_tool_per_operation_with_refs_resolved(spec_text: str) -> None:
     tools = tools_of(OpenAPIToolset(spec_str=spec_text))
 
     assert sorted(tools) == [
-        "create_pet", "echo_secrets", "get_big", "get_item_details", "get_pet", "put_tree"
+        "create_pet", "echo_secrets", "get_big", "get_bomb", "get_item_details", "get_pet",
+        "put_tree",
     ]  # fmt: skip
     get_pet = tools["get_pet"].parameters_json_schema
     assert get_pet["required"] == ["pet_id"]
