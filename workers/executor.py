@@ -18,6 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from toolfleet.shared.cancellation import cancelled_response
 from toolfleet.shared.context import ToolContext, ToolServices
 from toolfleet.shared.errors import ToolError
+from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, too_deep, value_depth
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult, error_response
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped, CallTimeLimit, call_loop
@@ -83,18 +84,24 @@ class Execution:
         attempt: int,
         max_result_bytes: int,
         services: ToolServices | None,
+        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     ) -> None:
         self.tool = tool
         self.call = call
         self._worker = worker
         self._attempt = attempt
         self._max_result_bytes = max_result_bytes
+        self._max_json_depth = max_json_depth
         self.started = time.time()
         self.context = ToolContext(call, services)
 
     def arguments(self) -> dict[str, Any] | Outcome:
         """The tool's keyword arguments, or the InvalidArguments outcome. The orchestrator
         validated them already; a worker trusts nothing it did not check."""
+        limit = self._max_json_depth
+        if value_depth(self.call.args, stop_above=limit) > limit:  # validating recurses
+            message = too_deep(f"the arguments of {self.tool.name!r}", limit)
+            return self.finish(CallStatus.ERROR, error_response("InvalidArguments", message))
         args, problems = self.tool.validate(self.call.args)
         if problems:
             detail = "; ".join(str(p) for p in problems)
@@ -131,7 +138,9 @@ class Execution:
         """The outcome with this status and response, unless they cannot be sent."""
         call = self.call
         state_delta = self.context.state.delta
-        problem = _unsendable(response, state_delta, self._max_result_bytes)
+        problem = _too_deep(response, state_delta, self._max_json_depth) or _unsendable(
+            response, state_delta, self._max_result_bytes
+        )
         if problem:
             log.error(
                 "tool %s returned an unsendable result (call %s): %s",
@@ -171,6 +180,7 @@ def execute(
     max_result_bytes: int,
     time_limit_s: float = 0.0,
     services: ToolServices | None = None,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
 ) -> Outcome:
     """Run `tool` for `call` in this worker process and describe the outcome as a ToolResult.
 
@@ -178,8 +188,9 @@ def execute(
     (shared by the calls of an io worker), and no task of theirs is left on it afterwards;
     each call keeps its own `time_limit_s` (0: none), on a pool thread too. Exceptions
     become ERROR results (the exception kept for retries), as do a time limit and a
-    response or state writes that are not JSON or together over `max_result_bytes`
-    (ResultRejected, no state delta). A long-running tool's response is PENDING: its ticket."""
+    response or state writes that are not JSON, nested over `max_json_depth` or together
+    over `max_result_bytes` (ResultRejected, no state delta). A long-running tool's
+    response is PENDING: its ticket."""
     execution = Execution(
         tool,
         call,
@@ -187,6 +198,7 @@ def execute(
         attempt=attempt,
         max_result_bytes=max_result_bytes,
         services=services,
+        max_json_depth=max_json_depth,
     )
     return run_execution(execution, time_limit_s)
 
@@ -233,6 +245,17 @@ def start_coroutine(
 
     call_id = execution.call.call_id
     call_loop().start(execution.tool.func(**args), time_limit_s, call_id, ended)
+
+
+def _too_deep(response: dict[str, Any], state_delta: dict[str, Any], limit: int) -> str | None:
+    """Why a result may not be posted for its nesting, or None. Measured first: sizing,
+    masking and sending it all recurse, and a value that contains itself never ends."""
+    if value_depth(response, stop_above=limit) > limit:
+        return too_deep("the tool's result", limit) + "; return flatter data"
+    for key, value in state_delta.items():
+        if value_depth(value, stop_above=limit) > limit:
+            return too_deep(f"the state write {key!r}", limit) + "; write flatter data"
+    return None
 
 
 def _json_size(value: Any) -> int:

@@ -127,6 +127,7 @@ class ToolRuns:
             attempt=admitted.attempt,
             max_result_bytes=self._deps.settings.max_payload_bytes,
             services=self._deps.services,
+            max_json_depth=self._deps.settings.max_json_depth,
         )
 
     def admit(self, request: Any, call: dict[str, Any]) -> Admitted | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
 from toolfleet.orchestrator.loop.confirmation import AWAITING, ask_confirmation
+from toolfleet.orchestrator.loop.deep_args import deep_args_problem
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.confirmation import ToolConfirmation
@@ -45,7 +46,11 @@ class FleetCalls:
         """Validate `args`, run the tool on its pool's workers and wait for its result
         (within the tool's time limit); every failure is an error result. A call that
         needs a confirmation is not sent: it answers pending, waiting for a person."""
-        envelope = self._envelope(uuid.uuid4().hex, tool.name, args)
+        # Measured first: the checks below, and the envelope's journey, recurse.
+        too_deep = deep_args_problem(tool.name, args, self._replica.settings.max_json_depth)
+        envelope = self._envelope(uuid.uuid4().hex, tool.name, {} if too_deep else args)
+        if too_deep:
+            return failed(envelope, "InvalidArguments", too_deep)
         if mentions_sealed(args):  # only the orchestrator seals values: not a caller
             return failed(envelope, "InvalidArguments", "the key '$sealed' is reserved")
         checked, problems = tool.validate(args)
