@@ -19,6 +19,7 @@ import pytest
 import redis
 from pydantic import SecretStr
 
+from tests.flower import running_flower
 from tests.integration import fleet_tools
 from tests.integration.conftest import FLEET_KEY
 from toolfleet.orchestrator.agents.agent import Agent
@@ -125,14 +126,14 @@ def wait_live(settings: Settings, *workers: Started) -> dict[int, str]:
 
 
 async def test_two_workers_started_without_a_name_are_both_live_and_both_serve_calls(
-    own_settings: Settings, start_worker: StartWorker
+    own_settings: Settings, start_worker: StartWorker, tmp_path: Path
 ) -> None:
     first, second = start_worker(), start_worker()
 
     names = wait_live(own_settings, first, second)
 
     pool = own_settings.default_pool
-    assert names == {w.process.pid: names[w.process.pid] for w in (first, second)}
+    assert names.keys() == {first.process.pid, second.process.pid}  # no record of another
     assert {n.partition("@")[0] for n in names.values()} == {
         f"{pool}.{first.process.pid}",
         f"{pool}.{second.process.pid}",
@@ -154,6 +155,11 @@ async def test_two_workers_started_without_a_name_are_both_live_and_both_serve_c
     assert len(results) == NAPS
     # One call at a time per worker (-c 1): four half-second naps share both.
     assert {r.worker for r in results} == set(names.values())
+    # Flower lists both (one name for two workers was one worker to it).
+    login = ("admin", "names-pw")
+    with running_flower(own_settings, names.values(), tmp_path, login, START_S) as flower:
+        listed = flower.get("/api/workers?status=true").json()
+    assert {n: listed[n] for n in names.values()} == dict.fromkeys(names.values(), True)
 
 
 def test_a_name_a_live_worker_holds_is_refused_with_what_to_change(
