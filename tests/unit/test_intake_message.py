@@ -64,6 +64,20 @@ def test_the_tag_of_a_message_that_does_not_decode_is_still_found_to_ack_it() ->
     assert tag_of("not json") is None
 
 
+def test_a_message_nested_too_deep_to_parse_is_malformed_and_its_tag_still_found() -> None:
+    deep = "[" * 3_000 + "]" * 3_000  # past the recursion json.loads can do
+    outer = json.loads(message())
+    body = f'[[], {{"call": {deep}}}, {{}}]'.encode()
+    deep_body = json.dumps({**outer, "body": base64.b64encode(body).decode()})
+    with pytest.raises(MalformedMessage, match=r"its body nests JSON .* more than 144 levels"):
+        decode(deep_body)
+    deep_outer = json.dumps({**outer, "headers": {**outer["headers"], "x": "?"}})
+    deep_outer = deep_outer.replace('"?"', deep)
+    with pytest.raises(MalformedMessage, match="the message nests JSON"):
+        decode(deep_outer)
+    assert tag_of(deep_outer) == "tag-1"  # acked, not redelivered forever
+
+
 def test_priority_lists_are_kombus_names_highest_first() -> None:
     assert priority_lists("tools.io") == [
         "tools.io",

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from toolfleet.shared.json_depth import HIGHEST_MAX_JSON_DEPTH, SETTING, text_depth
+
+# A message toolfleet sends nests a call's arguments and state (TOOLFLEET_MAX_JSON_DEPTH
+# levels at most) in a few levels of its own. Deeper, it is not one of ours, and json.loads
+# would recurse that far: it is measured first.
+MAX_MESSAGE_DEPTH = HIGHEST_MAX_JSON_DEPTH + 16
+# kombu's delivery tag, a plain string: found without parsing a message too deep to parse.
+_TAG = re.compile(r'"delivery_tag"\s*:\s*"([^"\\]+)"')
 
 
 class MalformedMessage(ValueError):
@@ -48,6 +58,7 @@ def decode(raw: bytes | str) -> TaskMessage:
     """The task message in `raw`, kombu's JSON envelope of a Celery protocol 2 message.
 
     Raises MalformedMessage saying what is wrong."""
+    _measure(raw, "the message")
     try:
         envelope = json.loads(raw)
         headers = envelope["headers"]
@@ -57,6 +68,7 @@ def decode(raw: bytes | str) -> TaskMessage:
             body = base64.b64decode(body)
         if envelope.get("content-type", "application/json") != "application/json":
             raise MalformedMessage(f"content type {envelope.get('content-type')!r} is not JSON")
+        _measure(body, "its body")
         args, kwargs, _embed = json.loads(body)
         return TaskMessage(
             tag=str(properties["delivery_tag"]),
@@ -73,6 +85,15 @@ def decode(raw: bytes | str) -> TaskMessage:
         raise MalformedMessage(f"not a Celery protocol 2 task message: {exc!r}") from exc
 
 
+def _measure(text: str | bytes, what: str) -> None:
+    if text_depth(text, stop_above=MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
+        raise MalformedMessage(
+            f"{what} nests JSON objects and arrays more than {MAX_MESSAGE_DEPTH} levels deep: "
+            f"not a task message toolfleet sends (a call's arguments nest {SETTING} levels "
+            "at most)"
+        )
+
+
 def _instant(value: object) -> datetime | None:
     if not value:
         return None
@@ -85,6 +106,10 @@ def _instant(value: object) -> datetime | None:
 
 def tag_of(raw: bytes | str) -> str | None:
     """The delivery tag of a message that may not decode as a task, or None."""
+    if text_depth(raw, stop_above=MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
+        text = raw if isinstance(raw, str) else raw.decode("latin-1")
+        tags = _TAG.findall(text)
+        return tags[-1] if tags else None  # kombu writes `properties` last
     try:
         return str(json.loads(raw)["properties"]["delivery_tag"])
     except (ValueError, KeyError, TypeError):
