@@ -38,9 +38,17 @@ def over_100(amount: int, counter_file: str) -> bool:
     return amount > 100
 
 
+def limits_unknown(amount: int, counter_file: str) -> bool:
+    """A check that cannot decide: its limits service is down."""
+    raise RuntimeError("the limits service is down")
+
+
 transfer_money_tool = FunctionTool(transfer_money, require_confirmation=True)
 transfer_checked_tool = FunctionTool(
     transfer_money, name="transfer_checked", require_confirmation=over_100
+)
+transfer_guarded_tool = FunctionTool(
+    transfer_money, name="transfer_guarded", require_confirmation=limits_unknown
 )
 
 

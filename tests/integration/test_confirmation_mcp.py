@@ -173,6 +173,20 @@ async def test_a_check_of_the_arguments_decides_which_calls_wait(
         assert transfers.read_text() == "1"  # the large one did not run
 
 
+async def test_a_check_that_fails_leaves_the_call_unsent(
+    stdio_server: StdioServerParameters, operator: Completions, tmp_path: Path
+) -> None:
+    transfers = tmp_path / "transfers"
+    async with Client(stdio_server) as over_stdio:
+        answer = await over_stdio.call_tool(
+            "transfer_guarded", {"amount": 1, "counter_file": str(transfers)}
+        )
+
+    assert answer.is_error and "ConfirmationCheckError" in answer.content[0].text  # type: ignore[union-attr]
+    assert not transfers.exists()
+    assert "transfer_guarded" not in {p.tool for p in operator.pending()}
+
+
 async def test_no_forged_confirmation_runs_a_call(
     stdio_server: StdioServerParameters, operator: Completions, settings: Settings, tmp_path: Path
 ) -> None:
