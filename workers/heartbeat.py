@@ -20,6 +20,9 @@ from toolfleet.workers.names import NameClaim
 
 log = logging.getLogger(__name__)
 
+# How long a stop waits for a beat in flight (Redis may be slow to answer it).
+STOP_JOIN_S = 5.0
+
 # The consumer attribute naming the queues an io worker's intake took from Celery's consumer.
 INTAKE_QUEUES = "toolfleet_intake_queues"
 
@@ -94,6 +97,9 @@ class Heartbeat:
         """Stop beating, free the name and delete the record now, so the worker stops
         counting as live before it would expire; a Redis error is logged, not raised."""
         self._stop.set()
+        if self._thread is not None:
+            # A beat in flight would write the claim and record again after the release.
+            self._thread.join(STOP_JOIN_S)
         if self._claim is not None:
             try:
                 self._claim.release()

@@ -109,3 +109,18 @@ def test_the_claim_names_its_holder_and_expires_with_the_heartbeat(
     finally:
         heartbeat.stop()
     assert not client.exists(KEYS.worker_name("w@h"))
+
+
+def test_a_stop_during_a_beat_leaves_neither_the_name_nor_the_record(
+    client: fakeredis.FakeRedis,
+) -> None:
+    # Beats as fast as they go, so that stops land in the middle of one: a beat still in
+    # flight after the release would write both back, for three periods.
+    held = []
+    for i in range(200):
+        heartbeat = Heartbeat(client, KEYS, period_s=0.0005)
+        heartbeat.start(f"w{i}@h", ["default"])
+        heartbeat.stop()
+        keys = (KEYS.worker_name(f"w{i}@h"), KEYS.worker(f"w{i}@h"))
+        held += [k for k in keys if client.exists(k)]
+    assert held == []
