@@ -9,11 +9,13 @@ calling tool's delta.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from google.genai import types
 from pydantic import ValidationError
@@ -24,6 +26,12 @@ from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import FunctionTool, ToolOptions
+
+if TYPE_CHECKING:
+    from toolfleet.orchestrator.loop.runner import Runner
+    from toolfleet.orchestrator.sessions.leases import LeaseHold
+
+log = logging.getLogger(__name__)
 
 DEFAULT_POOL = "agents"
 DEFAULT_TIMEOUT_S = 300.0
@@ -123,15 +131,42 @@ async def run_agent_as_tool(
             before = dict(session.state)
             message = types.Content(role="user", parts=[types.Part(text=request)])
             answer = ""
-            async for update in runner.invoke(session, message, lease=hold):
-                if isinstance(update, Event) and answer_of(update):
-                    answer = answer_of(update)
+            try:
+                async for update in runner.invoke(session, message, lease=hold):
+                    if isinstance(update, Event) and answer_of(update):
+                        answer = answer_of(update)
+            except BaseException as exc:
+                await _close_child(runner, child_id, agent.name, exc, hold)
+                raise
         for key, value in session.state.items():
             if before.get(key) != value or key not in before:
                 tool_context.state[key] = value
         for key, value in _temp_writes(session.events).items():
             tool_context.state[key] = value
     return _response(agent, answer)
+
+
+async def _close_child(
+    runner: Runner, child_id: str, name: str, exc: BaseException, hold: LeaseHold
+) -> None:
+    """The child's run ended without its answer: answer what its turn left open (calls
+    still running, or never sent), so the child keeps no call without a response. If
+    this fails too (Redis away, the lease lost), the child stays owed and the sweep
+    closes it once its lease lapses."""
+    from toolfleet.orchestrator.loop.closing import AGENT_TOOL_ENDED, close_open_turn
+
+    if isinstance(exc, asyncio.CancelledError):
+        how = "was stopped (its time limit, or its session was cancelled)"
+    else:
+        how = f"failed ({type(exc).__name__})"
+    why = f"agent tool {name!r} {how} before this call was answered; its result is not used"
+    try:
+        session = await runner.store.get(child_id)
+        await close_open_turn(
+            runner.store, session, error_type=AGENT_TOOL_ENDED, why=why, fence=hold.fence
+        )
+    except Exception:
+        log.warning("could not close the open turn of %s; the sweep will", child_id, exc_info=True)
 
 
 def _temp_writes(events: list[Event]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Continue sessions that owe the model a turn: after a completion is applied, and
-when the replica that ran them died (their lease expired with the session owed)."""
+when the replica that ran them died (their lease expired with the session owed); close
+the open turn of an agent tool's child whose worker died (loop/closing.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolfleet.orchestrator.loop.closing import WORKER_LOST, close_open_turn
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.leases import LeaseHold
@@ -71,25 +73,25 @@ class SessionResumer:
         self._resuming: set[str] = set()  # sessions a task of this replica is continuing
         self.locks = SessionLocks()
 
-    def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
+    def lock(self, session: str) -> AbstractAsyncContextManager[None]:
         """Serializes this replica's work on one session (completions, resumes)."""
-        return self.locks.hold(session_id)
+        return self.locks.hold(session)
 
-    async def notify(self, session_id: str, update: Update) -> None:
+    async def notify(self, session: str, update: Update) -> None:
         """Hand an update to the replica's `on_update` (SSE streams, the CLI)."""
         if self._on_update is not None:
-            result = self._on_update(session_id, update)
+            result = self._on_update(session, update)
             if result is not None:
                 await result
 
     async def continue_session(
-        self, runner: Runner, session_id: str, hold: LeaseHold, *, release: bool = True
+        self, runner: Runner, session: str, hold: LeaseHold, *, release: bool = True
     ) -> None:
         """Run the model on the session as it stands, under the caller's lease `hold`
         (released with the answer unless `release` is False: the caller writes on)."""
-        session = await runner.store.get(session_id)
-        async for update in runner.invoke(session, None, lease=hold, release=release):
-            await self.notify(session_id, update)
+        stored = await runner.store.get(session)
+        async for update in runner.invoke(stored, None, lease=hold, release=release):
+            await self.notify(session, update)
 
     async def resume_owed(self) -> None:
         """Start continuing every owed session of this replica's apps that no replica is
@@ -98,31 +100,57 @@ class SessionResumer:
         any_runner = next(iter(self._runners.values()))  # all share one Redis and prefix
         store, leases = any_runner.store, any_runner.leases
         owed = await store.sessions_to_resume()
-        for session_id in await leases.unleased(owed):
-            if session_id in self._resuming:
+        for session in await leases.unleased(owed):
+            if session in self._resuming:
                 continue
-            app, owner = await store.app_and_owner(session_id)
+            app, owner = await store.app_and_owner(session)
             if app is None:  # the session expired (or was deleted): nothing to continue
-                await store.resumed(session_id)
+                await store.resumed(session)
                 continue
             runner = self._runners.get(app or "")
-            if runner is None or owner not in (None, runner.agent.name):
-                # Another app's session (its own orchestrator finishes it), or an agent
-                # tool's child session (its worker runs it): not this runner's to resume.
-                continue
-            self._resuming.add(session_id)
-            self._start(self._resume_one(runner, session_id))
+            if runner is None:
+                continue  # another app's session: its own orchestrator finishes it
+            self._resuming.add(session)
+            if owner not in (None, runner.agent.name):
+                # An agent tool's child, owed and unleased: its worker was lost while it
+                # ran. Only a worker runs a child; the sweep answers what it left open.
+                self._start(self._close_child(runner, session, owner or ""))
+            else:
+                self._start(self._resume_one(runner, session))
 
-    async def _resume_one(self, runner: Runner, session_id: str) -> None:
+    async def _close_child(self, runner: Runner, session: str, owner: str) -> None:
+        why = (
+            f"the worker running agent tool {owner!r} was lost before this call was "
+            "answered; its result is not used"
+        )
         try:
-            async with self.lock(session_id), runner.leases.hold(session_id) as hold:
-                if session_id in await runner.store.sessions_to_resume():
-                    log.info("continuing session %s (its invocation did not finish)", session_id)
-                    await self.continue_session(runner, session_id, hold)
+            async with self.lock(session), runner.leases.hold(session) as hold:
+                if session in await runner.store.sessions_to_resume():
+                    stored = await runner.store.get(session)
+                    closed = await close_open_turn(
+                        runner.store, stored, error_type=WORKER_LOST, why=why, fence=hold.fence
+                    )
+                    if closed:
+                        log.info("closed %s of session %s: its worker was lost", closed, session)
+                    else:  # nothing open: its worker died before its first call or after
+                        await runner.store.resumed(session, fence=hold.fence)
+        except SessionBusyError:
+            pass  # its worker (a redelivery) or another replica took it first
+        except Exception:
+            log.exception("closing session %s failed; it stays owed", session)
+        finally:
+            self._resuming.discard(session)
+
+    async def _resume_one(self, runner: Runner, session: str) -> None:
+        try:
+            async with self.lock(session), runner.leases.hold(session) as hold:
+                if session in await runner.store.sessions_to_resume():
+                    log.info("continuing session %s (its invocation did not finish)", session)
+                    await self.continue_session(runner, session, hold)
         except SessionBusyError:
             pass  # another replica took it first
         except Exception:
             # One broken session must not stop the listener; it stays owed.
-            log.exception("continuing session %s failed; it stays owed", session_id)
+            log.exception("continuing session %s failed; it stays owed", session)
         finally:
-            self._resuming.discard(session_id)
+            self._resuming.discard(session)

@@ -79,9 +79,9 @@ async def run_invocation(
             yield stored_message
         elif message is not None:
             user_event = Event(invocation_id=inv.id, author="user", content=message)
-            # An agent tool's child session is its worker's to finish, never the sweep's.
-            owes = True if inv.depth == 0 else None
-            await held.append(inv, user_event, owes_turn=owes)
+            # Owed until answered, an agent tool's child included: the sweep never runs a
+            # child (its worker does), but closes its open turn if that worker is lost.
+            await held.append(inv, user_event, owes_turn=True)
             yield user_event
         for _ in range(inv.settings.max_steps):
             ending = _Ending()
@@ -294,8 +294,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     release = inv.lease is not None and inv.release_on_answer
     if inv.lease is not None and release:
         await inv.lease.renewal.stop()
-    owes = False if inv.depth == 0 else None
-    await held.append(inv, model_event, owes_turn=owes, release=release)
+    await held.append(inv, model_event, owes_turn=False, release=release)
     if inv.lease is not None and release:
         inv.lease.released = True
     return model_event, tools

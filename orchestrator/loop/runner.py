@@ -124,7 +124,7 @@ class Runner:
         user_event = Event(invocation_id=new_invocation_id(), author="user", content=content)
         session, stored = await self.store.get_and_append(
             self.app_name, user_id, session_id, lease=claim, message=user_event,
-            owes_turn=True if self.depth == 0 else None,
+            owes_turn=True,
         )  # fmt: skip
         async with self.leases.hold(session.id, claimed=claim) as hold:
             stored_message = user_event if stored else None
@@ -171,15 +171,13 @@ class Runner:
         except BaseException as exc:
             # Its type only: an exception's text may quote what a tool or model was given.
             tracing.finish(invocation.span, error=type(exc).__name__)
-            if isinstance(exc, Exception):
+            # An agent tool's child stopped (its time limit, a cancellation) keeps what it
+            # got too: its worker closes what is left open (agent_tool.py).
+            if isinstance(exc, Exception) or self.depth > 0:
                 with contextlib.suppress(LeaseLostError, RedisError):  # then it stays owed
                     # Responses the model was given (the model failed after them) are kept.
                     await held.store_held(invocation)
-                    if (
-                        not held.unsettled(invocation)
-                        and session.open_turn() is None
-                        and self.depth == 0
-                    ):
+                    if not held.unsettled(invocation) and session.open_turn() is None:
                         await self.store.resumed(session.id, fence=invocation.fence)
             raise
         tracing.finish(
@@ -187,7 +185,7 @@ class Runner:
             toolfleet__invocation__id=invocation.id,
             toolfleet__end_reason=ended.reason.value if ended is not None else None,
         )
-        if not invocation.answered and self.depth == 0:
+        if not invocation.answered:
             # Ended otherwise (an action, max_steps, a credential): nothing more is owed.
             await self.store.resumed(session.id, fence=invocation.fence)
         if ended is not None:

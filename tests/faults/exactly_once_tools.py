@@ -79,6 +79,36 @@ delegator = Agent(
 )
 
 
+# The children of agent tools whose run ends mid-turn, while their lookup (2.5 s) runs:
+# the test kills the worker running `lost_researcher`; `hurried_researcher`'s agent tool
+# reaches its 1 s time limit. Each child's turn must be closed, not left open.
+lost_researcher = Agent(
+    name="lost_researcher",
+    description="Researches a question; its worker is killed meanwhile.",
+    tools=[slow_lookup],
+    offline_script=[call(Call("slow_lookup", {"seconds": 2.5})), say("researched")],
+)
+
+lost_delegator = Agent(
+    name="lost_delegator",
+    tools=[AgentTool(lost_researcher, timeout_s=3)],
+    offline_script=[call(Call("lost_researcher", {"request": "look"})), say(_responses_text)],
+)
+
+hurried_researcher = Agent(
+    name="hurried_researcher",
+    description="Researches a question for longer than its agent tool may run.",
+    tools=[slow_lookup],
+    offline_script=[call(Call("slow_lookup", {"seconds": 2.5})), say("researched")],
+)
+
+hurried_delegator = Agent(
+    name="hurried_delegator",
+    tools=[AgentTool(hurried_researcher, timeout_s=1)],
+    offline_script=[call(Call("hurried_researcher", {"request": "look"})), say(_responses_text)],
+)
+
+
 def _first_turn_or_note(view: ScriptView) -> Step:
     if view.user_text == "go":
         return Step(
