@@ -31,7 +31,7 @@ GENERATE_PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^/:?]+):generateCon
 # The line toolfleet (as ADK) adds to every agent's system instruction.
 AGENT_NAME = re.compile(r'Your internal name is "(?P<name>[^"]+)"')
 
-Reply = tuple[int, dict[str, Any]]
+Reply = tuple[int, dict[str, Any] | bytes]
 Responder = Callable[[dict[str, Any]], Reply]
 
 
@@ -59,8 +59,8 @@ class FakeGemini:
         """Where the SDK should send its requests (GOOGLE_GEMINI_BASE_URL)."""
         return f"http://127.0.0.1:{self.port}"
 
-    def reply(self, body: dict[str, Any], status: int = 200) -> None:
-        """Queue the answer to the next request."""
+    def reply(self, body: dict[str, Any] | bytes, status: int = 200) -> None:
+        """Queue the answer to the next request (bytes: JSON as it is sent)."""
         self.replies.append((status, body))
 
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Reply:

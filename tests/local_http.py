@@ -14,8 +14,9 @@ class JsonHandler(BaseHTTPRequestHandler):
     """A handler that answers JSON and logs nothing (the servers record requests instead)."""
 
     def reply(self, status: int, body: Any) -> None:
-        """Send `body` as JSON with `status`."""
-        payload = json.dumps(body).encode()
+        """Send `body` as JSON with `status`; bytes are sent as they are (JSON written out,
+        say, where json.dumps would recurse too deep)."""
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))

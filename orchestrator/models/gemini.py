@@ -15,6 +15,7 @@ from toolfleet.orchestrator.models.protocol import ModelRequest, is_client_call_
 from toolfleet.orchestrator.models.usage import report_usage
 from toolfleet.shared.config import gemini_api_key
 from toolfleet.shared.errors import ConfigError, ModelError
+from toolfleet.shared.json_depth import SETTING
 from toolfleet.shared.tools import FunctionTool
 
 # Transient statuses the SDK retries with exponential backoff and jitter.
@@ -185,6 +186,14 @@ class GeminiModel:
             raise ModelError(
                 f"Gemini {self._model}: could not reach the API after "
                 f"{self._retry_attempts} attempts: {type(e).__name__}: {e}"
+            ) from e
+        except RecursionError as e:
+            # The SDK parses the answer itself, with json.loads: nothing can measure it first.
+            raise ModelError(
+                f"Gemini {self._model} answered with JSON nested too deep to parse (function-"
+                "call arguments past Python's recursion limit); nothing of the turn was kept. "
+                f"Arguments that parse but nest over {SETTING} levels get an error response "
+                "the model can act on instead."
             ) from e
         report_usage(self._model, response)
         return self._first_content(response)

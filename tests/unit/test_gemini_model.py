@@ -292,6 +292,19 @@ async def test_retries_stop_after_attempts(gemini: FakeGemini) -> None:
     assert len(gemini.requests) == 2
 
 
+async def test_an_answer_nested_too_deep_to_parse_is_a_model_error(gemini: FakeGemini) -> None:
+    # Function-call arguments 1,200 levels deep: the SDK's json.loads cannot parse them.
+    deep = '{"k": ' * 1_199 + "{}" + "}" * 1_199
+    call = f'{{"functionCall": {{"name": "get_weather", "args": {{"city": {deep}}}}}}}'
+    content = f'{{"role": "model", "parts": [{call}]}}'
+    gemini.reply(f'{{"candidates": [{{"content": {content}, "finishReason": "STOP"}}]}}'.encode())
+
+    with pytest.raises(ModelError, match="nested too deep to parse") as info:
+        await stand_in_model(gemini).generate(_request([_user("hi")], []))
+    assert "TOOLFLEET_MAX_JSON_DEPTH" in str(info.value)
+    assert len(gemini.requests) == 1  # not retried: the same answer would come back
+
+
 async def test_400_is_not_retried(gemini: FakeGemini) -> None:
     gemini.reply(error_body(400, "Request contains an invalid argument.", "INVALID_ARGUMENT"), 400)
     gemini.reply(_text_reply("never sent"))
