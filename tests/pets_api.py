@@ -20,14 +20,16 @@ BIG_BYTES = 100_000
 BOMB_BYTES = 200 << 20
 
 
-def pets_spec(url: str) -> dict[str, Any]:
-    """The app's spec: parameters and bodies through $refs, a recursive schema, an apiKey."""
+def pets_spec(url: str, key_in: str = "header") -> dict[str, Any]:
+    """The app's spec: parameters and bodies through $refs, a recursive schema, an apiKey
+    (in the X-Pets-Key header, or the `key` query parameter)."""
+    key = {"type": "apiKey", "in": key_in, "name": "X-Pets-Key" if key_in == "header" else "key"}
     return {
         "openapi": "3.0.3",
         "info": {"title": "Pets", "version": "1"},
         "servers": [{"url": url}],
         "components": {
-            "securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Pets-Key"}},
+            "securitySchemes": {"key": key},
             "parameters": {
                 "PetId": {
                     "name": "petId",
@@ -65,7 +67,8 @@ def pets_spec(url: str) -> dict[str, Any]:
                     "operationId": "getPet",
                     "summary": "Get one pet by its id.",
                     "parameters": [
-                        {"name": "verbose", "in": "query", "schema": {"type": "boolean"}}
+                        {"name": "verbose", "in": "query", "schema": {"type": "boolean"}},
+                        {"name": "token", "in": "query", "schema": {"type": "string"}},
                     ],
                 },
             },
@@ -139,7 +142,8 @@ class _Handler(JsonHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        api.seen.append({"method": self.command, "path": parts.path, "body": body, **headers})
+        seen = {"method": self.command, "path": parts.path, "query": parts.query, "body": body}
+        api.seen.append({**seen, **headers})
         if parts.path == "/openapi.json":
             return self.reply(200, pets_spec(api.url))
         if api.valid_keys and headers.get("x-pets-key") not in api.valid_keys:

@@ -14,6 +14,7 @@ from mcp_types import Tool
 
 from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.http_logs import mask_http_logs
 from toolfleet.shared.mcp_tools.connection import (
     ConnectionParams,
     StdioConnectionParams,
@@ -97,6 +98,7 @@ class McpToolset(BaseToolset):
         self._listed_at = -float("inf")
         self._tools: dict[str, McpTool] = {}
         self._lock: asyncio.Lock | None = None
+        mask_http_logs()  # httpx's lines hold the server's URL, a key in its query maybe
 
     async def get_tools(
         self, readonly_context: ReadonlyContext | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
@@ -15,6 +15,7 @@ import httpx
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.openapi.body import ACCEPT_ENCODING, fitted, read_bounded
 from toolfleet.shared.openapi.spec import Operation
+from toolfleet.shared.redaction import secret_name_set
 from toolfleet.shared.remote_auth import Secrets
 
 # What a response may bring back to the model, in bytes; the rest is cut and marked.
@@ -94,6 +95,17 @@ def segment(arg: str, value: str) -> str:
             return quote(value, safe="")
         decoded = once
     raise ToolError(f"argument {arg!r} is percent-encoded over {MAX_DECODINGS} times")
+
+
+def secret_arguments(op: Operation, args: Mapping[str, Any], names: Iterable[str]) -> list[str]:
+    """The values, as sent, of `args` for parameters with a secret name (their own or
+    their argument's, case-insensitive): kept out of logs and results."""
+    secret = secret_name_set(names)
+    return [
+        _text(args[p.arg])
+        for p in op.parameters
+        if args.get(p.arg) is not None and secret & {p.arg.lower(), p.name.lower()}
+    ]
 
 
 def _text(value: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from google.genai import types
@@ -13,11 +14,13 @@ from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.base_tool import BaseTool
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.errors import ToolDefinitionError, ToolfleetError
+from toolfleet.shared.errors import ToolDefinitionError, ToolError, ToolfleetError
+from toolfleet.shared.http_logs import hidden_in_http_logs, mask_http_logs, masked
 from toolfleet.shared.openapi.request import (
     DEFAULT_MAX_RESPONSE_BYTES,
     HttpStatusError,
     prepare,
+    secret_arguments,
     send,
 )
 from toolfleet.shared.openapi.spec import Operation, load_spec, operations
@@ -32,6 +35,8 @@ from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 # HTTP statuses that mean the credential was refused: ask the user for it again.
 REFUSED = (401, 403)
+# Settings for a call made off a worker (a test, a script): the default limits and names.
+_DEFAULTS = Settings.model_construct()
 
 
 class OpenAPIToolset(BaseToolset):
@@ -88,6 +93,7 @@ class OpenAPIToolset(BaseToolset):
             max_response_bytes=max_response_bytes,
         )
         self._tools = [RestApiTool(op, api) for op in operations(spec)]
+        mask_http_logs()  # before any call: httpx's lines hold request URLs
 
     async def get_tools(
         self, readonly_context: ReadonlyContext | None = None
@@ -155,25 +161,34 @@ class RestApiTool(BaseTool):
             (query if in_query else headers)[name] = value
         request = prepare(self.operation, api.base_url, args, headers)
         request.params.update(query)
-        secrets = Secrets(values=(*api.headers.values(), *([token] if token else [])))
-        async with httpx.AsyncClient(timeout=api.timeout_s, follow_redirects=False) as client:
-            try:
-                return await send(
-                    client, request, secrets, api.max_response_bytes, _result_limit(tool_context)
-                )
-            except HttpStatusError as exc:
-                if api.auth is not None and exc.status_code in REFUSED:
-                    tool_context.request_credential(api.auth)
-                raise
+        settings = _worker_settings(tool_context)
+        names = tuple(settings.secret_arg_names)
+        sent = [*api.headers.values(), *([token] if token else [])]
+        sent += secret_arguments(self.operation, args, names)
+        secrets = Secrets(values=(*sent, *(quote(v, safe="") for v in sent)), names=names)
+        limit = settings.max_payload_bytes
+        # The credential and secret-named arguments are masked in httpx's log lines too.
+        with hidden_in_http_logs(secrets.values):
+            async with httpx.AsyncClient(timeout=api.timeout_s, follow_redirects=False) as c:
+                try:
+                    return await send(c, request, secrets, api.max_response_bytes, limit)
+                except HttpStatusError as exc:
+                    if api.auth is not None and exc.status_code in REFUSED:
+                        tool_context.request_credential(api.auth)
+                    raise
+                except httpx.HTTPError as exc:  # the model's error, logged nowhere
+                    where = str(httpx.URL(request.url).copy_with(query=None))
+                    error = f"{request.method} {where} failed: {type(exc).__name__}: {exc}"
+                    raise ToolError(masked(secrets.mask(error))) from None
 
 
-def _result_limit(tool_context: ToolContext) -> int:
-    """The largest result the worker sends, in bytes of JSON (TOOLFLEET_MAX_PAYLOAD_BYTES):
-    a longer response is cut to fit it, not refused whole."""
+def _worker_settings(tool_context: ToolContext) -> Settings:
+    """The worker's settings: its payload limit (a longer response is cut to fit it, not
+    refused whole) and secret argument names; the defaults off a worker."""
     try:
-        return tool_context.settings.max_payload_bytes
-    except ToolfleetError:  # not on a worker: the default limit
-        return int(Settings.model_fields["max_payload_bytes"].default)
+        return tool_context.settings
+    except ToolfleetError:
+        return _DEFAULTS
 
 
 def _server_url(spec: Mapping[str, Any]) -> str:

@@ -43,6 +43,15 @@ mcp_http = McpToolset(
 pets = OpenAPIToolset(
     spec_dict=pets_spec(PETS_URL), tool_name_prefix="pets", tool_filter=["get_pet"], pool=POOL
 )
+# The same API with the user's key in the query (where httpx's log line shows URLs).
+PETS_AUTH = AuthConfig(key="pets_test", scheme="api_key", description="A key for the pets API.")
+pets_keyed = OpenAPIToolset(
+    spec_dict=pets_spec(PETS_URL, key_in="query"),
+    tool_name_prefix="petsq",
+    tool_filter=["get_pet"],
+    auth=PETS_AUTH,
+    pool=POOL,
+)
 
 
 @tool(pool=POOL, kind="io")
@@ -68,6 +77,6 @@ SCRIPT = [
 agent = Agent(
     name="remote_agent",
     instruction="Use the MCP and REST tools.",
-    tools=[mcp_tools, mcp_http, pets, echo_upper],
+    tools=[mcp_tools, mcp_http, pets, pets_keyed, echo_upper],
     offline_script=SCRIPT,
 )

@@ -8,10 +8,13 @@ import asyncio
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from types import ModuleType
 
 import httpx
 import pytest
+import redis
 
 from tests.integration.http_support import sse
 from tests.integration.test_remote_toolsets import (  # noqa: F401 (the fixtures)
@@ -26,8 +29,13 @@ from tests.integration.test_remote_toolsets import (  # noqa: F401 (the fixtures
     starts,
 )
 from tests.mcp_support import ROOT
+from tests.pets_api import PetsApi
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +101,41 @@ async def test_serve_http_serves_every_kind_of_toolset(http_served: str) -> None
     assert all(r["status"] == "success" for r in results.values())
     (calls,) = [d["calls"] for name, d in seen if name == "calls"]
     assert {c["pool"] for c in calls} == {"remote"}
+
+
+async def test_no_credential_or_secret_argument_reaches_a_workers_log(
+    remote_settings: Settings,  # noqa: F811
+    remote_fleet: WorkerGroup,  # noqa: F811
+    remote_tools: ModuleType,  # noqa: F811
+    pets: PetsApi,  # noqa: F811
+    orchestrator_env: dict[str, str],
+) -> None:
+    # Given the user's API key, which the spec puts in the query, and a secret-named
+    # query argument from the model
+    key, token = f"key-{uuid.uuid4().hex}", f"token-{uuid.uuid4().hex}"
+    client = redis.Redis.from_url(remote_settings.require_redis_url())
+    store = CredentialStore(
+        client, Keys(remote_settings.key_prefix), remote_settings.credential_key
+    )
+    agent = remote_tools.agent
+    store.put(agent.name, "u", remote_tools.PETS_AUTH, key)
+    client.close()
+    model = ScriptedModel(
+        [call(Call("petsq_get_pet", {"pet_id": "p1", "token": token})), say("done")]
+    )
+
+    # When the model calls the operation on a worker
+    async with Orchestrator([agent], remote_settings, models={agent.name: model}) as orch:
+        answer = await orch.runner(agent.name).ask(
+            user_id="u", session_id=uuid.uuid4().hex, message="go"
+        )
+
+    # Then the API got both in its query, and the worker's log has neither; httpx's line
+    # for the request is there, masked
+    assert answer == "done"
+    (sent,) = [s for s in pets.seen if key in s["query"]]
+    assert token in sent["query"]
+    (worker,) = remote_fleet.workers
+    log = worker.log_path.read_text()
+    assert "HTTP Request: GET" in log
+    assert key not in log and token not in log
