@@ -1,14 +1,16 @@
 """Read an OpenAPI 3 document into operations: their parameters and body, `$ref`s resolved.
 
 Only references inside the document (`#/...`) are followed: a spec never makes toolfleet
-fetch anything. A malicious or broken spec (a reference cycle, a schema nested without
-end, thousands of operations) is refused or cut at a bound, never followed forever.
+fetch anything. A malicious or broken spec (a reference cycle, an external reference, a
+document or schema nested without end, thousands of operations) is refused with a
+ToolDefinitionError naming the problem, or cut at a bound, never followed forever.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,9 @@ LOCATIONS = ("path", "query", "header", "cookie")
 MAX_OPERATIONS = 500
 MAX_SCHEMA_DEPTH = 32
 MAX_SCHEMA_NODES = 20_000
+# Bounds on the document itself, checked before anything reads it: far beyond a real spec.
+MAX_SPEC_DEPTH = 100
+MAX_SPEC_NODES = 1_000_000
 # A recursive schema (a tree of nodes) is cut where it refers to itself: any JSON there.
 RECURSION_STUB: dict[str, Any] = {"description": "(recursive: same shape as its parent)"}
 
@@ -67,15 +72,46 @@ def load_spec(spec_dict: Mapping[str, Any] | None, spec_str: str | None) -> dict
     if (spec_dict is None) == (spec_str is None):
         raise ToolDefinitionError(["OpenAPIToolset: pass exactly one of spec_dict= or spec_str="])
     if spec_dict is not None:
-        return dict(spec_dict)
-    assert spec_str is not None
-    try:
-        loaded = json.loads(spec_str)
-    except ValueError:
-        loaded = _yaml(spec_str)
+        loaded: Any = dict(spec_dict)
+    else:
+        assert spec_str is not None
+        try:
+            try:
+                loaded = json.loads(spec_str)
+            except ValueError:
+                loaded = _yaml(spec_str)
+        except RecursionError:
+            raise _too_deep() from None
     if not isinstance(loaded, dict):
         raise ToolDefinitionError(["OpenAPIToolset: the spec is not a JSON or YAML object"])
+    _check_shape(loaded)
     return loaded
+
+
+def _check_shape(spec: dict[str, Any]) -> None:
+    """ToolDefinitionError when the document nests deeper than MAX_SPEC_DEPTH or holds over
+    MAX_SPEC_NODES objects and lists (counted as read: a YAML alias counts each time, and
+    a document that contains itself is too deep). Iterative, so no stack to exhaust; then
+    no recursive reading of the spec can go deeper."""
+    stack: list[tuple[Any, int]] = [(spec, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_SPEC_DEPTH:
+            raise _too_deep()
+        if nodes > MAX_SPEC_NODES:
+            raise ToolDefinitionError(
+                [f"OpenAPI spec: over {MAX_SPEC_NODES} objects and lists (refused)"]
+            )
+        children = node.values() if isinstance(node, Mapping) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, Mapping | list))
+
+
+def _too_deep() -> ToolDefinitionError:
+    return ToolDefinitionError(
+        [f"OpenAPI spec: nested deeper than {MAX_SPEC_DEPTH} levels (refused, not read)"]
+    )
 
 
 def _yaml(text: str) -> Any:
@@ -101,8 +137,12 @@ def operations(spec: Mapping[str, Any]) -> list[Operation]:
     paths = spec.get("paths")
     if not isinstance(paths, Mapping):
         raise ToolDefinitionError(["OpenAPI spec has no `paths` object"])
-    for path, item in paths.items():
-        item = resolver.deref(item)
+    for path, raw_item in paths.items():
+        try:
+            item = resolver.deref(raw_item)
+        except ValueError as exc:  # a path item's $ref: a cycle, outside, or nowhere
+            problems.append(f"path {path!r}: {exc}")
+            continue
         if not isinstance(item, Mapping):
             problems.append(f"path {path!r} is not an object")
             continue
@@ -113,7 +153,7 @@ def operations(spec: Mapping[str, Any]) -> list[Operation]:
                 continue
             try:
                 found.append(_operation(resolver, str(path), method, resolver.deref(op), shared))
-            except ValueError as exc:
+            except (ValueError, TypeError, AttributeError) as exc:  # a malformed part
                 problems.append(f"{method.upper()} {path}: {exc}")
     if len(found) > MAX_OPERATIONS:
         problems.append(f"{len(found)} operations, over the bound of {MAX_OPERATIONS}")
@@ -135,7 +175,7 @@ def _operation(resolver: _Resolver, path: str, method: str, op: Any, shared: Any
     for raw in [*_list(shared), *_list(op.get("parameters"))]:
         param = resolver.deref(raw)
         if not isinstance(param, Mapping) or param.get("in") not in LOCATIONS:
-            raise ValueError(f"parameter {raw!r} has no valid `in`")
+            raise ValueError(f"parameter {reprlib.repr(raw)} has no valid `in`")
         by_key[(str(param.get("name")), str(param["in"]))] = param  # the operation's wins
     params: list[Parameter] = []
     taken = {"body"}
@@ -150,10 +190,16 @@ def _operation(resolver: _Resolver, path: str, method: str, op: Any, shared: Any
     body = resolver.deref(op.get("requestBody"))
     if isinstance(body, Mapping):
         content = body.get("content") or {}
+        if not isinstance(content, Mapping):
+            raise ValueError("the request body's `content` is not an object")
         media = next((content[m] for m in content if "json" in str(m)), None)
         if media is None:
-            raise ValueError(f"request body of type {sorted(content)} (only JSON is supported)")
-        body_schema = resolver.schema(resolver.deref(media).get("schema") or {})
+            kinds = sorted(str(m) for m in content)
+            raise ValueError(f"request body of type {kinds} (only JSON is supported)")
+        media = resolver.deref(media)
+        if not isinstance(media, Mapping):
+            raise ValueError("the request body's JSON media type is not an object")
+        body_schema = resolver.schema(media.get("schema") or {})
         body_required = bool(body.get("required"))
     name = op.get("operationId") or f"{method}_{path}"
     text = op.get("description") or op.get("summary") or f"{method.upper()} {path}"

@@ -192,8 +192,9 @@ def _worker_settings(tool_context: ToolContext) -> Settings:
 
 
 def _server_url(spec: Mapping[str, Any]) -> str:
-    servers = spec.get("servers") or []
-    url = servers[0].get("url") if servers and isinstance(servers[0], Mapping) else None
+    servers = spec.get("servers")
+    first = servers[0] if isinstance(servers, list) and servers else None
+    url = first.get("url") if isinstance(first, Mapping) else None
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ToolDefinitionError(
             [
@@ -206,8 +207,9 @@ def _server_url(spec: Mapping[str, Any]) -> str:
 
 def _api_key_place(spec: Mapping[str, Any]) -> tuple[str, str]:
     """Where the spec's first apiKey security scheme puts the key: (header|query, name)."""
-    schemes = (spec.get("components") or {}).get("securitySchemes") or {}
-    for scheme in schemes.values():
+    components = spec.get("components")
+    schemes = components.get("securitySchemes") if isinstance(components, Mapping) else None
+    for scheme in schemes.values() if isinstance(schemes, Mapping) else ():
         if not isinstance(scheme, Mapping) or scheme.get("type") != "apiKey":
             continue
         if scheme.get("in") in ("header", "query") and isinstance(scheme.get("name"), str):

@@ -220,6 +220,19 @@ def test_credential_is_asked_for_then_sent_where_the_spec_says(
         (lambda s: s["paths"]["/big"]["get"].update(operationId="getPet"),
          "two operations are named 'get_pet'"),
         (lambda s: s.update(servers=[{"url": "/v1"}]), "pass base_url="),
+        (lambda s: s.update(servers={"url": "https://x.test"}), "pass base_url="),
+        (lambda s: s["paths"].update({"/a": {"$ref": "#/paths/~1b"},
+                                      "/b": {"$ref": "#/paths/~1a"}}),
+         "path '/a': reference cycle through '#/paths/~1b'"),
+        (lambda s: s["paths"].update({"/a": {"$ref": "https://evil.test/paths.json"}}),
+         "path '/a': reference 'https://evil.test/paths.json' is outside the document"),
+        (lambda s: s["paths"].update({"/a": {"$ref": "#/nowhere"}}), "points at nothing"),
+        (lambda s: s["paths"]["/pets"]["post"]["requestBody"].update(content=["json"]),
+         "`content` is not an object"),
+        (lambda s: s["paths"]["/big"]["get"]["parameters"].append(nested(900)),
+         "nested deeper than 100 levels"),
+        (lambda s: s.update({"x-deep": nested(100)}), "nested deeper than 100 levels"),
+        (lambda s: s.update({"x-self": s}), "nested deeper than 100 levels"),
     ],
 )  # fmt: skip
 def test_a_bad_spec_is_refused_at_definition(mutate: Any, problem: str) -> None:
@@ -227,6 +240,36 @@ def test_a_bad_spec_is_refused_at_definition(mutate: Any, problem: str) -> None:
     mutate(spec)
     with pytest.raises(ToolDefinitionError, match=problem):
         OpenAPIToolset(spec_dict=spec)
+
+
+def nested(levels: int) -> Any:
+    """A JSON value `levels` objects deep."""
+    value: Any = 1
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "openapi: 3.0.3\nx: " + "[" * 900 + "]" * 900,  # YAML
+        json.dumps({"openapi": "3.0.3", "x": nested(900)}),
+        '{"openapi": "3.0.3", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+)
+def test_a_spec_text_nested_without_end_is_refused(text: str) -> None:
+    with pytest.raises(ToolDefinitionError, match="nested deeper than 100 levels"):
+        OpenAPIToolset(spec_str=text)
+
+
+def test_a_spec_of_aliases_expanding_without_end_is_refused() -> None:
+    # Each level refers to the one before nine times: 9**12 nodes read, a few KB written
+    lines = ["a0: &a0 [x]"] + [
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 13)
+    ]
+    with pytest.raises(ToolDefinitionError, match="over 1000000 objects and lists"):
+        OpenAPIToolset(spec_str="\n".join(lines))
 
 
 def test_a_schema_nested_without_end_is_refused() -> None:
