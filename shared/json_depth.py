@@ -12,6 +12,7 @@ Depth counts objects and arrays: a scalar is 0, `{}` and `{"a": 1}` are 1,
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -43,9 +44,7 @@ def text_depth(text: str | bytes | bytearray, stop_above: int | None = None) -> 
     unterminated string ends the scan, as it ends the document.
     """
     if not isinstance(text, str):
-        # Latin-1 maps each byte to one character: UTF-8 never uses an ASCII byte inside
-        # a multi-byte character, so brackets and quotes stay where they are.
-        text = bytes(text).decode("latin-1")
+        text = _as_parsed(bytes(text))
     structure = _STRING.sub("", text).split('"', 1)[0]
     depth = deepest = 0
     for bracket in _NOT_BRACKET.sub("", structure):
@@ -58,6 +57,18 @@ def text_depth(text: str | bytes | bytearray, stop_above: int | None = None) -> 
         else:
             depth -= 1
     return deepest
+
+
+def _as_parsed(data: bytes) -> str:
+    """`data` as json.loads reads bytes: UTF-16 and UTF-32 too, where a character's bytes
+    may look like a quote or a bracket (U+2200 is 00 22 in UTF-16-LE)."""
+    encoding = json.detect_encoding(data)
+    if encoding in ("utf-8", "utf-8-sig"):
+        # Latin-1 maps each byte to one character, in one pass: UTF-8 never uses an ASCII
+        # byte inside a multi-byte character, so brackets and quotes stay where they are.
+        return data.decode("latin-1")
+    # Undecodable, json.loads fails before it parses anything: any depth will do.
+    return data.decode(encoding, errors="replace")
 
 
 def value_depth(value: Any, stop_above: int | None = None) -> int:

@@ -105,13 +105,16 @@ async def test_deep_json_is_refused_naming_the_limit_on_every_completion_path(
         return f'{{"response": {response}, "final": true}}'
 
     async with httpx.AsyncClient(headers=bearer(), timeout=WAIT_S) as http:
-        # An HTTP body past the limit: refused before it is parsed, whatever the route.
-        for url in (ticket_url, f"{served}/apps/ticketing/users/u/sessions/deep/messages"):
-            deep = await http.post(
-                url,
-                content=body_of(nested_text(ABYSS)),
-                headers=json_type,
-            )
+        # An HTTP body past the limit: refused before it is parsed, whatever the route, in
+        # any encoding json.loads reads (in UTF-16, U+2200's bytes look like a quote).
+        hidden = body_of(f'["\u2200", {nested_text(ABYSS)}, "\u2200"]').encode("utf-16-le")
+        messages_url = f"{served}/apps/ticketing/users/u/sessions/deep/messages"
+        for url, body in (
+            (ticket_url, body_of(nested_text(ABYSS)).encode()),
+            (messages_url, body_of(nested_text(ABYSS)).encode()),
+            (ticket_url, hidden),
+        ):
+            deep = await http.post(url, content=body, headers=json_type)
             assert deep.status_code == 422, deep.text
             assert "the request body nests" in deep.json()["detail"]
             assert f"the limit is 64 ({SETTING})" in deep.json()["detail"]

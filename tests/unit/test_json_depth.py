@@ -41,6 +41,10 @@ def test_depth_is_measured_without_recursing_on_text_and_values() -> None:
     ]  # fmt: skip
     assert text_depth(json.dumps({"a": '\\"[['})) == 1  # an escaped quote ends no string
     assert text_depth('{"é": [[]]}'.encode()) == 3
+    # Bytes are read as json.loads reads them: in UTF-16-LE, U+2200 is 00 22, a quote.
+    hidden = '["\u2200", ' + nested_text(ABYSS) + ', "\u2200"]'
+    assert text_depth(hidden.encode("utf-16-le")) == ABYSS + 1
+    assert text_depth(hidden.encode("utf-32")) == ABYSS + 1
     assert text_depth(nested_text(ABYSS)) == ABYSS
     assert text_depth("[" * ABYSS, stop_above=64) == 65
     assert [value_depth(v) for v in (1, "[", {}, {"a": [1]}, ({"a": ()},))] == [0, 0, 1, 2, 3]
