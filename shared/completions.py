@@ -2,8 +2,10 @@
 
 The poster checks the call is still pending and refuses with a clear error if not;
 the orchestrator's consumer checks again and applies each call's final result once.
-Every refusal of a result for a call that is not pending is kept in the dead-letter
-stream. A stream holding TOOLFLEET_COMPLETIONS_MAXLEN unapplied results refuses posts
+Every refused post - a result, a confirmation, a credential, a cancellation - for a call
+that is not pending (unknown, or answered already: the error says with what) or that
+waits for another kind of answer is kept in the dead-letter stream with its reason. A
+stream holding TOOLFLEET_COMPLETIONS_MAXLEN unapplied results refuses posts
 (CompletionsFullError, nothing kept: the poster retries); applied entries are trimmed.
 """
 
@@ -24,6 +26,7 @@ from toolfleet.shared.errors import (
     AwaitingConfirmationError,
     AwaitingCredentialError,
     CallNotPendingError,
+    CompletionError,
     CompletionsFullError,
     InvalidCompletionError,
 )
@@ -141,6 +144,31 @@ class Completions:
             raise self._not_pending(call_id)
         return pending
 
+    def find(self, call_id: str) -> PendingCall | None:
+        """The pending call `call_id`, or None if it is not pending."""
+        return self._pending.get(self._redis, call_id)
+
+    def pending_for(self, completion: Completion) -> PendingCall:
+        """The pending call `completion` answers. Refused - the call is not pending, or it
+        waits for another kind of answer - the completion goes to the dead-letter stream
+        with the reason, and the CompletionError saying it is raised."""
+        pending = self._pending.get(self._redis, completion.call_id)
+        if pending is None:
+            error: CompletionError = self._not_pending(completion.call_id)
+        elif completion.kind in ("cancel", pending.kind):
+            return pending
+        else:
+            error = _wrong_kind(pending, completion.kind)
+        dead_letter(self._redis, self._keys, completion, str(error))
+        raise error
+
+    def dead_letter_unless_pending(self, completion: Completion) -> None:
+        """Keep `completion` in the dead-letter stream, with why, if its call is not pending
+        (a route refused it before asking: the caller is told less than the operator)."""
+        if self._pending.get(self._redis, completion.call_id) is None:
+            reason = str(self._not_pending(completion.call_id))
+            dead_letter(self._redis, self._keys, completion, reason)
+
     def waiting(self, call: PendingCall) -> list[str]:
         """Entry ids of completions posted for `call` and not applied yet, oldest first
         (they wait in its session's order: an earlier completion, or a busy session)."""
@@ -173,20 +201,7 @@ class Completions:
             source=source,
             posted_at=time.time(),
         )
-        pending = self._pending.get(self._redis, call_id)
-        if pending is None:
-            error = self._not_pending(call_id)
-            dead_letter(self._redis, self._keys, completion, str(error))
-            raise error
-        if pending.kind == "credential":
-            raise AwaitingCredentialError(
-                f"call {call_id!r} waits for a credential: `toolfleet tickets credential {call_id}`"
-            )
-        if pending.kind == "confirmation":
-            raise AwaitingConfirmationError(
-                f"call {call_id!r} waits for a confirmation: `toolfleet tickets confirm "
-                f"{call_id}` or `toolfleet tickets reject {call_id}`"
-            )
+        pending = self.pending_for(completion)
         completion.session_id = pending.session_id
         return self._post(pending, completion)
 
@@ -196,11 +211,6 @@ class Completions:
         """Answer a call waiting for a person's confirmation: confirmed, it is sent (its
         tool finds `payload`, if given, in `tool_context.tool_confirmation`); rejected, it
         gets an error response and never runs. Return the stream entry id."""
-        pending = self.get(call_id)
-        if pending.kind != "confirmation":
-            raise AwaitingConfirmationError(
-                f"call {call_id!r} waits for a {pending.kind}, not a confirmation"
-            )
         response: dict[str, Any] = {"confirmed": bool(confirmed)}
         if value_depth(payload, stop_above=self.max_json_depth) > self.max_json_depth:
             raise self.refuse_too_deep(call_id, "the payload", source=source, kind="confirmation")
@@ -208,28 +218,30 @@ class Completions:
             response["payload"] = redact_deep(payload, self._secrets)
         completion = Completion(
             call_id=call_id,
-            session_id=pending.session_id,
             response=response,
             kind="confirmation",
             source=source,
             posted_at=time.time(),
         )
+        pending = self.pending_for(completion)
+        completion.session_id = pending.session_id
         return self._post(pending, completion)
 
     def cancel(self, call_id: str, *, resume: bool = True, source: str = "api") -> str:
         """Close a pending call, whatever it waits for, with a Cancelled error response
         (applied once, as a result is). With `resume`, the agent answers it; a session's
         cancellation closes its tickets without resuming. Return the stream entry id."""
-        pending = self.get(call_id)
         completion = Completion(
             call_id=call_id,
-            session_id=pending.session_id,
-            response=cancelled_ticket(pending.tool),
+            response={},
             kind="cancel",
             resume=resume,
             source=source,
             posted_at=time.time(),
         )
+        pending = self.pending_for(completion)
+        completion.session_id = pending.session_id
+        completion.response = cancelled_ticket(pending.tool)
         return self._post(pending, completion)
 
     def refuse_too_deep(
@@ -261,21 +273,16 @@ class Completions:
     ) -> str:
         """Store the user's credential (encrypted, per user) and re-run the waiting call.
 
-        The credential itself never enters the completions stream or the session.
+        The credential itself never enters the completions stream, the dead-letter
+        stream or the session.
         """
-        pending = self.get(call_id)
-        if pending.kind != "credential":
-            raise AwaitingCredentialError(f"call {call_id!r} waits for a result, not a credential")
+        completion = Completion(
+            call_id=call_id, response={}, kind="credential", source=source, posted_at=time.time()
+        )
+        pending = self.pending_for(completion)
+        completion.session_id = pending.session_id
         store.put(
             pending.app_name, pending.user_id, AuthConfig.model_validate(pending.ticket), credential
-        )
-        completion = Completion(
-            call_id=call_id,
-            session_id=pending.session_id,
-            response={},
-            kind="credential",
-            source=source,
-            posted_at=time.time(),
         )
         return self._post(pending, completion)
 
@@ -327,6 +334,11 @@ class Completions:
         if applied is not None:
             claim = json.loads(applied)
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(claim.get("at", 0)))
+            if claim.get("answer"):  # a person's or an operator's answer, not a result
+                return AlreadyCompletedError(
+                    f"call {call_id!r} was already answered: {claim['answer']} (completion "
+                    f"{claim.get('entry')} applied at {when}); nothing was changed"
+                )
             return AlreadyCompletedError(
                 f"call {call_id!r} already has its final result (completion "
                 f"{claim.get('entry')} applied at {when}); nothing was changed"
@@ -334,6 +346,23 @@ class Completions:
         return CallNotPendingError(
             f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
         )
+
+
+def _wrong_kind(pending: PendingCall, kind: str) -> CompletionError:
+    """The refusal of a `kind` of answer for a call that waits for another kind."""
+    call_id = pending.call_id
+    if pending.kind == "credential":
+        return AwaitingCredentialError(
+            f"call {call_id!r} waits for a credential, not a {kind}: "
+            f"`toolfleet tickets credential {call_id}`"
+        )
+    if pending.kind == "confirmation":
+        return AwaitingConfirmationError(
+            f"call {call_id!r} waits for a confirmation, not a {kind}: `toolfleet tickets "
+            f"confirm {call_id}` or `toolfleet tickets reject {call_id}`"
+        )
+    error = AwaitingConfirmationError if kind == "confirmation" else AwaitingCredentialError
+    return error(f"call {call_id!r} waits for a result, not a {kind}")
 
 
 def cancelled_ticket(tool: str) -> dict[str, Any]:

@@ -98,8 +98,9 @@ def cmd_decide(args: argparse.Namespace) -> None:
     confirmation, confirm it (it is sent) or reject it (it gets an error, never runs)."""
     completions, client = operator_completions()
     with client:
-        waiting = completions.get(args.call_id).kind == "confirmation"
-    if waiting:
+        pending = completions.find(args.call_id)
+    # A call not pending is refused by the post below, and dead-lettered with why.
+    if pending is not None and pending.kind == "confirmation":
         _confirm(args.call_id, args.decision == "approved", UNCHANGED)
         return
     response: dict[str, Any] = {"status": args.decision}

@@ -85,7 +85,13 @@ if redis.call('exists', KEYS[9]) == 0 then
   return refuse('session ' .. ARGV[5] .. ' is gone; its ticket was removed')
 end
 if redis.call('hexists', KEYS[2], ARGV[2]) == 0 then
-  if redis.call('exists', KEYS[3]) == 1 then
+  local claim = redis.call('get', KEYS[3])
+  if claim then
+    local ok, answered = pcall(cjson.decode, claim)
+    if ok and type(answered) == 'table' and type(answered['answer']) == 'string' then
+      return refuse('call ' .. ARGV[2] .. ' was already answered: ' .. answered['answer'] ..
+                    ' (completion ' .. tostring(answered['entry']) .. ')')
+    end
     return refuse('call ' .. ARGV[2] .. ' already has its final result')
   end
   if redis.call('exists', KEYS[8]) == 1 then
@@ -186,12 +192,15 @@ class CompletionApplier:
             log.warning("refused completion %s: %s", entry_id, reason)
 
     def _consumer_of(
-        self, stream: str, entry_id: str, pending: PendingCall
+        self, stream: str, entry_id: str, pending: PendingCall, completion: Completion
     ) -> Callable[[WriteBatch], None]:
-        """Stages the entry's consumption into a caller's atomic step."""
+        """Stages the entry's consumption into a caller's atomic step, with the record of
+        what answered the call: a completion posted for it later is refused saying so."""
 
         def consume(batch: WriteBatch) -> None:
             self._stage_consume(batch, stream, entry_id, pending.session_id)
+            claim = _claim(entry_id, pending.session_id, completion)
+            batch.add("SET", self._keys.applied(pending.call_id), claim, "EX", APPLIED_TTL_S)
 
         return consume
 
@@ -204,7 +213,11 @@ class CompletionApplier:
             batch.add("LREM", self._keys.completion_order(session_id), 1, entry_id)
 
     async def _why_not_pending(self, call_id: str) -> str:
-        if await self._redis.exists(self._keys.applied(call_id)):
+        claim = await self._redis.get(self._keys.applied(call_id))
+        if claim is not None:
+            answer = json.loads(claim).get("answer")
+            if answer:
+                return f"call {call_id!r} was already answered: {answer}"
             return f"call {call_id!r} already has its final result"
         return f"no pending call with id {call_id!r}"
 
@@ -263,7 +276,7 @@ class CompletionApplier:
                 runner,
                 pending,
                 hold,
-                self._consumer_of(stream, entry_id, pending),
+                self._consumer_of(stream, entry_id, pending, completion),
                 cancel=completion,
             )
         if completion.kind not in ("result", "cancel") or pending.kind != "result":
@@ -278,7 +291,11 @@ class CompletionApplier:
                 await self.refuse(stream, entry_id, raw, reason, pending.session_id)
                 return False
             return await self._waiting.apply(
-                runner, pending, hold, self._consumer_of(stream, entry_id, pending), answer
+                runner,
+                pending,
+                hold,
+                self._consumer_of(stream, entry_id, pending, completion),
+                answer,
             )
         event = await self._script(runner, stream, entry_id, raw, completion, pending, hold)
         if event is None:
@@ -331,7 +348,7 @@ class CompletionApplier:
             session_id,
             GROUP,
             APPLIED_TTL_S,
-            json.dumps({"entry": entry_id, "session": session_id, "at": time.time()}),
+            _claim(entry_id, session_id, completion),
             raw,
             json.dumps(time.time()),
             DEAD_LETTERS_MAXLEN,
@@ -354,6 +371,21 @@ class CompletionApplier:
             completion.source,
         )
         return event
+
+
+def _claim(entry_id: str, session: str, completion: Completion) -> str:
+    """The record of the completion that answered a call. Beside a final result it names
+    any other answer (a person's confirmation or rejection, a credential, a cancellation),
+    so that a later post is refused saying what answered the call."""
+    claim: dict[str, object] = {"entry": entry_id, "session": session, "at": time.time()}
+    if completion.kind == "cancel":
+        claim["answer"] = "cancelled"
+    elif completion.kind == "credential":
+        claim["answer"] = "its credential was supplied"
+    elif completion.kind == "confirmation":
+        confirmed = completion.response.get("confirmed")
+        claim["answer"] = "confirmed" if confirmed else "rejected"
+    return json.dumps(claim)
 
 
 def _confirmation(pending: PendingCall, completion: Completion) -> ToolConfirmation | None:

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated
+import time
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path
 
 from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, Accepted, ConfirmationAnswer
 from toolfleet.shared.completions import UNCHANGED
+from toolfleet.shared.messages import Completion, PendingCall
 
 CallId = Annotated[str, Path(pattern=ID_PATTERN, description="The waiting call's id.")]
 
@@ -36,7 +39,8 @@ def confirmations_router(api: HttpApi) -> APIRouter:
         ),
     )
     async def confirm(call_id: CallId, body: ConfirmationAnswer, caller: Who) -> Accepted:
-        call = await api.ticket(caller, call_id)
+        answer = {"confirmed": body.confirmed}
+        call = await ticket_for_post(api, caller, call_id, answer, kind="confirmation")
         if not caller.may_confirm(call):
             raise ApiError(
                 403,
@@ -65,3 +69,30 @@ def confirmations_router(api: HttpApi) -> APIRouter:
         )
 
     return router
+
+
+async def ticket_for_post(
+    api: HttpApi,
+    caller: Caller,
+    call_id: str,
+    response: dict[str, Any],
+    *,
+    kind: Literal["result", "credential", "confirmation"] = "result",
+    final: bool = True,
+) -> PendingCall:
+    """`api.ticket` for a post of `response`: a call that is not pending refuses the post
+    and keeps it in the dead-letter stream with why, as every path does (the caller is
+    told only what `api.ticket` tells them)."""
+    try:
+        return await api.ticket(caller, call_id)
+    except ApiError:
+        attempt = Completion(
+            call_id=call_id,
+            response=response,
+            final=final,
+            kind=kind,
+            source="http",
+            posted_at=time.time(),
+        )
+        await asyncio.to_thread(api.completions.dead_letter_unless_pending, attempt)
+        raise

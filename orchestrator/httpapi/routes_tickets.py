@@ -18,6 +18,7 @@ from toolfleet.orchestrator.httpapi.api import HttpApi
 from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.guards import Who
+from toolfleet.orchestrator.httpapi.routes_confirmations import ticket_for_post
 from toolfleet.orchestrator.httpapi.wire import (
     ID_PATTERN,
     Accepted,
@@ -73,16 +74,22 @@ def tickets_router(api: HttpApi) -> APIRouter:
         return ticket_out(call, caller).model_copy(update={"waiting_completions": waiting})
 
     async def authorize(
-        caller: Caller, call_id: str, allowed: Callable[[PendingCall], bool], need: str
+        caller: Caller,
+        call_id: str,
+        allowed: Callable[[PendingCall], bool],
+        need: str,
+        response: dict[str, Any],
+        final: bool = True,
     ) -> PendingCall | None:
         """404 unless `caller` may see the ticket, 403 unless `allowed` says they may act;
-        the record read to decide it.
+        the record read to decide it. A call not pending refuses the post of `response`,
+        dead-lettered with why.
 
         An admin passes without the record (None): a call no longer pending gets the
         completion refused (404 or 409) and dead-lettered below, as the CLI does."""
         if caller.admin:
             return None
-        call = await api.ticket(caller, call_id)
+        call = await ticket_for_post(api, caller, call_id, response, final=final)
         if not allowed(call):
             raise ApiError(403, f"{caller.subject!r} may not {need} ticket {call_id!r}")
         return call
@@ -132,8 +139,9 @@ def tickets_router(api: HttpApi) -> APIRouter:
         ),
     )
     async def post_result(call_id: CallId, body: PostResult, caller: Who) -> Accepted:
+        need = "post results for (it needs service:<app>)"
         known = await authorize(
-            caller, call_id, caller.may_post_result, "post results for (it needs service:<app>)"
+            caller, call_id, caller.may_post_result, need, body.response, body.final
         )
         return await post(call_id, body.response, body.final, known)
 
@@ -150,7 +158,8 @@ def tickets_router(api: HttpApi) -> APIRouter:
         ),
     )
     async def supply_credential(call_id: CallId, body: SuppliedCredential, caller: Who) -> Accepted:
-        call = await api.ticket(caller, call_id)
+        # The credential itself is never kept, dead-lettered or not.
+        call = await ticket_for_post(api, caller, call_id, {}, kind="credential")
         if not caller.may_supply_credential(call):
             raise ApiError(
                 403, f"only the ticket's own user may supply its credential, not {caller.subject!r}"
@@ -187,7 +196,8 @@ def tickets_router(api: HttpApi) -> APIRouter:
 
 
 Authorize = Callable[
-    [Caller, str, Callable[[PendingCall], bool], str], Awaitable[PendingCall | None]
+    [Caller, str, Callable[[PendingCall], bool], str, dict[str, Any]],
+    Awaitable[PendingCall | None],
 ]
 Post = Callable[[str, dict[str, Any], bool, PendingCall | None], Awaitable[Accepted]]
 
@@ -198,12 +208,11 @@ def _decision_route(
     status: str,
 ) -> Callable[..., Awaitable[Accepted]]:
     async def decide(call_id: CallId, caller: Who, body: Decision | None = None) -> Accepted:
-        known = await authorize(
-            caller, call_id, caller.may_decide, "decide (it needs approver:<app>)"
-        )
         response: dict[str, Any] = {"status": status}
         if body is not None and body.note:
             response["note"] = body.note
+        need = "decide (it needs approver:<app>)"
+        known = await authorize(caller, call_id, caller.may_decide, need, response)
         return await post(call_id, response, True, known)
 
     return decide
