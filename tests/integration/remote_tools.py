@@ -18,7 +18,8 @@ from toolfleet.orchestrator.models.offline import Call, call, say
 from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.mcp_tools import McpToolset, StreamableHTTPConnectionParams
 from toolfleet.shared.openapi import OpenAPIToolset
-from toolfleet.shared.tools import tool
+from toolfleet.shared.tools import FunctionTool, ToolOptions, tool
+from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 POOL = "remote"
 STARTS = Path(os.environ.get("TOOLFLEET_TEST_MCP_STARTS", "/nonexistent/mcp-starts"))
@@ -70,13 +71,39 @@ SCRIPT = [
         Call("mcp_add", {"a": 2, "b": 3}),
         Call("pets_get_pet", {"pet_id": "p1"}),
         Call("echo_upper", {"text": "hi"}),
+        Call("words_reverse", {"text": "abc"}),
     ),
     say("done"),
 ]
 
+
+async def reverse(text: str) -> str:
+    """Returns `text` backwards (the tool of a plain toolset).
+
+    Args:
+        text: Any text.
+    """
+    return text[::-1]
+
+
+class Words(BaseToolset):
+    """A plain toolset: its own get_tools, listed without I/O."""
+
+    def __init__(self) -> None:
+        super().__init__(tool_name_prefix="words")
+        self._reverse = FunctionTool(reverse, options=ToolOptions(pool=POOL, kind="io"))
+
+    async def get_tools(
+        self, readonly_context: ReadonlyContext | None = None
+    ) -> list[FunctionTool]:
+        return [self._reverse]
+
+
+words = Words()
+
 agent = Agent(
     name="remote_agent",
     instruction="Use the MCP and REST tools.",
-    tools=[mcp_tools, mcp_http, pets, pets_keyed, echo_upper],
+    tools=[mcp_tools, mcp_http, pets, pets_keyed, words, echo_upper],
     offline_script=SCRIPT,
 )

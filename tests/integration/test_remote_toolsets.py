@@ -217,10 +217,11 @@ async def final_result(client: Client, call_id: str) -> dict[str, Any]:
 async def exercise(client: Client) -> None:
     """What every transport must do: list, call through the fleet, errors, long-running."""
     listed = {t.name for t in (await client.list_tools()).tools}
-    assert {"mcp_add", "pets_get_pet", "echo_upper", "toolfleet_result"} <= listed
+    assert {"mcp_add", "pets_get_pet", "words_reverse", "echo_upper", "toolfleet_result"} <= listed
 
     upper = await client.call_tool("echo_upper", {"text": "fleet"})
     pet = await client.call_tool("pets_get_pet", {"pet_id": "p1"})
+    reversed_ = await client.call_tool("words_reverse", {"text": "abc"})
     added = await client.call_tool("mcp_add", {"a": 20, "b": 22})
     refused = await client.call_tool("mcp_refuse", {"reason": "nope"})
     invalid = await client.call_tool("mcp_add", {"a": 1})
@@ -230,6 +231,7 @@ async def exercise(client: Client) -> None:
     assert added.structured_content == {"result": 42}
     assert pet.structured_content is not None
     assert pet.structured_content["body"]["name"] == "Rex"
+    assert reversed_.structured_content == {"result": "cba"}
     assert refused.is_error and "refused: nope" in refused.content[0].text  # type: ignore[union-attr]
     assert invalid.is_error and "InvalidArguments" in invalid.content[0].text  # type: ignore[union-attr]
     assert unknown.is_error and "UnknownTool" in unknown.content[0].text  # type: ignore[union-attr]

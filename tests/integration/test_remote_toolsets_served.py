@@ -1,6 +1,6 @@
-"""An agent with every kind of toolset (OpenAPI, MCP over stdio and HTTP, plain tools) served
-by `toolfleet serve --http` as a real process, its calls on real `celery worker` processes;
-and what those workers write to their logs when they call a REST API."""
+"""An agent with every kind of toolset (OpenAPI, MCP over stdio and HTTP, a plain toolset)
+and a plain tool, served by `toolfleet serve --http` as a real process, its calls on real
+`celery worker` processes; and what those workers log when they call a REST API."""
 
 from __future__ import annotations
 
@@ -78,7 +78,9 @@ async def test_serve_http_serves_every_kind_of_toolset(http_served: str) -> None
         apps = (await client.get("/apps")).json()
         (app,) = apps
         listed = {t["name"]: t["pool"] for t in app["tools"]}
-        assert {"pets_get_pet", "mcp_add", "mcph_whoami", "echo_upper"} <= set(listed)
+        assert {"pets_get_pet", "mcp_add", "mcph_whoami", "words_reverse", "echo_upper"} <= set(
+            listed
+        )
         assert set(listed.values()) == {"remote"}
         health = (await client.get("/health")).json()
         assert health["pools"]["remote"] == {"workers": 1, "needed": True}
@@ -98,6 +100,7 @@ async def test_serve_http_serves_every_kind_of_toolset(http_served: str) -> None
     assert results["pets_get_pet"]["response"]["body"]["name"] == "Rex"
     assert results["mcp_add"]["response"] == {"result": 5}
     assert results["echo_upper"]["response"] == {"result": "HI"}
+    assert results["words_reverse"]["response"] == {"result": "cba"}
     assert all(r["status"] == "success" for r in results.values())
     (calls,) = [d["calls"] for name, d in seen if name == "calls"]
     assert {c["pool"] for c in calls} == {"remote"}
