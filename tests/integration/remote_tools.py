@@ -42,7 +42,10 @@ mcp_http = McpToolset(
     pool=POOL,
 )
 pets = OpenAPIToolset(
-    spec_dict=pets_spec(PETS_URL), tool_name_prefix="pets", tool_filter=["get_pet"], pool=POOL
+    spec_dict=pets_spec(PETS_URL),
+    tool_name_prefix="pets",
+    tool_filter=["get_pet", "get_big"],
+    pool=POOL,
 )
 # The same API with the user's key in the query (where httpx's log line shows URLs).
 PETS_AUTH = AuthConfig(key="pets_test", scheme="api_key", description="A key for the pets API.")
@@ -72,6 +75,7 @@ SCRIPT = [
         Call("pets_get_pet", {"pet_id": "p1"}),
         Call("echo_upper", {"text": "hi"}),
         Call("words_reverse", {"text": "abc"}),
+        Call("pets_get_big", {"size": 1_000_000}),  # over the payload limit: cut to fit
     ),
     say("done"),
 ]

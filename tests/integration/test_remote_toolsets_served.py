@@ -5,6 +5,7 @@ and a plain tool, served by `toolfleet serve --http` as a real process, its call
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -101,6 +102,9 @@ async def test_serve_http_serves_every_kind_of_toolset(http_served: str) -> None
     assert results["mcp_add"]["response"] == {"result": 5}
     assert results["echo_upper"]["response"] == {"result": "HI"}
     assert results["words_reverse"]["response"] == {"result": "cba"}
+    big = results["pets_get_big"]["response"]
+    assert big["truncated"] is True and big["body"].startswith('{"data": "xxx')
+    assert len(json.dumps(big).encode()) <= Settings.model_construct().max_payload_bytes
     assert all(r["status"] == "success" for r in results.values())
     (calls,) = [d["calls"] for name, d in seen if name == "calls"]
     assert {c["pool"] for c in calls} == {"remote"}
