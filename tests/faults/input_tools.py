@@ -157,3 +157,23 @@ def recall_secret_state(tool_context: ToolContext) -> dict[str, object]:
         cfg.get("region"),
     ]
     return {"digest": state_digest(read), "temp_left": "temp:token" in state}
+
+
+@tool
+def deep_result(levels: int, into_state: bool, tool_context: ToolContext) -> dict[str, object]:
+    """Counts its execution, then returns (or writes to state) an object `levels` deep.
+
+    Args:
+        levels: How deep the object nests.
+        into_state: Write it to state key `plan` instead of returning it.
+    """
+    record_execution(tool_context.function_call_id)
+    top: dict[str, object] = {}
+    inner = top
+    for _ in range(levels - 1):
+        inner["k"] = {}
+        inner = inner["k"]  # type: ignore[assignment]
+    if into_state:
+        tool_context.state["plan"] = top
+        return {"written": True}
+    return top

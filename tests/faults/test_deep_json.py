@@ -18,15 +18,20 @@ import httpx
 import pytest
 import redis
 
+from tests.faults import input_tools, probe
 from tests.faults.exactly_once_tools import ticketing
 from tests.faults.test_exactly_once import ticket_turn
 from tests.faults.test_orchestrator_faults import toolfleet_env
 from tests.integration.http_support import TOKEN, bearer
 from tests.support import until
+from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import COMPLETION_FIELD
+from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus
 
 SETTING = "TOOLFLEET_MAX_JSON_DEPTH"
 AGENT = "tests.faults.exactly_once_tools:ticketing"
@@ -163,3 +168,35 @@ async def test_deep_json_is_refused_naming_the_limit_on_every_completion_path(
     await until(lambda: client.exists(keys.applied(call_id)), "the result applied", WAIT_S)
     assert client.hget(keys.pending(), call_id) is None
     assert len(dead_letters(client, keys)) == 3
+
+
+async def test_a_tools_result_or_state_write_nested_too_deep_comes_back_rejected(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    workers.start(["default"], concurrency=1)
+    model = ScriptedModel(
+        [
+            call(
+                Call("deep_result", {"levels": ABYSS, "into_state": False}),
+                Call("deep_result", {"levels": ABYSS, "into_state": True}),
+                Call("deep_result", {"levels": 64, "into_state": False}),
+            ),
+            say("done"),
+        ]
+    )
+    agent = Agent(name="deep_tools", tools=[input_tools.deep_result], model=model)
+    async with Runner(agent, settings) as runner:
+        updates = [u async for u in runner.run(user_id="u", session_id="deep", message="go")]
+    results = [u.result for u in updates if isinstance(u, CallFinished)]
+    by_id = {r.call_id: r for r in results}
+    calls = [c for u in updates if isinstance(u, CallsDispatched) for c in u.calls]
+    returned, written, fine = (by_id[c.call_id] for c in calls)
+    for rejected, what in ((returned, "the tool's result"), (written, "the state write 'plan'")):
+        assert rejected.response["error_type"] == "ResultRejected"
+        assert (
+            f"{what} nests JSON objects and arrays more than 64 levels deep"
+            in (rejected.response["error_message"])
+        )
+        assert SETTING in rejected.response["error_message"] and rejected.state_delta == {}
+        assert probe.executions(client, settings.key_prefix, rejected.call_id) == 1  # not retried
+    assert fine.status is CallStatus.SUCCESS
