@@ -28,6 +28,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, call, say
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import CallStatus, ToolCall
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
@@ -59,7 +60,7 @@ def envelope(session_id: str, runner: Runner, tool: str = "noop") -> ToolCall:
         user_id="u",
         invocation_id=f"inv-{uuid.uuid4().hex}",
         agent=AGENT,
-        reply_to=runner.keys.results(session_id),
+        reply_to=runner.keys.results(session_key(AGENT, "u", session_id)),
         dispatched_at=time.time(),
     )
 
@@ -70,7 +71,8 @@ async def fleet_call(runner: Runner, session_id: str, tool: FunctionTool) -> flo
     started = time.perf_counter()
     results = [r async for r in runner.tool_runner.run([planned])]
     elapsed = time.perf_counter() - started
-    await runner.tool_runner.settle(session_id)  # trim the stream, as the loop does
+    # Trim the stream, as the loop does.
+    await runner.tool_runner.settle(session_key(AGENT, "u", session_id))
     if len(results) != 1 or results[0].status is not CallStatus.SUCCESS:
         raise RuntimeError(f"fleet call failed: {results}")
     return elapsed

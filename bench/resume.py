@@ -20,7 +20,7 @@ from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.models.offline import Call, ScriptView, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.completions import Completions
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus
 
 AGENT = "bench_tickets"
@@ -110,7 +110,7 @@ async def measure(ctx: Context, n: int) -> tuple[list[float], list[float], list[
                 posted = await asyncio.to_thread(post_timed, completions, call_id)
                 await asyncio.wait_for(resumed.wait(), 30)
                 model_at = clock.called[message]
-                if not await orch.wait_until_settled(AGENT, session_id, 30):
+                if not await orch.wait_until_settled(session_key(AGENT, "u", session_id), 30):
                     raise RuntimeError(f"session {session_id} did not settle")
                 answered = time.perf_counter()
                 hop = await stream_hop(hop_reader, sync_client, hop_stream, hop_group)

@@ -33,6 +33,7 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, Step, say
 from toolfleet.orchestrator.models.protocol import function_calls, text_of
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import CallStatus
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -140,7 +141,7 @@ async def audit(store: SessionStore, ids: list[str], turns: int, calls: int) -> 
     lost = duplicated = errors = answered_turns = made = 0
     phases: dict[str, list[float]] = collections.defaultdict(list)
     for session_id in ids:
-        session = await store.get(session_id)
+        session = await store.get(session_key("bench_agent", "u", session_id))
         responses: collections.Counter[str] = collections.Counter()
         call_ids: list[str] = []
         asked_at = called_at = 0.0

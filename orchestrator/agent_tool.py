@@ -24,6 +24,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolError
+from toolfleet.shared.keys import SessionKey, session_key
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import FunctionTool, ToolOptions
 
@@ -118,6 +119,7 @@ async def run_agent_as_tool(
         )
     settings = tool_context.settings  # the worker's own: its Redis, prefix and pools
     child_id = f"{tool_context.session_id}.{tool_context.function_call_id}"
+    child = session_key(tool_context.app_name, tool_context.user_id, child_id)
     async with Runner(agent, settings, depth=tool_context.depth + 1) as runner:
         await runner.store.get_or_create(
             tool_context.app_name, tool_context.user_id, child_id, owner=agent.name
@@ -125,8 +127,8 @@ async def run_agent_as_tool(
         # The child runs under its own lease, renewed by this worker: no sweep takes it
         # over while it runs. A redelivered call waits for a dead worker's lease to lapse.
         wait_s = 2 * settings.lease_ttl_s
-        async with runner.leases.hold(child_id, wait_s=wait_s) as hold:
-            session = await runner.store.get(child_id)
+        async with runner.leases.hold(child, wait_s=wait_s) as hold:
+            session = await runner.store.get(child)
             session.state.update(tool_context.state)  # the caller's snapshot, temp: included
             before = dict(session.state)
             message = types.Content(role="user", parts=[types.Part(text=request)])
@@ -136,7 +138,7 @@ async def run_agent_as_tool(
                     if isinstance(update, Event) and answer_of(update):
                         answer = answer_of(update)
             except BaseException as exc:
-                await _close_child(runner, child_id, agent.name, exc, hold)
+                await _close_child(runner, child, agent.name, exc, hold)
                 raise
         for key, value in session.state.items():
             if before.get(key) != value or key not in before:
@@ -147,7 +149,7 @@ async def run_agent_as_tool(
 
 
 async def _close_child(
-    runner: Runner, child_id: str, name: str, exc: BaseException, hold: LeaseHold
+    runner: Runner, child: SessionKey, name: str, exc: BaseException, hold: LeaseHold
 ) -> None:
     """The child's run ended without its answer: answer what its turn left open (calls
     still running, or never sent), so the child keeps no call without a response. If
@@ -161,12 +163,12 @@ async def _close_child(
         how = f"failed ({type(exc).__name__})"
     why = f"agent tool {name!r} {how} before this call was answered; its result is not used"
     try:
-        session = await runner.store.get(child_id)
+        session = await runner.store.get(child)
         await close_open_turn(
             runner.store, session, error_type=AGENT_TOOL_ENDED, why=why, fence=hold.fence
         )
     except Exception:
-        log.warning("could not close the open turn of %s; the sweep will", child_id, exc_info=True)
+        log.warning("could not close the open turn of %s; the sweep will", child, exc_info=True)
 
 
 def _temp_writes(events: list[Event]) -> dict[str, Any]:

@@ -82,7 +82,7 @@ class Replica:
     def cancel(self, request: CancelRequest) -> None:
         """A session was cancelled: stop its invocation here, if this replica runs one."""
         if self.cancels.cancel(request):
-            self.fleet.cancel(request.session_id)
+            self.fleet.cancel(request.session_key)
 
     def blocking_client(self) -> aioredis.Redis:
         """A dedicated client for one task that blocks in XREAD(GROUP); closed with the

@@ -16,7 +16,7 @@ import redis
 from pydantic import BaseModel, ConfigDict
 
 from toolfleet.shared.completions import Completions
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey, session_key, session_parts
 from toolfleet.shared.messages import error_response
 
 CANCEL_FIELD = "cancel"
@@ -28,10 +28,17 @@ class CancelRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    app_name: str
+    user_id: str
     session_id: str
     keep_tickets: bool = False
     source: str = "api"
     at: float
+
+    @property
+    def session_key(self) -> SessionKey:
+        """The key of the cancelled session (its id names it only within app and user)."""
+        return session_key(self.app_name, self.user_id, self.session_id)
 
 
 def cancelled_response(tool: str) -> dict[str, Any]:
@@ -47,15 +54,22 @@ def cancel_session(
     client: redis.Redis,
     keys: Keys,
     completions: Completions,
-    session_id: str,
+    session: SessionKey,
     *,
     keep_tickets: bool = False,
     source: str = "api",
 ) -> list[str]:
-    """Stop what the session has in flight, and close its pending tickets unless
-    `keep_tickets`; the ids of the tickets whose closing was posted."""
+    """Stop what the session `session` has in flight, and close its pending tickets unless
+    `keep_tickets`; the ids of the tickets whose closing was posted. Only that user's
+    session of that id: another user's of the same id is another session."""
+    app_name, user_id, session_id = session_parts(session)
     request = CancelRequest(
-        session_id=session_id, keep_tickets=keep_tickets, source=source, at=time.time()
+        app_name=app_name,
+        user_id=user_id,
+        session_id=session_id,
+        keep_tickets=keep_tickets,
+        source=source,
+        at=time.time(),
     )
     client.xadd(
         keys.cancels(),
@@ -65,7 +79,7 @@ def cancel_session(
     )
     if keep_tickets:
         return []
-    closing = [c for c in completions.pending() if c.session_id == session_id]
+    closing = [c for c in completions.pending() if c.session_key == session]
     for call in closing:
         completions.cancel(call.call_id, resume=False, source=source)
     return [c.call_id for c in closing]

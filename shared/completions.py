@@ -172,7 +172,7 @@ class Completions:
     def waiting(self, call: PendingCall) -> list[str]:
         """Entry ids of completions posted for `call` and not applied yet, oldest first
         (they wait in its session's order: an earlier completion, or a busy session)."""
-        order = self._redis.lrange(self._keys.completion_order(call.session_id), 0, -1)
+        order = self._redis.lrange(self._keys.completion_order(call.session_key), 0, -1)
         stream = self._keys.completions(call.app_name)
         waiting = []
         for raw_id in order:
@@ -202,7 +202,7 @@ class Completions:
             posted_at=time.time(),
         )
         pending = self.pending_for(completion)
-        completion.session_id = pending.session_id
+        completion.session_key = pending.session_key
         return self._post(pending, completion)
 
     def confirm(
@@ -224,7 +224,7 @@ class Completions:
             posted_at=time.time(),
         )
         pending = self.pending_for(completion)
-        completion.session_id = pending.session_id
+        completion.session_key = pending.session_key
         return self._post(pending, completion)
 
     def cancel(self, call_id: str, *, resume: bool = True, source: str = "api") -> str:
@@ -240,7 +240,7 @@ class Completions:
             posted_at=time.time(),
         )
         pending = self.pending_for(completion)
-        completion.session_id = pending.session_id
+        completion.session_key = pending.session_key
         completion.response = cancelled_ticket(pending.tool)
         return self._post(pending, completion)
 
@@ -280,7 +280,7 @@ class Completions:
             call_id=call_id, response={}, kind="credential", source=source, posted_at=time.time()
         )
         pending = self.pending_for(completion)
-        completion.session_id = pending.session_id
+        completion.session_key = pending.session_key
         store.put(
             pending.app_name, pending.user_id, AuthConfig.model_validate(pending.ticket), credential
         )
@@ -291,12 +291,12 @@ class Completions:
         session's order: completions of a session apply in this order. Refused with
         CompletionsFullError while the stream holds `maxlen` unapplied entries."""
         stream = self._keys.completions(pending.app_name)
-        record = applied_record(self._keys.applied_writes(pending.session_id))
+        record = applied_record(self._keys.applied_writes(pending.session_key))
         reply: Any = _POST.run_sync(
             self._redis,
             3,
             stream,
-            self._keys.completion_order(pending.session_id),
+            self._keys.completion_order(pending.session_key),
             record,
             COMPLETION_FIELD,
             completion.model_dump_json(),
@@ -321,7 +321,7 @@ class Completions:
 
     def is_closed(self, call: PendingCall) -> bool:
         """Whether the orchestrator answered the call already: a worker must not run it."""
-        return self._pending.is_closed(self._redis, call.session_id, call.call_id)
+        return self._pending.is_closed(self._redis, call.session_key, call.call_id)
 
     def withdraw(self, call_id: str) -> None:
         """The long-running tool failed: there is nothing to complete."""

@@ -4,8 +4,15 @@ prefix of `Keys`; Celery's queues (`queue_name`) are not prefixed."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NewType
+from urllib.parse import quote, unquote
 
 from toolfleet.shared.ids import unique_hex
+
+# The name toolfleet knows one session by in Redis, on the fleet and between replicas: its
+# app, user and id together. A session id alone names nothing (two users may each have a
+# session "s1"), as in ADK, whose session services key sessions by all three.
+SessionKey = NewType("SessionKey", str)
 
 TASK_PREFIX = "tool."
 QUEUE_PREFIX = "tools."
@@ -21,6 +28,22 @@ def queue_name(pool: str) -> str:
     return f"{QUEUE_PREFIX}{pool}"
 
 
+def session_key(app_name: str, user_id: str, session_id: str) -> SessionKey:
+    """The key of the session `session_id` of `user_id` in `app_name`: the three parts,
+    each percent-encoded (no "/" or ":" left in them), joined by "/", so that no two
+    sessions share one and `session_parts` gives them back."""
+    return SessionKey("/".join(quote(p, safe="") for p in (app_name, user_id, session_id)))
+
+
+def session_parts(key: SessionKey) -> tuple[str, str, str]:
+    """(app name, user id, session id) of a `session_key`; ValueError if it is not one."""
+    parts = key.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"{key!r} is not a session key (app/user/session, percent-encoded)")
+    app_name, user_id, session_id = (unquote(p) for p in parts)
+    return app_name, user_id, session_id
+
+
 @dataclass(frozen=True)
 class Keys:
     """The names of toolfleet's own Redis keys, each under `prefix` (TOOLFLEET_KEY_PREFIX).
@@ -30,9 +53,9 @@ class Keys:
 
     prefix: str = "toolfleet"
 
-    def results(self, session_id: str) -> str:
+    def results(self, session: SessionKey) -> str:
         """Stream of ToolResults for one session (its inbox, trimmed once applied)."""
-        return f"{self.prefix}:results:{session_id}"
+        return f"{self.prefix}:results:{session}"
 
     def results_feed(self) -> str:
         """Stream naming every result posted (its session stream and entry there, with a
@@ -44,17 +67,17 @@ class Keys:
         """Stream used only to interrupt one replica's blocking XREAD."""
         return f"{self.prefix}:wake:{replica_id}"
 
-    def session(self, session_id: str) -> str:
+    def session(self, session: SessionKey) -> str:
         """Hash with a session's metadata (app, user, created, agent)."""
-        return f"{self.prefix}:session:{session_id}"
+        return f"{self.prefix}:session:{session}"
 
-    def events(self, session_id: str) -> str:
+    def events(self, session: SessionKey) -> str:
         """List of a session's events as JSON."""
-        return f"{self.prefix}:events:{session_id}"
+        return f"{self.prefix}:events:{session}"
 
-    def session_state(self, session_id: str) -> str:
+    def session_state(self, session: SessionKey) -> str:
         """Hash of a session's own state (keys without a scope prefix)."""
-        return f"{self.prefix}:state:session:{session_id}"
+        return f"{self.prefix}:state:session:{session}"
 
     def user_state(self, app: str, user: str) -> str:
         """Hash of a user's `user:` state, shared by all their sessions of the app."""
@@ -68,15 +91,15 @@ class Keys:
         """Set of session ids of one user."""
         return f"{self.prefix}:sessions:{app}:{user}"
 
-    def lease(self, session_id: str) -> str:
+    def lease(self, session: SessionKey) -> str:
         """Which replica runs a session now (SET NX with a TTL)."""
-        return f"{self.prefix}:lease:{session_id}"
+        return f"{self.prefix}:lease:{session}"
 
-    def applied_writes(self, session_id: str) -> str:
+    def applied_writes(self, session: SessionKey) -> str:
         """Prefix of the keys `<prefix>:<write id>` that record a session write's replies
         for a while (leases.record_ttl_s): a write sent again (its reply was lost) is not
         applied twice."""
-        return f"{self.prefix}:applied:{session_id}"
+        return f"{self.prefix}:applied:{session}"
 
     def worker(self, hostname: str) -> str:
         """A live worker's heartbeat: its pools, refreshed with a TTL."""
@@ -133,29 +156,29 @@ class Keys:
         running), or a long-running call's final result was applied and not yet answered."""
         return f"{self.prefix}:resume"
 
-    def dispatched(self, session_id: str) -> str:
+    def dispatched(self, session: SessionKey) -> str:
         """Set of call ids of the session's open turn already published to the broker."""
-        return f"{self.prefix}:dispatched:{session_id}"
+        return f"{self.prefix}:dispatched:{session}"
 
-    def running(self, session_id: str) -> str:
+    def running(self, session: SessionKey) -> str:
         """Hash of the session's calls a worker started: call id -> RunningCall JSON (who
         runs it, since when), what `toolfleet run` shows while a turn is long."""
-        return f"{self.prefix}:running:{session_id}"
+        return f"{self.prefix}:running:{session}"
 
-    def closed(self, session_id: str, call_id: str) -> str:
+    def closed(self, session: SessionKey, call_id: str) -> str:
         """Set once the orchestrator gave the call its final answer (result, error, timeout):
         a worker does not start it, and no ticket can be opened or completed for it."""
-        return f"{self.prefix}:closed:{session_id}:{call_id}"
+        return f"{self.prefix}:closed:{session}:{call_id}"
 
     def cancels(self) -> str:
         """Stream of session cancellations: every replica reads it, and the one running the
         session stops what is in flight there."""
         return f"{self.prefix}:cancels"
 
-    def completion_order(self, session_id: str) -> str:
+    def completion_order(self, session: SessionKey) -> str:
         """List of the session's completion entry ids, in the order the stream accepted
         them: each applies only once it is at the head, whichever replica reads it."""
-        return f"{self.prefix}:completion-order:{session_id}"
+        return f"{self.prefix}:completion-order:{session}"
 
 
 def applied_record(prefix: str) -> str:

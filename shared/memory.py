@@ -14,7 +14,7 @@ from typing import Any
 import redis
 from google.genai import types
 
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 _WORD = re.compile(r"[\w']+")
 
@@ -59,7 +59,8 @@ class MemoryStore:
         found: list[MemoryEntry] = []
         for raw_id in self._redis.smembers(self._keys.user_sessions(app, user)):
             session_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
-            for raw in self._redis.lrange(self._keys.events(session_id), 0, -1):
+            events = self._keys.events(session_key(app, user, session_id))
+            for raw in self._redis.lrange(events, 0, -1):
                 entry = _entry(session_id, json.loads(raw))
                 if entry and words & {w.lower() for w in _WORD.findall(entry.text)}:
                     found.append(entry)

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolfleet.shared.keys import SessionKey, session_key
+
 # The field of a results-stream entry that holds the ToolResult JSON.
 RESULT_FIELD = "result"
 # On the results feed, beside the result: the session stream and the entry id it has there.
@@ -61,6 +63,11 @@ class ToolCall(BaseModel):
     depth: int = Field(default=0, ge=0, description="Agent-tool nesting level of the caller.")
     # A ToolConfirmation as JSON: a person's answer, for a call sent once it was confirmed.
     confirmation: dict[str, Any] | None = None
+
+    @property
+    def session_key(self) -> SessionKey:
+        """The key of the call's session (its id names it only within app and user)."""
+        return session_key(self.app_name, self.user_id, self.session_id)
 
 
 class ToolResult(BaseModel):
@@ -169,6 +176,11 @@ class PendingCall(BaseModel):
     # The W3C traceparent of the call's run: the span its completion's span links to.
     traceparent: str | None = None
 
+    @property
+    def session_key(self) -> SessionKey:
+        """The key of the call's session (its id names it only within app and user)."""
+        return session_key(self.app_name, self.user_id, self.session_id)
+
     @classmethod
     def starting(
         cls, call: ToolCall, ticket: dict[str, Any] | None = None, traceparent: str | None = None
@@ -199,7 +211,9 @@ class Completion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     call_id: str
-    session_id: str | None = Field(default=None, description="Orders a session's completions.")
+    session_key: str | None = Field(
+        default=None, description="The call's session (its SessionKey): orders its completions."
+    )
     response: dict[str, Any]
     final: bool = True
     # cancel: close the ticket with a Cancelled error response, whatever it waits for.

@@ -18,7 +18,7 @@ import redis
 import redis.asyncio as aioredis
 
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 from toolfleet.shared.scripts import LuaScript
@@ -74,20 +74,20 @@ class PendingCalls:
     def open(self, client: redis.Redis, call: PendingCall) -> bool:
         """Record a ticket for `call` unless the orchestrator closed the call already
         (it timed out, say): then False, and the call must not run."""
-        closed = self._keys.closed(call.session_id, call.call_id)
+        closed = self._keys.closed(call.session_key, call.call_id)
         opened = _OPEN.run_sync(client, 2, closed, self.key, call.call_id, self.record(call))
         return bool(opened)
 
-    def is_closed(self, client: redis.Redis, session_id: str, call_id: str) -> bool:
+    def is_closed(self, client: redis.Redis, session: SessionKey, call_id: str) -> bool:
         """Whether the orchestrator gave the call its final answer already."""
-        return bool(client.exists(self._keys.closed(session_id, call_id)))
+        return bool(client.exists(self._keys.closed(session, call_id)))
 
-    def stage_close(self, batch: WriteBatch, session_id: str, call_ids: Iterable[str]) -> None:
+    def stage_close(self, batch: WriteBatch, session: SessionKey, call_ids: Iterable[str]) -> None:
         """Close calls in the step that stores their final answers: no worker starts
         them after this, and their tickets (if any) are gone."""
         ids = list(call_ids)
         for call_id in ids:
-            batch.set(self._keys.closed(session_id, call_id), 1, ex=CLOSED_TTL_S)
+            batch.set(self._keys.closed(session, call_id), 1, ex=CLOSED_TTL_S)
         self.stage_drop(batch, *ids)
 
     def get(self, client: redis.Redis, call_id: str) -> PendingCall | None:

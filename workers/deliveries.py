@@ -73,9 +73,9 @@ class DeliveryGuard:
 
     def _args(self, call: ToolCall, retries: int, worker: str) -> tuple[Any, ...]:
         key = self.keys.deliveries(call.call_id, retries)
-        running = self.keys.running(call.session_id)
+        running = self.keys.running(call.session_key)
         started = RunningCall(worker=worker, pid=os.getpid(), started_at=time.time())
-        closed = self.keys.closed(call.session_id, call.call_id)
+        closed = self.keys.closed(call.session_key, call.call_id)
         record = started.model_dump_json()
         return (key, closed, running, DELIVERIES_TTL_S, call.call_id, record, RUNNING_TTL_S)
 

@@ -22,10 +22,13 @@ from toolfleet.workers.call_loop import running_call_loop
 
 log = logging.getLogger(__name__)
 
+_Wanted = tuple[Any, ...]  # (app name, user id, session id, call id)
+
 
 def stop_calls(state: Any, calls: list[dict[str, str]]) -> dict[str, str]:
-    """Stop those of `calls` (each {call_id, session_id}) this worker is running."""
-    wanted = {(c.get("session_id"), c.get("call_id")) for c in calls}
+    """Stop those of `calls` (each {call_id, app_name, user_id, session_id}) this worker is
+    running: a call of that session only (a session id alone is not unique)."""
+    wanted = {_call_of(c) for c in calls}
     pool = state.consumer.pool
     if type(pool).__module__.endswith("prefork"):
         stopped = _terminate_children(pool, wanted)
@@ -36,30 +39,35 @@ def stop_calls(state: Any, calls: list[dict[str, str]]) -> dict[str, str]:
     return {"ok": f"stopped {len(stopped)} call(s)"}
 
 
-def _terminate_children(pool: Any, wanted: set[tuple[str | None, str | None]]) -> list[str]:
+def _call_of(call: dict[str, Any]) -> _Wanted:
+    """(app, user, session, call id) of a call's envelope (or a stop request's target)."""
+    return tuple(call.get(k) for k in ("app_name", "user_id", "session_id", "call_id"))
+
+
+def _terminate_children(pool: Any, wanted: set[_Wanted]) -> list[str]:
     """Kill the prefork children running `wanted` calls."""
     stopped: list[str] = []
     for request in list(worker_state.active_requests):
         call = (request.kwargs or {}).get("call") or {}
-        if (call.get("session_id"), call.get("call_id")) in wanted:
+        if _call_of(call) in wanted:
             request.terminate(pool, signal=signal.SIGKILL)
             stopped.append(str(call.get("call_id")))
     return stopped
 
 
-def _cancel_coroutines(wanted: set[tuple[str | None, str | None]]) -> list[str]:
+def _cancel_coroutines(wanted: set[_Wanted]) -> list[str]:
     """Cancel the `wanted` calls running as coroutines on this process's call loop (an io
     worker's calls run there, whether its intake or Celery's consumer took them)."""
     loop = running_call_loop()
     stopped = [
         str(call_id)
-        for _, call_id in wanted
+        for *_, call_id in wanted
         if call_id and loop is not None and loop.stop(str(call_id))
     ]
     for request in list(worker_state.active_requests):  # taken by Celery's consumer
         call = (request.kwargs or {}).get("call") or {}
         call_id = str(call.get("call_id", ""))
-        if (call.get("session_id"), call_id) in wanted and call_id not in stopped:
+        if _call_of(call) in wanted and call_id not in stopped:
             log.warning(
                 "call %s (%s) runs a sync tool on a thread: it cannot be interrupted; its "
                 "result will be dropped",

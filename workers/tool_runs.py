@@ -264,7 +264,7 @@ class ToolRuns:
             # the tool again - whether or not the orchestrator stored the answer by then.
             # (A call that asked for a credential or a confirmation runs again once they
             # are given: it stays open.)
-            closes = Keys(deps.settings.key_prefix).closed(envelope.session_id, envelope.call_id)
+            closes = Keys(deps.settings.key_prefix).closed(envelope.session_key, envelope.call_id)
         return Post(envelope.reply_to, result, closes)
 
 

@@ -19,33 +19,36 @@ from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.completions import Completions
+from toolfleet.shared.errors import CallNotPendingError, CompletionError
+from toolfleet.shared.keys import SessionKey
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
 SOURCE = "adk-message"  # the completion's source, as `toolfleet tickets show` lists it
 
 
 async def run_message(
-    runner: Runner, session_id: str, message: types.Content
+    runner: Runner, session: SessionKey, message: types.Content
 ) -> AsyncIterator[Event]:
     """The events of `message` on the session: first those of the calls it completes
-    (each response applied, then the resumed agent), then those of its other parts."""
+    (each response applied, then the resumed agent), then those of its other parts. A
+    response completes only a call of this session: another's is not pending here."""
     parts = message.parts or []
     responses = [p.function_response for p in parts if p.function_response]
     if responses:
-        async for event in _complete(runner, session_id, responses):
+        async for event in _complete(runner, session, responses):
             yield event
     rest = [p for p in parts if not p.function_response]
     if rest or not responses:
         content = message.model_copy(update={"parts": rest})
-        async with runner.leases.hold(session_id) as hold:
-            session = await runner.store.get(session_id)
-            async for update in runner.invoke(session, content, lease=hold):
+        async with runner.leases.hold(session) as hold:
+            stored = await runner.store.get(session)
+            async for update in runner.invoke(stored, content, lease=hold):
                 if isinstance(update, Event):
                     yield update
 
 
 async def _complete(
-    runner: Runner, session_id: str, responses: list[types.FunctionResponse]
+    runner: Runner, session: SessionKey, responses: list[types.FunctionResponse]
 ) -> AsyncIterator[Event]:
     """Post each response for its call, as ADK's client sends it: final unless it says
     more follow (`will_continue`). Then apply them through the apply-once path, with an
@@ -53,6 +56,7 @@ async def _complete(
     completions = Completions.of(runner.replica.sync_client(), runner.keys, runner.settings)
     entries = []
     for response in responses:
+        await asyncio.to_thread(_check_pending_here, completions, session, response)
         confirming = confirmation_answer(response)
         if confirming is not None:  # a person's answer to adk_request_confirmation
             call_id, confirmed, payload = confirming
@@ -102,6 +106,24 @@ async def _complete(
         applying.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await applying
+
+
+def _check_pending_here(
+    completions: Completions, session: SessionKey, response: types.FunctionResponse
+) -> None:
+    """CallNotPendingError, as for a call that does not exist, when the call `response`
+    answers is pending in another session (another user's, whatever its id). A call not
+    pending at all is left to the post, which refuses it and keeps it as a dead letter."""
+    confirming = confirmation_answer(response)
+    call_id = confirming[0] if confirming is not None else response.id or ""
+    try:
+        call = completions.get(call_id)
+    except CompletionError:
+        return
+    if call.session_key != session:
+        raise CallNotPendingError(
+            f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
+        )
 
 
 def _never_started(work: Coroutine[Any, Any, None]) -> None:

@@ -27,6 +27,7 @@ from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionNotFoundError
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import ToolActions
 
 
@@ -97,13 +98,12 @@ class Runner:
         async with FleetRunner(
             self.agent, settings, app_name=self.app_name, plugins=self.plugins
         ) as runner:
+            key = session_key(self.app_name, user_id, session_id)
             try:
-                session = await runner.store.get(session_id)
+                await runner.store.get(key)
             except SessionNotFoundError:
-                session = None
-            if session is None or (session.app_name, session.user_id) != (self.app_name, user_id):
-                raise ValueError(f"Session not found: {session_id}")  # ADK's error
-            async for event in run_message(runner, session_id, new_message):
+                raise ValueError(f"Session not found: {session_id}") from None  # ADK's error
+            async for event in run_message(runner, key, new_message):
                 # The client's own message (and a result it sent) is not echoed, as in ADK.
                 if event.author in ("user", "completion"):
                     continue

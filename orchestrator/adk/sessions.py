@@ -24,6 +24,7 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.config import Settings
 from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
+from toolfleet.shared.keys import session_key
 
 
 @dataclass
@@ -83,7 +84,8 @@ class BaseSessionService:
         session_id: str | None = None,
     ) -> SessionCreation:
         """Create a session (a random id when None) with the initial `state`; raise
-        SessionExistsError if the id is taken.
+        SessionExistsError if this user has a session of that id in the app (another
+        user's of the same id is another session).
 
         Awaited, as ADK's async service is. Older ADK's was sync, and its examples call
         it without `await`: the creation is then made when a Runner first runs that
@@ -134,12 +136,9 @@ class BaseSessionService:
         and user (as ADK)."""
         async with self._replica() as replica:
             try:
-                session = await replica.store.get(session_id)
+                return await replica.store.get(session_key(app_name, user_id, session_id))
             except SessionNotFoundError:
                 return None
-        if session.app_name != app_name or session.user_id != user_id:
-            return None
-        return session
 
     async def list_sessions(self, *, app_name: str, user_id: str) -> ListSessionsResponse:
         """The user's sessions of the app, without their events."""
@@ -149,7 +148,7 @@ class BaseSessionService:
             for raw in sorted(ids):
                 session_id = raw.decode() if isinstance(raw, bytes) else str(raw)
                 try:
-                    session = await replica.store.get(session_id)
+                    session = await replica.store.get(session_key(app_name, user_id, session_id))
                 except SessionNotFoundError:
                     continue  # expired since
                 session.events = []
@@ -159,15 +158,16 @@ class BaseSessionService:
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session: its events, its session-scoped state and its bookkeeping
         (user and app state stay, as in ADK)."""
+        key = session_key(app_name, user_id, session_id)
         async with self._replica() as replica:
             keys = replica.keys
             await replica.redis.delete(
-                keys.session(session_id),
-                keys.events(session_id),
-                keys.session_state(session_id),
-                keys.results(session_id),
-                keys.dispatched(session_id),
-                keys.completion_order(session_id),
+                keys.session(key),
+                keys.events(key),
+                keys.session_state(key),
+                keys.results(key),
+                keys.dispatched(key),
+                keys.completion_order(key),
             )
             await replica.redis.srem(keys.user_sessions(app_name, user_id), session_id)
 
@@ -232,7 +232,7 @@ class InMemorySessionService(BaseSessionService):
         except SessionExistsError:
             old = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
             if old is None:
-                raise  # another app's or user's: not ours to replace
+                raise  # gone meanwhile (expired): nothing to replace
         await self.delete_session(app_name=app_name, user_id=user_id, session_id=old.id)
         return await super()._create_session(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id

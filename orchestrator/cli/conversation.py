@@ -17,6 +17,7 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import SessionKey, session_key
 
 
 async def converse(
@@ -43,8 +44,10 @@ async def converse(
             progress.follow(update)
         printer.show(update)
 
-    def show_resumed(session: str, update: Update) -> None:
-        if session == session_id:
+    key = session_key(agent.name, user_id, session_id)  # the app is named after its agent
+
+    def show_resumed(session: SessionKey, update: Update) -> None:
+        if session == key:
             show(update)
 
     async with Orchestrator([agent], settings, on_update=show_resumed, plugins=plugins) as orch:
@@ -52,9 +55,9 @@ async def converse(
         print(describe_choice(agent, runner.model))
         replica = orch.replica
         progress = LiveProgress(
-            printer.out, replica.redis, replica.keys, session_id, every_s=progress_every_s
+            printer.out, replica.redis, replica.keys, key, every_s=progress_every_s
         )
-        with cancel_on_ctrl_c(runner, session_id) as cancelling:
+        with cancel_on_ctrl_c(runner, user_id, session_id) as cancelling:
             async with progress.running():
                 async for update in runner.run(
                     user_id=user_id, session_id=session_id, message=message
@@ -63,7 +66,7 @@ async def converse(
         if cancelling:
             await asyncio.gather(*cancelling)
             raise KeyboardInterrupt  # the session is consistent: now the command ends
-        pending = await runner.store.pending_calls(session_id)
+        pending = await runner.store.pending_calls(key)
         if not pending or wait_s is None:
             return not pending
         if explain_pending:
@@ -71,11 +74,13 @@ async def converse(
         else:
             printer.pending_quietly(pending)
         async with progress.running():
-            return await orch.wait_until_settled(agent.name, session_id, wait_s)
+            return await orch.wait_until_settled(key, wait_s)
 
 
 @contextmanager
-def cancel_on_ctrl_c(runner: Runner, session_id: str) -> Iterator[list[asyncio.Task[list[str]]]]:
+def cancel_on_ctrl_c(
+    runner: Runner, user_id: str, session_id: str
+) -> Iterator[list[asyncio.Task[list[str]]]]:
     """While the invocation runs, Ctrl-C cancels the session (its calls in flight are
     stopped and answered, its tickets closed) and the invocation ends by itself; a second
     Ctrl-C interrupts at once. The list holds the cancellation's task, once there is one."""
@@ -85,7 +90,9 @@ def cancel_on_ctrl_c(runner: Runner, session_id: str) -> Iterator[list[asyncio.T
     def interrupted() -> None:
         loop.remove_signal_handler(signal.SIGINT)  # the next Ctrl-C interrupts as usual
         print("cancelling the session (Ctrl-C again to quit at once)...", file=sys.stderr)
-        cancelling.append(asyncio.ensure_future(runner.cancel(session_id)))
+        cancelling.append(
+            asyncio.ensure_future(runner.cancel(user_id=user_id, session_id=session_id))
+        )
 
     try:
         loop.add_signal_handler(signal.SIGINT, interrupted)

@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Update
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import RunningCall
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class LiveProgress:
         out: TextIO,
         client: aioredis.Redis,
         keys: Keys,
-        session_id: str,
+        session: SessionKey,
         *,
         every_s: float | None = None,
         quiet_s: float = QUIET_S,
@@ -46,7 +46,7 @@ class LiveProgress:
         self._out = out
         self._redis = client
         self._keys = keys
-        self._session_id = session_id
+        self._session = session
         self._terminal = out.isatty()
         self._every_s = every_s or (TERMINAL_EVERY_S if self._terminal else LOG_EVERY_S)
         self._quiet_s = quiet_s
@@ -77,7 +77,7 @@ class LiveProgress:
         elapsed = time.monotonic() - self._sent_at
         if not waiting or elapsed < self._quiet_s:
             return None
-        raw = await self._redis.hmget(self._keys.running(self._session_id), waiting)
+        raw = await self._redis.hmget(self._keys.running(self._session), waiting)
         now = time.time()
         running, queued = [], 0
         for call_id, value in zip(waiting, raw, strict=True):

@@ -43,7 +43,7 @@ from toolfleet.shared.completions import (
 from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
 from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
@@ -163,26 +163,31 @@ class CompletionApplier:
         """Apply the entry (or refuse it), after every earlier completion of its session."""
         runner = self._runners[stream]
         pending = await self._pending.aget(self._redis, completion.call_id)
-        session_id = pending.session_id if pending else completion.session_id
-        if pending is None or session_id is None:
+        session = pending.session_key if pending else _session_of(completion)
+        if pending is None or session is None:
             reason = await self._why_not_pending(completion.call_id)
-            await self.refuse(stream, entry_id, raw, reason, session_id)
+            await self.refuse(stream, entry_id, raw, reason, session)
             return
-        async with runner.leases.hold(session_id, wait_s=self._resumer.lease_wait_s) as hold:
-            await self._finish_open_turn(runner, session_id, hold)
+        async with runner.leases.hold(session, wait_s=self._resumer.lease_wait_s) as hold:
+            await self._finish_open_turn(runner, session, hold)
             owed = False  # whether an applied entry gave the model something to answer
-            for earlier_id, earlier in await self._earlier(stream, session_id, entry_id):
+            for earlier_id, earlier in await self._earlier(stream, session, entry_id):
                 owed |= await self._apply_one(runner, stream, earlier_id, earlier, hold)
             owed |= await self._apply_one(runner, stream, entry_id, raw, hold)
             if owed:  # once, for everything applied: the model answers it all at once
-                await self._resumer.continue_session(runner, session_id, hold)
+                await self._resumer.continue_session(runner, session, hold)
 
     async def refuse(
-        self, stream: str, entry_id: str, raw: bytes, reason: str, session_id: str | None = None
+        self,
+        stream: str,
+        entry_id: str,
+        raw: bytes,
+        reason: str,
+        session: SessionKey | None = None,
     ) -> None:
         """Keep the entry in the dead-letter stream with `reason`, and consume it (ack,
         delete, leave its session's order), in one step - if it is still in the stream."""
-        order = self._keys.completion_order(session_id) if session_id else stream
+        order = self._keys.completion_order(session) if session else stream
         fields = [word for pair in dead_letter_fields(raw, reason).items() for word in pair]
         refused = await _REFUSE.run(
             self._redis, 3, stream, self._keys.dead_letters(), order,
@@ -198,19 +203,19 @@ class CompletionApplier:
         what answered the call: a completion posted for it later is refused saying so."""
 
         def consume(batch: WriteBatch) -> None:
-            self._stage_consume(batch, stream, entry_id, pending.session_id)
-            claim = _claim(entry_id, pending.session_id, completion)
+            self._stage_consume(batch, stream, entry_id, pending.session_key)
+            claim = _claim(entry_id, pending.session_key, completion)
             batch.add("SET", self._keys.applied(pending.call_id), claim, "EX", APPLIED_TTL_S)
 
         return consume
 
     def _stage_consume(
-        self, batch: WriteBatch, stream: str, entry_id: str, session_id: str | None
+        self, batch: WriteBatch, stream: str, entry_id: str, session: SessionKey | None
     ) -> None:
         batch.add("XACK", stream, GROUP, entry_id)
         batch.add("XDEL", stream, entry_id)
-        if session_id is not None:
-            batch.add("LREM", self._keys.completion_order(session_id), 1, entry_id)
+        if session is not None:
+            batch.add("LREM", self._keys.completion_order(session), 1, entry_id)
 
     async def _why_not_pending(self, call_id: str) -> str:
         claim = await self._redis.get(self._keys.applied(call_id))
@@ -221,23 +226,23 @@ class CompletionApplier:
             return f"call {call_id!r} already has its final result"
         return f"no pending call with id {call_id!r}"
 
-    async def _finish_open_turn(self, runner: Runner, session_id: str, hold: LeaseHold) -> None:
+    async def _finish_open_turn(self, runner: Runner, key: SessionKey, hold: LeaseHold) -> None:
         """A turn still open (its replica died mid-turn) is finished before anything else
         is appended to the session: the model never sees a call without its response."""
         try:
-            session = await runner.store.get(session_id)
+            session = await runner.store.get(key)
         except SessionNotFoundError:
             return  # the apply script refuses the completion, saying so
         if session.open_turn() is not None:
-            log.info("session %s has an open turn: finishing it first", session_id)
-            await self._resumer.continue_session(runner, session_id, hold, release=False)
+            log.info("session %s has an open turn: finishing it first", key)
+            await self._resumer.continue_session(runner, key, hold, release=False)
 
     async def _earlier(
-        self, stream: str, session_id: str, entry_id: str
+        self, stream: str, session: SessionKey, entry_id: str
     ) -> list[tuple[str, bytes]]:
         """The session's completions accepted before `entry_id` and not yet applied,
         taken over by this consumer (we hold the session's lease: they are ours to do)."""
-        order_key = self._keys.completion_order(session_id)
+        order_key = self._keys.completion_order(session)
         order = [decoded(e) for e in await self._redis.lrange(order_key, 0, -1)]
         if entry_id not in order:
             return []
@@ -282,13 +287,13 @@ class CompletionApplier:
         if completion.kind not in ("result", "cancel") or pending.kind != "result":
             if completion.kind != pending.kind:
                 reason = f"{pending.call_id!r} expects a {pending.kind}"
-                await self.refuse(stream, entry_id, raw, reason, pending.session_id)
+                await self.refuse(stream, entry_id, raw, reason, pending.session_key)
                 return False
             try:
                 answer = _confirmation(pending, completion)
             except ValidationError as exc:
                 reason = f"malformed confirmation for {pending.call_id!r}: {exc}"
-                await self.refuse(stream, entry_id, raw, reason, pending.session_id)
+                await self.refuse(stream, entry_id, raw, reason, pending.session_key)
                 return False
             return await self._waiting.apply(
                 runner,
@@ -300,7 +305,7 @@ class CompletionApplier:
         event = await self._script(runner, stream, entry_id, raw, completion, pending, hold)
         if event is None:
             return False
-        await self._resumer.notify(pending.session_id, event)
+        await self._resumer.notify(pending.session_key, event)
         if completion.kind == "cancel":
             return completion.resume
         return completion.final or self._progress_to_model
@@ -316,7 +321,9 @@ class CompletionApplier:
         hold: LeaseHold,
     ) -> Event | None:
         """Run the apply script; the event appended, or None if refused or not due."""
-        session_id = pending.session_id if pending else (completion.session_id or "")
+        session = pending.session_key if pending else _session_of(completion)
+        if session is None:
+            session = SessionKey("")  # no session: the script refuses the completion
         event = _response_event(pending, completion) if pending else None
         if event is not None and not completion.final and not self._progress_to_model:
             event = event.model_copy(update={"content": None, "progress": completion.response})
@@ -334,21 +341,21 @@ class CompletionApplier:
             hold.fence.key,
             keys.pending(),
             keys.applied(completion.call_id),
-            keys.events(session_id),
+            keys.events(session),
             keys.resume(),
             stream,
-            keys.completion_order(session_id),
-            keys.closed(session_id, completion.call_id),
-            keys.session(session_id),
+            keys.completion_order(session),
+            keys.closed(session, completion.call_id),
+            keys.session(session),
             keys.dead_letters(),
             hold.fence.token,
             completion.call_id,
             entry_id,
             event.model_dump_json(exclude_defaults=True) if event else "{}",
-            session_id,
+            session,
             GROUP,
             APPLIED_TTL_S,
-            _claim(entry_id, session_id, completion),
+            _claim(entry_id, session, completion),
             raw,
             json.dumps(time.time()),
             DEAD_LETTERS_MAXLEN,
@@ -418,3 +425,8 @@ def _response_event(pending: PendingCall, completion: Completion) -> Event:
             )
         ],
     )
+
+
+def _session_of(completion: Completion) -> SessionKey | None:
+    """The session a completion names (its call's, when it was posted), if any."""
+    return SessionKey(completion.session_key) if completion.session_key else None

@@ -71,5 +71,5 @@ async def rerun_with_credential(
         )
     planned = [PlannedCall(envelope, tool)]
     results = [r async for r in runner.tool_runner.run(planned, fence=hold.fence)]
-    await runner.tool_runner.settle(session.id)
+    await runner.tool_runner.settle(session.key)
     return results[0]

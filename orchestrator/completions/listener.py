@@ -152,5 +152,5 @@ class CompletionListener:
             await self.applier.refuse(stream, entry_id, raw, completion)
             return
         # First await of the task: completions of one session apply in posting order.
-        async with self.resumer.lock(completion.session_id or completion.call_id):
+        async with self.resumer.lock(completion.session_key or completion.call_id):
             await self.applier.apply(stream, entry_id, raw, completion)

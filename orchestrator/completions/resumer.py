@@ -17,10 +17,11 @@ from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared.errors import SessionBusyError
+from toolfleet.shared.keys import SessionKey
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[str, Update], Awaitable[None] | None]
+Notify = Callable[[SessionKey, Update], Awaitable[None] | None]
 
 
 @dataclass
@@ -70,14 +71,14 @@ class SessionResumer:
         self._start = start  # runs a coroutine as a task the listener tracks
         self._on_update = on_update
         self.lease_wait_s = lease_wait_s
-        self._resuming: set[str] = set()  # sessions a task of this replica is continuing
+        self._resuming: set[SessionKey] = set()  # sessions a task of this replica is continuing
         self.locks = SessionLocks()
 
     def lock(self, session: str) -> AbstractAsyncContextManager[None]:
         """Serializes this replica's work on one session (completions, resumes)."""
         return self.locks.hold(session)
 
-    async def notify(self, session: str, update: Update) -> None:
+    async def notify(self, session: SessionKey, update: Update) -> None:
         """Hand an update to the replica's `on_update` (SSE streams, the CLI)."""
         if self._on_update is not None:
             result = self._on_update(session, update)
@@ -85,7 +86,7 @@ class SessionResumer:
                 await result
 
     async def continue_session(
-        self, runner: Runner, session: str, hold: LeaseHold, *, release: bool = True
+        self, runner: Runner, session: SessionKey, hold: LeaseHold, *, release: bool = True
     ) -> None:
         """Run the model on the session as it stands, under the caller's lease `hold`
         (released with the answer unless `release` is False: the caller writes on)."""
@@ -118,7 +119,7 @@ class SessionResumer:
             else:
                 self._start(self._resume_one(runner, session))
 
-    async def _close_child(self, runner: Runner, session: str, owner: str) -> None:
+    async def _close_child(self, runner: Runner, session: SessionKey, owner: str) -> None:
         why = (
             f"the worker running agent tool {owner!r} was lost before this call was "
             "answered; its result is not used"
@@ -141,7 +142,7 @@ class SessionResumer:
         finally:
             self._resuming.discard(session)
 
-    async def _resume_one(self, runner: Runner, session: str) -> None:
+    async def _resume_one(self, runner: Runner, session: SessionKey) -> None:
         try:
             async with self.lock(session), runner.leases.hold(session) as hold:
                 if session in await runner.store.sessions_to_resume():

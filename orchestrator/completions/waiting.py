@@ -45,7 +45,7 @@ class WaitingCalls:
         or answer it with an error if rejected or cancelled (`cancel`); `consume` stages
         the completion's acknowledgement into the step that stores the outcome. True
         once the turn is complete and the agent is to answer it."""
-        session = await runner.store.get(pending.session_id)
+        session = await runner.store.get(pending.session_key)
         if cancel is not None:
             result = cancelled(runner, session, pending)
         elif answer is not None and not answer.confirmed:
@@ -71,7 +71,7 @@ class WaitingCalls:
             await runner.store.append(
                 session, event, pending=[updated], also=consume, fence=hold.fence
             )
-            await self._resumer.notify(session.id, event)
+            await self._resumer.notify(session.key, event)
             return False
         ordered = await runner.store.parked.complete(pending.turn_id or "", result, hold.fence)
         if ordered is None:  # another call of the turn still waits
@@ -82,5 +82,5 @@ class WaitingCalls:
         sealer = Sealer.of(runner.settings)
         event = responses_event(pending.invocation_id, pending.agent, ordered, sealer)
         await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
-        await self._resumer.notify(session.id, event)
+        await self._resumer.notify(session.key, event)
         return cancel is None or cancel.resume

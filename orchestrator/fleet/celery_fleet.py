@@ -19,7 +19,7 @@ from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.keys import Keys, SessionKey, queue_name
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.redaction import redact_deep, secret_name_set
 
@@ -47,7 +47,7 @@ class CeleryFleet:
         self._pools = pools
         self._stopper = stopper
         self._cancels = cancels  # a cancellation that came before the calls were awaited
-        self._running: dict[str, dict[str, PlannedCall]] = {}  # session -> awaited calls
+        self._running: dict[SessionKey, dict[str, PlannedCall]] = {}  # session -> awaited calls
 
     async def run(
         self,
@@ -65,7 +65,7 @@ class CeleryFleet:
         """
         sent: set[str] = set()
         if resume and calls:
-            sent = await self._publisher.recorded(self._keys.dispatched(calls[0].call.session_id))
+            sent = await self._publisher.recorded(self._keys.dispatched(calls[0].call.session_key))
             log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(calls))
             calls, unsendable = self._split_by_stored_secrets(calls, sent)
             for planned in unsendable:
@@ -81,8 +81,8 @@ class CeleryFleet:
         if not calls:
             return
         stream = calls[0].call.reply_to
-        session_id = calls[0].call.session_id
-        record_in = self._keys.dispatched(session_id)
+        session = calls[0].call.session_key
+        record_in = self._keys.dispatched(session)
         futures = await self._waiter.expect(
             stream,
             [p.call.call_id for p in calls],
@@ -93,10 +93,10 @@ class CeleryFleet:
         waiting = [p for p in calls if p.call.call_id not in sent]
         in_flight = InFlight()
         self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
-        running = self._running.setdefault(session_id, {})
+        running = self._running.setdefault(session, {})
         running.update({p.call.call_id: p for p in calls})
-        if self._cancels is not None and self._cancels.requested(session_id):
-            self.cancel(session_id)  # cancelled while the calls were being planned
+        if self._cancels is not None and self._cancels.requested(session):
+            self.cancel(session)  # cancelled while the calls were being planned
         try:
             while waiting or in_flight:
                 room = self._settings.max_parallel_calls - len(in_flight)
@@ -136,17 +136,17 @@ class CeleryFleet:
                 self._waiter.forget(planned.call.call_id)
                 running.pop(planned.call.call_id, None)
             if not running:
-                self._running.pop(session_id, None)
+                self._running.pop(session, None)
 
-    def cancel(self, session_id: str) -> None:
+    def cancel(self, session: SessionKey) -> None:
         """Answer the session's awaited calls with a Cancelled error, at once."""
-        for planned in list(self._running.get(session_id, {}).values()):
+        for planned in list(self._running.get(session, {}).values()):
             self._waiter.answer(cancelled(planned.call))
 
-    async def stop(self, session_id: str, call_ids: Sequence[str]) -> None:
+    async def stop(self, session: SessionKey, call_ids: Sequence[str]) -> None:
         """Have the workers stop these calls (they are closed: none starts after this)."""
         if call_ids and self._stopper is not None:
-            await self._stopper.stop(session_id, call_ids)
+            await self._stopper.stop(session, call_ids)
 
     def _track(
         self,
@@ -198,16 +198,16 @@ class CeleryFleet:
             (unsendable if masked else ok).append(planned)
         return ok, unsendable
 
-    async def settle(self, session_id: str) -> None:
+    async def settle(self, session: SessionKey) -> None:
         """Trim the session's results stream up to what was yielded; drop its sent-calls set."""
         await self._waiter.settle(
-            self._keys.results(session_id), forget=self._keys.dispatched(session_id)
+            self._keys.results(session), forget=self._keys.dispatched(session)
         )
 
-    def stage_settle(self, session_id: str, batch: WriteBatch) -> None:
+    def stage_settle(self, session: SessionKey, batch: WriteBatch) -> None:
         """`settle` as commands of `batch`, the atomic step that stores the results."""
         self._waiter.stage_settle(
-            batch, self._keys.results(session_id), forget=self._keys.dispatched(session_id)
+            batch, self._keys.results(session), forget=self._keys.dispatched(session)
         )
 
     async def _split_by_pool_liveness(

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.cancellation import cancelled_response
+from toolfleet.shared.keys import SessionKey
 from toolfleet.shared.messages import (
     CallStatus,
     ToolCall,
@@ -52,18 +53,18 @@ class ToolRunner(Protocol):
         alone)."""
         ...
 
-    async def settle(self, session_id: str) -> None:
+    async def settle(self, session: SessionKey) -> None:
         """The results yielded so far are persisted; their transport may forget them."""
 
-    def stage_settle(self, session_id: str, batch: WriteBatch) -> None:
+    def stage_settle(self, session: SessionKey, batch: WriteBatch) -> None:
         """`settle` as commands of the transaction that persists the results."""
 
-    def cancel(self, session_id: str) -> None:
+    def cancel(self, session: SessionKey) -> None:
         """The session was cancelled: every call of it still awaited gets a Cancelled
         error result at once (`run` yields them, and sends none of its calls not sent
         yet); a result that arrives later is dropped."""
 
-    async def stop(self, session_id: str, call_ids: Sequence[str]) -> None:
+    async def stop(self, session: SessionKey, call_ids: Sequence[str]) -> None:
         """Tell the workers to stop these calls of the session, answered (and closed)
         already: a call on a prefork worker is terminated, a coroutine on an io worker
         cancelled."""

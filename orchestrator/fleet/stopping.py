@@ -17,6 +17,7 @@ from celery import Celery
 from toolfleet.shared.cancellation import STOP_COMMAND
 from toolfleet.shared.celery_config import celery_config
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import SessionKey, session_parts
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +36,11 @@ class CallStopper:
             self._app = app
         return self._app
 
-    async def stop(self, session_id: str, call_ids: Sequence[str]) -> None:
+    async def stop(self, session: SessionKey, call_ids: Sequence[str]) -> None:
         """Ask every worker to stop these calls (no reply awaited: they are answered)."""
-        targets = [{"call_id": call_id, "session_id": session_id} for call_id in call_ids]
+        app_name, user_id, session_id = session_parts(session)
+        of_session = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
+        targets = [{"call_id": call_id, **of_session} for call_id in call_ids]
         try:
             await asyncio.to_thread(
                 self._celery().control.broadcast,

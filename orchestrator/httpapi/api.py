@@ -23,7 +23,8 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
-from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.errors import CompletionError, SessionNotFoundError
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import PendingCall
 
 log = logging.getLogger(__name__)
@@ -100,16 +101,17 @@ class HttpApi:
     async def session(
         self, caller: Caller, app_name: str, user_id: str, session_id: str
     ) -> Session:
-        """The session, 404 unless it exists, belongs to this app and user, and `caller` may act
-        as that user."""
+        """The session `session_id` of this app and user, 404 unless it exists and `caller`
+        may act as that user. Only that user's: another user's session of the same id is
+        another session, never read here."""
         self.runner(app_name)
         unknown = ApiError(404, f"unknown session {session_id!r} of user {user_id!r}")
         if not caller.owns(user_id):
             raise unknown
-        session = await self.store.get(session_id) if await self._exists(session_id) else None
-        if session is None or session.app_name != app_name or session.user_id != user_id:
-            raise unknown
-        return session
+        try:
+            return await self.store.get(session_key(app_name, user_id, session_id))
+        except SessionNotFoundError:
+            raise unknown from None
 
     async def ticket(self, caller: Caller, call_id: str) -> PendingCall:
         """The pending call, 404 unless it is pending and `caller` may see it (an admin is told
@@ -128,9 +130,6 @@ class HttpApi:
         """Take an event-stream slot for `caller` (ApiError 429 or 503 past a cap) for a
         response that outlives the route; call the answer, once, when the stream ends."""
         return self.streams.take(caller)
-
-    async def _exists(self, session_id: str) -> bool:
-        return bool(await self.redis.exists(self.keys.session(session_id)))
 
     def start_invocation(
         self, runner: Runner, user_id: str, session_id: str, text: str
@@ -164,9 +163,10 @@ class HttpApi:
         text: str,
         out: asyncio.Queue[RunItem],
     ) -> None:
+        key = session_key(runner.app_name, user_id, session_id)
         try:
             async for update in runner.run(user_id=user_id, session_id=session_id, message=text):
-                self.hub.publish(session_id, update)
+                self.hub.publish(key, update)
                 out.put_nowait(update)
         except asyncio.CancelledError:
             out.put_nowait(InvocationFailed(session_id, 503, "the server is shutting down"))
@@ -174,7 +174,7 @@ class HttpApi:
         except Exception as exc:
             status = status_of(exc)
             if status >= 500:
-                log.exception("invocation of session %s failed", session_id)
+                log.exception("invocation of session %s failed", key)
             failure = InvocationFailed(session_id, status, detail_of(exc))
-            self.hub.publish(session_id, failure)
+            self.hub.publish(key, failure)
             out.put_nowait(failure)

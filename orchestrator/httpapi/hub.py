@@ -13,6 +13,7 @@ import asyncio
 from dataclasses import dataclass
 
 from toolfleet.orchestrator.loop.invocation import Update
+from toolfleet.shared.keys import SessionKey
 
 # Updates a slow stream may have queued before it is cut off (it can reconnect and
 # read the session with GET).
@@ -43,8 +44,8 @@ class Subscription:
 
     At MAX_QUEUED waiting items it is emptied and left with only a StreamClosed."""
 
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
+    def __init__(self, session: SessionKey) -> None:
+        self.session = session
         self.queue: asyncio.Queue[HubItem] = asyncio.Queue()
 
     def put(self, item: HubItem) -> bool:
@@ -64,28 +65,29 @@ class Subscription:
 
 
 class SessionHub:
-    """Subscriptions keyed by session id; `publish` is the Orchestrator's `on_update`."""
+    """Subscriptions keyed by session (its key: an id alone repeats across users);
+    `publish` is the Orchestrator's `on_update`."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[str, set[Subscription]] = {}
+        self._subscribers: dict[SessionKey, set[Subscription]] = {}
         self._closed = False
 
-    def subscribe(self, session_id: str) -> Subscription:
+    def subscribe(self, session: SessionKey) -> Subscription:
         """Start queueing the session's updates; `unsubscribe` when done."""
-        subscription = Subscription(session_id)
+        subscription = Subscription(session)
         if self._closed:
             subscription.put(StreamClosed("the server is shutting down"))
-        self._subscribers.setdefault(session_id, set()).add(subscription)
+        self._subscribers.setdefault(session, set()).add(subscription)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         """Stop queueing for `subscription`; call it when its stream ends, or the hub keeps it."""
         self._discard(subscription)
 
-    def publish(self, session_id: str, item: HubItem) -> None:
+    def publish(self, session: SessionKey, item: HubItem) -> None:
         """Queue `item` for every watcher of the session; watchers too far behind are closed and
         dropped. Call it on the event loop: the queues are not thread-safe."""
-        for subscription in list(self._subscribers.get(session_id, ())):
+        for subscription in list(self._subscribers.get(session, ())):
             if not subscription.put(item):
                 self._discard(subscription)
 
@@ -96,14 +98,14 @@ class SessionHub:
             for subscription in list(subscriptions):
                 subscription.put(StreamClosed("the server is shutting down"))
 
-    def watchers(self, session_id: str) -> int:
+    def watchers(self, session: SessionKey) -> int:
         """How many subscriptions the session has on this replica (other replicas not counted)."""
-        return len(self._subscribers.get(session_id, ()))
+        return len(self._subscribers.get(session, ()))
 
     def _discard(self, subscription: Subscription) -> None:
-        subscriptions = self._subscribers.get(subscription.session_id)
+        subscriptions = self._subscribers.get(subscription.session)
         if subscriptions is None:
             return
         subscriptions.discard(subscription)
         if not subscriptions:
-            del self._subscribers[subscription.session_id]
+            del self._subscribers[subscription.session]

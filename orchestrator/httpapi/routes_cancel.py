@@ -70,14 +70,14 @@ def cancel_router(api: HttpApi) -> APIRouter:
         caller: Who,
         body: CancelSession | None = None,
     ) -> SessionCancelled:
-        await api.session(caller, app, user_id, session_id)
+        key = (await api.session(caller, app, user_id, session_id)).key
         keep = body.keep_tickets if body is not None else False
         closing = await asyncio.to_thread(
             cancel_session,
             api.orch.replica.sync_client(),
             api.keys,
             api.completions,
-            session_id,
+            key,
             keep_tickets=keep,
             source="http",
         )

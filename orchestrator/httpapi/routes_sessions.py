@@ -33,6 +33,7 @@ from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.celery_config import tool_pool
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.redaction import redact_deep
 
 
@@ -68,8 +69,8 @@ def sessions_router(api: HttpApi) -> APIRouter:
             pending=pending,
         )
 
-    async def tickets_of(session_id: str) -> list[Ticket]:
-        return [Ticket.of(c, names) for c in await api.store.pending_calls(session_id)]
+    async def tickets_of(session: Session) -> list[Ticket]:
+        return [Ticket.of(c, names) for c in await api.store.pending_calls(session.key)]
 
     @router.get("/me", response_model=Whoami, summary="Who the bearer token says you are")
     async def whoami(caller: Who) -> Whoami:
@@ -111,13 +112,15 @@ def sessions_router(api: HttpApi) -> APIRouter:
         ids = sorted(i.decode() if isinstance(i, bytes) else str(i) for i in raw_ids)
         pipe = api.redis.pipeline(transaction=False)
         for session_id in ids:
-            pipe.hget(api.keys.session(session_id), "created_at")
-            pipe.llen(api.keys.events(session_id))
-            pipe.lindex(api.keys.events(session_id), -1)
+            key = session_key(app, user_id, session_id)
+            pipe.hget(api.keys.session(key), "created_at")
+            pipe.llen(api.keys.events(key))
+            pipe.lindex(api.keys.events(key), -1)
         replies = await pipe.execute()
-        pending: dict[str, int] = {}
+        pending: dict[str, int] = {}  # by session id: of this app and user only
         for call in await api.store.pending_calls():
-            pending[call.session_id] = pending.get(call.session_id, 0) + 1
+            if (call.app_name, call.user_id) == (app, user_id):
+                pending[call.session_id] = pending.get(call.session_id, 0) + 1
         out, expired = [], []
         for i, session_id in enumerate(ids):
             created, count, last = replies[3 * i : 3 * i + 3]
@@ -149,7 +152,7 @@ def sessions_router(api: HttpApi) -> APIRouter:
         app: App, user_id: User, session_id: SessionId, caller: Who
     ) -> SessionOut:
         session = await api.session(caller, app, user_id, session_id)
-        return session_out(session, await tickets_of(session_id))
+        return session_out(session, await tickets_of(session))
 
     @router.post(
         base + "/{session_id}/messages",
@@ -161,7 +164,7 @@ def sessions_router(api: HttpApi) -> APIRouter:
         app: App, user_id: User, session_id: SessionId, body: MessageAndWait, caller: Who
     ) -> MessageResult:
         runner = api.runner(app)
-        await api.session(caller, app, user_id, session_id)
+        key = (await api.session(caller, app, user_id, session_id)).key
         queue = api.start_invocation(runner, user_id, session_id, body.text)
         answer, invocation_id = "", ""
         error: str | None = None
@@ -178,12 +181,12 @@ def sessions_router(api: HttpApi) -> APIRouter:
                 answer = answer_of(item)
             if isinstance(item, Event) and item.error:
                 error = item.error
-        pending = await api.store.pending_calls(session_id)
+        pending = await api.store.pending_calls(key)
         if pending and body.wait_for_tickets_s > 0:
-            await api.orch.wait_until_settled(app, session_id, body.wait_for_tickets_s)
-            answer = _last_answer(await api.store.get(session_id)) or answer
-            pending = await api.store.pending_calls(session_id)
-        owed = session_id in await api.store.sessions_to_resume()
+            await api.orch.wait_until_settled(key, body.wait_for_tickets_s)
+            answer = _last_answer(await api.store.get(key)) or answer
+            pending = await api.store.pending_calls(key)
+        owed = key in await api.store.sessions_to_resume()
         return MessageResult(
             session_id=session_id,
             invocation_id=invocation_id,

@@ -62,7 +62,7 @@ def streams_router(api: HttpApi) -> APIRouter:
         app: App, user_id: User, session_id: SessionId, body: SendMessage, caller: Who
     ) -> StreamingResponse:
         runner = api.runner(app)
-        await api.session(caller, app, user_id, session_id)
+        key = (await api.session(caller, app, user_id, session_id)).key
         release = api.hold_stream(caller)  # before the invocation starts: 429 runs nothing
         try:
             queue = api.start_invocation(runner, user_id, session_id, body.text)
@@ -82,7 +82,7 @@ def streams_router(api: HttpApi) -> APIRouter:
                     if item is None:
                         yield None
                     elif isinstance(item, InvocationEnded):
-                        pending = await api.store.pending_calls(session_id)
+                        pending = await api.store.pending_calls(key)
                         for message in writer.ending(item.invocation_id, pending, item.error):
                             yield message
                         return
@@ -122,9 +122,9 @@ def streams_router(api: HttpApi) -> APIRouter:
         ] = False,
     ) -> StreamingResponse:
         api.runner(app)  # 404 for an app not served
-        await api.session(caller, app, user_id, session_id)
+        key = (await api.session(caller, app, user_id, session_id)).key
         release = api.hold_stream(caller)
-        subscription = api.hub.subscribe(session_id)  # before answering: nothing is missed
+        subscription = api.hub.subscribe(key)  # before answering: nothing is missed
         writer = UpdateWriter(session_id, api.tools.pools_of(app), api.settings)
 
         async def messages() -> AsyncIterator[SseMessage | None]:
@@ -144,7 +144,7 @@ def streams_router(api: HttpApi) -> APIRouter:
                         for message in writer.messages(item):
                             yield message
                         if isinstance(item, InvocationEnded):
-                            pending = await api.store.pending_calls(session_id)
+                            pending = await api.store.pending_calls(key)
                             for message in writer.ending(item.invocation_id, pending, item.error):
                                 yield message
                             if until_answer:

@@ -29,6 +29,6 @@ def timeline_router(api: HttpApi) -> APIRouter:
         app: App, user_id: User, session_id: SessionId, caller: Who
     ) -> Timeline:
         session = await api.session(caller, app, user_id, session_id)
-        return timeline_of(session, await api.store.pending_calls(session_id))
+        return timeline_of(session, await api.store.pending_calls(session.key))
 
     return router

@@ -24,6 +24,7 @@ from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.keys import SessionKey
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +105,10 @@ async def serve_http(
     sock = listen(host, port)
     hub = SessionHub()
 
-    async def notify(session_id: str, update: Update) -> None:
-        hub.publish(session_id, update)
+    async def notify(session: SessionKey, update: Update) -> None:
+        hub.publish(session, update)
         if on_update is not None:
-            result = on_update(session_id, update)
+            result = on_update(session, update)
             if result is not None:
                 await result
 

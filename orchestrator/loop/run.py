@@ -179,7 +179,7 @@ async def _answer_calls(
     response_event = responses_event(inv.id, agent.name, ordered, Sealer.of(inv.settings))
     closed = [r.call_id for r in ordered if r.status is not CallStatus.PENDING]
     # The results' transport forgets them in the step that stores them.
-    settle = functools.partial(inv.runner.stage_settle, inv.session.id)
+    settle = functools.partial(inv.runner.stage_settle, inv.session.key)
     if ending.reason is None and held.holdable(ordered, sent, tools):
         # Workers' final results: stored with the invocation's next write (held.py).
         inv.held = inv.store.hold(inv.session, response_event, closed=closed, also=settle)
@@ -189,7 +189,7 @@ async def _answer_calls(
     yield response_event
     stopping = [r.call_id for r in ordered if is_cancelled(r)]
     if stopping:  # closed now: a worker still running one of them is told to stop it
-        await inv.runner.stop(inv.session.id, stopping)
+        await inv.runner.stop(inv.session.key, stopping)
     if ending.reason is EndReason.CANCELLED:
         return
     async for action_event in _apply_actions(inv, response_event):
@@ -316,7 +316,7 @@ async def _apply_actions(inv: Invocation, event: Event) -> AsyncIterator[Event]:
         target = inv.agent.parent
     if target is not None and target is not inv.agent:
         inv.agent = target
-        await inv.store.set_active_agent(inv.session.id, target.name, fence=inv.fence)
+        await inv.store.set_active_agent(inv.session.key, target.name, fence=inv.fence)
 
 
 def with_call_ids(content: types.Content) -> types.Content:

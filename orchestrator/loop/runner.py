@@ -36,7 +36,7 @@ from toolfleet.shared.cancellation import cancel_session
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import LeaseLostError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 
 class Runner:
@@ -118,7 +118,9 @@ class Runner:
 
     async def run(self, *, user_id: str, session_id: str, message: str) -> AsyncIterator[Update]:
         """Run one invocation, creating the session on first use; yield what happens."""
-        claim = self.leases.claim(session_id)  # taken with the session read
+        # Taken with the session read. The session is this user's: another's of the same id
+        # is another session (its own key, lease and history).
+        claim = self.leases.claim(session_key(self.app_name, user_id, session_id))
         content = contents.content("user", [contents.text_part(message)])
         # Appended in the round trip of the read when it can be (SessionStore.get_and_append).
         user_event = Event(invocation_id=new_invocation_id(), author="user", content=content)
@@ -126,7 +128,7 @@ class Runner:
             self.app_name, user_id, session_id, lease=claim, message=user_event,
             owes_turn=True,
         )  # fmt: skip
-        async with self.leases.hold(session.id, claimed=claim) as hold:
+        async with self.leases.hold(session.key, claimed=claim) as hold:
             stored_message = user_event if stored else None
             async for update in self.invoke(
                 session, content, lease=hold, stored_message=stored_message
@@ -162,7 +164,7 @@ class Runner:
         ended: InvocationEnded | None = None
         invocation.span = invocation_span(invocation)
         try:
-            with self.replica.cancels.watch(session.id) as invocation.cancellation:
+            with self.replica.cancels.watch(session.key) as invocation.cancellation:
                 async for update in run_invocation(invocation, message, stored_message):
                     if isinstance(update, InvocationEnded):
                         ended = update
@@ -178,7 +180,7 @@ class Runner:
                     # Responses the model was given (the model failed after them) are kept.
                     await held.store_held(invocation)
                     if not held.unsettled(invocation) and session.open_turn() is None:
-                        await self.store.resumed(session.id, fence=invocation.fence)
+                        await self.store.resumed(session.key, fence=invocation.fence)
             raise
         tracing.finish(
             invocation.span,
@@ -187,13 +189,15 @@ class Runner:
         )
         if not invocation.answered:
             # Ended otherwise (an action, max_steps, a credential): nothing more is owed.
-            await self.store.resumed(session.id, fence=invocation.fence)
+            await self.store.resumed(session.key, fence=invocation.fence)
         if ended is not None:
             yield ended
 
-    async def cancel(self, session_id: str, *, keep_tickets: bool = False) -> list[str]:
-        """Cancel the session wherever it runs: its model call and the calls out on the
-        fleet are stopped (each answered once with a Cancelled error), and its pending
+    async def cancel(
+        self, *, user_id: str, session_id: str, keep_tickets: bool = False
+    ) -> list[str]:
+        """Cancel the user's session wherever it runs: its model call and the calls out on
+        the fleet are stopped (each answered once with a Cancelled error), and its pending
         tickets closed unless `keep_tickets`; the ids of the tickets being closed."""
         completions = Completions.of(self.replica.sync_client(), self.keys, self.settings)
         return await asyncio.to_thread(
@@ -201,7 +205,7 @@ class Runner:
             self.replica.sync_client(),
             self.keys,
             completions,
-            session_id,
+            session_key(self.app_name, user_id, session_id),
             keep_tickets=keep_tickets,
             source="api",
         )

@@ -161,7 +161,7 @@ def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]
         invocation_id=inv.id,
         agent=inv.agent.name,
         state=dict(inv.session.state),
-        reply_to=inv.keys.results(inv.session.id),
+        reply_to=inv.keys.results(inv.session.key),
         dispatched_at=time.time(),
         depth=inv.depth,
     )

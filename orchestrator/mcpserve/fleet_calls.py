@@ -19,6 +19,7 @@ from toolfleet.orchestrator.loop.deep_args import deep_args_problem
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.confirmation import ToolConfirmation
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, answered_result
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import mentions_sealed, redact_deep
@@ -38,6 +39,7 @@ class FleetCalls:
         self._app = app_name
         self._user = user_id
         self._session_id = f"mcp-{replica.id}"
+        self._session = session_key(app_name, user_id, self._session_id)
         self._secrets = replica.settings.secret_arg_names
         self._pending = PendingCalls(replica.keys, self._secrets)
         self._sealer = Sealer.of(replica.settings)
@@ -93,12 +95,12 @@ class FleetCalls:
             invocation_id=f"mcp-{call_id}",
             agent=MCP_AGENT,
             state={},
-            reply_to=self._replica.keys.results(self._session_id),
+            reply_to=self._replica.keys.results(self._session),
             dispatched_at=time.time(),
         )
 
     async def _send(self, tool: FunctionTool, envelope: ToolCall) -> ToolResult:
-        session_id, call_id = self._session_id, envelope.call_id
+        session, call_id = self._session, envelope.call_id
         fleet = self._replica.fleet
         results: list[ToolResult] = []
         try:
@@ -107,10 +109,10 @@ class FleetCalls:
             batch = WriteBatch()
             # Trims what was read (other calls' later results stay) and drops the
             # sent-calls record, which only a resumed turn would read.
-            fleet.stage_settle(session_id, batch)
+            fleet.stage_settle(session, batch)
             if not results or not _stays_open(results[0]):
                 # Answered (a timeout included): a worker that gets it late must not run it.
-                self._pending.stage_close(batch, session_id, [call_id])
+                self._pending.stage_close(batch, session, [call_id])
             await batch.run(self._replica.redis)
         result = results[0]
         if result.actions.requested_confirmation is not None:  # the tool asked a person
@@ -146,13 +148,13 @@ class FleetCalls:
 
     async def _closed(self, result: ToolResult) -> ToolResult:
         batch = WriteBatch()
-        self._pending.stage_close(batch, self._session_id, [result.call_id])
+        self._pending.stage_close(batch, self._session, [result.call_id])
         await batch.run(self._replica.redis)
         return result
 
     async def close(self) -> None:
         """Remove the results stream (call when no call is in flight any more)."""
-        await self._replica.redis.delete(self._replica.keys.results(self._session_id))
+        await self._replica.redis.delete(self._replica.keys.results(self._session))
 
 
 def _stays_open(result: ToolResult) -> bool:

@@ -17,6 +17,7 @@ from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.keys import SessionKey
 
 
 class Orchestrator:
@@ -91,15 +92,14 @@ class Orchestrator:
         for toolset in toolsets.values():  # each once, even when shared by agents
             await toolset.close()
 
-    async def wait_until_settled(
-        self, app_name: str, session_id: str, timeout_s: float | None
-    ) -> bool:
-        """Wait until the session has no pending call and owes the model no turn."""
+    async def wait_until_settled(self, session: SessionKey, timeout_s: float | None) -> bool:
+        """Wait until the session (`session_key` of its app, user and id) has no pending
+        call and owes the model no turn."""
         store = self.replica.store
 
         async def settled() -> bool:
-            owed = session_id in await store.sessions_to_resume()
-            return not owed and not await store.pending_calls(session_id)
+            owed = session in await store.sessions_to_resume()
+            return not owed and not await store.pending_calls(session)
 
         async def wait() -> None:
             while True:

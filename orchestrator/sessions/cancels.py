@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from toolfleet.shared.cancellation import CancelRequest
+from toolfleet.shared.keys import SessionKey
 
 _T = TypeVar("_T")
 
@@ -44,28 +45,28 @@ class CancelBoard:
     """The sessions this replica runs an invocation of, and their cancellations."""
 
     def __init__(self) -> None:
-        self._running: dict[str, list[Cancellation]] = {}
+        self._running: dict[SessionKey, list[Cancellation]] = {}
 
     @contextmanager
-    def watch(self, session_id: str) -> Iterator[Cancellation]:
-        """A Cancellation for an invocation of `session_id`, while it runs."""
+    def watch(self, session: SessionKey) -> Iterator[Cancellation]:
+        """A Cancellation for an invocation of `session`, while it runs."""
         cancellation = Cancellation()
-        self._running.setdefault(session_id, []).append(cancellation)
+        self._running.setdefault(session, []).append(cancellation)
         try:
             yield cancellation
         finally:
-            watching = self._running.get(session_id, [])
+            watching = self._running.get(session, [])
             watching.remove(cancellation)
             if not watching:
-                self._running.pop(session_id, None)
+                self._running.pop(session, None)
 
-    def requested(self, session_id: str) -> bool:
+    def requested(self, session: SessionKey) -> bool:
         """Whether an invocation of the session running here was cancelled."""
-        return any(c.requested for c in self._running.get(session_id, []))
+        return any(c.requested for c in self._running.get(session, []))
 
     def cancel(self, request: CancelRequest) -> bool:
         """Set the cancellations of the session's invocations here; whether there was one."""
-        watching = self._running.get(request.session_id, [])
+        watching = self._running.get(request.session_key, [])
         for cancellation in watching:
             cancellation.set(request.keep_tickets)
         return bool(watching)

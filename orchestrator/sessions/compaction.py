@@ -20,7 +20,7 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import CallStatus
 from toolfleet.shared.scripts import LuaScript
 
@@ -60,25 +60,30 @@ def stage_ttl(batch: WriteBatch, keys: Keys, session: Session, ttl_s: int) -> No
         return
     batch.refresh_ttl(
         ttl_s,
-        keys.session(session.id),
-        keys.events(session.id),
-        keys.session_state(session.id),
-        keys.results(session.id),
+        keys.session(session.key),
+        keys.events(session.key),
+        keys.session_state(session.key),
+        keys.results(session.key),
         keys.user_sessions(session.app_name, session.user_id),
     )
 
 
 async def compact(
-    client: aioredis.Redis, keys: Keys, session_id: str, trimmed: int, cut: int, fence: Fence | None
+    client: aioredis.Redis,
+    keys: Keys,
+    session: SessionKey,
+    trimmed: int,
+    cut: int,
+    fence: Fence | None,
 ) -> bool:
     """Drop the first `cut` stored events, if `trimmed` is still the count dropped before
     them (and `fence`'s lease is held); whether they were dropped."""
     done = await _COMPACT.run(
         client,
         3,
-        keys.events(session_id),
-        keys.session(session_id),
-        fence.key if fence else keys.session(session_id),
+        keys.events(session),
+        keys.session(session),
+        fence.key if fence else keys.session(session),
         trimmed,
         cut,
         fence.token if fence else "",

@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError
 
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
-from toolfleet.shared.keys import applied_record
+from toolfleet.shared.keys import SessionKey, applied_record
 from toolfleet.shared.outages import APPLIED_TTL_S
 from toolfleet.shared.scripts import LuaScript
 
@@ -173,10 +173,10 @@ class Fence:
     """A held lease as a condition on writes: `run` applies a batch only while the
     lease key holds `token`."""
 
-    session_id: str
+    session: SessionKey
     key: str
     token: str
-    applied_prefix: str  # Keys.applied_writes(session_id)
+    applied_prefix: str  # Keys.applied_writes(session)
     record_ttl_s: int  # how long its writes' replies are kept (`record_ttl_s`)
 
     async def run(
@@ -196,7 +196,7 @@ class Fence:
             if "LEASELOST" not in str(exc):
                 raise
             raise LeaseLostError(
-                f"session {self.session_id!r}: this invocation lost the session's lease "
+                f"session {self.session!r}: this invocation lost the session's lease "
                 "(it expired or another orchestrator took it over); its write was refused"
             ) from exc
         return list(reply)

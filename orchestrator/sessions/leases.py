@@ -25,7 +25,7 @@ from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.orchestrator.sessions.fencing import Fence, record_ttl_s
 from toolfleet.shared.errors import SessionBusyError
 from toolfleet.shared.ids import unique_hex
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.scripts import LuaScript
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ RENEW_RETRY_S = 0.2
 class LeaseClaim:
     """Take a session's lease in the same round trip as reading the session."""
 
-    session_id: str
+    session: SessionKey
     key: str
     owner: str
     ttl_s: float
@@ -68,13 +68,13 @@ class LeaseClaim:
         """Raise SessionBusyError unless the two replies of `commands` say we hold it."""
         acquired, holder = replies
         if not acquired and (holder is None or decoded(holder) != self.owner):
-            raise _busy(self.session_id, holder)
+            raise _busy(self.session, holder)
 
     @property
     def fence(self) -> Fence:
         """The fence of the lease this claim takes."""
         return Fence(
-            self.session_id, self.key, self.owner, self.applied_prefix, record_ttl_s(self.ttl_s)
+            self.session, self.key, self.owner, self.applied_prefix, record_ttl_s(self.ttl_s)
         )
 
 
@@ -93,40 +93,40 @@ class Leases:
         exclude each other too."""
         return f"{self.replica_id}/{unique_hex(8)}"
 
-    def claim(self, session_id: str) -> LeaseClaim:
+    def claim(self, session: SessionKey) -> LeaseClaim:
         """A claim with a new token, for `SessionStore.get(..., lease=)`."""
         return LeaseClaim(
-            session_id,
-            self._keys.lease(session_id),
+            session,
+            self._keys.lease(session),
             self.token(),
             self.ttl_s,
-            self._keys.applied_writes(session_id),
+            self._keys.applied_writes(session),
         )
 
-    def fence(self, session_id: str, token: str) -> Fence:
+    def fence(self, session: SessionKey, token: str) -> Fence:
         """The fence of the lease `token` holds on the session."""
-        applied = self._keys.applied_writes(session_id)
-        return Fence(session_id, self._keys.lease(session_id), token, applied, self._record_ttl_s)
+        applied = self._keys.applied_writes(session)
+        return Fence(session, self._keys.lease(session), token, applied, self._record_ttl_s)
 
-    async def acquire(self, session_id: str, owner: str) -> None:
+    async def acquire(self, session: SessionKey, owner: str) -> None:
         """Take the lease; raise SessionBusyError if another holds it."""
-        key = self._keys.lease(session_id)
+        key = self._keys.lease(session)
         if await self._redis.set(key, owner, nx=True, px=int(self.ttl_s * 1000)):
             return
         holder = await self._redis.get(key)
         if holder is not None and decoded(holder) == owner:
-            await self.renew(session_id, owner)
+            await self.renew(session, owner)
             return
-        raise _busy(session_id, holder)
+        raise _busy(session, holder)
 
-    async def renew(self, session_id: str, owner: str) -> bool:
+    async def renew(self, session: SessionKey, owner: str) -> bool:
         """Extend the lease to a full TTL if `owner` still holds it (False if not)."""
         ttl_ms = int(self.ttl_s * 1000)
-        renewed = await _RENEW.run(self._redis, 1, self._keys.lease(session_id), owner, ttl_ms)
+        renewed = await _RENEW.run(self._redis, 1, self._keys.lease(session), owner, ttl_ms)
         return bool(renewed)
 
     async def wait_for(
-        self, session_id: str, owner: str, wait_s: float, poll_s: float = 0.05
+        self, session: SessionKey, owner: str, wait_s: float, poll_s: float = 0.05
     ) -> float:
         """Acquire the lease, waiting up to `wait_s` while another invocation runs; the
         monotonic time the successful attempt began (the lease lives from then at most)."""
@@ -134,44 +134,44 @@ class Leases:
         while True:
             started = time.monotonic()
             try:
-                await self.acquire(session_id, owner)
+                await self.acquire(session, owner)
                 return started
             except SessionBusyError:
                 if time.monotonic() >= deadline:
                     raise
                 await asyncio.sleep(poll_s)  # the holder's invocation is still running
 
-    async def release(self, session_id: str, owner: str) -> None:
+    async def release(self, session: SessionKey, owner: str) -> None:
         """Release the lease if `owner` still holds it."""
-        await _RELEASE.run(self._redis, 1, self._keys.lease(session_id), owner)
+        await _RELEASE.run(self._redis, 1, self._keys.lease(session), owner)
 
-    async def unleased(self, session_ids: Sequence[str]) -> list[str]:
+    async def unleased(self, sessions: Sequence[SessionKey]) -> list[SessionKey]:
         """Those of the sessions no replica holds the lease of."""
-        if not session_ids:
+        if not sessions:
             return []
-        holders = await self._redis.mget([self._keys.lease(s) for s in session_ids])
-        return [s for s, holder in zip(session_ids, holders, strict=True) if holder is None]
+        holders = await self._redis.mget([self._keys.lease(s) for s in sessions])
+        return [s for s, holder in zip(sessions, holders, strict=True) if holder is None]
 
     @contextlib.asynccontextmanager
     async def hold(
-        self, session_id: str, wait_s: float = 0.0, *, claimed: LeaseClaim | None = None
+        self, session: SessionKey, wait_s: float = 0.0, *, claimed: LeaseClaim | None = None
     ) -> AsyncIterator[LeaseHold]:
         """Hold the session's lease (renewed while held); wait up to `wait_s` for it.
         `claimed`: the claim it was taken with already (by the session read)."""
         if claimed is None:
             token = self.token()
-            since = await self.wait_for(session_id, token, wait_s)
+            since = await self.wait_for(session, token, wait_s)
         else:
             token, since = claimed.owner, claimed.claimed_at
-        renewal = LeaseRenewal(self, session_id, token, since)
-        hold = LeaseHold(self.fence(session_id, token), renewal)
+        renewal = LeaseRenewal(self, session, token, since)
+        hold = LeaseHold(self.fence(session, token), renewal)
         try:
             yield hold
         finally:
             await hold.renewal.stop()
             if not hold.released:
                 with contextlib.suppress(aioredis.RedisError):  # it expires by itself
-                    await self.release(session_id, token)
+                    await self.release(session, token)
 
 
 class LeaseRenewal:
@@ -184,9 +184,9 @@ class LeaseRenewal:
     then, or when another holder has it, the lease is `lost` - and the fenced writes of
     the invocation are refused by Redis from then on."""
 
-    def __init__(self, leases: Leases, session_id: str, token: str, since: float) -> None:
+    def __init__(self, leases: Leases, session: SessionKey, token: str, since: float) -> None:
         self._leases = leases
-        self._session_id = session_id
+        self._session = session
         self._token = token
         self._period_s = leases.ttl_s / 3
         self._loop = asyncio.get_running_loop()
@@ -198,18 +198,18 @@ class LeaseRenewal:
         self._timer = self._loop.call_later(first_s, self._due)
 
     def _due(self) -> None:
-        self._task = asyncio.create_task(self._renew(), name=f"lease {self._session_id}")
+        self._task = asyncio.create_task(self._renew(), name=f"lease {self._session}")
 
     async def _renew(self) -> None:
         delay = RENEW_RETRY_S
         while not self._stopped:
             started = time.monotonic()
             try:
-                held = await self._leases.renew(self._session_id, self._token)
+                held = await self._leases.renew(self._session, self._token)
             except aioredis.RedisError as exc:
                 if time.monotonic() + delay >= self._held_until:
                     break
-                log.warning("renewing the lease of %s failed (%s); retrying", self._session_id, exc)
+                log.warning("renewing the lease of %s failed (%s); retrying", self._session, exc)
                 await asyncio.sleep(delay)
                 delay *= 2
                 continue
@@ -220,7 +220,7 @@ class LeaseRenewal:
             return
         if not self._stopped:
             self.lost_event.set()
-            log.error("lost the lease of session %s: its invocation stops", self._session_id)
+            log.error("lost the lease of session %s: its invocation stops", self._session)
 
     @property
     def lost(self) -> bool:
@@ -246,8 +246,8 @@ class LeaseHold:
     released: bool = False
 
 
-def _busy(session_id: str, holder: bytes | str | None) -> SessionBusyError:
+def _busy(session: SessionKey, holder: bytes | str | None) -> SessionBusyError:
     return SessionBusyError(
-        f"session {session_id!r} is being run by another orchestrator "
+        f"session {session!r} is being run by another orchestrator "
         f"({decoded(holder or b'?')}); wait for its invocation to end"
     )

@@ -8,6 +8,7 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.keys import SessionKey, session_key
 
 
 @dataclass
@@ -15,6 +16,8 @@ class Session:
     """A session as read from the store: its events and its state, all scopes merged.
 
     A snapshot: `SessionStore.append` updates it; others' writes need a new `get`.
+    `id` is the user's name for it, unique only within its app and user; `key` names it
+    everywhere inside (Redis keys, leases, the fleet's envelopes, cancellations).
     """
 
     id: str
@@ -24,11 +27,15 @@ class Session:
     state: dict[str, Any] = field(default_factory=dict)
 
     active_agent: str | None = None  # the agent answering this session (after a transfer)
+    key: SessionKey = field(init=False, repr=False, compare=False)
     # What `authored_contents` read so far: how many events, the last of them, and their
     # authors and contents (of those with content).
     _authored: tuple[int, Event | None, list[str], list[types.Content]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        self.key = session_key(self.app_name, self.user_id, self.id)
 
     def contents(self) -> list[types.Content]:
         """The Contents of its events, in order (events without content left out)."""

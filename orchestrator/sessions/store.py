@@ -31,12 +31,8 @@ from toolfleet.orchestrator.sessions.leases import LeaseClaim
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.errors import (
-    ForeignSessionError,
-    SessionExistsError,
-    SessionNotFoundError,
-)
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
+from toolfleet.shared.keys import Keys, SessionKey, session_key, session_parts
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import redact_deep, redacted_event_fields, secret_name_set
@@ -112,7 +108,7 @@ class SessionStore:
         self._pending = PendingCalls(keys, self._secrets)
         self.parked = ParkedTurns(client, keys, self._secrets, sealer)
         # Per recently used session: app, user and the events stored so far (as stored).
-        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache: OrderedDict[SessionKey, _Cached] = OrderedDict()
 
     async def create(
         self,
@@ -122,50 +118,52 @@ class SessionStore:
         *,
         owner: str | None = None,
     ) -> Session:
-        """Create a session (a random id when None); raise SessionExistsError if the id is
-        taken. `owner`: the agent that runs it when that is not the app's root agent (an
+        """Create a session (a random id when None); raise SessionExistsError if this user
+        has a session of that id in this app (another user's of the same id is another
+        session). `owner`: the agent that runs it when that is not the app's root agent (an
         agent tool's child session): no other agent resumes it."""
-        session_id = session_id or uuid.uuid4().hex
-        await self._create(app_name, user_id, session_id, owner)
-        return await self.get(session_id)
+        key = session_key(app_name, user_id, session_id or uuid.uuid4().hex)
+        await self._create(key, owner)
+        return await self.get(key)
 
-    async def _create(
-        self, app_name: str, user_id: str, session_id: str, owner: str | None = None
-    ) -> None:
+    async def _create(self, key: SessionKey, owner: str | None = None) -> None:
         """`create`'s write; the new session is remembered as empty, so that its first
         read is the one round trip of a session read before (no lookup of app and user,
         no read of events that cannot be there yet)."""
+        app_name, user_id, session_id = session_parts(key)
         created_at = time.time()
         fields: list[str | float] = ["app_name", app_name, "user_id", user_id]
         fields += ["created_at", created_at]
         created = await _CREATE.run(
             self._redis,
             2,
-            self._keys.session(session_id),
+            self._keys.session(key),
             self._keys.user_sessions(app_name, user_id),
             session_id,
             self.limits.ttl_s,
             *fields,
             *(("owner", owner) if owner else ()),
         )
-        if not created and not await self._created_at(session_id, created_at):
-            raise SessionExistsError(f"session {session_id!r} exists already")
-        self._remember(session_id, _Cached(app_name, user_id, []))
+        if not created and not await self._created_at(key, created_at):
+            raise SessionExistsError(
+                f"session {session_id!r} of user {user_id!r} in app {app_name!r} exists already"
+            )
+        self._remember(key, _Cached(app_name, user_id, []))
 
-    async def _created_at(self, session_id: str, created_at: float) -> bool:
+    async def _created_at(self, key: SessionKey, created_at: float) -> bool:
         """Whether the session was created at `created_at`: by this very `create`, whose
         first reply was lost and whose retry found the session there."""
-        stored = await self._redis.hget(self._keys.session(session_id), "created_at")
+        stored = await self._redis.hget(self._keys.session(key), "created_at")
         return stored is not None and float(stored) == created_at
 
-    async def get(self, session_id: str, *, lease: LeaseClaim | None = None) -> Session:
-        """The session as stored. One round trip for a session read before: its app and
-        user never change, and events are append-only, so only new ones are read.
+    async def get(self, key: SessionKey, *, lease: LeaseClaim | None = None) -> Session:
+        """The session `key` (`session_key` of its app, user and id) as stored. One round
+        trip for a session read before: events are append-only, so only new ones are read.
 
         With `lease`, take the session's lease first in that same round trip (raise
         SessionError if another holder has it): nobody else writes what is read after.
         """
-        session, _ = await self._get(session_id, lease)
+        session, _ = await self._get(key, lease)
         return session
 
     async def get_and_append(
@@ -184,67 +182,55 @@ class SessionStore:
         unchanged since. Whether `message` was appended: if not, nothing was written and
         the caller appends it itself (after finishing an open turn).
 
-        Another user's (or app's) session raises ForeignSessionError, before anything
-        is written or leased: as in ADK, a session id is only found by its own user."""
-        return await self._get_or_create(app_name, user_id, session_id, lease, message, owes_turn)
+        As in ADK, the session is this user's of this app: another user's session of the
+        same id is another session, neither read nor changed."""
+        key = session_key(app_name, user_id, session_id)
+        return await self._get_or_create(key, lease, message, owes_turn)
 
     async def _get_or_create(
         self,
-        app_name: str,
-        user_id: str,
-        session_id: str,
+        key: SessionKey,
         lease: LeaseClaim | None,
         message: Event | None = None,
         owes_turn: bool | None = None,
         agent: str | None = None,
     ) -> tuple[Session, bool]:
-        belongs_to = (app_name, user_id)
         try:
-            return await self._get(session_id, lease, message, owes_turn, belongs_to=belongs_to)
-        except ForeignSessionError:
-            raise
+            return await self._get(key, lease, message, owes_turn)
         except SessionNotFoundError:
             pass
         with contextlib.suppress(SessionExistsError):  # created concurrently meanwhile
-            await self._create(app_name, user_id, session_id, agent)
-        return await self._get(session_id, lease, message, owes_turn, belongs_to=belongs_to)
+            await self._create(key, agent)
+        return await self._get(key, lease, message, owes_turn)
 
     async def _get(
         self,
-        session_id: str,
+        key: SessionKey,
         lease: LeaseClaim | None,
         message: Event | None = None,
         owes_turn: bool | None = None,
-        *,
-        belongs_to: tuple[str, str] | None = None,
     ) -> tuple[Session, bool]:
-        cached = self._cache.pop(session_id, None)
+        app, user, session_id = session_parts(key)
+        unknown = f"unknown session {session_id!r} of user {user!r} in app {app!r}"
+        cached = self._cache.pop(key, None)
         if cached is None:
-            meta = await self._redis.hgetall(self._keys.session(session_id))
-            if not meta:
-                raise SessionNotFoundError(f"unknown session {session_id!r}")
-            cached = _Cached(decoded(meta[b"app_name"]), decoded(meta[b"user_id"]), [])
-        app, user = cached.app_name, cached.user_id
-        if belongs_to is not None and (app, user) != belongs_to:
-            if cached.events:  # read before: still good for its own user
-                self._remember(session_id, cached)
-            raise ForeignSessionError(
-                f"unknown session {session_id!r} of user {belongs_to[1]!r} in app {belongs_to[0]!r}"
-            )
-        events_key, session_key = self._keys.events(session_id), self._keys.session(session_id)
+            if not await self._redis.exists(self._keys.session(key)):
+                raise SessionNotFoundError(unknown)
+            cached = _Cached(app, user, [])
+        events_key, meta_key = self._keys.events(key), self._keys.session(key)
         commands = lease.commands() if lease is not None else []
         commands += [
             ("LLEN", events_key),
             ("LRANGE", events_key, len(cached.events), -1),
             # After the read of the events: a compaction before it shows in `trimmed`.
-            ("HMGET", session_key, "app_name", "active_agent", "trimmed"),
-            ("HGETALL", self._keys.session_state(session_id)),
+            ("HMGET", meta_key, "app_name", "active_agent", "trimmed"),
+            ("HGETALL", self._keys.session_state(key)),
             ("HGETALL", self._keys.user_state(app, user)),
             ("HGETALL", self._keys.app_state(app)),
         ]
         staged = None
         if lease is not None and message is not None:
-            staged = self._stage_message(session_id, cached, lease, message, owes_turn)
+            staged = self._stage_message(key, cached, lease, message, owes_turn)
             if staged is not None:
                 commands.append(staged[1].command())
         replies = await send_together(self._redis, commands)
@@ -259,21 +245,21 @@ class SessionStore:
             try:
                 lease.check(claimed)
             finally:
-                self._remember(session_id, cached)
+                self._remember(key, cached)
         length, raw_events, meta, session_state, user_state, app_state = replies
         exists, active, trimmed = meta[0] is not None, meta[1], int(meta[2] or 0)
         if not exists:  # expired (or deleted) since it was cached
-            self._cache.pop(session_id, None)
-            raise SessionNotFoundError(f"unknown session {session_id!r}")
+            self._cache.pop(key, None)
+            raise SessionNotFoundError(unknown)
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
             state.update({decoded(k): json.loads(v) for k, v in as_hash(scope).items()})
         if length < len(cached.events) or trimmed != cached.trimmed:
             # Compacted since (or Redis lost data): trust only what it has now.
             cached.events.clear()
-            cached.trimmed, raw_events = await self._read_all(session_id)
+            cached.trimmed, raw_events = await self._read_all(key)
         cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
-        self._remember(session_id, cached)
+        self._remember(key, cached)
         events = list(cached.events)
         session = Session(session_id, app, user, events, state, decoded(active) if active else None)
         if staged is None or appended is None or lease is None:
@@ -284,7 +270,7 @@ class SessionStore:
 
     def _stage_message(
         self,
-        session_id: str,
+        key: SessionKey,
         cached: _Cached,
         lease: LeaseClaim,
         message: Event,
@@ -293,38 +279,38 @@ class SessionStore:
         """`message`'s append as a write for the read to send, guarded: applied only if the
         session is still as cached here (then the cache holds all of it, and it has no
         open turn). None when the cache already shows an open turn."""
-        known = Session(session_id, cached.app_name, cached.user_id, cached.events)
+        known = Session(session_parts(key)[2], cached.app_name, cached.user_id, cached.events)
         if known.open_turn() is not None:
             return None
         batch = WriteBatch()
         staged = self.stage_append(batch, known, message, owes_turn=owes_turn)
         guard = Guard(
-            self._keys.events(session_id),
-            self._keys.session(session_id),
+            self._keys.events(key),
+            self._keys.session(key),
             len(cached.events),
             cached.trimmed,
         )
         return staged, GuardedWrite.of(lease.fence, guard, batch)
 
-    async def _read_all(self, session_id: str) -> tuple[int, list[bytes]]:
+    async def _read_all(self, key: SessionKey) -> tuple[int, list[bytes]]:
         """Every stored event, with the number compaction dropped before them."""
         pipe = self._redis.pipeline(transaction=True)
-        pipe.hget(self._keys.session(session_id), "trimmed")
-        pipe.lrange(self._keys.events(session_id), 0, -1)
+        pipe.hget(self._keys.session(key), "trimmed")
+        pipe.lrange(self._keys.events(key), 0, -1)
         trimmed, raw_events = await pipe.execute()
         return int(trimmed or 0), raw_events
 
-    def _remember(self, session_id: str, cached: _Cached) -> None:
-        self._cache[session_id] = cached
+    def _remember(self, key: SessionKey, cached: _Cached) -> None:
+        self._cache[key] = cached
         while len(self._cache) > EVENTS_CACHE_SESSIONS:
             self._cache.popitem(last=False)  # least recently used
 
     async def set_active_agent(
-        self, session_id: str, agent_name: str, *, fence: Fence | None = None
+        self, key: SessionKey, agent_name: str, *, fence: Fence | None = None
     ) -> None:
         """Record which agent answers the session from now on (after a transfer_to_agent)."""
         batch = WriteBatch()
-        batch.hset(self._keys.session(session_id), "active_agent", agent_name)
+        batch.hset(self._keys.session(key), "active_agent", agent_name)
         await write(self._redis, batch, fence)
 
     async def get_or_create(
@@ -336,12 +322,14 @@ class SessionStore:
         lease: LeaseClaim | None = None,
         owner: str | None = None,
     ) -> Session:
-        """The session `session_id`, created for `app_name` and `user_id` if it does not exist.
+        """The session `session_id` of `user_id` in `app_name`, created if it does not exist
+        (another user's session of the same id is another session).
 
         A concurrent create of the same id is harmless; `lease` as in `get`, `owner` as
-        in `create`. Another user's (or app's) session raises ForeignSessionError.
+        in `create`.
         """
-        session, _ = await self._get_or_create(app_name, user_id, session_id, lease, agent=owner)
+        key = session_key(app_name, user_id, session_id)
+        session, _ = await self._get_or_create(key, lease, agent=owner)
         return session
 
     async def append(
@@ -437,7 +425,7 @@ class SessionStore:
         hashed = durable_delta if self._sealer is None else self._sealer.seal(durable_delta)
         stored = event.model_copy(update=redacted) if redacted else event
         staged = StagedAppend(session, event, stored, len(batch), in_memory)
-        batch.rpush(self._keys.events(session.id), stored.model_dump_json(exclude_defaults=True))
+        batch.rpush(self._keys.events(session.key), stored.model_dump_json(exclude_defaults=True))
         for key, value in durable_delta.items():
             hash_key = self._state_hash(session, key)
             if value is None:
@@ -447,11 +435,11 @@ class SessionStore:
         self._pending.stage_put(batch, pending)
         if resolved is not None:
             self._pending.stage_drop(batch, resolved.call_id)
-        self._pending.stage_close(batch, session.id, closed)
+        self._pending.stage_close(batch, session.key, closed)
         if resolved is not None or owes_turn:
-            batch.sadd(self._keys.resume(), session.id)
+            batch.sadd(self._keys.resume(), session.key)
         elif owes_turn is False:
-            batch.srem(self._keys.resume(), session.id)
+            batch.srem(self._keys.resume(), session.key)
         stage_ttl(batch, self._keys, session, self.limits.ttl_s)
         return staged
 
@@ -466,58 +454,59 @@ class SessionStore:
         """The staged append was written (`replies`: the whole batch's): update the cache and
         the session in memory, and compact the history if it is over its bound. `earlier`:
         a held append (`stage_held`) staged before it in the same batch."""
-        session_id = staged.session.id
-        cached = self._cache.get(session_id)
+        key = staged.session.key
+        cached = self._cache.get(key)
         for done in (staged,) if earlier is None else (earlier, staged):
             if cached is not None:
                 if replies[done.reply_index] == len(cached.events) + 1:
                     cached.events.append(done.stored)  # what the next read would parse
                 else:
-                    del self._cache[session_id]  # written elsewhere meanwhile: read it all
+                    del self._cache[key]  # written elsewhere meanwhile: read it all
                     cached = None
             if not done.in_memory:
                 _apply(done.session, done.event)
         if cached is not None:
-            await self._compact(session_id, cached, fence)
+            await self._compact(key, cached, fence)
 
-    async def _compact(self, session_id: str, cached: _Cached, fence: Fence | None) -> None:
+    async def _compact(self, key: SessionKey, cached: _Cached, fence: Fence | None) -> None:
         """Drop the oldest whole turns once the history is over its bound. Read from the
         cache, which is the stored list here; Redis cuts only if nobody cut meanwhile."""
         cut = keep_from(cached.events, self.limits.max_events)
         if cut == 0:
             return
-        if await compact(self._redis, self._keys, session_id, cached.trimmed, cut, fence):
+        if await compact(self._redis, self._keys, key, cached.trimmed, cut, fence):
             del cached.events[:cut]
             cached.trimmed += cut
         else:
-            self._cache.pop(session_id, None)  # someone else cut: read it all next time
+            self._cache.pop(key, None)  # someone else cut: read it all next time
 
     def _state_hash(self, session: Session, key: str) -> str:
         if key.startswith(APP_PREFIX):
             return self._keys.app_state(session.app_name)
         if key.startswith(USER_PREFIX):
             return self._keys.user_state(session.app_name, session.user_id)
-        return self._keys.session_state(session.id)
+        return self._keys.session_state(session.key)
 
-    async def pending_calls(self, session_id: str | None = None) -> list[PendingCall]:
+    async def pending_calls(self, key: SessionKey | None = None) -> list[PendingCall]:
         """Calls waiting for a final result or a credential (of one session, if given)."""
         calls = await self._pending.aall(self._redis)
-        return [c for c in calls if session_id is None or c.session_id == session_id]
+        return [c for c in calls if key is None or c.session_key == key]
 
-    async def sessions_to_resume(self) -> list[str]:
-        """Ids of the sessions owing the model a turn (see `append`), sorted."""
-        return sorted(decoded(m) for m in await self._redis.smembers(self._keys.resume()))
+    async def sessions_to_resume(self) -> list[SessionKey]:
+        """Keys of the sessions owing the model a turn (see `append`), sorted."""
+        owed = await self._redis.smembers(self._keys.resume())
+        return sorted(SessionKey(decoded(m)) for m in owed)
 
-    async def resumed(self, session_id: str, *, fence: Fence | None = None) -> None:
+    async def resumed(self, key: SessionKey, *, fence: Fence | None = None) -> None:
         """Clear the session's owed-turn mark: its invocation has ended."""
         batch = WriteBatch()
-        batch.srem(self._keys.resume(), session_id)
+        batch.srem(self._keys.resume(), key)
         await write(self._redis, batch, fence)
 
-    async def app_and_owner(self, session_id: str) -> tuple[str | None, str | None]:
+    async def app_and_owner(self, key: SessionKey) -> tuple[str | None, str | None]:
         """The app a session belongs to (None if there is no such session), and the agent
         that owns it when that is not the app's root agent (an agent tool's child)."""
-        app, owner = await self._redis.hmget(self._keys.session(session_id), "app_name", "owner")
+        app, owner = await self._redis.hmget(self._keys.session(key), "app_name", "owner")
         return (decoded(app) if app else None), (decoded(owner) if owner else None)
 
 

@@ -21,7 +21,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.models.protocol import function_calls
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def child_session(client: redis.Redis, keys: Keys, app: str, parent: str) -> Ses
     if not children:
         return None
     (child_id,) = children
-    raw = client.lrange(keys.events(child_id), 0, -1)
+    raw = client.lrange(keys.events(session_key(app, "u", child_id)), 0, -1)
     return Session(child_id, app, "u", [Event.model_validate_json(e) for e in raw])
 
 

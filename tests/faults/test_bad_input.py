@@ -40,7 +40,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.errors import CompletionError
-from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import (
     COMPLETION_FIELD,
     RESULT_FIELD,
@@ -173,7 +173,8 @@ def _envelope(settings: Settings, tool: str) -> ToolCall:
     return ToolCall(
         call_id=f"junk-{uuid.uuid4().hex[:8]}", tool=tool, args={"text": "t", "count": 1},
         session_id=session, app_name="input_agent", user_id="u1", invocation_id="inv-junk",
-        agent="input_agent", reply_to=Keys(settings.key_prefix).results(session),
+        agent="input_agent",
+        reply_to=Keys(settings.key_prefix).results(session_key("input_agent", "u1", session)),
         dispatched_at=time.time(),
     )  # fmt: skip
 
@@ -329,8 +330,9 @@ async def test_completions_for_unknown_or_finished_calls_are_refused_and_dead_le
         runner = orch.runner("ticket_agent")
         async for _ in runner.run(user_id="u1", session_id=session_id, message="open one"):
             pass
-        (pending,) = await runner.store.pending_calls(session_id)
-        before = len((await runner.store.get(session_id)).events)
+        key = session_key("ticket_agent", "u1", session_id)
+        (pending,) = await runner.store.pending_calls(key)
+        before = len((await runner.store.get(key)).events)
         dead_before = client.xlen(dead)
 
         with pytest.raises(CompletionError, match="no pending call with id 'tf-nope'"):
@@ -344,19 +346,17 @@ async def test_completions_for_unknown_or_finished_calls_are_refused_and_dead_le
         client.xadd(stream, {COMPLETION_FIELD: json.dumps(ghost)})
         client.xadd(stream, {COMPLETION_FIELD: "{not json"})
         await until(lambda: client.xlen(dead) >= dead_before + 3, "3 dead letters")
-        assert len((await runner.store.get(session_id)).events) == before
-        assert [c.call_id for c in await runner.store.pending_calls(session_id)] == [
-            pending.call_id
-        ]
+        assert len((await runner.store.get(key)).events) == before
+        assert [c.call_id for c in await runner.store.pending_calls(key)] == [pending.call_id]
 
         completions.post_result(pending.call_id, {"status": "resolved"})
-        assert await orch.wait_until_settled("ticket_agent", session_id, WAIT_S)
+        assert await orch.wait_until_settled(key, WAIT_S)
         with pytest.raises(CompletionError, match="already has its final result"):
             completions.post_result(pending.call_id, {"status": "reopened"})
         late = {**ghost, "call_id": pending.call_id, "session_id": session_id}
         client.xadd(stream, {COMPLETION_FIELD: json.dumps(late)})
         await until(lambda: client.xlen(dead) >= dead_before + 5, "5 dead letters")
-        session = await runner.store.get(session_id)
+        session = await runner.store.get(key)
 
     letters = client.xrange(dead)[dead_before:]
     reasons = [fields[b"reason"].decode() for _, fields in letters]

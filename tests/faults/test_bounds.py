@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from tests.faults import probe
 from tests.faults.exactly_once_tools import ticketing
 from tests.faults.fault_tools import step
-from tests.faults.test_exactly_once import final_responses, stored_events, ticket_turn
+from tests.faults.test_exactly_once import final_responses, of_u, stored_events, ticket_turn
 from tests.support import until
 from toolfleet import Runner
 from toolfleet.orchestrator.agents.agent import Agent
@@ -120,7 +120,8 @@ async def test_trimmed_completions_still_apply_exactly_once(
         await until(lambda: client.hlen(keys.pending()) == 0, "every result applied", 20)
         await until(lambda: client.xlen(stream) == 0, "the stream emptied", 10)
     for session_id, call_id in calls.items():
-        finals = final_responses(stored_events(client, keys, session_id), call_id)[1:]
+        events = stored_events(client, keys, of_u("ticketing", session_id))
+        finals = final_responses(events, call_id)[1:]
         assert finals == [{"status": f"done {session_id}"}]  # once, after the ticket
     assert client.xlen(keys.dead_letters()) == 0
 
@@ -147,7 +148,7 @@ async def test_calls_beyond_the_turn_cap_never_reach_a_queue(
     for result in refused:
         assert probe.executions(client, settings.key_prefix, result.call_id) == 0
     assert client.llen(queue_name("default")) == 0
-    stored = stored_events(client, Keys(settings.key_prefix), "cap")
+    stored = stored_events(client, Keys(settings.key_prefix), of_u(runner.app_name, "cap"))
     assert sum(1 for e in stored for c in e.calls if c.call_id in {r.call_id for r in refused}) == 3
 
 
@@ -157,8 +158,8 @@ async def test_an_idle_session_expires(settings: Settings, client: redis.Redis) 
         store = SessionStore(commands, keys, limits=SessionLimits(ttl_s=1))
         session = await store.create("app", "u", "brief")
         await store.append(session, Event(invocation_id="i", author="note"))
-        await store.get("brief")  # cached
-        gone = (keys.session("brief"), keys.events("brief"), keys.user_sessions("app", "u"))
+        await store.get(session.key)  # cached
+        gone = (keys.session(session.key), keys.events(session.key), keys.user_sessions("app", "u"))
         await until(lambda: client.exists(*gone) == 0, "the session to expire", 5)
         with pytest.raises(SessionNotFoundError):
-            await store.get("brief")
+            await store.get(session.key)

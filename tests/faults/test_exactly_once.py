@@ -52,7 +52,7 @@ from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.keys import Keys, SessionKey, queue_name, session_key
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
 Figure = Callable[[str, object], None]
@@ -66,8 +66,13 @@ def client(settings: Settings) -> Iterator[redis.Redis]:
     client.close()
 
 
-def stored_events(client: redis.Redis, keys: Keys, session_id: str) -> list[Event]:
-    return [Event.model_validate_json(e) for e in client.lrange(keys.events(session_id), 0, -1)]
+def of_u(app: str, session_id: str) -> SessionKey:
+    """The key of user u's session `session_id` of `app` (every session here is u's)."""
+    return session_key(app, "u", session_id)
+
+
+def stored_events(client: redis.Redis, keys: Keys, session: SessionKey) -> list[Event]:
+    return [Event.model_validate_json(e) for e in client.lrange(keys.events(session), 0, -1)]
 
 
 def final_responses(events: list[Event], call_id: str) -> list[dict[str, Any]]:
@@ -94,7 +99,7 @@ async def test_a_long_running_call_answered_before_it_started_never_runs_nor_ope
     workers.start(["default"], concurrency=1)
 
     def holding_started() -> bool:
-        ids = call_ids(stored_events(client, keys, "held"))
+        ids = call_ids(stored_events(client, keys, of_u("holder", "held")))
         return bool(ids) and probe.executions(client, settings.key_prefix, ids[0]) > 0
 
     async with Runner(holder, settings) as holding, Runner(case_opener, settings) as opening:
@@ -112,7 +117,9 @@ async def test_a_long_running_call_answered_before_it_started_never_runs_nor_ope
     assert client.hget(keys.pending(), case.call_id) is None
     with pytest.raises(CallNotPendingError):
         Completions(client, keys).post_result(case.call_id, {"status": "closed"})
-    assert final_responses(stored_events(client, keys, "late"), case.call_id) == [case.response]
+    assert final_responses(
+        stored_events(client, keys, of_u("case_opener", "late")), case.call_id
+    ) == [case.response]
     report_figure("late long-running call run / ticketed", "0 / 0")
 
 
@@ -132,13 +139,16 @@ async def test_a_completion_whose_session_is_gone_is_dead_lettered_and_its_ticke
     workers.start(["default"], concurrency=1)
     call_id = await ticket_turn(settings, "doomed")
     async with Orchestrator([ticketing], settings):
-        client.delete(keys.session("doomed"), keys.events("doomed"))
+        client.delete(
+            keys.session(of_u("ticketing", "doomed")), keys.events(of_u("ticketing", "doomed"))
+        )
         Completions(client, keys).post_result(call_id, {"status": "refunded"})
         await until(lambda: dead_letter_reasons(client, keys), "a dead letter", 15)
-    assert dead_letter_reasons(client, keys) == ["session doomed is gone; its ticket was removed"]
+    gone = f"session {of_u('ticketing', 'doomed')} is gone; its ticket was removed"
+    assert dead_letter_reasons(client, keys) == [gone]
     assert client.hget(keys.pending(), call_id) is None
     assert client.xlen(keys.completions("ticketing")) == 0  # consumed, not left to retry
-    assert client.llen(keys.completion_order("doomed")) == 0
+    assert client.llen(keys.completion_order(of_u("ticketing", "doomed"))) == 0
 
 
 def read_one(client: redis.Redis, stream: str, consumer: str) -> tuple[str, bytes]:
@@ -181,10 +191,13 @@ async def test_two_completions_of_one_call_read_by_two_replicas_apply_in_posting
         late_raw = json.dumps({"call_id": call_id, "response": {}, "posted_at": 0}).encode()
         await applier.apply(stream, first, late_raw, Completion.model_validate_json(late_raw))
 
-    events = stored_events(client, keys, "twice")
+    events = stored_events(client, keys, of_u("ticketing", "twice"))
     assert final_responses(events, call_id)[1:] == [{"status": "refunded"}]  # after the ticket
     assert dead_letter_reasons(client, keys) == [f"call {call_id} already has its final result"]
-    assert client.xlen(stream) == 0 and client.llen(keys.completion_order("twice")) == 0
+    assert (
+        client.xlen(stream) == 0
+        and client.llen(keys.completion_order(of_u("ticketing", "twice"))) == 0
+    )
     assert client.hget(keys.pending(), call_id) is None
     with pytest.raises(AlreadyCompletedError, match=rf"\(completion {first} applied at "):
         completions.get(call_id)  # what `toolfleet tickets show` and GET /tickets/... say
@@ -210,8 +223,8 @@ async def test_an_agent_tool_child_running_past_the_lease_ttl_is_not_swept(
             runner = orch.runner("delegator")
             answer = await runner.ask(user_id="u", session_id="parent", message="go")
     assert answer.startswith("researcher: {'result': 'researched: yes'}"), answer
-    (child,) = [k.decode() for k in client.keys(keys.session("parent.*"))]
-    child_id = child.removeprefix(keys.session(""))
+    (child,) = [k.decode() for k in client.keys(keys.session(of_u("delegator", "parent.*")))]
+    child_id = SessionKey(child.removeprefix(f"{keys.prefix}:session:"))
     errors = [e.error for e in stored_events(client, keys, child_id) if e.error]
     unknown = [
         r
@@ -243,7 +256,7 @@ async def test_a_turn_cut_short_by_a_crash_is_finished_before_a_message_or_compl
     try:
 
         def slow_call_running() -> bool:
-            ids = call_ids(stored_events(client, keys, "cut"))
+            ids = call_ids(stored_events(client, keys, of_u("interrupted", "cut")))
             return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[1]) > 0
 
         await until(slow_call_running, "the slow lookup to start", 20)
@@ -251,14 +264,18 @@ async def test_a_turn_cut_short_by_a_crash_is_finished_before_a_message_or_compl
         replica.wait(10)
     finally:
         replica.kill()
-    ticket_id, lookup_id = call_ids(stored_events(client, keys, "cut"))
+    ticket_id, lookup_id = call_ids(stored_events(client, keys, of_u("interrupted", "cut")))
     Completions(client, keys).post_result(ticket_id, {"status": "refunded"})
-    await until(lambda: not client.exists(keys.lease("cut")), "the dead replica's lease", 10)
+    await until(
+        lambda: not client.exists(keys.lease(of_u("interrupted", "cut"))),
+        "the dead replica's lease",
+        10,
+    )
 
     async with Orchestrator([interrupted], settings) as orch:
         answer = await orch.runner("interrupted").ask(user_id="u", session_id="cut", message="next")
-        assert await orch.wait_until_settled("interrupted", "cut", 20)
-    events = stored_events(client, keys, "cut")
+        assert await orch.wait_until_settled(of_u("interrupted", "cut"), 20)
+    events = stored_events(client, keys, of_u("interrupted", "cut"))
     order = [
         ("user", e.content.parts[0].text) if e.author == "user" and e.content and e.content.parts
         else (e.author, tuple(call_ids([e])) or tuple(response_ids([e])))
@@ -306,8 +323,8 @@ async def test_a_completion_whose_apply_fails_midway_is_applied_once_on_takeover
     monkeypatch.setattr(CompletionApplier, "_script", fail_once)
     async with Orchestrator([ticketing], settings, claim_idle_ms=500) as orch:
         Completions(client, keys).post_result(call_id, {"status": "refunded"})
-        assert await orch.wait_until_settled("ticketing", "flaky", 20)
-    events = stored_events(client, keys, "flaky")
+        assert await orch.wait_until_settled(of_u("ticketing", "flaky"), 20)
+    events = stored_events(client, keys, of_u("ticketing", "flaky"))
     assert failures == ["injected"]
     assert final_responses(events, call_id)[1:] == [{"status": "refunded"}]
     assert client.xlen(keys.completions("ticketing")) == 0
@@ -330,7 +347,7 @@ async def test_a_replica_that_lost_its_lease_mid_turn_cannot_write_the_session(
     workers.start(["default"], concurrency=1)
     if how == "renewals fail":
 
-        async def unreachable(self: Leases, session_id: str, owner: str) -> bool:
+        async def unreachable(self: Leases, session: SessionKey, owner: str) -> bool:
             raise redis.ConnectionError("injected: Redis unreachable from this replica")
 
         monkeypatch.setattr(Leases, "renew", unreachable)
@@ -338,18 +355,18 @@ async def test_a_replica_that_lost_its_lease_mid_turn_cannot_write_the_session(
         turn = asyncio.create_task(runner.ask(user_id="u", session_id="lost", message="go"))
 
         def slow_call_running() -> bool:
-            ids = call_ids(stored_events(client, keys, "lost"))
+            ids = call_ids(stored_events(client, keys, of_u("interrupted", "lost")))
             return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[1]) > 0
 
         await until(slow_call_running, "the slow lookup to start", 20)
-        before = client.llen(keys.events("lost"))
+        before = client.llen(keys.events(of_u("interrupted", "lost")))
         if how == "taken over":
-            client.set(keys.lease("lost"), "another-replica/1", px=60_000)
+            client.set(keys.lease(of_u("interrupted", "lost")), "another-replica/1", px=60_000)
         with pytest.raises(LeaseLostError, match="lost the session's lease"):
             await asyncio.wait_for(turn, 20)
-    assert client.llen(keys.events("lost")) == before
+    assert client.llen(keys.events(of_u("interrupted", "lost"))) == before
     if how == "taken over":
-        assert client.get(keys.lease("lost")) == b"another-replica/1"
+        assert client.get(keys.lease(of_u("interrupted", "lost"))) == b"another-replica/1"
 
 
 async def test_a_turn_whose_calls_cannot_be_sent_is_not_stored_and_nothing_is_left_open(
@@ -378,12 +395,14 @@ async def test_a_turn_whose_calls_cannot_be_sent_is_not_stored_and_nothing_is_le
     async with Runner(interrupted, settings) as runner:
         with pytest.raises(redis.ConnectionError, match="injected"):
             await runner.ask(user_id="u", session_id="failed", message="go")
-        assert not client.sismember(keys.resume(), "failed")  # nothing open to finish
-        after_failure = stored_events(client, keys, "failed")
+        assert not client.sismember(
+            keys.resume(), of_u("interrupted", "failed")
+        )  # nothing open to finish
+        after_failure = stored_events(client, keys, of_u("interrupted", "failed"))
         assert [e.author for e in after_failure] == ["user"]  # no model turn, no call
         assert client.llen(queue_name("default")) == 0  # and nothing on the queue
         answer = await runner.ask(user_id="u", session_id="failed", message="next")
-    events = stored_events(client, keys, "failed")
+    events = stored_events(client, keys, of_u("interrupted", "failed"))
     assert not any(e.content and function_calls(e.content) for e in events)
     texts = [e.content.parts[0].text for e in events if e.author == "user" and e.content]
     assert texts == ["go", "next"] and answer == "noted: next"
@@ -411,4 +430,4 @@ async def test_a_bad_state_write_is_answered_at_once_and_nothing_of_it_is_stored
         and "'blob'" in huge.response["error_message"]
     )
     assert unjson.duration_s < settings.default_timeout_s and not unjson.state_delta
-    assert client.hgetall(keys.session_state("bad")) == {}
+    assert client.hgetall(keys.session_state(of_u("state_writer", "bad"))) == {}

@@ -34,7 +34,7 @@ from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
 from toolfleet.shared.completions import _POST as _COMPLETION_POST
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.errors import SessionExistsError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, PendingCall
 from toolfleet.shared.outages import sync_retry
 
@@ -74,8 +74,8 @@ async def leased_session(
         leases = Leases(commands, keys, "replica-a", ttl_s=30)
         session = await store.create("app", "u", session_id)
         token = leases.token()
-        await leases.acquire(session.id, token)
-        yield store, session, leases.fence(session.id, token)
+        await leases.acquire(session.key, token)
+        yield store, session, leases.fence(session.key, token)
     finally:
         await commands.aclose()
 
@@ -92,9 +92,9 @@ async def test_a_fenced_write_whose_reply_was_lost_is_applied_once(
         await store.append(session, user_event("hello"), fence=fence, release=release)
     keys = Keys(settings.key_prefix)
     assert proxy.armed == 0 and len(proxy.lost) == 1  # the reply was lost, the write retried
-    assert [e.content.parts[0].text for e in stored_events(client, keys, session.id)
+    assert [e.content.parts[0].text for e in stored_events(client, keys, session.key)
             if e.content and e.content.parts] == ["hello"]  # fmt: skip
-    assert (client.get(keys.lease(session.id)) is None) is release
+    assert (client.get(keys.lease(session.key)) is None) is release
 
 
 async def test_a_write_retried_again_and_again_is_still_applied_once(
@@ -105,7 +105,7 @@ async def test_a_write_retried_again_and_again_is_still_applied_once(
         proxy.lose_reply_of(FENCED, times=3)
         await store.append(session, user_event("once"), fence=fence)
     assert len(proxy.lost) == 3
-    assert client.llen(Keys(settings.key_prefix).events(session.id)) == 1
+    assert client.llen(Keys(settings.key_prefix).events(session.key)) == 1
 
 
 async def test_two_turns_whose_every_command_loses_its_first_reply_store_each_event_once(
@@ -130,7 +130,7 @@ async def test_two_turns_whose_every_command_loses_its_first_reply_store_each_ev
     # with its sends and the answer with the (held) responses and the release are fenced.
     assert lost[FENCED] >= 4 and lost[GUARDED] == 2 and lost[b"XREAD"] >= 1, lost
     keys = Keys(settings.key_prefix)
-    events = stored_events(client, keys, "s")
+    events = stored_events(client, keys, session_key(runner.app_name, "u", "s"))
     texts = [p.text for e in events if e.content for p in e.content.parts or () if p.text]
     assert texts == ["first", "finished steps [1, 2, 3]", "second", "finished steps [1, 2, 3]"]
     calls = call_ids(events)
@@ -165,13 +165,13 @@ async def test_calls_sent_outside_a_session_whose_send_lost_its_reply_run_once(
     through_proxy = settings.model_copy(update={"redis_url": proxy.url})
     keys = Keys(settings.key_prefix)
     async with Runner(three_steps, through_proxy) as runner:
-        stream = keys.results("alone")
+        stream = keys.results(session_key("app", "u", "alone"))  # tool_call's app and user
         args = [{"n": n, "seconds": 0.05} for n in (1, 2)]
         calls = [tool_call(f"alone-{a['n']}", "step", "alone", stream, a) for a in args]
         proxy.lose_reply_of(_ONCE.sha.encode())
         planned = [PlannedCall(call, step) for call in calls]
         results = [r async for r in runner.tool_runner.run(planned)]
-        await runner.tool_runner.settle("alone")
+        await runner.tool_runner.settle(session_key("app", "u", "alone"))
     assert proxy.armed == 0 and len(proxy.lost) == 1
     assert sorted(r.call_id for r in results) == ["alone-1", "alone-2"]
     assert {r.status for r in results} == {CallStatus.SUCCESS}
@@ -186,7 +186,8 @@ def test_a_completion_whose_post_lost_its_reply_is_posted_once(
     the retry answers the entry the first arrival added, and adds none - no second copy
     to be refused later as "already has its final result"."""
     keys = Keys(settings.key_prefix)
-    call = tool_call("ticket-1", "open_case", "ticketed", keys.results("ticketed"))
+    ticketed = session_key("app", "u", "ticketed")  # tool_call's app and user
+    call = tool_call("ticket-1", "open_case", "ticketed", keys.results(ticketed))
     assert Completions(client, keys).register(PendingCall.starting(call))
     client.script_load(_COMPLETION_POST.text)
     through_proxy = redis.Redis.from_url(proxy.url, retry=sync_retry())
@@ -197,4 +198,4 @@ def test_a_completion_whose_post_lost_its_reply_is_posted_once(
         through_proxy.close()
     assert proxy.armed == 0 and len(proxy.lost) == 1
     assert [e.decode() for e, _ in client.xrange(keys.completions("app"))] == [entry]
-    assert client.lrange(keys.completion_order("ticketed"), 0, -1) == [entry.encode()]
+    assert client.lrange(keys.completion_order(ticketed), 0, -1) == [entry.encode()]

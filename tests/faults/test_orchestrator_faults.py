@@ -27,7 +27,7 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import SessionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey, session_key
 
 AGENT = "tests.faults.fault_tools:three_steps"
 
@@ -73,8 +73,13 @@ def client(settings: Settings) -> Iterator[redis.Redis]:
     client.close()
 
 
-def stored_events(client: redis.Redis, settings: Settings, session_id: str) -> list[Event]:
-    raw = client.lrange(Keys(settings.key_prefix).events(session_id), 0, -1)
+def of_cli(app: str, session_id: str) -> SessionKey:
+    """The key of a session `toolfleet run` started (its default user, "user")."""
+    return session_key(app, "user", session_id)
+
+
+def stored_events(client: redis.Redis, settings: Settings, session: SessionKey) -> list[Event]:
+    raw = client.lrange(Keys(settings.key_prefix).events(session), 0, -1)
     return [Event.model_validate_json(e) for e in raw]
 
 
@@ -112,35 +117,35 @@ def call_ids(events: list[Event]) -> list[str]:
     ]
 
 
-def answered(client: redis.Redis, settings: Settings, session_id: str) -> bool:
-    events = stored_events(client, settings, session_id)
+def answered(client: redis.Redis, settings: Settings, session: SessionKey) -> bool:
+    events = stored_events(client, settings, session)
     last = events[-1].content if events else None
     return last is not None and last.role == "model" and any(p.text for p in last.parts or ())
 
 
 def kill_mid_turn(
-    process: subprocess.Popen[bytes], client: redis.Redis, settings: Settings, session_id: str
+    process: subprocess.Popen[bytes], client: redis.Redis, settings: Settings, session: SessionKey
 ) -> list[str]:
     """SIGKILL the replica once two calls have answered and the slow third one runs."""
-    results = Keys(settings.key_prefix).results(session_id)
+    results = Keys(settings.key_prefix).results(session)
 
     def slow_call_running() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"the replica exited early (exit code {process.returncode})")
-        ids = call_ids(stored_events(client, settings, session_id))
+        ids = call_ids(stored_events(client, settings, session))
         started = [i for i in ids if probe.executions(client, settings.key_prefix, i)]
         return len(ids) == 3 and len(started) == 3 and client.xlen(results) >= 2
 
     wait_for(slow_call_running, 20, "two calls answered and the third running")
     process.send_signal(signal.SIGKILL)
     process.wait(10)
-    return call_ids(stored_events(client, settings, session_id))
+    return call_ids(stored_events(client, settings, session))
 
 
 async def uninterrupted(settings: Settings, session_id: str) -> list[Event]:
     async with Runner(three_steps, settings) as runner:
         await runner.ask(user_id="u", session_id=session_id, message="go")
-        return (await runner.store.get(session_id)).events
+        return (await runner.store.get(session_key(runner.app_name, "u", session_id))).events
 
 
 def assert_one_response_per_call(
@@ -160,19 +165,23 @@ def test_an_orchestrator_killed_mid_turn_is_continued_from_redis_by_the_next_one
 ) -> None:
     workers.start(["default"], concurrency=3)
     first = replica_running_a_turn(settings, tmp_path / "first.log", "s-killed")
-    ids = kill_mid_turn(first, client, settings, "s-killed")
+    ids = kill_mid_turn(first, client, settings, of_cli("three_steps", "s-killed"))
     killed_at = time.monotonic()
-    assert not answered(client, settings, "s-killed")
+    assert not answered(client, settings, of_cli("three_steps", "s-killed"))
 
     restarted = toolfleet(settings, tmp_path / "restarted.log", "serve", "--agent", AGENT)
     try:
-        wait_for(lambda: answered(client, settings, "s-killed"), 30, "the restarted replica")
+        wait_for(
+            lambda: answered(client, settings, of_cli("three_steps", "s-killed")),
+            30,
+            "the restarted replica",
+        )
         recovered_s = time.monotonic() - killed_at
     finally:
         restarted.send_signal(signal.SIGTERM)
         restarted.wait(15)
 
-    events = stored_events(client, settings, "s-killed")
+    events = stored_events(client, settings, of_cli("three_steps", "s-killed"))
     assert_one_response_per_call(client, settings, events, ids)
     reference = asyncio.run(uninterrupted(settings, "s-reference"))
     assert transcript(events) == transcript(reference)
@@ -196,15 +205,21 @@ def test_a_live_replica_takes_over_the_sessions_of_a_replica_that_died(
         # Up before the other dies.
         wait_for(lambda: b"toolfleet serve" in survivor_log.read_bytes(), 20, "the survivor")
         doomed = replica_running_a_turn(settings, tmp_path / "doomed.log", "s-orphan")
-        ids = kill_mid_turn(doomed, client, settings, "s-orphan")
+        ids = kill_mid_turn(doomed, client, settings, of_cli("three_steps", "s-orphan"))
         killed_at = time.monotonic()
-        wait_for(lambda: answered(client, settings, "s-orphan"), 30, "the surviving replica")
+        wait_for(
+            lambda: answered(client, settings, of_cli("three_steps", "s-orphan")),
+            30,
+            "the surviving replica",
+        )
         takeover_s = time.monotonic() - killed_at
     finally:
         survivor.send_signal(signal.SIGTERM)
         survivor.wait(15)
 
-    assert_one_response_per_call(client, settings, stored_events(client, settings, "s-orphan"), ids)
+    assert_one_response_per_call(
+        client, settings, stored_events(client, settings, of_cli("three_steps", "s-orphan")), ids
+    )
     bound = 2 * settings.lease_ttl_s  # lease expiry, then at most one scan period
     report_figure("kill -> answer (takeover by a live replica)", f"{takeover_s:.2f} s")
     report_figure("takeover bound: lease TTL + scan period", f"{bound:g} s + the slow call")
@@ -225,7 +240,7 @@ async def test_two_replicas_never_run_one_session_at_once(
         assert "being run by another orchestrator" in str(refused[0])
         assert "finished steps [1, 2, 3]" in outcomes
 
-        events = (await one.store.get("s-contended")).events
+        events = (await one.store.get(session_key(one.app_name, "u", "s-contended"))).events
         assert len({e.invocation_id for e in events}) == 1  # one invocation ran
         assert len(response_ids(events)) == 3
         # Once the lease is released, the other replica may run the session.
@@ -256,22 +271,28 @@ def test_an_orchestrator_killed_while_the_model_answers_the_results_it_was_given
     wait_for(mark.exists, 20, "the model answering the calls' results")
     first.send_signal(signal.SIGKILL)
     first.wait(10)
-    held = stored_events(client, settings, "s-held")
+    held = stored_events(client, settings, of_cli("answers_slowly", "s-held"))
     ids = call_ids(held)
     # Killed in the window under test: the calls ran and answered; nothing stored their
     # responses, which wait on the session's stream.
     assert len(ids) == 2 and response_ids(held) == []
-    assert client.xlen(Keys(settings.key_prefix).results("s-held")) == 2
+    assert client.xlen(Keys(settings.key_prefix).results(of_cli("answers_slowly", "s-held"))) == 2
 
     restarted = toolfleet(settings, tmp_path / "restarted.log", "serve", "--agent", agent)
     try:
-        wait_for(lambda: answered(client, settings, "s-held"), 30, "the restarted replica")
+        wait_for(
+            lambda: answered(client, settings, of_cli("answers_slowly", "s-held")),
+            30,
+            "the restarted replica",
+        )
     finally:
         restarted.send_signal(signal.SIGTERM)
         restarted.wait(15)
 
-    events = stored_events(client, settings, "s-held")
+    events = stored_events(client, settings, of_cli("answers_slowly", "s-held"))
     assert_one_response_per_call(client, settings, events, ids)
     assert transcript(events)[-1] == ("answers_slowly", "text", "finished steps [1, 2]")
     assert len({e.invocation_id for e in events}) == 1
-    assert client.xlen(Keys(settings.key_prefix).results("s-held")) == 0  # trimmed when stored
+    assert (
+        client.xlen(Keys(settings.key_prefix).results(of_cli("answers_slowly", "s-held"))) == 0
+    )  # trimmed when stored

@@ -38,7 +38,7 @@ from tests.support import until
 from toolfleet import Completions, Event, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 AGENT = "tests.faults.exactly_once_tools:chaos"
 SESSIONS = 10
@@ -55,7 +55,8 @@ def chaos_server() -> Iterator[RedisServer]:
 
 
 def events_of(client: redis.Redis, keys: Keys, session_id: str) -> list[Event]:
-    return [Event.model_validate_json(e) for e in client.lrange(keys.events(session_id), 0, -1)]
+    key = session_key("chaos", "user", session_id)  # every session here is the run's user's
+    return [Event.model_validate_json(e) for e in client.lrange(keys.events(key), 0, -1)]
 
 
 def parts(events: list[Event]) -> Iterator[Any]:

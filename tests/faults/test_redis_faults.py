@@ -15,7 +15,7 @@ from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 SESSIONS = 4  # x 3 calls; 6 worker slots run every slow call at once
 
@@ -34,7 +34,9 @@ async def test_a_redis_restart_mid_turn_loses_no_call(
     def all_calls_running() -> bool:
         started = 0
         for i in range(SESSIONS):
-            for raw in client.lrange(keys.events(f"s{i}"), 0, -1):
+            for raw in client.lrange(
+                keys.events(session_key(three_steps.name, "u", f"s{i}")), 0, -1
+            ):
                 started += raw.count(b'"function_call"')
         return started == 3 * SESSIONS and client.llen("tools.default") == 0
 
@@ -50,7 +52,10 @@ async def test_a_redis_restart_mid_turn_loses_no_call(
         down_s = time.monotonic() - restarted_at
         answers = await asyncio.wait_for(asyncio.gather(*asks), 60)
         after_restart_s = time.monotonic() - restarted_at
-        sessions = [await runner.store.get(f"s{i}") for i in range(SESSIONS)]
+        sessions = [
+            await runner.store.get(session_key(runner.app_name, "u", f"s{i}"))
+            for i in range(SESSIONS)
+        ]
 
     assert answers == ["finished steps [1, 2, 3]"] * SESSIONS
     lost = 0

@@ -29,7 +29,7 @@ from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.sealing import Sealer
 
@@ -106,7 +106,8 @@ def message_for_unknown_task(settings: Settings) -> str:
         call_id=f"unknown-{uuid.uuid4().hex[:8]}", tool=f"no_such_tool_{RUN}",
         args={"auth": {"api_key": NESTED}, "password": PASSWORD}, session_id=session,
         app_name="canary_agent", user_id="u1", invocation_id="inv-unknown",
-        agent="canary_agent", reply_to=Keys(settings.key_prefix).results(session),
+        agent="canary_agent",
+        reply_to=Keys(settings.key_prefix).results(session_key("canary_agent", "u1", session)),
         dispatched_at=time.time(),
     )  # fmt: skip
     publisher = CeleryPublisher(None, settings.secret_arg_names, Sealer.of(settings))  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.celery_config import broker_tls, celery_config
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 ADMIN_PW = "admin-" + uuid.uuid4().hex[:8]
 ACL_USER, ACL_PW = "toolfleet", "acl-" + uuid.uuid4().hex[:8]
@@ -253,7 +253,9 @@ async def test_secret_argument_never_reaches_logs_flower_or_stored_events(
 
     keys = Keys(admin_settings.key_prefix)
     client = secured.admin()
-    stored = b"".join(client.lrange(keys.events(session_id), 0, -1))
+    stored = b"".join(
+        client.lrange(keys.events(session_key(runner.app_name, "u1", session_id)), 0, -1)
+    )
     assert note.encode() in stored and canary.encode() not in stored
 
     def flower_lists_it() -> bool:

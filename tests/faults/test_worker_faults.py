@@ -41,7 +41,7 @@ from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.shared.celery_config import broker_visibility_timeout_s, recovery_bound_s
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import load_definitions
-from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.keys import Keys, SessionKey, queue_name, session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
 
 pytestmark = pytest.mark.integration
@@ -102,6 +102,11 @@ class Run:
     task: asyncio.Task[None] | None = None
     on_update: Callable[[Update], Any] | None = None
 
+    @property
+    def key(self) -> SessionKey:
+        """The key of user u1's session `session_id` (the user every run here is)."""
+        return session_key(self.runner.app_name, "u1", self.session_id)
+
     async def _collect(self, message: str) -> None:
         async for update in self.runner.run(
             user_id="u1", session_id=self.session_id, message=message
@@ -127,7 +132,7 @@ class Run:
 
     async def responses(self, call_id: str) -> list[dict[str, Any]]:
         """The function responses for the call stored in the session."""
-        session = await self.runner.store.get(self.session_id)
+        session = await self.runner.store.get(self.key)
         contents = [e.content for e in session.events if e.content is not None]
         return _responses(contents, call_id)
 
@@ -342,7 +347,7 @@ async def test_tool_past_its_time_limit_is_answered_at_the_deadline_and_its_late
         deadline_after = answered_at - run.dispatched_at()
         assert OVERRUN_LIMIT_S <= deadline_after < OVERRUN_LIMIT_S + 5
 
-        stream = Keys(settings.key_prefix).results(run.session_id)
+        stream = Keys(settings.key_prefix).results(run.key)
 
         def late() -> list[ToolResult]:
             entries = client.xrange(stream)
@@ -410,7 +415,8 @@ async def test_a_call_whose_pool_child_died_after_posting_its_result_is_not_run_
     worker = child_kill_workers.start(["default"], concurrency=1)
     keys = Keys(settings.key_prefix)
     call_id = f"after-post-{uuid.uuid4().hex[:8]}"
-    call = tool_call(call_id, "wf_die_after_post", "after-post", keys.results("after-post"))
+    stream = keys.results(session_key("app", "u", "after-post"))  # tool_call's app and user
+    call = tool_call(call_id, "wf_die_after_post", "after-post", stream)
     publisher = CeleryPublisher(aclient)
     await publisher.publish([Dispatch(call, queue_name("default"))], record_in="after-post:sent")
     delivered = keys.deliveries(call.call_id, 0)

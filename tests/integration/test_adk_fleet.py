@@ -19,7 +19,7 @@ from toolfleet.orchestrator.loop.invocation import CallFinished, Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +75,8 @@ async def test_the_model_transfers_on_its_own_on_the_fleet(
 
     client = redis.Redis.from_url(settings.require_redis_url())
     keys = Keys(settings.key_prefix)
-    stored = [json.loads(raw) for raw in client.lrange(keys.events(session_id), 0, -1)]
+    events = keys.events(session_key(adk_tools.adk_desk.name, "u1", session_id))
+    stored = [json.loads(raw) for raw in client.lrange(events, 0, -1)]
     client.close()
     # One stored event holds both responses: the transfer's was stored in the same step.
     (both,) = [e for e in stored if len(e.get("calls") or []) == 2]

@@ -17,7 +17,7 @@ from toolfleet.orchestrator.loop import runner as fleet_runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.shared.config import Settings
-from toolfleet.shared.errors import AlreadyCompletedError
+from toolfleet.shared.errors import AlreadyCompletedError, CallNotPendingError
 
 pytestmark = pytest.mark.integration
 
@@ -74,6 +74,14 @@ async def test_adks_runner_pauses_on_a_long_running_call_and_a_message_completes
     assert texts(first)[-1] == "I asked for approval." and first[-1].is_final_response()
     assert all(e.author == "reimbursement_agent" and e.invocation_id for e in first)
 
+    # Another user's session of the same id is his own: u1's call is not pending there,
+    # and a response to it sent there completes nothing (as for a call that never was).
+    await service.create_session(app_name="expenses", user_id="u2", session_id=session.id)
+    forged = reply(initial, response={"status": "approved"})
+    with pytest.raises(CallNotPendingError, match="no pending call with id"):
+        async for _ in runner.run_async(user_id="u2", session_id=session.id, new_message=forged):
+            pass
+
     # An intermediate response reaches the model, as in ADK; the call stays pending.
     update = reply(initial, response={"status": "reviewing"}, will_continue=True)
     second = [
@@ -95,5 +103,5 @@ async def test_adks_runner_pauses_on_a_long_running_call_and_a_message_completes
     ended = await service.get_session(app_name="expenses", user_id="u1", session_id=session.id)
     assert ended is not None and ended.app_name == "expenses"
     with pytest.raises(ValueError, match="Session not found"):
-        async for _ in runner.run_async(user_id="u2", session_id=session.id, new_message=ask):
+        async for _ in runner.run_async(user_id="u3", session_id=session.id, new_message=ask):
             pass

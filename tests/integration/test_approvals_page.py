@@ -20,6 +20,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import session_key
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +107,7 @@ async def test_approving_on_the_page_resumes_the_agent_and_the_ticket_disappears
         await page.wait_for(f"!{row(laptop)}", WAIT_S)
         await page.screenshot(ARTIFACTS / "approvals-done.png")
 
-        assert await served.orch.wait_until_settled(APP, meals_session, WAIT_S)
+        assert await served.orch.wait_until_settled(session_key(APP, user, meals_session), WAIT_S)
         session = (await client.get(f"/apps/{APP}/users/{user}/sessions/{meals_session}")).json()
     assert session["pending"] == []
     assert session["events"][-1]["content"]["parts"][0]["text"] == (

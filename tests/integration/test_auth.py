@@ -24,7 +24,7 @@ from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import CompletionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +40,12 @@ async def orchestrator(
         yield orch
 
 
-async def ask(orch: Orchestrator, user: str) -> tuple[str, SessionStore]:
+async def ask(orch: Orchestrator, user: str) -> tuple[SessionKey, SessionStore]:
+    """Ask on a new session of `user`: its key, and the store holding it."""
     runner = orch.runner("bank_agent")
     session_id = uuid.uuid4().hex
     await runner.ask(user_id=user, session_id=session_id, message="Balance of ACC-7?")
-    return session_id, runner.store
+    return session_key("bank_agent", user, session_id), runner.store
 
 
 def every_value(client: redis.Redis) -> bytes:
@@ -94,7 +95,7 @@ async def test_credential_is_requested_supplied_reused_per_user_and_never_leaks(
     # The user supplies it: the call runs again with it and the model answers.
     store_sync = CredentialStore(client, Keys(settings.key_prefix), settings.credential_key)
     completions.supply_credential(request.call_id, canary, store_sync)
-    assert await orchestrator.wait_until_settled("bank_agent", session_a, WAIT_S)
+    assert await orchestrator.wait_until_settled(session_a, WAIT_S)
     session = await store.get(session_a)
     assert session.events[-1].content is not None
     assert "Account ACC-7 holds 1234.5 EUR." in json.dumps(
@@ -178,7 +179,8 @@ async def test_credential_requests_are_listed_and_answered_over_http(
         supplied = await client.post(url, json={"credential": canary}, headers=bearer(user_key))
         assert supplied.status_code == 202, supplied.text
         runner = served.orch.runner("bank_agent")
-        assert await served.orch.wait_until_settled("bank_agent", session_id, WAIT_S)
-        session = await runner.store.get(session_id)
+        key = session_key("bank_agent", user, session_id)
+        assert await served.orch.wait_until_settled(key, WAIT_S)
+        session = await runner.store.get(key)
         assert "Account ACC-9 holds 1234.5 EUR." in str(session.events[-1].content)
         assert bank_api.seen_tokens[-1] == canary

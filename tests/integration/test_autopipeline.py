@@ -229,13 +229,13 @@ async def test_a_session_read_gets_the_same_session_through_either_client(
         state = {"color": "red", "user:name": "Ann", "app:motd": {"hi": [1, 2]}}
         await store.append(session, Event(invocation_id="i", author="user", state_delta=state))
         leases = Leases(client, keys, "replica-a", ttl_s=5)
-        claim = leases.claim("s1")
+        claim = leases.claim(session.key)
         fresh = SessionStore(client, keys)  # nothing cached: the read's every command
-        read = await fresh.get("s1", lease=claim)
-        again = await fresh.get("s1")  # cached: only what is new (nothing)
+        read = await fresh.get(session.key, lease=claim)
+        again = await fresh.get(session.key)  # cached: only what is new (nothing)
         assert read.state == again.state == state
         assert [e.state_delta for e in read.events] == [state]
         assert [e.state_delta for e in again.events] == [state]
-        assert await client.get(keys.lease("s1")) == claim.owner.encode()  # the lease taken
+        assert await client.get(keys.lease(session.key)) == claim.owner.encode()  # the lease taken
     finally:
         await client.aclose()

@@ -20,6 +20,7 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.discovery import tools_in_module
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.tools import FunctionTool
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,7 @@ async def run_script(
         session_id = uuid.uuid4().hex
         async for _ in runner.run(user_id="u1", session_id=session_id, message="go"):
             pass
-        return await runner.store.get(session_id)
+        return await runner.store.get(session_key("cb_agent", "u1", session_id))
 
 
 async def test_a_short_circuit_never_reaches_a_worker(

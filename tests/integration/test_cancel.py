@@ -23,6 +23,7 @@ from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
+from toolfleet.shared.keys import session_key
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +61,7 @@ class Running:
         return asyncio.create_task(collect(updates))
 
     async def session(self) -> Session:
-        return await self.runner.store.get(self.session_id)
+        return await self.runner.store.get(session_key("cancel_agent", "u1", self.session_id))
 
 
 def left(marker: Path, what: str) -> bool:
@@ -84,7 +85,7 @@ async def test_cancelling_a_prefork_call_answers_it_at_once_and_the_worker_takes
         task = running.start()
         await started(slow)
         cancelled_at = time.monotonic()
-        await running.runner.cancel(running.session_id)
+        await running.runner.cancel(user_id="u1", session_id=running.session_id)
         updates = await asyncio.wait_for(task, WAIT_S)
         answered_in = time.monotonic() - cancelled_at
         session = await running.session()
@@ -121,7 +122,7 @@ async def test_cancelling_an_io_coroutine_cancels_it_and_keeps_a_sibling_result(
         task = running.start()
         await started(slow)
         cancelled_at = time.monotonic()
-        await running.runner.cancel(running.session_id)
+        await running.runner.cancel(user_id="u1", session_id=running.session_id)
         await asyncio.wait_for(task, WAIT_S)
         answered_in = time.monotonic() - cancelled_at
         session = await running.session()
@@ -154,18 +155,24 @@ async def test_cancel_closes_the_sessions_pending_tickets_unless_kept(
     async with Orchestrator([agent], settings, models={"cancel_agent": model}) as orch:
         runner = orch.runner("cancel_agent")
         kept, closed = uuid.uuid4().hex, uuid.uuid4().hex
-        for session_id in (kept, closed):
-            await runner.ask(user_id="u1", session_id=session_id, message="open a case")
-        (kept_ticket,) = await runner.store.pending_calls(kept)
-        (closed_ticket,) = await runner.store.pending_calls(closed)
+        # u2's session of the same id as u1's `closed`: another session, not cancelled.
+        others = session_key("cancel_agent", "u2", closed)
+        for user_id, session_id in (("u1", kept), ("u1", closed), ("u2", closed)):
+            await runner.ask(user_id=user_id, session_id=session_id, message="open a case")
+        kept_key, closed_key = (session_key("cancel_agent", "u1", s) for s in (kept, closed))
+        (kept_ticket,) = await runner.store.pending_calls(kept_key)
+        (closed_ticket,) = await runner.store.pending_calls(closed_key)
+        (others_ticket,) = await runner.store.pending_calls(others)
         asked = len(model.requests)
 
-        assert await runner.cancel(kept, keep_tickets=True) == []
-        assert await runner.cancel(closed) == [closed_ticket.call_id]
-        assert await orch.wait_until_settled("cancel_agent", closed, WAIT_S)
+        assert await runner.cancel(user_id="u1", session_id=kept, keep_tickets=True) == []
+        closing = await runner.cancel(user_id="u1", session_id=closed)
+        assert closing == [closed_ticket.call_id]
+        assert await orch.wait_until_settled(closed_key, WAIT_S)
 
-        assert await runner.store.pending_calls(kept) == [kept_ticket]
-        session = await runner.store.get(closed)
+        assert await runner.store.pending_calls(kept_key) == [kept_ticket]
+        assert await runner.store.pending_calls(others) == [others_ticket]
+        session = await runner.store.get(closed_key)
         # The ticket's final response is a Cancelled error; the model is not asked again.
         assert answers(session)[-1] == (closed_ticket.call_id, answers(session)[-1][1])
         assert answers(session)[-1][1]["error_type"] == "Cancelled"

@@ -24,6 +24,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import session_key
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +90,7 @@ async def test_http_cancels_a_session_in_flight_and_closes_one_ticket(
         (ticket,) = sent.json()["pending"]
         closed = await client.post(f"/tickets/{ticket['call_id']}/cancel")
         assert closed.status_code == 202, closed.text
-        assert await served.orch.wait_until_settled(APP, ticketed, WAIT_S)
+        assert await served.orch.wait_until_settled(session_key(APP, user, ticketed), WAIT_S)
         again = await client.post(f"/tickets/{ticket['call_id']}/cancel")
         assert again.status_code == 404, again.text
         session = (await client.get(f"{base}/{ticketed}")).json()
@@ -107,20 +108,32 @@ async def test_the_cli_cancels_a_session_and_a_ticket(
         sending = asyncio.create_task(
             client.post(f"{base}/{session_id}/messages", json={"text": marker})
         )
+        # Another user's session of the same id, waiting on a ticket: not cancelled.
+        other = f"v-{uuid.uuid4().hex[:6]}"
+        others = f"/apps/{APP}/users/{other}/sessions"
+        made = await client.post(others, json={"session_id": session_id})
+        assert made.status_code == 201, made.text
+        asked = await client.post(f"{others}/{session_id}/messages", json={"text": "ticket"})
+        (others_ticket,) = asked.json()["pending"]
         await started(Path(marker))
-        # The exact code path of `toolfleet cancel SESSION`.
-        assert await asyncio.to_thread(cli.main, ["cancel", session_id]) == 0
+        # The exact code path of `toolfleet cancel SESSION --app APP --user USER`.
+        cancel = ["cancel", session_id, "--app", APP, "--user", user]
+        assert await asyncio.to_thread(cli.main, cancel) == 0
         await asyncio.wait_for(sending, WAIT_S)
         session = (await client.get(f"{base}/{session_id}")).json()
         assert [r["error_type"] for r in responses(session)] == ["Cancelled"]
+        still = await client.get(f"/tickets/{others_ticket['call_id']}")
+        assert still.status_code == 200 and still.json()["user_id"] == other, still.text
+        untouched = (await client.get(f"{others}/{session_id}")).json()
+        assert [r.get("error_type") for r in responses(untouched)] == [None]  # its ticket
 
         ticketed = await new_session(client, user)
         sent = await client.post(f"{base}/{ticketed}/messages", json={"text": "ticket"})
         (ticket,) = sent.json()["pending"]
         assert await asyncio.to_thread(cli.main, ["tickets", "cancel", ticket["call_id"]]) == 0
-        assert await served.orch.wait_until_settled(APP, ticketed, WAIT_S)
+        assert await served.orch.wait_until_settled(session_key(APP, user, ticketed), WAIT_S)
     out = capsys.readouterr().out
-    assert f"cancelled session {session_id}" in out
+    assert f"cancelled session {session_id} of user {user} in app {APP}" in out
     assert f"cancelled ticket {ticket['call_id']}" in out
 
 

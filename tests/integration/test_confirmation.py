@@ -26,7 +26,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.errors import CompletionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import PendingCall
 
 pytestmark = pytest.mark.integration
@@ -45,8 +45,9 @@ class Confirming:
         self._exit = AsyncExitStack()
         self.orch: Orchestrator | None = None
 
-    async def ask(self, *steps: Step) -> tuple[str, list[PendingCall]]:
-        """Start an orchestrator whose model plays `steps`; run one message on a new session."""
+    async def ask(self, *steps: Step) -> tuple[SessionKey, list[PendingCall]]:
+        """Start an orchestrator whose model plays `steps`; run one message on a new session
+        of user u1: its key and pending calls."""
         self.model = ScriptedModel(list(steps))
         agent = Agent(name="confirming", tools=TOOLS, model=self.model)
         orch = Orchestrator([agent], self.settings, models={"confirming": self.model})
@@ -54,13 +55,14 @@ class Confirming:
         runner = self.orch.runner("confirming")
         session_id = uuid.uuid4().hex
         await runner.ask(user_id="u1", session_id=session_id, message="go")
-        return session_id, await runner.store.pending_calls(session_id)
+        key = session_key("confirming", "u1", session_id)
+        return key, await runner.store.pending_calls(key)
 
-    async def settled(self, session_id: str) -> Session:
+    async def settled(self, key: SessionKey) -> Session:
         """The session once the completions listener applied everything and it is idle."""
         assert self.orch is not None
-        assert await self.orch.wait_until_settled("confirming", session_id, WAIT_S)
-        return await self.orch.runner("confirming").store.get(session_id)
+        assert await self.orch.wait_until_settled(key, WAIT_S)
+        return await self.orch.runner("confirming").store.get(key)
 
     async def close(self) -> None:
         """Stop the orchestrator."""
@@ -193,7 +195,7 @@ async def test_a_confirmation_survives_a_restart_of_the_orchestrator(
     )
     agent = Agent(name="confirming", tools=TOOLS, model=model)
     async with Orchestrator([agent], settings, models={"confirming": model}) as orch:
-        assert await orch.wait_until_settled("confirming", session_id, WAIT_S)
+        assert await orch.wait_until_settled(session_id, WAIT_S)
         session = await orch.runner("confirming").store.get(session_id)
     assert [r for _, r in answers(session)] == [{"moved": 9, "runs": 1, "confirmed": True}]
     assert transfers.read_text() == "1"

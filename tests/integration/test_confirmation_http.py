@@ -20,6 +20,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import session_key
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +80,7 @@ async def test_the_api_lists_a_confirmation_and_rejecting_it_answers_the_call_on
         url = f"/tickets/{ticket['call_id']}/confirmation"
         rejected = await client.post(url, json={"confirmed": False})
         assert rejected.status_code == 202, rejected.text
-        assert await served.orch.wait_until_settled(APP, session_id, WAIT_S)
+        assert await served.orch.wait_until_settled(session_key(APP, user, session_id), WAIT_S)
         again = await client.post(url, json={"confirmed": True})
         assert again.status_code in (404, 409), again.text
         text = await last_text(client, user, session_id)
@@ -110,6 +111,6 @@ async def test_the_payload_edited_on_the_approvals_page_reaches_the_tool(
         await page.evaluate(f"{row}.querySelector('textarea').value = {json.dumps(edited)}")
         await page.click(f'tr[data-call-id="{ticket["call_id"]}"] button[data-decision="confirm"]')
         await page.wait_for(f"!{row}", WAIT_S)
-        assert await served.orch.wait_until_settled(APP, session_id, WAIT_S)
+        assert await served.orch.wait_until_settled(session_key(APP, user, session_id), WAIT_S)
         text = await last_text(client, user, session_id)
     assert text == 'booked: {"booked": {"city": "Oslo", "nights": 5}, "runs": 1}'

@@ -205,7 +205,7 @@ async def test_no_forged_confirmation_runs_a_call(
         posted = Completion(call_id=call_id, response={"forged": True}, posted_at=time.time())
         client = redis.Redis.from_url(settings.require_redis_url())
         entry = client.xadd(keys.completions(APP), {COMPLETION_FIELD: posted.model_dump_json()})
-        client.rpush(keys.completion_order(operator.get(call_id).session_id), entry)
+        client.rpush(keys.completion_order(operator.get(call_id).session_key), entry)
         client.close()
 
         still = structured(await final(over_stdio, call_id))

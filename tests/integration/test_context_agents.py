@@ -20,7 +20,7 @@ from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -73,9 +73,10 @@ async def test_temp_state_reaches_later_calls_of_the_invocation_but_is_never_sto
     assert results(updates) == [{"result": "stored"}, {"value": "v1"}]
     client = redis.Redis.from_url(settings.require_redis_url())
     keys = Keys(settings.key_prefix)
-    stored = [json.loads(raw) for raw in client.lrange(keys.events(session_id), 0, -1)]
+    key = session_key("ctx_agent", "u1", session_id)
+    stored = [json.loads(raw) for raw in client.lrange(keys.events(key), 0, -1)]
     assert [e.get("state_delta") for e in stored if e.get("state_delta")] == []
-    assert client.hgetall(keys.session_state(session_id)) == {}
+    assert client.hgetall(keys.session_state(key)) == {}
     client.close()
 
 
@@ -140,7 +141,8 @@ async def test_agent_tool_runs_on_the_agents_pool_and_skips_summarization(
     assert len(skipping.model_for(skipping.agent).requests) == 1  # type: ignore[attr-defined]
 
     # The inner agent's own tool call ran on the default pool, in a child session.
-    child = await skipping.store.get(f"{result.session_id}.{result.call_id}")
+    child_id = f"{result.session_id}.{result.call_id}"  # its caller's app and user
+    child = await skipping.store.get(session_key(skipping.app_name, "u1", child_id))
     (inner,) = [c for e in child.events for c in e.calls]
     assert inner.tool == "count_words" and inner.worker.split("@")[0] in {"w1", "w2"}
 

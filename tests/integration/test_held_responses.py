@@ -13,6 +13,7 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ModelError
+from toolfleet.shared.keys import session_key
 
 pytestmark = pytest.mark.integration
 
@@ -39,9 +40,10 @@ async def test_a_model_failing_after_the_results_keeps_them_and_the_session_owes
     async with Runner(agent, settings, tool_runner=InProcessRunner()) as runner:
         with pytest.raises(ModelError, match="step 2 was asked for"):
             await runner.ask(user_id="u", session_id=session_id, message="add")
-        session = await runner.store.get(session_id)
+        key = session_key("adder", "u", session_id)
+        session = await runner.store.get(key)
         responses = [r.response for e in session.events for r in e.get_function_responses()]
         assert responses == [{"result": 3}]
         assert session.open_turn() is None
-        assert session_id not in await runner.store.sessions_to_resume()
-        assert await runner.leases.unleased([session_id]) == [session_id]
+        assert key not in await runner.store.sessions_to_resume()
+        assert await runner.leases.unleased([key]) == [key]

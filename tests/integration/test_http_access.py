@@ -26,6 +26,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import session_key
 
 pytestmark = pytest.mark.integration
 
@@ -231,12 +232,14 @@ async def test_every_caller_gets_exactly_what_its_roles_allow(
             body: dict[str, Any] = {"response": {"status": "approved"}} if verb == "result" else {}
             status = await probe(action, name, "POST", f"/tickets/{ticket_id}/{verb}", body)
             assert status == 202, (action, name)
-            assert await served.orch.wait_until_settled(REIMBURSE, decided_session, WAIT_S)
+            decided = session_key(REIMBURSE, ALICE, decided_session)
+            assert await served.orch.wait_until_settled(decided, WAIT_S)
     for name in sorted(ALLOWED["cancel_ticket"]):
         cancelled_session, ticket_id = await pending_approval(alice)
         status = await probe("cancel_ticket", name, "POST", f"/tickets/{ticket_id}/cancel")
         assert status == 202, name
-        assert await served.orch.wait_until_settled(REIMBURSE, cancelled_session, WAIT_S)
+        cancelled = session_key(REIMBURSE, ALICE, cancelled_session)
+        assert await served.orch.wait_until_settled(cancelled, WAIT_S)
     for name in sorted(OWNER):
         cancelled_session, ticket_id = await pending_approval(alice)
         cancelled = await clients[name].post(f"{base}/{cancelled_session}/cancel", json={})

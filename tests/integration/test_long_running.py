@@ -26,7 +26,7 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.completions import Completions, post_result
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import CompletionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -47,12 +47,13 @@ async def orchestrator(
         yield orch
 
 
-async def ask(orch: Orchestrator, app: str, message: str) -> tuple[str, SessionStore]:
+async def ask(orch: Orchestrator, app: str, message: str) -> tuple[SessionKey, SessionStore]:
+    """Run a message on a new session of user u1: its key, and the store holding it."""
     runner = orch.runner(app)
     session_id = uuid.uuid4().hex
     async for _ in runner.run(user_id="u1", session_id=session_id, message=message):
         pass
-    return session_id, runner.store
+    return session_key(app, "u1", session_id), runner.store
 
 
 def calls_named(session: Session, name: str) -> list[types.FunctionCall]:
@@ -76,14 +77,12 @@ def final_text(session: Session) -> str:
 
 
 async def test_small_reimbursement_completes_in_one_invocation(orchestrator: Orchestrator) -> None:
-    session_id, store = await ask(
-        orchestrator, "reimbursement_agent", "Please reimburse 50$ for meals"
-    )
-    session = await store.get(session_id)
+    key, store = await ask(orchestrator, "reimbursement_agent", "Please reimburse 50$ for meals")
+    session = await store.get(key)
     assert len(calls_named(session, "reimburse")) == 1
     assert calls_named(session, "ask_for_approval") == []
     assert final_text(session) == "Done: $50.00 for meals has been reimbursed."
-    assert await store.pending_calls(session_id) == []
+    assert await store.pending_calls(key) == []
 
 
 async def approve_via_cli(decision: str, call_id: str) -> int:
@@ -101,20 +100,18 @@ async def approve_via_cli(decision: str, call_id: str) -> int:
 async def test_large_reimbursement_waits_for_the_approver(
     orchestrator: Orchestrator, decision: str, status: str, answer: str, reimbursed: int
 ) -> None:
-    session_id, store = await ask(
-        orchestrator, "reimbursement_agent", "Please reimburse 200$ for meals"
-    )
-    (pending,) = await store.pending_calls(session_id)
+    key, store = await ask(orchestrator, "reimbursement_agent", "Please reimburse 200$ for meals")
+    (pending,) = await store.pending_calls(key)
     assert pending.tool == "ask_for_approval" and pending.ticket["status"] == "pending"
     assert pending.args == {"purpose": "meals", "amount": 200.0}
-    session = await store.get(session_id)
+    session = await store.get(key)
     assert "asked Sean Zhou for approval" in final_text(session)
     assert calls_named(session, "reimburse") == []
 
     assert await approve_via_cli(decision, pending.call_id) == 0
-    assert await orchestrator.wait_until_settled("reimbursement_agent", session_id, WAIT_S)
+    assert await orchestrator.wait_until_settled(key, WAIT_S)
 
-    session = await store.get(session_id)
+    session = await store.get(key)
     assert final_text(session) == answer
     assert len(calls_named(session, "reimburse")) == reimbursed
     assert len(calls_named(session, "ask_for_approval")) == 1  # never re-run
@@ -124,10 +121,10 @@ async def test_large_reimbursement_waits_for_the_approver(
 async def test_ticket_is_completed_in_the_background_without_user_action(
     orchestrator: Orchestrator,
 ) -> None:
-    session_id, store = await ask(orchestrator, "support_agent", "My login keeps failing")
-    (pending,) = await store.pending_calls(session_id)
-    assert await orchestrator.wait_until_settled("support_agent", session_id, WAIT_S)
-    session = await store.get(session_id)
+    key, store = await ask(orchestrator, "support_agent", "My login keeps failing")
+    (pending,) = await store.pending_calls(key)
+    assert await orchestrator.wait_until_settled(key, WAIT_S)
+    session = await store.get(key)
     ticket_id = pending.ticket["ticket_id"]
     assert final_text(session).startswith(f"Ticket {ticket_id} is resolved:")
     (final,) = [e for e in session.events if e.author == "completion"]
@@ -137,10 +134,10 @@ async def test_ticket_is_completed_in_the_background_without_user_action(
 async def test_same_completion_posted_concurrently_reaches_the_model_once(
     orchestrator: Orchestrator, orchestrator_env: dict[str, str]
 ) -> None:
-    session_id, store = await ask(
+    key, store = await ask(
         orchestrator, "reimbursement_agent", "Please reimburse 300$ for a laptop"
     )
-    (pending,) = await store.pending_calls(session_id)
+    (pending,) = await store.pending_calls(key)
     command = [sys.executable, "-m", "toolfleet", "tickets", "approve", pending.call_id]
     posters = [
         subprocess.Popen(
@@ -149,12 +146,12 @@ async def test_same_completion_posted_concurrently_reaches_the_model_once(
         for _ in range(2)
     ]
     outcomes = [p.communicate(timeout=WAIT_S) for p in posters]
-    assert await orchestrator.wait_until_settled("reimbursement_agent", session_id, WAIT_S)
+    assert await orchestrator.wait_until_settled(key, WAIT_S)
     # Posted again once everything settled: refused with a clear error.
     with pytest.raises(CompletionError, match="already has its final result"):
         sync_completions(orchestrator.settings).post_result(pending.call_id, {"status": "approved"})
 
-    session = await store.get(session_id)
+    session = await store.get(key)
     finals = [r for r in responses_for(session, pending.call_id) if r["status"] == "approved"]
     assert len(finals) == 1, outcomes
     assert len(calls_named(session, "reimburse")) == 1
@@ -164,10 +161,8 @@ async def test_same_completion_posted_concurrently_reaches_the_model_once(
 async def test_unknown_call_id_is_refused_dead_lettered_and_changes_nothing(
     orchestrator: Orchestrator, settings: Settings
 ) -> None:
-    session_id, store = await ask(
-        orchestrator, "reimbursement_agent", "Please reimburse 500$ for meals"
-    )
-    before = await store.get(session_id)
+    key, store = await ask(orchestrator, "reimbursement_agent", "Please reimburse 500$ for meals")
+    before = await store.get(key)
     client = redis.Redis.from_url(settings.require_redis_url())
     dead_before = client.xlen(Keys(settings.key_prefix).dead_letters())
 
@@ -178,9 +173,9 @@ async def test_unknown_call_id_is_refused_dead_lettered_and_changes_nothing(
     assert len(entries) == dead_before + 1
     assert b"tf-nope" in entries[-1][1][b"completion"]
     assert b"no pending call" in entries[-1][1][b"reason"]
-    after = await store.get(session_id)
+    after = await store.get(key)
     assert len(after.events) == len(before.events)
-    assert len(await store.pending_calls(session_id)) == 1
+    assert len(await store.pending_calls(key)) == 1
     client.close()
 
 
@@ -202,13 +197,13 @@ async def test_two_long_running_calls_completed_in_reverse_order_are_each_answer
     )
     agent = Agent(name="cases_agent", tools=[fleet_tools.open_case_tool], model=model)
     async with Orchestrator([agent], settings) as orch:
-        session_id, store = await ask(orch, "cases_agent", "open two cases")
-        case_a, case_b = await store.pending_calls(session_id)
+        key, store = await ask(orch, "cases_agent", "open two cases")
+        case_a, case_b = await store.pending_calls(key)
         completions = sync_completions(settings)
         completions.post_result(case_b.call_id, {"status": "closed", "case": "B"})
         completions.post_result(case_a.call_id, {"status": "closed", "case": "A"})
-        assert await orch.wait_until_settled("cases_agent", session_id, WAIT_S)
-        session = await store.get(session_id)
+        assert await orch.wait_until_settled(key, WAIT_S)
+        session = await store.get(key)
 
     for case in (case_a, case_b):
         finals = [r for r in responses_for(session, case.call_id) if r["status"] == "closed"]
@@ -237,13 +232,14 @@ async def test_pending_call_survives_an_orchestrator_killed_with_sigkill(
          "--session", session_id, "Please reimburse 250$ for meals"],
         env=orchestrator_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    key = session_key("reimbursement_agent", "user", session_id)  # `toolfleet run`'s user
     completions = sync_completions(settings)
-    pending = lambda: [c for c in completions.pending() if c.session_id == session_id]  # noqa: E731
+    pending = lambda: [c for c in completions.pending() if c.session_key == key]  # noqa: E731
     store_client = redis.Redis.from_url(settings.require_redis_url())
     keys = Keys(settings.key_prefix)
 
     def last_event_has(text: bytes) -> bool:
-        last = store_client.lindex(keys.events(session_id), -1)
+        last = store_client.lindex(keys.events(key), -1)
         return last is not None and text in last
 
     # Killed while it waits for the approval (its invocation has ended).
@@ -265,7 +261,7 @@ async def test_pending_call_survives_an_orchestrator_killed_with_sigkill(
         serve.send_signal(signal.SIGTERM)
         serve.wait(WAIT_S)
     async with Orchestrator([reimbursement.agent], settings) as orch:
-        session = await orch.runner("reimbursement_agent").store.get(session_id)
+        session = await orch.runner("reimbursement_agent").store.get(key)
     assert final_text(session) == "Approved and paid: $250.00 for meals."
     assert len(calls_named(session, "ask_for_approval")) == 1  # not re-dispatched
     assert len(calls_named(session, "reimburse")) == 1
@@ -281,8 +277,8 @@ async def test_progress_is_recorded_and_shown_then_the_final_result_resumes(
     agent = Agent(name="progress_agent", tools=[fleet_tools.open_case_tool], model=model)
     seen: list[object] = []
     async with Orchestrator([agent], settings, on_update=lambda _, u: seen.append(u)) as orch:
-        session_id, store = await ask(orch, "progress_agent", "open a case")
-        (case,) = await store.pending_calls(session_id)
+        key, store = await ask(orch, "progress_agent", "open a case")
+        (case,) = await store.pending_calls(key)
         post_result(case.call_id, {"done": 0.5}, final=False, settings=settings)
 
         def has_progress(events: list[object]) -> bool:
@@ -291,13 +287,13 @@ async def test_progress_is_recorded_and_shown_then_the_final_result_resumes(
         while not has_progress(seen):  # the listener's notifications, in order
             orch.listener.handled.clear()
             await asyncio.wait_for(orch.listener.handled.wait(), WAIT_S)
-        (still_pending,) = await store.pending_calls(session_id)
+        (still_pending,) = await store.pending_calls(key)
         assert still_pending.progress == [{"done": 0.5}]
         assert len(model.requests) == 2  # progress is not sent to the model by default
 
         post_result(case.call_id, {"status": "closed", "case": "P"}, settings=settings)
-        assert await orch.wait_until_settled("progress_agent", session_id, WAIT_S)
-        session = await store.get(session_id)
+        assert await orch.wait_until_settled(key, WAIT_S)
+        session = await store.get(key)
     assert final_text(session) == "P is closed"
     assert [e.progress for e in session.events if e.progress] == [{"done": 0.5}]
 
@@ -312,8 +308,8 @@ async def test_completion_read_by_a_crashed_replica_is_taken_over(
     keys = Keys(settings.key_prefix)
     client = redis.Redis.from_url(settings.require_redis_url())
     async with Orchestrator([agent], settings) as first:
-        session_id, _ = await ask(first, "takeover_agent", "open a case")
-    (case,) = [c for c in sync_completions(settings).pending() if c.session_id == session_id]
+        key, _ = await ask(first, "takeover_agent", "open a case")
+    (case,) = [c for c in sync_completions(settings).pending() if c.session_key == key]
     post_result(case.call_id, {"status": "closed", "case": "Z"}, settings=settings)
     # A replica reads the entry and dies before acknowledging it.
     stream = keys.completions("takeover_agent")
@@ -321,8 +317,8 @@ async def test_completion_read_by_a_crashed_replica_is_taken_over(
     assert taken and len(taken[0][1]) == 1
 
     async with Orchestrator([agent], settings, claim_idle_ms=200) as second:
-        assert await second.wait_until_settled("takeover_agent", session_id, WAIT_S)
-        session = await second.runner("takeover_agent").store.get(session_id)
+        assert await second.wait_until_settled(key, WAIT_S)
+        session = await second.runner("takeover_agent").store.get(key)
     assert final_text(session) == "Z is closed"
     assert client.xpending(stream, "orchestrators")["pending"] == 0
     client.close()

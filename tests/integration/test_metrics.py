@@ -21,7 +21,7 @@ from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import CompletionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,7 @@ async def test_metrics_after_a_real_turn_count_calls_tickets_and_the_fleet(
         with pytest.raises(CompletionError):  # not pending: refused, kept as a dead letter
             completions.post_result(f"no-such-call-{uuid.uuid4().hex}", {"status": "x"})
         sync.close()
-        assert await served.orch.wait_until_settled(APP, session_id, WAIT_S)
+        assert await served.orch.wait_until_settled(session_key(APP, "u1", session_id), WAIT_S)
         after = await scrape(client, f"{served.url}/metrics")
         on_worker = await scrape(client, worker_metrics_url)
 

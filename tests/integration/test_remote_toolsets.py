@@ -29,7 +29,7 @@ from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.mcp_tools import StreamableHTTPConnectionParams
 
 pytestmark = pytest.mark.integration
@@ -139,7 +139,7 @@ async def test_an_agent_calls_mcp_and_rest_tools_on_the_workers(
         runner = orch.runner(agent.name)
         session_id = uuid.uuid4().hex
         answer = await runner.ask(user_id="u", session_id=session_id, message="go")
-        session = await runner.store.get(session_id)
+        session = await runner.store.get(session_key(agent.name, "u", session_id))
 
     # Then each ran on the worker, the MCP calls through one server process it started
     got = responses(session)
@@ -177,7 +177,7 @@ async def test_the_users_token_reaches_the_mcp_server_and_nothing_else(
         runner = orch.runner(agent.name)
         session_id = uuid.uuid4().hex
         await runner.ask(user_id="u", session_id=session_id, message="who")
-        session = await runner.store.get(session_id)
+        session = await runner.store.get(session_key(agent.name, "u", session_id))
 
     # Then the server got it, and it is nowhere else: not in the result, Redis, the log
     (answer,) = responses(session)["mcph_whoami"]

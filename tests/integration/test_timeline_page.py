@@ -22,6 +22,7 @@ from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import session_key
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +112,8 @@ async def test_the_timeline_draws_the_fanout_and_the_ticket_for_its_owner_only(
             # Completed elsewhere: the page follows, saying by whom.
             done = await client.post(f"/tickets/{ticket['call_id']}/approve", json={})
             assert done.status_code == 202, done.text
-            assert await served.orch.wait_until_settled(APP, session_id, WAIT_S)
+            settled = served.orch.wait_until_settled(session_key(APP, user, session_id), WAIT_S)
+            assert await settled
             await page.wait_for(
                 f"document.querySelector('{opened}').dataset.completed === 'true'", WAIT_S
             )

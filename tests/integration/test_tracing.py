@@ -27,7 +27,7 @@ from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.tools import FunctionTool
 
 pytestmark = pytest.mark.integration
@@ -182,12 +182,13 @@ async def test_a_completion_applied_later_links_to_the_call_span(
     async with Orchestrator([agent], traced_settings) as orch:
         session_id = uuid.uuid4().hex
         await orch.runner("orders_traced").ask(user_id="u", session_id=session_id, message="go")
-        (pending,) = await orch.runner("orders_traced").store.pending_calls(session_id)
+        key = session_key("orders_traced", "u", session_id)
+        (pending,) = await orch.runner("orders_traced").store.pending_calls(key)
         assert pending.traceparent is not None
         client = redis.Redis.from_url(traced_settings.require_redis_url())
         completions = Completions(client, Keys(traced_settings.key_prefix))
         completions.post_result(pending.call_id, {"status": "delivered"})
-        assert await orch.wait_until_settled("orders_traced", session_id, WAIT_S)
+        assert await orch.wait_until_settled(key, WAIT_S)
         client.close()
 
     (applied,) = spans_named(memory.get_finished_spans(), "apply_completion open_order")

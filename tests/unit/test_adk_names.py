@@ -175,7 +175,7 @@ async def test_a_custom_tool_runs_in_the_loop(store: SessionStore) -> None:
     updates: list[Update] = [u async for u in run_invocation(inv, message)]
     final = [u for u in updates if isinstance(u, Event)][-1]
     assert text_of(final.content) == "GOOG is 123.5"
-    assert (await store.get(session.id)).state == {"last_symbol": "GOOG"}
+    assert (await store.get(session.key)).state == {"last_symbol": "GOOG"}
 
 
 def test_toolset_base_tools_keep_their_declaration_under_a_prefix() -> None:

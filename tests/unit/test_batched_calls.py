@@ -23,6 +23,7 @@ from redis.retry import Retry
 from tests.support import LocalTool, counted_pipelines
 from tests.unit.test_delivery_guard import KEYS, guarded_deps
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.reporting import _POST as POST
 from toolfleet.shared.reporting import Post
@@ -33,6 +34,8 @@ from toolfleet.workers.intake.gathering import Gatherer
 from toolfleet.workers.intake.message import decode
 from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.tool_runs import Admitted, ToolRuns, admit_all, conclude_all
+
+S = session_key("app", "u", "s")
 
 STREAM = "t:results:s"
 
@@ -88,7 +91,7 @@ def posted(client: fakeredis.FakeRedis) -> list[ToolResult]:
 def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answer(
     client: fakeredis.FakeRedis, runs: ToolRuns, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client.set(KEYS.closed("s", "closed"), 1)  # answered already (timed out in the queue)
+    client.set(KEYS.closed(S, "closed"), 1)  # answered already (timed out in the queue)
     client.set(KEYS.deliveries("lost", 0), 2)  # its worker died on both deliveries
     pipelines = counted_pipelines(client)
     calls = ["open", "closed", "lost", "malformed", "open2"]
@@ -142,7 +145,7 @@ def test_a_batch_is_concluded_with_one_round_trip_and_each_call_gets_its_own_end
     assert [r.call_id for r in posted(client)] == ["ok", "again"]
     assert len(pipelines) == 1
     # Each final answer closed its call in the step that posted it.
-    assert client.exists(KEYS.closed("s", "ok"), KEYS.closed("s", "again")) == 2
+    assert client.exists(KEYS.closed(S, "ok"), KEYS.closed(S, "again")) == 2
 
 
 def test_a_result_that_cannot_be_posted_fails_its_call_alone(
@@ -165,7 +168,7 @@ def test_a_result_that_cannot_be_posted_fails_its_call_alone(
     assert isinstance(errors[0], redis.ResponseError) and "WRONGTYPE" in str(errors[0])
     assert errors[1] is None
     assert [r.call_id for r in posted(client)] == ["ok"]
-    assert not client.exists(KEYS.closed("s", "broken"))  # not answered: it stays open
+    assert not client.exists(KEYS.closed(S, "broken"))  # not answered: it stays open
 
 
 def test_posts_of_a_batch_go_in_one_round_trip_signed_and_on_the_feed(

@@ -21,10 +21,11 @@ from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import CompletionsFullError, SessionNotFoundError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus
 
 KEYS = Keys("t")
+S1 = session_key("app", "u1", "s1")
 
 
 # --- the call cap of one turn ----------------------------------------------------------
@@ -172,15 +173,15 @@ async def test_the_model_runs_on_a_compacted_session(
     agent, model = make_agent(call(Call("add", {"a": 1, "b": 2})), say("three"))
     for n in range(6):
         if n == 2:
-            await reader.get("s1")  # cached before the cuts
+            await reader.get(S1)  # cached before the cuts
         updates, _, _ = await run(store, agent, f"question {n}")
         assert responses(updates)[0].response == {"result": 3}
 
-    stored = await store.get("s1")
+    stored = await store.get(S1)
     assert 4 <= len(stored.events) <= 10
     assert_well_formed(stored.contents())
-    assert (await reader.get("s1")).events == stored.events  # the cut is seen elsewhere
-    fresh = await SessionStore(fake_redis, KEYS).get("s1")
+    assert (await reader.get(S1)).events == stored.events  # the cut is seen elsewhere
+    fresh = await SessionStore(fake_redis, KEYS).get(S1)
     assert fresh.events == stored.events
     last: ModelRequest = model.requests[-1]
     assert_well_formed(list(last.contents))
@@ -195,10 +196,10 @@ async def test_every_write_restarts_a_sessions_idle_clock(
 ) -> None:
     store = SessionStore(fake_redis, KEYS, limits=SessionLimits(ttl_s=3_600))
     session = await store.create("app", "u1", "s1")
-    assert 0 < await fake_redis.ttl(KEYS.session("s1")) <= 3_600
-    await fake_redis.expire(KEYS.session("s1"), 10)  # time passes
+    assert 0 < await fake_redis.ttl(KEYS.session(S1)) <= 3_600
+    await fake_redis.expire(KEYS.session(S1), 10)  # time passes
     await store.append(session, user("hello"))
-    for key in (KEYS.session("s1"), KEYS.events("s1"), KEYS.user_sessions("app", "u1")):
+    for key in (KEYS.session(S1), KEYS.events(S1), KEYS.user_sessions("app", "u1")):
         assert 3_500 < await fake_redis.ttl(key) <= 3_600
 
 
@@ -210,15 +211,15 @@ async def test_every_fenced_write_restarts_the_idle_clock_of_every_session_key(
     store = SessionStore(fake_redis, KEYS, limits=SessionLimits(ttl_s=3_600))
     leases = Leases(fake_redis, KEYS, "replica-a", ttl_s=5)
     session = await store.create("app", "u1", "s1")
-    await fake_redis.xadd(KEYS.results("s1"), {"r": "1"})
+    await fake_redis.xadd(KEYS.results(S1), {"r": "1"})
     keys = (
-        KEYS.session("s1"),
-        KEYS.events("s1"),
-        KEYS.session_state("s1"),
-        KEYS.results("s1"),
+        KEYS.session(S1),
+        KEYS.events(S1),
+        KEYS.session_state(S1),
+        KEYS.results(S1),
         KEYS.user_sessions("app", "u1"),
     )
-    async with leases.hold("s1") as hold:
+    async with leases.hold(S1) as hold:
         for n in range(2):
             for key in keys:
                 await fake_redis.expire(key, 10)  # time passes
@@ -227,7 +228,7 @@ async def test_every_fenced_write_restarts_the_idle_clock_of_every_session_key(
             await store.append(session, event, fence=hold.fence)
             for key in keys:
                 assert 3_500 < await fake_redis.ttl(key) <= 3_600, key
-    assert (await store.get("s1")).state == {"seen": 1}
+    assert (await store.get(S1)).state == {"seen": 1}
 
 
 async def test_the_ttls_of_a_step_come_after_its_commands_and_once_per_key(
@@ -242,7 +243,7 @@ async def test_the_ttls_of_a_step_come_after_its_commands_and_once_per_key(
         batch.rpush("k", "a")
         batch.refresh_ttl(50, "k")  # the last one holds
         if fenced:
-            async with leases.hold("s1") as hold:
+            async with leases.hold(S1) as hold:
                 replies = await write(fake_redis, batch, hold.fence)
         else:
             replies = await write(fake_redis, batch, None)
@@ -256,15 +257,15 @@ async def test_an_expired_session_is_not_found_even_when_cached(
     store = SessionStore(fake_redis, KEYS)
     session = await store.create("app", "u1", "s1")
     await store.append(session, user("hello"))
-    await store.get("s1")  # cached
-    await fake_redis.delete(KEYS.session("s1"), KEYS.events("s1"))  # what expiry does
+    await store.get(S1)  # cached
+    await fake_redis.delete(KEYS.session(S1), KEYS.events(S1))  # what expiry does
     with pytest.raises(SessionNotFoundError):
-        await store.get("s1")
+        await store.get(S1)
 
 
 async def test_sessions_kept_forever_with_ttl_zero(fake_redis: fakeredis.FakeAsyncRedis) -> None:
     store = SessionStore(fake_redis, KEYS, limits=SessionLimits(ttl_s=0))
     session = await store.create("app", "u1", "s1")
     await store.append(session, user("hello"))
-    assert await fake_redis.ttl(KEYS.session("s1")) == -1
-    assert await fake_redis.ttl(KEYS.events("s1")) == -1
+    assert await fake_redis.ttl(KEYS.session(S1)) == -1
+    assert await fake_redis.ttl(KEYS.events(S1)) == -1

@@ -27,7 +27,7 @@ from toolfleet.orchestrator.plugins.retry import HANDLED
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import CallStatus, answered_result
 from toolfleet.shared.tools import FunctionTool
 
@@ -38,7 +38,7 @@ async def run(
     *,
     plugins: tuple[BasePlugin, ...] = (),
     **settings: Any,
-) -> tuple[list[Update], InProcessRunner, str]:
+) -> tuple[list[Update], InProcessRunner, SessionKey]:
     session = await store.get_or_create("app", "u1", "s1")
     runner = InProcessRunner()
     model = agent.model
@@ -49,7 +49,7 @@ async def run(
     inv.plugins = plugins
     content = types.Content(role="user", parts=[types.Part(text="go")])
     updates = [u async for u in run_invocation(inv, content)]
-    return updates, runner, session.id
+    return updates, runner, session.key
 
 
 def agent_with(*steps: Any, **callbacks: Any) -> Agent:

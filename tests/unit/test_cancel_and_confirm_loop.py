@@ -21,8 +21,10 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.cancellation import CancelRequest
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
+
+S1 = session_key("app", "u1", "s1")
 
 
 def open_case(name: str) -> dict[str, str]:
@@ -89,7 +91,7 @@ async def test_a_cancel_during_the_model_call_stores_nothing_of_it(store: Sessio
     updates = await asyncio.wait_for(running, 5)
 
     assert ended(updates) is EndReason.CANCELLED
-    session = await store.get(inv.session.id)
+    session = await store.get(inv.session.key)
     assert [e.author for e in session.events] == ["user", "tester"]
     assert session.events[-1].error is not None and "cancelled" in session.events[-1].error
     assert session.open_turn() is None
@@ -114,7 +116,7 @@ async def test_a_cancelled_turn_is_stored_closed_and_the_model_is_not_asked_agai
     added, case = (p.function_response.response for p in responses.content.parts)  # type: ignore[union-attr]
     assert added == {"result": 3}  # finished: its result stands
     assert case is not None and case["error_type"] == "Cancelled"  # its ticket is closed
-    assert await store.pending_calls(inv.session.id) == []
+    assert await store.pending_calls(inv.session.key) == []
     assert runner.stopped == [responses.calls[1].call_id]
 
 
@@ -130,19 +132,23 @@ async def test_a_cancelled_turn_keeps_its_ticket_when_asked(store: SessionStore)
     inv, _ = await start(store, agent, model, cancellation)
     updates = await collect(inv)
     assert ended(updates) is EndReason.CANCELLED
-    (ticket,) = await store.pending_calls(inv.session.id)
+    (ticket,) = await store.pending_calls(inv.session.key)
     assert ticket.tool == "open_case"
 
 
 def test_the_board_cancels_only_the_sessions_running_here() -> None:
     board = CancelBoard()
-    with board.watch("s1") as cancellation:
-        assert not board.cancel(CancelRequest(session_id="s2", at=0))
-        assert not board.requested("s1")
-        assert board.cancel(CancelRequest(session_id="s1", keep_tickets=True, at=0))
+    with board.watch(S1) as cancellation:
+        for app, user, session_id in (("app", "u1", "s2"), ("app", "u2", "s1")):
+            other = CancelRequest(app_name=app, user_id=user, session_id=session_id, at=0)
+            assert not board.cancel(other)  # another session, or another user's "s1"
+        assert not board.requested(S1)
+        assert board.cancel(
+            CancelRequest(app_name="app", user_id="u1", session_id="s1", keep_tickets=True, at=0)
+        )
         assert cancellation.requested and cancellation.keep_tickets
-        assert board.requested("s1")
-    assert not board.requested("s1")  # the invocation ended
+        assert board.requested(S1)
+    assert not board.requested(S1)  # the invocation ended
 
 
 async def test_a_call_that_needs_confirmation_is_parked_undispatched_beside_its_sibling(
@@ -157,12 +163,12 @@ async def test_a_call_that_needs_confirmation_is_parked_undispatched_beside_its_
 
     assert ended(updates) is EndReason.AWAITING_CONFIRMATION
     (batch,) = runner.batches  # only the sibling was sent
-    (request,) = await store.pending_calls(inv.session.id)
+    (request,) = await store.pending_calls(inv.session.key)
     assert request.kind == "confirmation" and request.tool == "pay"
     assert batch != [request.call_id] and len(batch) == 1
     (asked,) = [e for e in updates if isinstance(e, Event) and e.confirmation_requests]
     assert asked.confirmation_requests[0]["args"] == {"amount": 5}
-    session = await store.get(inv.session.id)
+    session = await store.get(inv.session.key)
     assert session.open_turn() is None  # parked, not open
     assert len(model.requests) == 1  # the model waits for every response of the turn
 
@@ -174,5 +180,5 @@ async def test_a_check_decides_which_calls_need_a_confirmation(store: SessionSto
     agent = Agent(name="tester", tools=[PAY_LARGE], model=model)
     inv, runner = await start(store, agent, model)
     await collect(inv)
-    (request,) = await store.pending_calls(inv.session.id)
+    (request,) = await store.pending_calls(inv.session.key)
     assert len(runner.batches[0]) == 1 and request.call_id not in runner.batches[0]

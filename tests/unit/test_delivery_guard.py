@@ -14,7 +14,7 @@ from tests.support import LocalTool, counted_pipelines
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
-from toolfleet.shared.keys import Keys, task_name
+from toolfleet.shared.keys import Keys, session_key, task_name
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.workers.deliveries import DELIVERIES_TTL_S, DeliveryGuard
@@ -22,6 +22,7 @@ from toolfleet.workers.tasks import register_tool_tasks
 from toolfleet.workers.tool_runs import ToolTaskDeps
 
 KEYS = Keys("t")
+S = session_key("app", "u", "s")
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def test_the_count_also_says_whether_the_orchestrator_closed_the_call(
     client: fakeredis.FakeRedis,
 ) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
-    client.set(KEYS.closed("s", "c1"), 1)
+    client.set(KEYS.closed(S, "c1"), 1)
     assert guard.count(call("c1"), 0) == (1, True)
     assert guard.count(call("c2"), 0) == (1, False)
 
@@ -61,13 +62,13 @@ def test_a_batch_is_counted_in_one_round_trip_as_one_by_one_counts_would_be(
     client: fakeredis.FakeRedis,
 ) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
-    client.set(KEYS.closed("s", "c2"), 1)
+    client.set(KEYS.closed(S, "c2"), 1)
     guard.count(call("c1"), 0)
     pipelines = counted_pipelines(client)
     counts = guard.count_all([(call("c1"), 0, "w"), (call("c2"), 0, "w"), (call("c1"), 1, "w")])
     assert counts == [(2, False), (1, True), (1, False)]
     assert len(pipelines) == 1
-    assert set(client.hkeys(KEYS.running("s"))) == {b"c1", b"c2"}  # who runs them, as `count`
+    assert set(client.hkeys(KEYS.running(S))) == {b"c1", b"c2"}  # who runs them, as `count`
 
 
 def test_a_delivery_whose_count_failed_gets_its_error_and_the_others_their_counts(
@@ -169,7 +170,7 @@ def test_a_call_the_orchestrator_closed_is_not_run_and_gets_no_ticket(
     app = Celery("closed-test", set_as_current=False)
     name = f"late_{'ticket' if long_running else 'plain'}"  # task names are process-wide
     register_tool_tasks(app, {name: LocalTool(late, name, is_long_running=long_running)}, deps)
-    client.set(KEYS.closed("s", "c1"), 1)
+    client.set(KEYS.closed(S, "c1"), 1)
 
     app.tasks[task_name(name)].apply(args=[_envelope(name)])
 
@@ -199,4 +200,4 @@ def test_a_call_redelivered_after_its_result_was_posted_does_not_run_again(
         app.tasks[task_name("once")].apply(args=[_envelope("once")])
     assert len(runs) == 1
     assert client.xlen("t:results:s") == 1
-    assert client.exists(KEYS.closed("s", "c1"))
+    assert client.exists(KEYS.closed(S, "c1"))

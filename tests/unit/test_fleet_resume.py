@@ -15,11 +15,12 @@ from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.tools import FunctionTool
 
 KEYS = Keys("t")
+S1 = session_key("a", "u", "s1")
 
 
 def lookup(endpoint: str, api_key: str = "") -> dict[str, str]:
@@ -33,7 +34,7 @@ TOOL = FunctionTool(lookup)
 def planned(call_id: str, args: dict[str, Any]) -> PlannedCall:
     call = ToolCall(
         call_id=call_id, tool="lookup", args=args, session_id="s1", app_name="a", user_id="u",
-        invocation_id="i", agent="a", reply_to=KEYS.results("s1"), dispatched_at=time.time(),
+        invocation_id="i", agent="a", reply_to=KEYS.results(S1), dispatched_at=time.time(),
     )  # fmt: skip
     return PlannedCall(call, TOOL)
 
@@ -57,12 +58,12 @@ async def test_a_resumed_turn_sends_only_what_was_never_sent_and_collects_the_re
         LivePools(fake_redis, KEYS),
     )
     # The dead replica sent c1 (its result is on the stream) and c2 (still running).
-    await fake_redis.sadd(KEYS.dispatched("s1"), "c1", "c2")
+    await fake_redis.sadd(KEYS.dispatched(S1), "c1", "c2")
     done = ToolResult(
         call_id="c1", tool="lookup", session_id="s1", invocation_id="i",
         status=CallStatus.SUCCESS, response={"endpoint": "/a"}, started_at=0, finished_at=0,
     )  # fmt: skip
-    await fake_redis.xadd(KEYS.results("s1"), {RESULT_FIELD: done.model_dump_json()})
+    await fake_redis.xadd(KEYS.results(S1), {RESULT_FIELD: done.model_dump_json()})
     calls = [
         planned("c1", {"endpoint": "/a"}),
         planned("c2", {"endpoint": "/b"}),
@@ -87,7 +88,7 @@ async def test_a_resumed_turn_sends_only_what_was_never_sent_and_collects_the_re
         # Only c3 went to the broker; c2's message is still with the worker that runs it.
         sent = [json.loads(m) for m in await fake_redis.lrange("tools.default", 0, -1)]
         assert [m["headers"]["task"] for m in sent] == ["tool.lookup"]
-        assert await fake_redis.smembers(KEYS.dispatched("s1")) == {b"c1", b"c2", b"c3"}
+        assert await fake_redis.smembers(KEYS.dispatched(S1)) == {b"c1", b"c2", b"c3"}
     finally:
         running.cancel()
         await waiter.stop()

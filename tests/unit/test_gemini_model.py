@@ -415,7 +415,7 @@ async def test_the_loop_drives_gemini_through_a_parallel_turn(
     }
     assert clock == {"name": "get_time", "response": {"result": "UTC"}}
     # The session keeps the loop's own id for the id-less call, and the signature.
-    stored = await store.get(session.id)
+    stored = await store.get(session.key)
     model_content = stored.events[1].content
     assert model_content is not None and model_content.parts is not None
     assert model_content.parts[0].thought_signature == b"sig-1"

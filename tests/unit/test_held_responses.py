@@ -17,9 +17,11 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolResult
 from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
+
+S1 = session_key("app", "u1", "s1")
 
 
 def add(a: int, b: int) -> int:
@@ -92,7 +94,7 @@ async def test_workers_results_are_stored_with_the_answer_in_one_write(
     assert [p.function_response.response for p in responses if p.function_response] == [
         {"result": 3}
     ]
-    stored = (await SessionStore(store._redis, Keys("t")).get("s1")).events
+    stored = (await SessionStore(store._redis, Keys("t")).get(S1)).events
     assert authors_and_parts(stored) == [
         ("user", "text"), ("adder", "call"), ("adder", "response"), ("adder", "text"),
     ]  # fmt: skip
@@ -107,7 +109,7 @@ async def test_each_steps_responses_ride_on_the_next_model_turn(
     )
     # The model turn of step 2 carries step 1's responses; the answer carries step 2's.
     assert writes == [["user"], ["adder"], ["adder", "adder"], ["adder", "adder"]]
-    stored = (await SessionStore(store._redis, Keys("t")).get("s1")).events
+    stored = (await SessionStore(store._redis, Keys("t")).get(S1)).events
     assert [k for _, k in authors_and_parts(stored)] == [
         "text", "call", "response", "call", "response", "text"
     ]  # fmt: skip

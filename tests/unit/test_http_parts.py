@@ -24,6 +24,10 @@ from toolfleet.orchestrator.httpapi.serving import HideTokens
 from toolfleet.orchestrator.httpapi.settings import ApiKey, HttpSettings, is_loopback, parse_bind
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.keys import session_key
+
+S1 = session_key("app", "u", "s1")
+S2 = session_key("app", "u", "s2")
 
 DEFAULTS = HttpSettings(host="127.0.0.1", port=8080, token=None)
 
@@ -176,17 +180,17 @@ def test_each_event_has_its_kind() -> None:
 
 async def test_the_hub_fans_out_by_session_and_cuts_off_a_subscriber_far_behind() -> None:
     hub = SessionHub()
-    a, b, other = hub.subscribe("s1"), hub.subscribe("s1"), hub.subscribe("s2")
+    a, b, other = hub.subscribe(S1), hub.subscribe(S1), hub.subscribe(S2)
     closing = StreamClosed("x")
-    hub.publish("s1", closing)
+    hub.publish(S1, closing)
     assert a.queue.get_nowait() is closing and b.queue.get_nowait() is closing
     assert other.queue.empty()
     hub.unsubscribe(b)
     for _ in range(MAX_QUEUED + 1):
-        hub.publish("s1", closing)
+        hub.publish(S1, closing)
     (cut,) = [a.queue.get_nowait() for _ in range(a.queue.qsize())]
     assert isinstance(cut, StreamClosed) and "fell more than" in cut.reason
-    assert hub.watchers("s1") == 0 and hub.watchers("s2") == 1
+    assert hub.watchers(S1) == 0 and hub.watchers(S2) == 1
     hub.close()
     assert isinstance(other.queue.get_nowait(), StreamClosed)
 

@@ -25,7 +25,9 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ModelError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey, session_key
+
+S1 = session_key("app", "u1", "s1")  # the session `run` uses
 
 
 def slow_writer(value: str, tool_context: ToolContext) -> str:
@@ -75,7 +77,7 @@ def make_agent(*steps: Any) -> tuple[Agent, ScriptedModel]:
 
 async def run(
     store: SessionStore, agent: Agent, message: str, reverse: bool = False, **settings: Any
-) -> tuple[list[Update], InProcessRunner, str]:
+) -> tuple[list[Update], InProcessRunner, SessionKey]:
     session = await store.get_or_create("app", "u1", "s1")
     runner = InProcessRunner(reverse=reverse)
     assert agent.model is not None
@@ -85,7 +87,7 @@ async def run(
     )
     content = types.Content(role="user", parts=[types.Part(text=message)])
     updates = [u async for u in run_invocation(inv, content)]
-    return updates, runner, session.id
+    return updates, runner, session.key
 
 
 def response_event(updates: list[Update], turn: int = 0) -> Event:
@@ -264,7 +266,7 @@ async def test_a_turn_whose_invocation_died_is_finished_without_asking_the_model
         ],
     )
     await store.append(session, Event(invocation_id="inv-1", author="tester", content=turn))
-    assert await store.sessions_to_resume() == ["s1"]  # the replica "died" here
+    assert await store.sessions_to_resume() == [S1]  # the replica "died" here
 
     runner = InProcessRunner()
     inv = Invocation(agent, lambda _: model, session, store, runner, Settings(), Keys("t"))
@@ -273,7 +275,7 @@ async def test_a_turn_whose_invocation_died_is_finished_without_asking_the_model
     assert runner.batches == [["c1"]]  # the open turn's call, with its id
     assert [r.response for r in responses(updates)] == [{"result": 3}]
     assert len(model.requests) == 1  # only for the answer after the responses
-    stored = await store.get("s1")
+    stored = await store.get(S1)
     assert [text_of(e.content) for e in stored.events if e.content][-1] == "3"
 
 
@@ -312,7 +314,7 @@ async def test_a_turn_whose_calls_were_never_sent_is_not_stored(store: SessionSt
     hello = types.Content(role="user", parts=[types.Part(text="first")])
     with pytest.raises(ConnectionError):
         _ = [u async for u in run_invocation(inv, hello)]
-    stored = await store.get("s1")
+    stored = await store.get(S1)
     assert stored.open_turn() is None
     assert [e.author for e in stored.events] == ["user"]  # the message, and no model turn
 
@@ -336,11 +338,11 @@ async def test_a_message_after_a_failed_turn_first_answers_that_turns_calls(
     hello = types.Content(role="user", parts=[types.Part(text="first")])
     with pytest.raises(ConnectionError):
         _ = [u async for u in run_invocation(invocation(), hello)]
-    assert (await store.get("s1")).open_turn() is not None
+    assert (await store.get(S1)).open_turn() is not None
 
     again = types.Content(role="user", parts=[types.Part(text="second")])
     updates = [u async for u in run_invocation(invocation(), again)]
-    stored = (await store.get("s1")).events
+    stored = (await store.get(S1)).events
     kinds = [
         "calls" if e.content and function_calls(e.content) else
         "text" if e.content and e.content.parts and e.content.parts[0].text else "responses"
@@ -357,4 +359,4 @@ async def test_a_message_after_a_failed_turn_first_answers_that_turns_calls(
         if p.function_response
     ]
     assert answered == [c.id for c in function_calls(stored[1].content)]  # type: ignore[arg-type]
-    assert (await store.get("s1")).open_turn() is None
+    assert (await store.get(S1)).open_turn() is None

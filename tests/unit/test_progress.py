@@ -11,16 +11,17 @@ from tests.support import until
 from tests.unit.test_dispatch import make_call
 from toolfleet.orchestrator.cli.progress import LiveProgress
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, RunningCall, answered_result
 
 KEYS = Keys("t")
+S = session_key("app", "u", "s")
 
 
 async def started(client: fakeredis.FakeAsyncRedis, call_id: str, worker: str, pid: int) -> None:
     """What a worker records as it starts a call (DeliveryGuard.count)."""
     value = RunningCall(worker=worker, pid=pid, started_at=time.time() - 3)
-    await client.hset(KEYS.running("s"), call_id, value.model_dump_json())
+    await client.hset(KEYS.running(S), call_id, value.model_dump_json())
 
 
 def dispatched(*call_ids: str) -> CallsDispatched:
@@ -32,7 +33,7 @@ def dispatched(*call_ids: str) -> CallsDispatched:
 async def test_the_line_counts_done_and_names_the_running_calls_and_their_workers(
     fake_redis: fakeredis.FakeAsyncRedis,
 ) -> None:
-    progress = LiveProgress(io.StringIO(), fake_redis, KEYS, "s", quiet_s=0)
+    progress = LiveProgress(io.StringIO(), fake_redis, KEYS, S, quiet_s=0)
     assert await progress.line() is None  # no turn yet
     progress.follow(dispatched("a", "b", "c"))
     await started(fake_redis, "a", "w1@h", 11)
@@ -61,11 +62,11 @@ async def test_a_short_turn_prints_nothing_and_a_long_one_prints_lines(
     fake_redis: fakeredis.FakeAsyncRedis,
 ) -> None:
     out = io.StringIO()
-    quiet = LiveProgress(out, fake_redis, KEYS, "s", quiet_s=60)
+    quiet = LiveProgress(out, fake_redis, KEYS, S, quiet_s=60)
     quiet.follow(dispatched("a"))
     assert await quiet.line() is None
 
-    progress = LiveProgress(out, fake_redis, KEYS, "s", every_s=0.01, quiet_s=0)
+    progress = LiveProgress(out, fake_redis, KEYS, S, every_s=0.01, quiet_s=0)
     progress.follow(dispatched("a", "b"))
     await started(fake_redis, "a", "w1@h", 11)
     async with progress.running():

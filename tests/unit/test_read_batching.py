@@ -16,7 +16,10 @@ from toolfleet.orchestrator.fleet.read_batching import ReadBatching
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import RESULT_FIELD
+
+S1 = session_key("app", "u", "s1")
 
 
 class Gate:
@@ -84,7 +87,7 @@ async def test_results_posted_during_the_pause_are_read_together(
     gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
 ) -> None:
     waiter, gate, reads = gated
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     await read_once(waiter, fake_server, stream)  # one call awaited: no pause
     assert gate.pauses == []
     futures = await waiter.expect(stream, ["c1", "c2", "c3"])
@@ -108,7 +111,7 @@ async def test_with_fewer_calls_awaited_every_result_is_read_at_once(
     gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
 ) -> None:
     waiter, gate, _ = gated
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     await read_once(waiter, fake_server, stream)
     for call_id in ("c1", "c2", "c3"):  # one call awaited at a time, below min_awaited=2
         futures = await waiter.expect(stream, [call_id])

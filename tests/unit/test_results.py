@@ -11,12 +11,15 @@ import pytest
 
 from toolfleet.orchestrator.fleet import results as results_module
 from toolfleet.orchestrator.fleet.results import ResultWaiter
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
 from toolfleet.shared.reporting import FEED_COPY_MAX_BYTES, ResultReporter
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner, new_fleet_key
 
 KEYS = Keys("t")
+S_OTHER = session_key("app", "u", "s-other")
+S2 = session_key("app", "u", "s2")
+S1 = session_key("app", "u", "s1")
 
 
 def result(call_id: str, session: str = "s1") -> ToolResult:
@@ -46,11 +49,11 @@ async def waiter(fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAs
 async def test_results_on_several_streams_resolve_their_own_futures(
     waiter: ResultWaiter, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
-    a = await waiter.expect(KEYS.results("s1"), ["a1", "a2"])
-    b = await waiter.expect(KEYS.results("s2"), ["b1"])
-    await post(fake_redis, KEYS.results("s2"), result("b1", "s2"))
-    await post(fake_redis, KEYS.results("s1"), result("a2"))
-    await post(fake_redis, KEYS.results("s1"), result("a1"))
+    a = await waiter.expect(KEYS.results(S1), ["a1", "a2"])
+    b = await waiter.expect(KEYS.results(S2), ["b1"])
+    await post(fake_redis, KEYS.results(S2), result("b1", "s2"))
+    await post(fake_redis, KEYS.results(S1), result("a2"))
+    await post(fake_redis, KEYS.results(S1), result("a1"))
     got = await asyncio.wait_for(asyncio.gather(a["a1"], a["a2"], b["b1"]), timeout=5)
     assert [r.call_id for r in got] == ["a1", "a2", "b1"]
 
@@ -58,7 +61,7 @@ async def test_results_on_several_streams_resolve_their_own_futures(
 async def test_malformed_entry_is_logged_and_skipped(
     waiter: ResultWaiter, fake_redis: fakeredis.FakeAsyncRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     futures = await waiter.expect(stream, ["c1"])
     with caplog.at_level(logging.ERROR):
         await fake_redis.xadd(stream, {RESULT_FIELD: '{"call_id": "c1", "status": "hacked"}'})
@@ -72,7 +75,7 @@ async def test_malformed_entry_is_logged_and_skipped(
 async def test_late_or_duplicate_result_is_delivered_once(
     waiter: ResultWaiter, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     first = await waiter.expect(stream, ["c1", "c2"])
     await post(fake_redis, stream, result("c1"))
     await post(fake_redis, stream, result("c1"))  # a redelivered task reporting twice
@@ -87,7 +90,7 @@ async def test_late_or_duplicate_result_is_delivered_once(
 async def test_settle_keeps_results_not_yet_delivered(
     waiter: ResultWaiter, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     futures = await waiter.expect(stream, ["c1"])
     await post(fake_redis, stream, result("c1"))
     await asyncio.wait_for(futures["c1"], 5)
@@ -110,7 +113,7 @@ async def test_with_the_fleet_key_only_results_the_workers_signed_are_accepted(
     signed_waiter = ResultWaiter(reader, fake_redis, KEYS, "replica-2", block_ms=20, signer=signer)
     await signed_waiter.start()
     try:
-        stream = KEYS.results("s1")
+        stream = KEYS.results(S1)
         futures = await signed_waiter.expect(stream, ["c1"], session_id="s1", tools={"c1": "t"})
         forged = result("c1").model_copy(update={"response": {"n": "forged"}})
         with caplog.at_level(logging.ERROR):
@@ -144,7 +147,7 @@ async def read_once(waiter: ResultWaiter, server: fakeredis.FakeServer, stream: 
 async def test_a_result_whose_stream_entry_is_gone_arrives_by_the_feed(
     waiter: ResultWaiter, fake_server: fakeredis.FakeServer
 ) -> None:
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     await read_once(waiter, fake_server, stream)
     futures = await waiter.expect(stream, ["c1"])
     sync = fakeredis.FakeRedis(server=fake_server)
@@ -158,7 +161,7 @@ async def test_results_posted_before_the_watch_and_after_arrive_in_order(
 ) -> None:
     """A session taken over: one result waits on its stream from before this replica
     watched it; the next comes by the feed, maybe before the stream's first read."""
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     ResultReporter(fakeredis.FakeRedis(server=fake_server), 100).post(stream, result("c1"))
     futures = await waiter.expect(stream, ["c1", "c2"])
     feed_reporter(fake_server).post(stream, result("c2"))
@@ -169,7 +172,7 @@ async def test_results_posted_before_the_watch_and_after_arrive_in_order(
 async def test_a_result_read_on_its_stream_and_on_the_feed_is_delivered_once(
     waiter: ResultWaiter, fake_server: fakeredis.FakeServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     with caplog.at_level(logging.INFO):
         futures = await waiter.expect(stream, ["c1", "c2", "c3"])
         feed_reporter(fake_server).post(stream, result("c1"))  # before the stream's first read
@@ -185,12 +188,12 @@ async def test_a_result_read_on_its_stream_and_on_the_feed_is_delivered_once(
 async def test_feed_entries_for_other_sessions_or_forged_ids_are_passed_over(
     waiter: ResultWaiter, fake_server: fakeredis.FakeServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stream = KEYS.results("s1")
+    stream = KEYS.results(S1)
     await read_once(waiter, fake_server, stream)
     futures = await waiter.expect(stream, ["c1"])
     sync = fakeredis.FakeRedis(server=fake_server)
     with caplog.at_level(logging.INFO):
-        feed_reporter(fake_server).post(KEYS.results("s-other"), result("x1", "s-other"))
+        feed_reporter(fake_server).post(KEYS.results(S_OTHER), result("x1", "s-other"))
         forged = {
             "stream": stream,
             "entry": "not-an-id",
@@ -214,7 +217,7 @@ async def test_a_result_too_large_to_copy_is_read_from_its_stream(
     waiter = ResultWaiter(reader, fake_redis, KEYS, "replica-3", block_ms=20)
     await waiter.start()
     try:
-        stream = KEYS.results("s1")
+        stream = KEYS.results(S1)
         await read_once(waiter, fake_server, stream)
         futures = await waiter.expect(stream, ["c1"])
         text = "x" * (FEED_COPY_MAX_BYTES + 1)

@@ -11,10 +11,12 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
-from toolfleet.shared.errors import ForeignSessionError, SessionBusyError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.errors import SessionBusyError
+from toolfleet.shared.keys import Keys, SessionKey, session_key
 
 KEYS = Keys("t")
+S1 = session_key("app", "ann", "s1")  # the session most tests use
+BOB_S2 = session_key("app", "bob", "s2")
 
 
 def text_event(text: str, delta: dict[str, object] | None = None) -> Event:
@@ -29,7 +31,7 @@ async def test_state_scopes_land_in_their_own_hashes(store: SessionStore) -> Non
     other_user = await store.create("app", "bob", "s3")
     assert other_session.state == {"user:lang": "fr", "app:v": 2}
     assert other_user.state == {"app:v": 2}
-    assert (await store.get("s1")).state == {"k": 1, "user:lang": "fr", "app:v": 2}
+    assert (await store.get(S1)).state == {"k": 1, "user:lang": "fr", "app:v": 2}
 
 
 async def test_events_written_by_another_replica_are_read_incrementally_in_order(
@@ -38,14 +40,14 @@ async def test_events_written_by_another_replica_are_read_incrementally_in_order
     writer, reader = SessionStore(fake_redis, KEYS), SessionStore(fake_redis, KEYS)
     session = await writer.create("app", "ann", "s1")
     await writer.append(session, text_event("one"))
-    assert [e.content.parts[0].text for e in (await reader.get("s1")).events] == ["one"]  # type: ignore[union-attr, index]
+    assert [e.content.parts[0].text for e in (await reader.get(S1)).events] == ["one"]  # type: ignore[union-attr, index]
     await writer.append(session, text_event("two"))
     await writer.append(session, text_event("three"))
-    texts = [e.content.parts[0].text for e in (await reader.get("s1")).events]  # type: ignore[union-attr, index]
+    texts = [e.content.parts[0].text for e in (await reader.get(S1)).events]  # type: ignore[union-attr, index]
     assert texts == ["one", "two", "three"]
     # Redis lost events (a restart without persistence): the reader trusts Redis.
-    await fake_redis.ltrim(KEYS.events("s1"), 0, 0)
-    assert len((await reader.get("s1")).events) == 1
+    await fake_redis.ltrim(KEYS.events(S1), 0, 0)
+    assert len((await reader.get(S1)).events) == 1
 
 
 async def test_appends_interleaved_with_another_replica_are_read_back_whole_and_in_order(
@@ -54,9 +56,9 @@ async def test_appends_interleaved_with_another_replica_are_read_back_whole_and_
     one, two = SessionStore(fake_redis, KEYS), SessionStore(fake_redis, KEYS)
     session = await one.create("app", "ann", "s1")
     await one.append(session, text_event("a"))  # cached by `one` as written
-    await two.append(await two.get("s1"), text_event("b"))
+    await two.append(await two.get(S1), text_event("b"))
     await one.append(session, text_event("c"))  # `one` missed "b": it must not trust its cache
-    texts = [e.content.parts[0].text for e in (await one.get("s1")).events]  # type: ignore[union-attr, index]
+    texts = [e.content.parts[0].text for e in (await one.get(S1)).events]  # type: ignore[union-attr, index]
     assert texts == ["a", "b", "c"]
 
 
@@ -65,35 +67,35 @@ async def test_a_session_lease_excludes_other_holders_until_released(
 ) -> None:
     leases = Leases(fake_redis, KEYS, "replica", ttl_s=5)
     await store.create("app", "ann", "s1")
-    await leases.acquire("s1", "replica-a/1")
+    await leases.acquire(S1, "replica-a/1")
     with pytest.raises(SessionBusyError, match="being run by another orchestrator"):
-        await leases.acquire("s1", "replica-b/1")
-    await leases.release("s1", "replica-b/1")  # not the holder: nothing happens
+        await leases.acquire(S1, "replica-b/1")
+    await leases.release(S1, "replica-b/1")  # not the holder: nothing happens
     with pytest.raises(SessionBusyError):
-        await leases.acquire("s1", "replica-b/1")
-    assert await leases.unleased(["s1", "s2"]) == ["s2"]
-    await leases.release("s1", "replica-a/1")
-    await leases.acquire("s1", "replica-b/1")
+        await leases.acquire(S1, "replica-b/1")
+    assert await leases.unleased([S1, BOB_S2]) == [BOB_S2]
+    await leases.release(S1, "replica-a/1")
+    await leases.acquire(S1, "replica-b/1")
 
 
-def claim(session_id: str, owner: str) -> LeaseClaim:
-    return LeaseClaim(session_id, KEYS.lease(session_id), owner, 5, KEYS.applied_writes(session_id))
+def claim(session: SessionKey, owner: str) -> LeaseClaim:
+    return LeaseClaim(session, KEYS.lease(session), owner, 5, KEYS.applied_writes(session))
 
 
 async def test_reading_a_session_can_take_its_lease_in_the_same_round_trip(
     store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
     await store.create("app", "ann", "s1")
-    await store.get("s1", lease=claim("s1", "replica-a/1"))
-    assert await fake_redis.get(KEYS.lease("s1")) == b"replica-a/1"
-    await store.get("s1", lease=claim("s1", "replica-a/1"))  # its own: fine
+    await store.get(S1, lease=claim(S1, "replica-a/1"))
+    assert await fake_redis.get(KEYS.lease(S1)) == b"replica-a/1"
+    await store.get(S1, lease=claim(S1, "replica-a/1"))  # its own: fine
     busy = r"being run by another orchestrator \(replica-a/1\)"
     with pytest.raises(SessionBusyError, match=busy):
-        await store.get("s1", lease=claim("s1", "replica-b/1"))
+        await store.get(S1, lease=claim(S1, "replica-b/1"))
     # A session that does not exist is created, then read under the lease.
-    created = await store.get_or_create("app", "bob", "s2", lease=claim("s2", "replica-b/1"))
+    created = await store.get_or_create("app", "bob", "s2", lease=claim(BOB_S2, "replica-b/1"))
     assert created.user_id == "bob"
-    assert await fake_redis.get(KEYS.lease("s2")) == b"replica-b/1"
+    assert await fake_redis.get(KEYS.lease(BOB_S2)) == b"replica-b/1"
 
 
 # --- the user's message appended in the round trip of the session read -------------------
@@ -104,7 +106,7 @@ def texts(events: list[Event]) -> list[str | None]:
 
 
 async def stored_texts(fake_redis: fakeredis.FakeAsyncRedis) -> list[str | None]:
-    return texts((await SessionStore(fake_redis, KEYS).get("s1")).events)
+    return texts((await SessionStore(fake_redis, KEYS).get(S1)).events)
 
 
 async def test_a_message_rides_on_the_read_of_a_session_read_before(
@@ -115,15 +117,15 @@ async def test_a_message_rides_on_the_read_of_a_session_read_before(
     session = await store.create("app", "ann", "s1")
     await store.append(session, text_event("one"))
     session, stored = await store.get_and_append(
-        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("two"),
+        "app", "ann", "s1", lease=claim(S1, "replica-a/1"), message=text_event("two"),
         owes_turn=True,
     )  # fmt: skip
     assert stored
     assert texts(session.events) == ["one", "two"]
     assert await stored_texts(fake_redis) == ["one", "two"]
-    assert await store.sessions_to_resume() == ["s1"]
-    assert await fake_redis.ttl(KEYS.events("s1")) > 0
-    assert texts((await store.get("s1")).events) == ["one", "two"]  # the cache kept it
+    assert await store.sessions_to_resume() == [S1]
+    assert await fake_redis.ttl(KEYS.events(S1)) > 0
+    assert texts((await store.get(S1)).events) == ["one", "two"]  # the cache kept it
 
 
 async def test_a_message_waits_when_the_session_changed_since_it_was_read(
@@ -134,7 +136,7 @@ async def test_a_message_waits_when_the_session_changed_since_it_was_read(
     session = await store.create("app", "ann", "s1")
     await SessionStore(fake_redis, KEYS).append(session, text_event("elsewhere"))
     session, stored = await store.get_and_append(
-        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("mine")
+        "app", "ann", "s1", lease=claim(S1, "replica-a/1"), message=text_event("mine")
     )
     assert not stored
     assert texts(session.events) == ["elsewhere"]
@@ -153,21 +155,21 @@ async def test_a_message_never_rides_past_an_open_turn(
     )
     await store.append(session, turn)
     session, stored = await store.get_and_append(
-        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("next")
+        "app", "ann", "s1", lease=claim(S1, "replica-a/1"), message=text_event("next")
     )
     assert not stored
     assert session.open_turn() is not None
-    assert len((await SessionStore(fake_redis, KEYS).get("s1")).events) == 1
+    assert len((await SessionStore(fake_redis, KEYS).get(S1)).events) == 1
 
 
 async def test_a_message_is_not_written_for_a_busy_session(
     store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
     await store.create("app", "ann", "s1")
-    await fake_redis.set(KEYS.lease("s1"), "replica-b/1")
+    await fake_redis.set(KEYS.lease(S1), "replica-b/1")
     with pytest.raises(SessionBusyError):
         await store.get_and_append(
-            "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("x")
+            "app", "ann", "s1", lease=claim(S1, "replica-a/1"), message=text_event("x")
         )
     assert await stored_texts(fake_redis) == []
     assert await store.sessions_to_resume() == []
@@ -181,7 +183,7 @@ async def test_a_message_for_a_new_session_and_after_a_script_flush(
     for text in ("one", "two"):
         await fake_redis.script_flush()
         _, stored = await store.get_and_append(
-            "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event(text)
+            "app", "ann", "s1", lease=claim(S1, "replica-a/1"), message=text_event(text)
         )
         assert stored
     assert await stored_texts(fake_redis) == ["one", "two"]
@@ -208,44 +210,14 @@ async def test_a_new_sessions_first_message_costs_its_create_and_one_read(
     store = SessionStore(fake_redis, KEYS)
     for session_id in ("s0", "s1"):  # s0 loads the scripts
         sent.clear()
+        lease = claim(session_key("app", "ann", session_id), "replica-a/1")
         session, stored = await store.get_and_append(
-            "app", "ann", session_id, lease=claim(session_id, "replica-a/1"),
-            message=text_event("one"),
-        )  # fmt: skip
+            "app", "ann", session_id, lease=lease, message=text_event("one")
+        )
     assert stored and texts(session.events) == ["one"] and session.user_id == "ann"
     # The lookup that finds no session, its create, and the read that appends the message.
-    assert [s.split()[0] for s in sent] == ["HGETALL", "EVALSHA", "pipeline"]
+    assert [s.split()[0] for s in sent] == ["EXISTS", "EVALSHA", "pipeline"]
     assert await stored_texts(fake_redis) == ["one"]
-
-
-@pytest.mark.parametrize("cached", [True, False], ids=["read-before", "new-replica"])
-async def test_another_users_session_is_not_found_and_nothing_is_written(
-    fake_redis: fakeredis.FakeAsyncRedis, cached: bool
-) -> None:
-    """Given ann's session, bob (or another app) asking for its id gets ForeignSessionError,
-    as if it did not exist: no message appended, no lease taken, no turn owed; ann's own
-    read still works."""
-    store = SessionStore(fake_redis, KEYS)
-    await store.get_and_append(
-        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("mine")
-    )
-    await fake_redis.delete(KEYS.lease("s1"), KEYS.resume())
-    reader = store if cached else SessionStore(fake_redis, KEYS)
-    for app, user in (("app", "bob"), ("other-app", "ann")):
-        with pytest.raises(ForeignSessionError, match="unknown session 's1' of user"):
-            await reader.get_and_append(
-                app, user, "s1", lease=claim("s1", "replica-b/1"), message=text_event("hi"),
-                owes_turn=True,
-            )  # fmt: skip
-        with pytest.raises(ForeignSessionError):
-            await reader.get_or_create(app, user, "s1")
-    assert await stored_texts(fake_redis) == ["mine"]
-    assert await fake_redis.get(KEYS.lease("s1")) is None
-    assert await reader.sessions_to_resume() == []
-    session, _ = await reader.get_and_append(
-        "app", "ann", "s1", lease=claim("s1", "replica-a/1"), message=text_event("again")
-    )
-    assert session.user_id == "ann" and texts(session.events)[0] == "mine"
 
 
 def test_authored_contents_follow_appends_and_a_replaced_history() -> None:

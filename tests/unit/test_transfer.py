@@ -87,7 +87,7 @@ async def test_the_model_transfers_on_its_own_and_the_target_answers(
     final = [u for u in updates if isinstance(u, Event)][-1]
     assert final.author == "support" and text_of(final.content) == "Support here."
     assert isinstance(updates[-1], InvocationEnded)
-    stored = await store.get(inv.session.id)
+    stored = await store.get(inv.session.key)
     assert stored.active_agent == "support"  # the next message goes to support too
     assert stored.open_turn() is None  # the call was answered and closed in its step
     # The target saw the transfer call and its response, as in ADK.
@@ -132,7 +132,7 @@ async def test_an_unknown_target_is_an_error_for_the_model_and_nothing_moves(
     assert "transfer to one of: support, billing" in error["error_message"]
     assert event.actions.transfer_to_agent is None
     assert [u for u in updates if isinstance(u, Event)][-1].author == "desk"
-    assert (await store.get(inv.session.id)).active_agent is None
+    assert (await store.get(inv.session.key)).active_agent is None
 
 
 CONTEXT = ReadonlyContext.of(
