@@ -139,7 +139,10 @@ async def send(
         **extra,
     ) as response:
         raw, truncated = await read_bounded(response, min(max_bytes, max_result_bytes))
-    body = secrets.mask(_decode(raw, response.headers.get("content-type", ""), truncated))
+    decoded = _decode(raw, response.headers.get("content-type", ""), truncated)
+    if truncated:  # the cut may end inside a secret value, where masking cannot see it
+        decoded = _without_secret_start(decoded, secrets.values)
+    body = secrets.mask(decoded)
     if response.is_error:
         shown = body if isinstance(body, str) else json.dumps(body)
         if len(shown) > ERROR_BODY_CHARS:
@@ -153,6 +156,16 @@ async def send(
     if truncated:
         result["truncated"] = True
     return fitted(result, max_result_bytes)
+
+
+def _without_secret_start(text: str, values: Iterable[str]) -> str:
+    """`text` without its end where that end is the start of a secret value."""
+    for value in values:
+        for size in range(min(len(value) - 1, len(text)), 0, -1):
+            if text.endswith(value[:size]):
+                text = text[:-size]
+                break
+    return text
 
 
 def _decode(raw: bytes, content_type: str, truncated: bool) -> Any:

@@ -127,3 +127,18 @@ async def test_a_coding_not_asked_for_is_an_error_for_the_model() -> None:
     ):
         with pytest.raises(ToolError, match="Content-Encoding 'br'"):
             await read_bounded(response, 100)
+
+
+def test_a_cut_inside_a_secret_shows_none_of_it(api: PetsApi, toolset: OpenAPIToolset) -> None:
+    # Given a response echoing a secret-named argument, cut five characters into it
+    token = "tok-0123456789abcdef"
+    served = json.dumps({"id": "p1", "name": "Rex", "query": {"token": [token]}})
+    bounded = OpenAPIToolset(
+        spec_str=httpx.get(f"{api.url}/openapi.json").text,
+        max_response_bytes=served.index(token) + 5,
+    )
+
+    result = call(tools_of(bounded)["get_pet"], {"pet_id": "p1", "token": token})
+
+    assert result.response["truncated"] is True
+    assert result.response["body"] == served[: served.index(token)]
