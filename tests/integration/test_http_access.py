@@ -9,6 +9,7 @@ are capped per caller (429).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -316,3 +317,90 @@ async def test_a_jwt_acts_as_its_subject_and_a_bad_one_gets_401(clients: Clients
             algorithm="HS256",
         )
         assert (await anonymous.get(url, headers=bearer(forged))).status_code == 401
+
+
+def sse_data(lines: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(event name, data) of each message of a Server-Sent Events body's lines."""
+    out, name = [], ""
+    for line in lines:
+        if line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            out.append((name, json.loads(line.removeprefix("data: "))))
+    return out
+
+
+async def test_another_users_session_id_is_neither_revealed_nor_blocked(
+    clients: Clients, served: RunningHttp
+) -> None:
+    """Given alice's session waiting on a ticket, bob using its id is answered as for any
+    id: unknown until he creates it, then a session of his own (201, never "exists
+    already"). Every route on it - read, message, tickets, cancel, timeline, list, event
+    stream - is about his session only, and alice's stays whole and out of his reach."""
+    alice, bob, approver = clients[ALICE], clients["bob"], clients["approver"]
+    session_id, alices_ticket = await pending_approval(alice)
+    hers = f"/apps/{REIMBURSE}/users/{ALICE}/sessions/{session_id}"
+    before = (await alice.get(hers)).json()
+    base = f"/apps/{REIMBURSE}/users/bob/sessions"
+    his = f"{base}/{session_id}"
+    never_used = f"never-{uuid.uuid4().hex}"
+    for path in (his, f"{base}/{never_used}"):  # the same answer for both ids
+        for method, suffix in (("GET", ""), ("GET", "/timeline"), ("POST", "/cancel")):
+            unknown = await bob.request(
+                method, path + suffix, json={} if method == "POST" else None
+            )
+            assert unknown.status_code == 404, unknown.text
+            assert (
+                unknown.json()["detail"]
+                == f"unknown session {path.rsplit('/')[-1]!r} of user 'bob'"
+            )
+
+    created = await bob.post(base, json={"session_id": session_id})
+    assert created.status_code == 201, created.text
+    assert {k: created.json()[k] for k in ("id", "user_id", "events", "pending", "state")} == {
+        "id": session_id, "user_id": "bob", "events": [], "pending": [], "state": {}
+    }  # fmt: skip
+    assert (await bob.post(base, json={"session_id": never_used})).status_code == 201
+    again = await bob.post(base, json={"session_id": session_id})
+    assert again.status_code == 409  # his own id, taken by himself: that he may know
+
+    # Bob's message opens his own ticket; cancelling his session closes only that one.
+    sent = await bob.post(f"{his}/messages", json={"text": "Reimburse $250 for a team meal."})
+    assert sent.status_code == 200, sent.text
+    (bobs_ticket,) = [t["call_id"] for t in sent.json()["pending"]]
+    assert bobs_ticket != alices_ticket
+    listed = (await bob.get("/tickets", params={"session_id": session_id})).json()
+    assert [t["call_id"] for t in listed] == [bobs_ticket]
+    cancelled = await bob.post(f"{his}/cancel", json={})
+    assert cancelled.status_code == 202 and cancelled.json()["closing_tickets"] == [bobs_ticket]
+    assert await served.orch.wait_until_settled(session_key(REIMBURSE, "bob", session_id), WAIT_S)
+    assert (await alice.get(f"/tickets/{alices_ticket}")).status_code == 200  # still open
+    timeline = (await bob.get(f"{his}/timeline")).json()
+    assert alices_ticket not in json.dumps(timeline) and bobs_ticket in json.dumps(timeline)
+    (summary,) = [s for s in (await bob.get(base)).json() if s["id"] == session_id]
+    assert summary["pending"] == 0 and summary["user_id"] == "bob"
+
+    # Bob watches his session while alice's resumes (her ticket approved): he sees his only.
+    watch = f"{his}/stream"
+    async with bob.stream("GET", watch, params={"until_answer": True}) as streamed:
+        assert streamed.status_code == 200
+        approved = await approver.post(f"/tickets/{alices_ticket}/approve", json={})
+        assert approved.status_code == 202, approved.text
+        alices = session_key(REIMBURSE, ALICE, session_id)
+        assert await served.orch.wait_until_settled(alices, WAIT_S)
+        taxi = await bob.post(f"{his}/messages", json={"text": "Reimburse $20 for a taxi."})
+        assert taxi.status_code == 200 and "reimbursed" in taxi.json()["answer"], taxi.text
+        async with asyncio.timeout(WAIT_S):
+            lines = [line async for line in streamed.aiter_lines()]
+    seen = sse_data(lines)
+    assert [d["text"] for name, d in seen if name == "answer"] == [taxi.json()["answer"]]
+    assert all(d["session_id"] == session_id for _, d in seen)
+    assert alices_ticket not in "\n".join(lines) and "Approved" not in "\n".join(lines)
+
+    # Alice's session: all hers, untouched by bob, resumed by her approval alone.
+    after = (await alice.get(hers)).json()
+    assert after["events"][: len(before["events"])] == before["events"]
+    assert "taxi" not in json.dumps(after) and bobs_ticket not in json.dumps(after)
+    assert "Approved and paid: $250.00" in json.dumps(after["events"][-1])
+    bobs = (await bob.get(his)).json()
+    assert "team meal" in json.dumps(bobs) and "Approved" not in json.dumps(bobs)
