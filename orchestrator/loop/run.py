@@ -274,11 +274,14 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         )
         if generated is None:
             return None
+        # As it arrives, before the callbacks see it: they may serialize it.
+        drop_deep_args(generated, inv.settings.max_json_depth)
         response = LlmResponse(generated)
         if context is not None:
             response = await hooks.after_model(context, response)
     content = with_call_ids(response.content)
-    drop_deep_args(content, inv.settings.max_json_depth)  # before anything serializes it
+    # What a callback answered too, before anything serializes the turn.
+    drop_deep_args(content, inv.settings.max_json_depth)
     # What the model callbacks wrote to state is stored with the turn.
     model_event = Event(
         invocation_id=inv.id,

@@ -10,6 +10,7 @@ from tests.unit.test_loop import add, responses, run
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.models.protocol import function_calls, text_of
+from toolfleet.orchestrator.plugins.context import CallbackContext, LlmResponse
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.json_depth import TOO_DEEP_KEY
@@ -67,3 +68,17 @@ async def test_the_limit_is_the_setting_and_a_forged_note_is_refused_too(
         assert refused.response is not None
         assert "more than 8 levels deep; the limit is 8" in refused.response["error_message"]
     assert runner.batches == [[at_limit.id]]
+
+
+async def test_the_models_callbacks_see_the_note_not_the_deep_arguments(
+    store: SessionStore,
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def watch(callback_context: CallbackContext, llm_response: LlmResponse) -> None:
+        seen.extend(dict(c.args or {}) for c in function_calls(llm_response.content))
+
+    model = ScriptedModel([call(Call("keep", {"data": nested(ABYSS)})), say("ok")])
+    agent = Agent(name="deep", tools=[keep], model=model, after_model_callback=watch)
+    await run(store, agent, "go")
+    assert [list(args) for args in seen] == [[TOO_DEEP_KEY]]
