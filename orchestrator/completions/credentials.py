@@ -27,6 +27,21 @@ def waiting_envelope(runner: Runner, session: Session, pending: PendingCall) -> 
     return make_envelope(invocation, pending.call_id, pending.tool, pending.args)
 
 
+def confirmed_envelope(
+    runner: Runner, session: Session, pending: PendingCall, answer: ToolConfirmation | None
+) -> ToolCall | None:
+    """What a call that now waits for a credential keeps of its person's yes (given now,
+    or before): it is sent with it again, as a worker runs such a call only with one.
+    None when it had none. (Its arguments stay in the record alone.)"""
+    confirmation = pending.envelope.confirmation if pending.envelope else None
+    if answer is not None and answer.confirmed:
+        confirmation = answer.model_dump(mode="json")
+    if not confirmation:
+        return None
+    envelope = waiting_envelope(runner, session, pending)
+    return envelope.model_copy(update={"args": {}, "state": {}, "confirmation": confirmation})
+
+
 def rejected(runner: Runner, session: Session, pending: PendingCall) -> ToolResult:
     """The answer to a call a person rejected: an error, and it never runs."""
     envelope = waiting_envelope(runner, session, pending)
@@ -59,6 +74,8 @@ async def rerun_with_credential(
     envelope = waiting_envelope(runner, session, pending)
     if confirmation is not None:
         envelope.confirmation = confirmation.model_dump(mode="json")
+    elif pending.envelope is not None:  # confirmed before it waited for a credential
+        envelope.confirmation = pending.envelope.confirmation
     if tool is None:
         return failed(envelope, "UnknownTool", f"tool {pending.tool!r} is no longer available")
     names = runner.settings.secret_arg_names

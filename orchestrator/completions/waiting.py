@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.completions.credentials import (
     cancelled,
+    confirmed_envelope,
     rejected,
     rerun_with_credential,
 )
@@ -58,6 +59,9 @@ class WaitingCalls:
                 update={
                     "ticket": auth or asked or {},
                     "kind": "credential" if auth else "confirmation",
+                    "envelope": confirmed_envelope(runner, session, pending, answer)
+                    if auth
+                    else None,
                 }
             )
             requests = [{"call_id": pending.call_id, "tool": pending.tool, "auth_config": auth}]
