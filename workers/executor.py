@@ -16,6 +16,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from toolfleet.shared.cancellation import cancelled_response
+from toolfleet.shared.confirmation_check import refusal_to_run
 from toolfleet.shared.context import ToolContext, ToolServices
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, too_deep, value_depth
@@ -106,6 +107,10 @@ class Execution:
         if problems:
             detail = "; ".join(str(p) for p in problems)
             return self.finish(CallStatus.ERROR, error_response("InvalidArguments", detail))
+        # Whoever sent it: a call that needs a person's confirmation runs only with one.
+        refused = refusal_to_run(self.tool, self.call, args)
+        if refused is not None:
+            return self.finish(CallStatus.ERROR, error_response("ConfirmationRequired", refused))
         if self.tool.signature.context_param:
             args[self.tool.signature.context_param] = self.context
         return args

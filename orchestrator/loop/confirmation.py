@@ -1,20 +1,20 @@
 """Asking a person before a call runs: FunctionTool(require_confirmation=...).
 
-Decided on the orchestrator, before dispatch: a call that needs a confirmation is not
-sent; its turn is parked (loop.parking) with the confirmation request, and the call is
-sent once a person confirms it (completions.applier), with their answer in
+Decided on the orchestrator, before dispatch (shared.confirmation_check, which a worker
+asks again before a call runs): a call that needs a confirmation is not sent; its turn
+is parked (loop.parking) with the confirmation request, and the call is sent once a
+person confirms it (completions.applier), with their answer in
 `tool_context.tool_confirmation`.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any
 
 from toolfleet.orchestrator.fleet.protocol import failed
 from toolfleet.shared.confirmation import ToolConfirmation
-from toolfleet.shared.context import ToolContext
+from toolfleet.shared.confirmation_check import confirmed, needs_confirmation
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolCall, ToolResult, answered_result
 from toolfleet.shared.tools import FunctionTool
 
@@ -28,10 +28,10 @@ async def ask_confirmation(
 ) -> ToolResult | None:
     """The parked result asking for a confirmation when `call` needs one and has none
     yet; None to send it now. An error result when the tool's check itself fails."""
-    if call.confirmation is not None or not tool.require_confirmation:
+    if confirmed(call) or not tool.require_confirmation:
         return None
     try:
-        needed = await _needed(tool, call, args)
+        needed = await needs_confirmation(tool, call, args)
     except Exception as exc:
         log.exception("require_confirmation of %s failed (call %s)", tool.name, call.call_id)
         return failed(
@@ -49,18 +49,3 @@ async def ask_confirmation(
     return answered_result(
         call, CallStatus.SUCCESS, dict(AWAITING), worker="orchestrator", actions=actions
     )
-
-
-async def _needed(tool: FunctionTool, call: ToolCall, args: dict[str, Any]) -> bool:
-    """True, or what the tool's check answers for these arguments (ADK passes the
-    arguments, and the tool context to a check that takes one)."""
-    check = tool.require_confirmation
-    if not callable(check):
-        return bool(check)
-    kwargs = dict(args)
-    if "tool_context" in inspect.signature(check).parameters:
-        kwargs["tool_context"] = ToolContext(call)
-    answer = check(**kwargs)
-    if inspect.isawaitable(answer):
-        answer = await answer
-    return bool(answer)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.tools import FunctionTool
 
@@ -50,6 +51,30 @@ transfer_checked_tool = FunctionTool(
 transfer_guarded_tool = FunctionTool(
     transfer_money, name="transfer_guarded", require_confirmation=limits_unknown
 )
+
+
+PAYROLL = AuthConfig(key="payroll_test", scheme="bearer", description="A payroll token.")
+
+
+def pay_salary(amount: int, counter_file: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Pays a salary with the user's payroll token; a person confirms each payment first.
+
+    Args:
+        amount: Euros to pay.
+        counter_file: Where runs with a token are counted.
+    """
+    if tool_context.get_auth_response(PAYROLL) is None:
+        tool_context.request_credential(PAYROLL)
+        return {"status": "needs a payroll token"}
+    confirmation = tool_context.tool_confirmation
+    return {
+        "paid": amount,
+        "runs": counted(counter_file),
+        "confirmed": confirmation.confirmed if confirmation else None,
+    }
+
+
+pay_salary_tool = FunctionTool(pay_salary, require_confirmation=True)
 
 
 def book_trip(city: str, counter_file: str, tool_context: ToolContext) -> dict[str, Any]:
