@@ -6,6 +6,8 @@ arguments and the source of `parameters_json_schema`, so the two never disagree.
 
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
 import inspect
 import types
 import typing
@@ -16,9 +18,17 @@ from typing import Any, Literal, Union
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
-_SCALARS = (str, int, float, bool, type(None))
-_LIST_ORIGINS = (list, tuple, set, frozenset)
+from toolfleet.shared.callables import callable_doc, parameter_hints
+
+_SCALARS = (str, int, float, bool, bytes, type(None))
+_LIST_ORIGINS = (list, tuple, set, frozenset, collections.abc.Sequence)
+SUPPORTED_KINDS = (
+    "str, int, float, bool, bytes, None, Any, Literal, an Enum, a pydantic model, a "
+    "dataclass, list/tuple/set/Sequence of these, dict with str keys, a union of these"
+)
 
 
 @dataclass(frozen=True)
@@ -44,10 +54,10 @@ class ArgumentProblem:
 
 def describe_function(func: Callable[..., Any], name: str, context_type: type) -> Signature:
     """Build the signature; raise ValueError listing every problem at once."""
-    doc = docstring_parser.parse(inspect.getdoc(func) or "", docstring_parser.Style.GOOGLE)
+    doc = docstring_parser.parse(callable_doc(func), docstring_parser.Style.GOOGLE)
     arg_docs = {p.arg_name: (p.description or "").strip() for p in doc.params}
     try:
-        hints = typing.get_type_hints(func, include_extras=True)
+        hints = parameter_hints(func)
     except Exception as exc:  # NameError from a forward reference, mostly
         raise ValueError(f"type hints of {name} cannot be resolved: {exc}") from exc
 
@@ -66,16 +76,14 @@ def describe_function(func: Callable[..., Any], name: str, context_type: type) -
         if param.kind is param.POSITIONAL_ONLY:
             problems.append(f"parameter {param.name!r} is positional-only; tools take keywords")
             continue
-        if hint is None:
-            problems.append(f"parameter {param.name!r} has no type hint")
-            continue
-        unsupported = _unsupported(hint)
+        unsupported = _unsupported(Any if hint is None else hint)  # untyped: any JSON, as ADK
         if unsupported:
-            problems.append(f"parameter {param.name!r}: unsupported type {unsupported}")
+            problems.append(
+                f"parameter {param.name!r}: unsupported type {unsupported} "
+                f"(supported: {SUPPORTED_KINDS})"
+            )
             continue
-        default = ... if param.default is param.empty else param.default
-        description = arg_docs.get(param.name) or None
-        fields[param.name] = (hint, Field(default=default, description=description))
+        fields[param.name] = _field(hint, param, arg_docs.get(param.name) or None)
     if problems:
         raise ValueError("; ".join(problems))
 
@@ -90,6 +98,21 @@ def describe_function(func: Callable[..., Any], name: str, context_type: type) -
         parameters_json_schema=clean_schema(args_model.model_json_schema()),
         context_param=context_param,
     )
+
+
+def _field(hint: Any, param: inspect.Parameter, arg_doc: str | None) -> tuple[Any, Any]:
+    """(type, FieldInfo) as ADK builds it: the signature alone says whether an argument
+    is required and its default; an Annotated Field gives the rest, under the
+    parameter's own name (its alias dropped)."""
+    default = PydanticUndefined if param.default is param.empty else param.default
+    if typing.get_origin(hint) is not typing.Annotated:
+        return (Any if hint is None else hint), Field(default=default, description=arg_doc)
+    info = FieldInfo.from_annotation(hint)
+    info.alias = info.validation_alias = info.serialization_alias = None
+    info.default, info.default_factory = default, None
+    if info.description is None:
+        info.description = arg_doc  # the docstring's Args entry, unless Field has one
+    return (info.annotation if info.annotation is not None else Any), info
 
 
 def validate_arguments(
@@ -151,21 +174,32 @@ def _unsupported(hint: Any) -> str | None:
         return None
     if isinstance(hint, type) and (issubclass(hint, (BaseModel, Enum)) or hint in _SCALARS):
         return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return None  # pydantic's and the standard library's: an object of their fields
     return getattr(hint, "__name__", None) or repr(hint)
 
 
 def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline $refs, drop pydantic's titles, and write `X | None` as a nullable type."""
-    defs: dict[str, Any] = schema.get("$defs", {})
+    """Inline $refs, drop pydantic's titles, and write `X | None` as a nullable type.
 
-    def walk(node: Any, in_properties: bool = False) -> Any:
+    A model that contains itself (a tree) cannot be inlined: inside itself it stays a
+    $ref, and its definition stays in $defs.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+    recursive: dict[str, Any] = {}
+
+    def walk(node: Any, path: tuple[str, ...], in_properties: bool = False) -> Any:
         if isinstance(node, list):
-            return [walk(item) for item in node]
+            return [walk(item, path) for item in node]
         if not isinstance(node, dict):
             return node
         if "$ref" in node:
-            target = walk(defs[node["$ref"].rsplit("/", 1)[-1]])
-            return {**target, **{k: walk(v) for k, v in node.items() if k != "$ref"}}
+            name = node["$ref"].rsplit("/", 1)[-1]
+            rest = {k: walk(v, path) for k, v in node.items() if k != "$ref"}
+            if name in path:
+                recursive.setdefault(name, None)
+                return {"$ref": f"#/$defs/{name}", **rest}
+            return {**walk(defs[name], (*path, name)), **rest}
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key == "$defs" or (key == "title" and not in_properties):
@@ -174,10 +208,16 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
             # does not need to be told.
             if key == "additionalProperties" and value is False and not in_properties:
                 continue
-            out[key] = walk(value, in_properties=key == "properties")
+            out[key] = walk(value, path, in_properties=key == "properties")
         return _collapse_nullable(out)
 
-    return typing.cast(dict[str, Any], walk(schema))
+    cleaned = typing.cast(dict[str, Any], walk(schema, ()))
+    while pending := [name for name, done in recursive.items() if done is None]:
+        for name in pending:
+            recursive[name] = walk(defs[name], (name,))
+    if recursive:
+        cleaned["$defs"] = recursive
+    return cleaned
 
 
 def _collapse_nullable(node: dict[str, Any]) -> dict[str, Any]:

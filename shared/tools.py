@@ -8,6 +8,7 @@ from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, Va
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, overload, runtime_checkable
 
+from toolfleet.shared.callables import callable_name
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.schema import (
@@ -65,7 +66,7 @@ class FunctionTool:
             problem = not_importable(self.func)
             if problem:
                 raise ToolDefinitionError([problem])
-        name = self.name or getattr(self.func, "__name__", "")
+        name = self.name or callable_name(self.func)
         if not name.isidentifier():
             raise ToolDefinitionError([f"tool name {name!r} is not an identifier"])
         if self.options.kind not in (None, "io", "cpu"):
@@ -77,7 +78,7 @@ class FunctionTool:
             raise ToolDefinitionError([f"tool {name!r} ({_where(self.func)}): {exc}"]) from exc
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "signature", signature)
-        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.func))
+        object.__setattr__(self, "_is_async", _is_async(self.func))
 
     @property
     def description(self) -> str:
@@ -265,6 +266,13 @@ def not_importable(func: Callable[..., Any]) -> str | None:
     if "<locals>" in getattr(func, "__qualname__", ""):
         return f"tool {where} is a nested function, defined inside another function; {advice}"
     return None
+
+
+def _is_async(func: Callable[..., Any]) -> bool:
+    """A coroutine function, a partial of one, or an object whose `__call__` is one."""
+    if inspect.iscoroutinefunction(func):
+        return True
+    return not inspect.isroutine(func) and inspect.iscoroutinefunction(type(func).__call__)
 
 
 def _where(func: Callable[..., Any]) -> str:

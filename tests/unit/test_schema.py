@@ -138,15 +138,26 @@ class Opaque:
 
 
 def test_unsupported_annotation_fails_at_definition_naming_function_and_problem() -> None:
-    def bad(thing: Opaque, other) -> None:  # type: ignore[no-untyped-def]
+    def bad(thing: Opaque, other: set[Opaque]) -> None:
         """Bad."""
 
     with pytest.raises(ToolDefinitionError) as err:
         LocalTool(bad)
     message = str(err.value)
     assert "'bad'" in message and "test_schema" in message
-    assert "'thing': unsupported type Opaque" in message
-    assert "'other' has no type hint" in message
+    assert "'thing': unsupported type Opaque (supported: str, int," in message
+    assert "'other': unsupported type Opaque" in message
+    assert "a pydantic model, a dataclass" in message  # what to use instead
+
+
+def test_untyped_parameter_takes_any_json_value_as_in_adk() -> None:
+    def legacy(x, y):  # type: ignore[no-untyped-def]
+        """Adds."""
+        return x + y
+
+    fn = LocalTool(legacy)
+    assert fn.parameters_json_schema["properties"] == {"x": {}, "y": {}}
+    assert fn.validate({"x": [1], "y": {"a": 2}}) == ({"x": [1], "y": {"a": 2}}, [])
 
 
 def test_duplicate_tool_names_are_a_definition_error() -> None:
