@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from google.genai import types
 from pydantic import BaseModel
 
+from toolfleet.orchestrator.agents.adk_fields import (
+    checked_config,
+    static_text,
+    takes_adk_keywords,
+)
 from toolfleet.orchestrator.models.offline import Script
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.shared.base_tool import BaseTool
-from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.errors import ConfigError, ToolDefinitionError
 from toolfleet.shared.tools import FunctionTool, ToolRegistry, as_tool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
 ToolLike = FunctionTool | BaseTool | Callable[..., Any] | BaseToolset
 # One callback or a list of them, as ADK's agents take (orchestrator.loop.callbacks).
 Callbacks = Callable[..., Any] | Sequence[Callable[..., Any]] | None
+# ADK's InstructionProvider: made from a ReadonlyContext each model call, sync or async.
+InstructionProvider = Callable[[ReadonlyContext], str | Awaitable[str]]
 
 
+@takes_adk_keywords
 @dataclass(eq=False)
 class Agent:
     """An LLM agent whose tools run on the fleet.
@@ -40,10 +49,18 @@ class Agent:
     return a dict that replaces the response; `before_model_callback(callback_context,
     llm_request)` may return an LlmResponse that answers in the model's place, and
     `after_model_callback(callback_context, llm_response)` one that replaces its answer.
+    `before_agent_callback(callback_context)` returning a Content answers in the
+    agent's place; `after_agent_callback(callback_context)` returning one adds it after
+    the agent's answer.
+
+    `generate_content_config` (temperature, max_output_tokens, safety_settings, ...) goes
+    with every model call; `output_key` saves the final text answer to that state key.
+    ADK's LlmAgent fields toolfleet does not run are refused with what to use instead
+    (orchestrator.agents.adk_fields).
     """
 
     name: str
-    instruction: str = ""
+    instruction: str | InstructionProvider = ""
     description: str = ""
     tools: Sequence[ToolLike] = ()
     model: Model | str | None = None
@@ -59,6 +76,15 @@ class Agent:
     before_tool_callback: Callbacks = None
     after_tool_callback: Callbacks = None
     on_tool_error_callback: Callbacks = None
+    before_agent_callback: Callbacks = None
+    after_agent_callback: Callbacks = None
+    generate_content_config: types.GenerateContentConfig | None = None
+    output_key: str | None = None
+    # The root agent's goes before every agent's instruction (ADK's, deprecated there).
+    global_instruction: str | InstructionProvider = ""
+    # Set: it is the system instruction, and `instruction` is sent as the last user turn.
+    static_instruction: types.ContentUnion | None = None
+    include_contents: Literal["default", "none"] = "default"
     parent: Agent | None = field(default=None, init=False, repr=False)
     function_tools: ToolRegistry = field(init=False, repr=False)
     toolsets: list[BaseToolset] = field(init=False, repr=False)
@@ -72,6 +98,13 @@ class Agent:
             raise TypeError(
                 f"agent {self.name!r}: model must be a Gemini model id (e.g. "
                 f"'gemini-2.0-flash') or a Model, not {type(self.model).__name__}"
+            )
+        self.generate_content_config = checked_config(self.name, self.generate_content_config)
+        static_text(self.name, self.static_instruction)  # text only: refused now, not later
+        if self.include_contents not in ("default", "none"):
+            raise ConfigError(
+                f"agent {self.name!r}: include_contents must be 'default' or 'none', "
+                f"not {self.include_contents!r}"
             )
         self.toolsets = [t for t in self.tools if isinstance(t, BaseToolset)]
         self.function_tools = ToolRegistry(

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.agent import Agent, InstructionProvider
 from toolfleet.shared.errors import ConfigError
+from toolfleet.shared.toolsets import ReadonlyContext
 
 # {name}, {user:name}, {app:name}, {temp:name}; a trailing ? makes it optional.
 _PLACEHOLDER = re.compile(r"\{((?:app:|user:|temp:)?[A-Za-z_][A-Za-z0-9_]*)(\??)\}")
 
 
-def render_instruction(agent: Agent, state: Mapping[str, Any]) -> str:
-    """The agent's instruction with its `{key}` placeholders filled from session state.
+async def resolved(
+    agent: Agent, instruction: str | InstructionProvider, context: ReadonlyContext
+) -> str:
+    """An instruction as ADK makes it: a string has its `{key}` placeholders filled; a
+    provider (sync or async) is called with the context and its text used as it is."""
+    if isinstance(instruction, str):
+        return render_instruction(agent, context.state, instruction)
+    text = instruction(context)
+    if inspect.isawaitable(text):
+        text = await text
+    if not isinstance(text, str):
+        raise ConfigError(
+            f"an instruction provider of agent {agent.name!r} returned "
+            f"{type(text).__name__}: it must return a str"
+        )
+    return text
+
+
+def render_instruction(agent: Agent, state: Mapping[str, Any], template: str | None = None) -> str:
+    """`template` (the agent's instruction if None) with its `{key}` placeholders filled
+    from session state.
 
     Non-string values are written as JSON; `{key?}` is empty when unset, and a missing
     `{key}` raises ConfigError.
@@ -33,7 +54,11 @@ def render_instruction(agent: Agent, state: Mapping[str, Any]) -> str:
             f"session state; set it first, or write {{{key}?}} to leave it empty when unset"
         )
 
-    return _PLACEHOLDER.sub(fill, agent.instruction)
+    if template is None:
+        if not isinstance(agent.instruction, str):
+            raise ConfigError(f"agent {agent.name!r}: its instruction is a provider")
+        template = agent.instruction
+    return _PLACEHOLDER.sub(fill, template)
 
 
 def identity_instruction(agent: Agent) -> str:

@@ -51,6 +51,9 @@ class Invocation:
     # A turn's responses, in the session in memory, for the next write to store (held.py).
     held: HeldAppend | None = None
     held_in_doubt: bool = False  # a write carrying them failed: they may have landed
+    # Agents whose before_agent_callback ran, in order; whether one answered (agent_callbacks.py).
+    entered: list[Agent] = field(default_factory=list)
+    answered_by_callback: bool = False
 
     def __post_init__(self) -> None:
         self.id = self.id or new_invocation_id()

@@ -15,13 +15,18 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.agents.transfer import offered_tools, transfer_instruction
+from toolfleet.orchestrator.agents.transfer import offered_tools
 from toolfleet.orchestrator.fleet.protocol import is_cancelled
 from toolfleet.orchestrator.loop import held
+from toolfleet.orchestrator.loop.agent_callbacks import (
+    enter_agent,
+    leave_agents,
+    output_delta,
+    store_answer,
+)
 from toolfleet.orchestrator.loop.callbacks import MODEL_HOOKS, Hooks
 from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
 from toolfleet.orchestrator.loop.deep_args import drop_deep_args
-from toolfleet.orchestrator.loop.instructions import identity_instruction, render_instruction
 from toolfleet.orchestrator.loop.invocation import (
     CallsDispatched,
     EndReason,
@@ -30,13 +35,10 @@ from toolfleet.orchestrator.loop.invocation import (
     Update,
 )
 from toolfleet.orchestrator.loop.parking import park_turn
+from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
-from toolfleet.orchestrator.models.protocol import (
-    CLIENT_CALL_ID_PREFIX,
-    ModelRequest,
-    function_calls,
-)
+from toolfleet.orchestrator.models.protocol import CLIENT_CALL_ID_PREFIX, function_calls
 from toolfleet.orchestrator.plugins.context import LlmResponse
 from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_cancelled
 from toolfleet.orchestrator.sessions.events import Event
@@ -89,7 +91,13 @@ async def run_invocation(
             if open_turn is not None:
                 model_event, open_turn = open_turn, None
             else:
-                turn = await _model_turn(inv)
+                entered = await enter_agent(inv)  # before_agent_callback; stored
+                if entered is not None and inv.answered:  # it answered in the agent's place
+                    turn: tuple[Event, ToolRegistry] | None = (entered, ToolRegistry())
+                else:
+                    if entered is not None:
+                        yield entered  # what it wrote to state: the agent runs
+                    turn = await _model_turn(inv)
                 if turn is None:  # cancelled before the model answered: nothing is open
                     async for update in _cancelled(inv):
                         yield update
@@ -103,6 +111,8 @@ async def run_invocation(
                     yield update
             if ending.reason is not None:
                 await held.store_held(inv)  # none by now: every ending writes (a guard)
+                async for update in leave_agents(inv, ending.reason):  # after_agent_callback
+                    yield update
                 yield InvocationEnded(inv.id, ending.reason)
                 return
         error = (
@@ -251,19 +261,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         )
     agent = inv.agent
     tools = await offered_tools(agent, inv.readonly_context)
-    authors, contents = inv.session.authored_contents()
-    parts = (
-        render_instruction(agent, inv.session.state),
-        identity_instruction(agent),
-        transfer_instruction(agent),
-    )
-    request = ModelRequest(
-        agent_name=agent.name,
-        instruction="\n\n".join(p for p in parts if p),
-        contents=contents,
-        tools=list(tools.values()),
-        authors=authors,
-    )
+    request = await model_request(inv, tools)
     hooks = Hooks(agent, inv.plugins)
     context = inv.callback_context() if hooks.any_of(MODEL_HOOKS) else None
     response = None if context is None else await hooks.before_model(context, request)
@@ -282,24 +280,22 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     content = with_call_ids(response.content)
     # What a callback answered too, before anything serializes the turn.
     drop_deep_args(content, inv.settings.max_json_depth)
-    # What the model callbacks wrote to state is stored with the turn.
+    # What the model callbacks wrote to state is stored with the turn (output_key's too).
     model_event = Event(
         invocation_id=inv.id,
         author=agent.name,
         content=content,
-        state_delta=context.state.delta if context is not None else {},
+        state_delta={
+            **(context.state.delta if context is not None else {}),
+            **output_delta(agent, content),
+        },
     )
     # An answer without calls ends the invocation: the session owes nothing from here,
     # and the lease can go in the same transaction.
     inv.answered = not function_calls(content)
     if not inv.answered:
         return model_event, tools  # stored with its calls (_answer_calls)
-    release = inv.lease is not None and inv.release_on_answer
-    if inv.lease is not None and release:
-        await inv.lease.renewal.stop()
-    await held.append(inv, model_event, owes_turn=False, release=release)
-    if inv.lease is not None and release:
-        inv.lease.released = True
+    await store_answer(inv, model_event)
     return model_event, tools
 
 

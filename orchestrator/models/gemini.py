@@ -163,15 +163,21 @@ class GeminiModel:
             ModelError: The call failed after the SDK's retries, or the answer had
                 no usable content (blocked prompt, safety stop, empty turn).
         """
-        config = types.GenerateContentConfig(
-            system_instruction=request.instruction or None,
-            tools=_tools(request.tools),
-            # toolfleet runs the calls itself, in parallel, on the fleet.
-            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-            # Per request, so a given client is bounded too. No retry_options here: the
-            # client's own retry policy stays in force and retries a timed-out attempt.
-            http_options=types.HttpOptions(timeout=self._timeout_ms),
+        # The agent's config (temperature, safety settings, ...) with what toolfleet sets.
+        config = (
+            request.config.model_copy(deep=True)
+            if request.config is not None
+            else types.GenerateContentConfig()
         )
+        config.system_instruction = request.instruction or None
+        config.tools = _tools(request.tools)
+        # toolfleet runs the calls itself, in parallel, on the fleet.
+        config.automatic_function_calling = types.AutomaticFunctionCallingConfig(disable=True)
+        # Per request, so a given client is bounded too. No retry_options here: the
+        # client's own retry policy stays in force and retries a timed-out attempt.
+        http_options = config.http_options or types.HttpOptions()
+        http_options.timeout = http_options.timeout or self._timeout_ms
+        config.http_options = http_options
         try:
             response = await self._client.aio.models.generate_content(
                 model=self._model,

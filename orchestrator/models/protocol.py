@@ -10,6 +10,10 @@ from google.genai import types
 
 from toolfleet.shared.tools import FunctionTool
 
+# The author of a content that carries the agent's instruction as a user turn (ADK's,
+# with static_instruction set): no one's message.
+INSTRUCTION_AUTHOR = "instruction"
+
 # Ids the loop gives calls that came without one; never sent back to the model.
 CLIENT_CALL_ID_PREFIX = "tf-"
 
@@ -32,6 +36,9 @@ class ModelRequest:
     tools: Sequence[FunctionTool]
     # Who wrote each content ("user", an agent's name, "completion"); may be empty.
     authors: Sequence[str] = ()
+    # The agent's generate_content_config (a copy: a callback may change it); the model
+    # adds the instruction and tools to it.
+    config: types.GenerateContentConfig | None = None
 
 
 class Model(Protocol):

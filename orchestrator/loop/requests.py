@@ -1,0 +1,97 @@
+"""What the model is asked for the agent's next turn, built as ADK builds an LlmRequest:
+instructions (global, static, the agent's own), the contents it sees, its config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.genai import types
+
+from toolfleet.orchestrator.agents.adk_fields import static_text
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.transfer import transfer_instruction
+from toolfleet.orchestrator.loop.instructions import identity_instruction, resolved
+from toolfleet.orchestrator.loop.invocation import Invocation
+from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
+from toolfleet.shared.tools import ToolRegistry
+
+# ADK's markers around an instruction sent as a user turn (static_instruction set).
+_BEGIN, _END = "<<<BEGIN_SYSTEM_INSTRUCTION>>>", "<<<END_SYSTEM_INSTRUCTION>>>"
+_ELIDED = "<<<ELIDED_MARKER>>>"
+_PREAMBLE = (
+    f"The text between {_BEGIN} and {_END} below is your own system instruction for this "
+    "turn and carries the current session state. It is addressed to you. Nothing between "
+    "those two markers was said by the user, so do not answer it or continue it as though "
+    "it were their turn. Anything the user actually said appears outside the markers, and "
+    "a real user turn may follow immediately after the end marker."
+)
+
+
+async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
+    """The request for the agent answering now."""
+    agent = inv.agent
+    authors, contents = inv.session.authored_contents()
+    if agent.include_contents == "none":
+        authors, contents = current_turn(agent, authors, contents)
+    context = inv.readonly_context()
+    root = agent.root
+    system = [await resolved(root, root.global_instruction, context)]
+    own = await resolved(agent, agent.instruction, context)
+    static = static_text(agent.name, agent.static_instruction)
+    if static:  # ADK: the static part is the system instruction, the rest a user turn
+        system.append(static)
+        if own:
+            authors.append(INSTRUCTION_AUTHOR)
+            contents.append(types.Content(role="user", parts=[types.Part(text=_labelled(own))]))
+    else:
+        system.append(own)
+    system += [identity_instruction(agent), transfer_instruction(agent)]
+    config = agent.generate_content_config
+    return ModelRequest(
+        agent_name=agent.name,
+        instruction="\n\n".join(p for p in system if p),
+        contents=contents,
+        tools=list(tools.values()),
+        authors=authors,
+        # A copy: a before_model callback may change it for this call only.
+        config=config.model_copy(deep=True) if config is not None else None,
+    )
+
+
+def current_turn(
+    agent: Agent, authors: Sequence[str], contents: Sequence[types.Content]
+) -> tuple[list[str], list[types.Content]]:
+    """include_contents="none": only the current turn, as ADK: from the last message of
+    the user (or of another agent) on, reaching back to any call a later response answers
+    so that no response is sent without its call."""
+    start = 0
+    for i in range(len(contents) - 1, -1, -1):
+        author = authors[i]
+        if author == "user" and not _has_responses(contents[i]):
+            start = i
+            break
+        if author not in ("user", agent.name, "completion", INSTRUCTION_AUTHOR):
+            start = i  # another agent's turn starts this one
+            break
+    answered = {
+        p.function_response.id
+        for c in contents[start:]
+        for p in c.parts or ()
+        if p.function_response is not None and p.function_response.id
+    }
+    for i in range(start - 1, -1, -1):
+        calls = {p.function_call.id for p in contents[i].parts or () if p.function_call}
+        if calls & answered:
+            start = i
+    return list(authors[start:]), list(contents[start:])
+
+
+def _has_responses(content: types.Content) -> bool:
+    return any(p.function_response is not None for p in content.parts or ())
+
+
+def _labelled(instruction: str) -> str:
+    """The instruction between ADK's markers; markers inside it are elided, so state
+    written into it cannot forge the block's end."""
+    fenced = instruction.replace(_BEGIN, _ELIDED).replace(_END, _ELIDED)
+    return f"{_PREAMBLE}\n{_BEGIN}\n{fenced}\n{_END}"

@@ -1,0 +1,143 @@
+"""ADK's before_agent_callback and after_agent_callback in the loop (scripted model,
+in-process runner, fakeredis store)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google.genai import types
+
+from tests.unit.test_adk_agent_fields import ending, events, model_text, run
+from toolfleet.adk import CallbackContext
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT
+from toolfleet.orchestrator.loop.invocation import EndReason
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.models.protocol import Model, text_of
+from toolfleet.orchestrator.sessions.store import SessionStore
+
+
+async def test_before_agent_returning_content_answers_in_the_agents_place(
+    store: SessionStore,
+) -> None:
+    seen: list[str] = []
+
+    def note(callback_context: CallbackContext) -> None:
+        seen.append(callback_context.agent_name)
+        callback_context.state["checked"] = True
+
+    async def closed(callback_context: CallbackContext) -> types.Content:
+        return model_text("We are closed.")
+
+    def never(callback_context: CallbackContext) -> None:
+        raise AssertionError("after the one that answered")
+
+    model = ScriptedModel([say("should not be asked")])
+    agent = Agent(
+        name="desk",
+        model=model,
+        output_key="out",
+        before_agent_callback=[note, closed, never],
+        after_agent_callback=never,  # the invocation ended in the before callback
+    )
+
+    updates = await run(store, agent)
+
+    _, answer = events(updates)
+    assert answer.author == "desk" and text_of(answer.content) == "We are closed."
+    assert answer.state_delta == {"checked": True}  # output_key: the agent's own answers only
+    assert model.requests == [] and seen == ["desk"]
+    assert ending(updates) is EndReason.ANSWERED
+    stored = await store.get_or_create("app", "u1", "s1")
+    assert stored.state["checked"] is True and stored.open_turn() is None
+
+
+async def test_before_agent_writing_state_lets_the_agent_run_and_see_it(
+    store: SessionStore,
+) -> None:
+    async def greet(callback_context: CallbackContext) -> None:
+        callback_context.state["guest"] = "Ann"
+
+    model = ScriptedModel([say("Hello Ann")])
+    agent = Agent(
+        name="desk", instruction="Greet {guest}.", model=model, before_agent_callback=greet
+    )
+
+    updates = await run(store, agent)
+
+    _, state_only, answer = events(updates)
+    assert state_only.content is None and state_only.state_delta == {"guest": "Ann"}
+    assert model.requests[0].instruction.startswith("Greet Ann.")
+    assert text_of(answer.content) == "Hello Ann"
+
+
+async def test_after_agent_runs_after_the_answer_and_its_content_follows_it(
+    store: SessionStore,
+) -> None:
+    seen: list[Any] = []
+
+    async def sign(callback_context: CallbackContext) -> types.Content:
+        seen.append(callback_context.state.get("out"))  # output_key's save is in state
+        callback_context.state["signed"] = True
+        return types.Content(parts=[types.Part(text="-- the desk")])
+
+    agent = Agent(
+        name="desk",
+        model=ScriptedModel([say("Done.")]),
+        output_key="out",
+        after_agent_callback=sign,
+    )
+
+    updates = await run(store, agent)
+
+    answer, signature = events(updates)[-2:]
+    assert text_of(answer.content) == "Done."
+    assert signature.author == "desk" and text_of(signature.content) == "-- the desk"
+    assert signature.content is not None and signature.content.role == "model"
+    assert signature.state_delta == {"signed": True}
+    assert seen == ["Done."]
+    stored = await store.get_or_create("app", "u1", "s1")
+    assert [text_of(e.content) for e in stored.events[-2:]] == ["Done.", "-- the desk"]
+
+
+async def test_agent_callbacks_run_for_a_transfer_target_and_unwind_in_order(
+    store: SessionStore,
+) -> None:
+    order: list[str] = []
+
+    def enter(name: str) -> Any:
+        return lambda callback_context: order.append(f"before {name}")
+
+    def leave(name: str) -> Any:
+        return lambda callback_context: order.append(f"after {name}")
+
+    support = Agent(
+        name="support",
+        before_agent_callback=enter("support"),
+        after_agent_callback=leave("support"),
+    )
+    desk = Agent(
+        name="desk",
+        sub_agents=[support],
+        before_agent_callback=enter("desk"),
+        after_agent_callback=leave("desk"),
+    )
+    models: dict[str, Model] = {
+        "desk": ScriptedModel([call(Call(TRANSFER_TO_AGENT, {"agent_name": "support"}))]),
+        "support": ScriptedModel([say("Support here.")]),
+    }
+
+    updates = await run(store, desk, models)
+
+    assert text_of(events(updates)[-1].content) == "Support here."
+    assert order == ["before desk", "before support", "after support", "after desk"]
+
+
+async def test_an_agent_callback_must_return_content_or_none(store: SessionStore) -> None:
+    async def wrong(callback_context: CallbackContext) -> str:
+        return "text"
+
+    agent = Agent(name="a", model=ScriptedModel([say("x")]), before_agent_callback=wrong)
+    with pytest.raises(TypeError, match=r"before_agent_callback .*types\.Content or None"):
+        await run(store, agent)
