@@ -1,7 +1,7 @@
 """httpx logs every request's URL at INFO ("HTTP Request: GET https://..."): its query may
 hold a credential (an API key a spec puts there) and its path or query a secret-named
-argument. A filter on httpx's logger masks, in each of its lines, every query value, a
-password in the URL, and the secret values of the request being sent."""
+argument. A filter on httpx's logger (and the MCP client's) masks, in each of its lines,
+every query value, a password in the URL, and the secret values of the request being sent."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from contextvars import ContextVar
 
 from toolfleet.shared.redaction import MASK, mask_values
 
-# The loggers whose lines hold request URLs.
-HTTP_LOGGERS = ("httpx",)
+# The loggers whose lines hold request URLs: httpx's (INFO), the MCP client's (DEBUG).
+HTTP_LOGGERS = ("httpx", "mcp.client.streamable_http", "mcp.client.sse")
 _QUERY_VALUE = re.compile(r"([?&][^=&#\s\"']*=)[^&#\s\"']*")
 _PASSWORD = re.compile(r"(://[^/?#@:\s\"']*:)[^/?#@\s\"']*@")
 # The secret values of the requests this context is sending (a task sees its own).
@@ -43,8 +43,8 @@ def masked(text: str) -> str:
 
 
 def mask_http_logs() -> None:
-    """Put the filter on httpx's logger, once (again after a logging configuration that
-    replaced it: callers call this before each request)."""
+    """Put the filter on each of HTTP_LOGGERS, once (again after a logging configuration
+    that replaced it: callers call this before each request)."""
     for name in HTTP_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, MaskRequestSecrets) for f in logger.filters):

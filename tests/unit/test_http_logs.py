@@ -32,10 +32,11 @@ def test_httpx_request_lines_show_no_query_value_password_or_secret(
     assert outside == "HTTP Request: GET https://api.test/s3cr3t"  # that request's own only
 
 
-def test_the_filter_is_put_on_once() -> None:
+@pytest.mark.parametrize("name", ["httpx", "mcp.client.streamable_http", "mcp.client.sse"])
+def test_the_filter_is_put_on_once(name: str) -> None:
     mask_http_logs()
     mask_http_logs()
-    filters = logging.getLogger("httpx").filters
+    filters = logging.getLogger(name).filters
     assert sum(type(f).__name__ == "MaskRequestSecrets" for f in filters) == 1
 
 
