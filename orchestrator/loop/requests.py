@@ -9,7 +9,7 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.adk_fields import static_text
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.agents.transfer import transfer_instruction
+from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT, transfer_instruction
 from toolfleet.orchestrator.loop.instructions import identity_instruction, resolved
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
@@ -70,8 +70,13 @@ def current_turn(
         if author == "user" and not _has_responses(contents[i]):
             start = i
             break
-        if author not in ("user", agent.name, "completion", INSTRUCTION_AUTHOR):
-            start = i  # another agent's turn starts this one
+        if author not in (
+            "user",
+            agent.name,
+            "completion",
+            INSTRUCTION_AUTHOR,
+        ) and not _transfers(contents[i]):
+            start = i  # another agent's turn starts this one; its handover does not
             break
     answered = {
         p.function_response.id
@@ -84,6 +89,16 @@ def current_turn(
         if calls & answered:
             start = i
     return list(authors[start:]), list(contents[start:])
+
+
+def _transfers(content: types.Content) -> bool:
+    """Whether a content is a transfer_to_agent call or its response (ADK: a handover is
+    no turn of its own, so the target still sees the message it was handed)."""
+    return any(
+        (p.function_call is not None and p.function_call.name == TRANSFER_TO_AGENT)
+        or (p.function_response is not None and p.function_response.name == TRANSFER_TO_AGENT)
+        for p in content.parts or ()
+    )
 
 
 def _has_responses(content: types.Content) -> bool:

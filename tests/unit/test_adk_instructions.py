@@ -103,3 +103,26 @@ async def test_include_contents_none_sends_the_current_turn_only(store: SessionS
     assert len(last.contents) == 3  # the message, the call, its response
     with pytest.raises(ConfigError, match="include_contents"):
         Agent(name="a", include_contents="all")  # type: ignore[arg-type]
+
+
+async def test_include_contents_none_keeps_the_message_a_transfer_handed_over(
+    store: SessionStore,
+) -> None:
+    support = Agent(name="support", include_contents="none")
+    desk = Agent(name="desk", sub_agents=[support])
+    models: dict[str, Model] = {
+        "desk": ScriptedModel(
+            by_message={
+                "hello": [say("Hi.")],
+                "broken": [call(Call(TRANSFER_TO_AGENT, {"agent_name": "support"}))],
+            }
+        ),
+        "support": ScriptedModel(by_message={"broken": [say("Fixed.")]}),
+    }
+
+    await run(store, desk, models, text="hello")
+    await run(store, desk, models, text="it is broken")
+
+    (request,) = models["support"].requests  # type: ignore[attr-defined]
+    assert text_of(request.contents[0]) == "it is broken"  # not the handover
+    assert len(request.contents) == 3  # the message, the transfer call, its response
