@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict
 REQUEST_CONFIRMATION = "adk_request_confirmation"
 # The id of that function call: this prefix and the original call's id.
 CONFIRMATION_ID_PREFIX = "adk-confirm-"
+# The agent named in calls made through `toolfleet mcp serve` (no agent's name: those
+# are identifiers). Such a call has no person behind its user id - its caller is the
+# MCP client - so only an approver of its app or an admin may confirm it.
+SERVED_AGENT = "mcp serve"
 
 
 class ToolConfirmation(BaseModel):

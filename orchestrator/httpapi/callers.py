@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.messages import PendingCall
 
@@ -105,10 +106,13 @@ class Caller:
 
     def may_confirm(self, call: PendingCall) -> bool:
         """May confirm or reject a call waiting for a person: its own user (as in ADK,
-        where the user answers), an approver of its app, or admin."""
+        where the user answers; not for a call made through `toolfleet mcp serve`), an
+        approver of its app, or admin."""
         if call.kind != "confirmation":
             return False
-        return self.owns(call.user_id) or any(s.covers(call) for s in self.approves)
+        # A call made through `toolfleet mcp serve` has no person behind its user id.
+        own = self.owns(call.user_id) and (self.admin or call.agent != SERVED_AGENT)
+        return own or any(s.covers(call) for s in self.approves)
 
     def actions(self, call: PendingCall) -> list[Action]:
         """What this caller may do with the ticket, for the approvals page."""

@@ -18,15 +18,13 @@ from toolfleet.orchestrator.loop.confirmation import AWAITING, ask_confirmation
 from toolfleet.orchestrator.loop.deep_args import deep_args_problem
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.confirmation import ToolConfirmation
+from toolfleet.shared.confirmation import SERVED_AGENT, ToolConfirmation
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, answered_result
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import mentions_sealed, redact_deep
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.tools import FunctionTool
-
-MCP_AGENT = "mcp"  # the agent name of the calls (there is no agent)
 
 
 class FleetCalls:
@@ -93,7 +91,7 @@ class FleetCalls:
             app_name=self._app,
             user_id=self._user,
             invocation_id=f"mcp-{call_id}",
-            agent=MCP_AGENT,
+            agent=SERVED_AGENT,
             state={},
             reply_to=self._replica.keys.results(self._session),
             dispatched_at=time.time(),
@@ -133,7 +131,7 @@ class FleetCalls:
             session_id=self._session_id,
             app_name=self._app,
             user_id=self._user,
-            agent=MCP_AGENT,
+            agent=SERVED_AGENT,
             invocation_id=asked.invocation_id,
             args=args,
             ticket=request,

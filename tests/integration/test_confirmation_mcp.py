@@ -29,6 +29,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
+from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.orchestrator.models.offline import ScriptedModel, say
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
@@ -39,7 +40,8 @@ from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30
-APP = "mcp"  # the app `toolfleet mcp serve` runs its calls under by default
+APP = "mcp"  # the app (and user id) `toolfleet mcp serve` runs its calls under by default
+APPROVER_KEY, NAMESAKE_KEY = "key-approver-4f1e", "key-namesake-9b2c"
 
 
 def serve_env(settings: Settings) -> dict[str, str]:
@@ -216,12 +218,16 @@ async def test_no_forged_confirmation_runs_a_call(
 
 @pytest.fixture
 async def http_api(settings: Settings, fleet: WorkerGroup) -> AsyncIterator[str]:
-    """The HTTP API (another app's agent), where a person answers tickets."""
+    """The HTTP API (another app's agent), where a person answers tickets; callers: an
+    approver of the MCP calls' app, and one whose subject is their user id."""
     agent = Agent(name="other_app", model=ScriptedModel([say("hi")]))
-    async with serve_http(
-        [agent], settings, HttpSettings(token=SecretStr(TOKEN)), "127.0.0.1", 0
-    ) as http:
-        yield http.url
+    keys = [
+        ApiKey(subject="ann", roles=(f"approver:{APP}",), key=SecretStr(APPROVER_KEY)),
+        ApiKey(subject=APP, key=SecretStr(NAMESAKE_KEY)),  # the calls' user id is "mcp"
+    ]
+    http = HttpSettings(token=SecretStr(TOKEN), api_keys=keys)
+    async with serve_http([agent], settings, http, "127.0.0.1", 0) as served:
+        yield served.url
 
 
 async def test_an_agents_tools_over_http_wait_for_a_confirmation_given_over_the_http_api(
@@ -235,12 +241,22 @@ async def test_an_agents_tools_over_http_wait_for_a_confirmation_given_over_the_
         # A tool that asks for a confirmation itself waits the same way.
         trip = await held(mcp, "book_trip", {"city": "Oslo", "counter_file": str(trips)})
         assert not transfers.exists() and not trips.exists()
+        # No person stands behind the calls' user id: its namesake may not answer them.
+        namesake = await api.post(
+            f"/tickets/{transfer}/confirmation",
+            json={"confirmed": True},
+            headers=bearer(NAMESAKE_KEY),
+        )
+        assert namesake.status_code == 403, namesake.text
+        assert structured(await final(mcp, transfer))["status"] == "awaiting_confirmation"
 
         for call_id, answer in (
             (transfer, {"confirmed": True}),
             (trip, {"confirmed": True, "payload": {"city": "Oslo", "nights": 5}}),
         ):
-            sent = await api.post(f"/tickets/{call_id}/confirmation", json=answer, headers=bearer())
+            sent = await api.post(
+                f"/tickets/{call_id}/confirmation", json=answer, headers=bearer(APPROVER_KEY)
+            )
             assert sent.status_code == 202, sent.text
 
         assert structured(await final(mcp, transfer)) == {
