@@ -11,8 +11,11 @@ must already hold the promise. At the end, whatever happened:
 - every call id has exactly one final response in its session (a ticket: its pending
   response, then one final result if any was posted and the call was not answered
   otherwise);
-- every posted completion was applied or is in the dead-letter stream with a reason;
-- no ticket is left for an answered call, and no session has a call without a response;
+- every posted completion was applied or is in the dead-letter stream with a reason, and
+  so is every post refused at once: the stream holds exactly the refused ones;
+- no ticket is left for an answered call, and no session of the user - an agent tool's
+  child session included, whose worker may have been killed or cut short - has a call
+  without a response;
 - per call, the completion applied is the first one the stream accepted.
 """
 
@@ -35,7 +38,7 @@ from tests.faults.conftest import fault_settings
 from tests.faults.servers import RedisServer
 from tests.faults.test_orchestrator_faults import toolfleet
 from tests.support import until
-from toolfleet import Completions, Event, Settings
+from toolfleet import CompletionError, Completions, Event, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.keys import Keys, session_key
@@ -59,6 +62,20 @@ def events_of(client: redis.Redis, keys: Keys, session_id: str) -> list[Event]:
     return [Event.model_validate_json(e) for e in client.lrange(keys.events(key), 0, -1)]
 
 
+def sessions_of_user(client: redis.Redis, keys: Keys) -> list[str]:
+    """Every session the run's user has: the runs' own and their agent tools' children."""
+    return sorted(raw.decode() for raw in client.smembers(keys.user_sessions("chaos", "user")))
+
+
+def open_sessions(client: redis.Redis, keys: Keys) -> list[str]:
+    """The user's sessions whose last model turn has a call without a response."""
+    return [
+        s
+        for s in sessions_of_user(client, keys)
+        if Session(s, "chaos", "user", events_of(client, keys, s)).open_turn() is not None
+    ]
+
+
 def parts(events: list[Event]) -> Iterator[Any]:
     for event in events:
         yield from (event.content.parts or ()) if event.content else ()
@@ -75,6 +92,7 @@ class Run:
         self.runs: dict[str, subprocess.Popen[bytes]] = {}
         self.serves: list[subprocess.Popen[bytes]] = []
         self.posted: dict[str, list[tuple[str, str]]] = {}  # call id -> (entry id, marker)
+        self.refused: list[str] = []  # markers of the posts refused at once
         self.kills = 0
 
     def start_serve(self) -> None:
@@ -107,7 +125,8 @@ class Run:
             marker = f"{session_id}/{copy}"
             try:
                 entry = completions.post_result(call_id, {"status": "done", "post": marker})
-            except Exception:  # refused: the call was answered otherwise (and dead-lettered)
+            except CompletionError:  # refused: the call was answered otherwise
+                self.refused.append(marker)  # and dead-lettered: checked at the end
                 continue
             self.posted.setdefault(call_id, []).append((entry, marker))
 
@@ -118,10 +137,8 @@ class Run:
             return False
         if self.client.xlen(self.keys.completions("chaos")):
             return False
-        return all(
-            Session(s, "chaos", "u", events_of(self.client, self.keys, s)).open_turn() is None
-            for s in self.runs
-        )
+        # Children too: one whose worker was lost is closed once its lease lapses.
+        return not open_sessions(self.client, self.keys)
 
     def stop(self) -> None:
         for process in [*self.runs.values(), *self.serves]:
@@ -142,7 +159,7 @@ async def kill_some_runs_mid_turn(run: Run, rng: random.Random, count: int) -> N
         def calls_out(s: str = session_id) -> bool:
             return any(p.function_call for p in parts(events_of(run.client, run.keys, s)))
 
-        await until(calls_out, f"the turn of {session_id}", 30)
+        await until(calls_out, f"the turn of {session_id}", 60)
         await asyncio.sleep(rng.uniform(0, 0.3))  # ok: a random moment of the turn
         run.kill(run.runs[session_id])
 
@@ -231,13 +248,22 @@ async def test_randomized_sessions_keep_the_exactly_once_promise(
                 assert finals and finals[0].get("status") == "error", (call_id, finals, posts)
             if finals:
                 assert call_id not in pending, f"a ticket is left for answered call {call_id}"
+    children = [s for s in sessions_of_user(client, keys) if s not in run.runs]
+    assert children  # agent tools ran: the check below covers their child sessions
+    assert open_sessions(client, keys) == []
     report_figure("seed", SEED)
     report_figure("sessions / calls / kills", f"{SESSIONS} / {calls} / {run.kills}")
     posted = sum(len(p) for p in run.posted.values())
+    refused = len(run.refused)
     report_figure(
-        "completions posted / applied / dead-lettered", f"{posted} / {applied} / {len(dead)}"
+        "completions posted / applied / dead-lettered / refused at once",
+        f"{posted} / {applied} / {len(dead)} / {refused}",
     )
     report_figure("duplicate final responses / lost", f"{duplicates} / {lost}")
     assert (duplicates, lost) == (0, 0)
     assert all(reason for _, reason in dead)
+    # Every refused post is dead-lettered: at once by the poster, or accepted and then
+    # refused by the applier; nothing else is.
+    assert all(marker in dead_markers for marker in run.refused), (run.refused, dead_markers)
+    assert len(dead) == refused + (posted - applied), (dead, run.refused, run.posted)
     client.close()
