@@ -742,8 +742,15 @@ class Documented:
         return x
 
 
+class AsyncOrderLookup:
+    async def __call__(self, order_id: str) -> str:
+        """Finds an order by id, awaiting the store."""
+        return order_id
+
+
 order_lookup = OrderLookup()
 documented = Documented()
+async_order_lookup = AsyncOrderLookup()
 
 
 # Types ADK's declarations take that the tests above do not cover.

@@ -16,6 +16,7 @@ Each case says how close toolfleet's declaration is:
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ import pytest
 
 import tests.unit.adk_declaration_cases as cases
 from toolfleet.shared.errors import ToolDefinitionError
+from toolfleet.shared.messages import CallStatus, ToolCall
 from toolfleet.shared.tools import FunctionTool
+from toolfleet.workers.executor import execute
 
 RECORDED: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).parent / "snapshots" / "adk_declarations.json").read_text()
@@ -38,6 +41,7 @@ CASES = {
     "array_input": ADK,
     "async_generator_dict": ADK,
     "async_generator_return": ADK,
+    "async_order_lookup": ADK,
     "authenticate": SAME,  # $defs inlined
     "basemodel_input": SAME,  # $defs inlined
     "basemodel_list": SAME,  # $defs inlined
@@ -96,6 +100,8 @@ CASES = {
     "no_params": SAME,  # no parameters: an empty object
     "optional_annotated": SAME,  # Optional as ["T", "null"]
     "order_lookup": ADK,
+    # A default that is not a member: ADK 2.x's builder (its default) declares it as it
+    # is; only its older builder refused it.
     "paint": SAME,  # $defs inlined
     "paint_default": SAME,  # $defs inlined
     "ParentInput": SAME,  # $defs inlined
@@ -281,27 +287,40 @@ def test_declaration_means_adks(name: str) -> None:
 
 
 def run(name: str, args: dict[str, Any]) -> Any:
-    """Validate as the orchestrator and the worker do, then call as the worker does."""
+    """The call as a worker runs it: arguments validated again, the function called."""
     tool = FunctionTool(getattr(cases, name))
-    values, problems = tool.validate(args)
-    assert problems == []
-    return values, tool.func(**values)
+    call = ToolCall(
+        call_id="c1", tool=tool.name, args=args, session_id="s", app_name="app", user_id="u",
+        invocation_id="inv", agent="a", state={}, reply_to="r", dispatched_at=time.time(),
+    )  # fmt: skip
+    result = execute(tool, call, worker="w", max_result_bytes=10_000).result
+    assert result.status is CallStatus.SUCCESS, result.response
+    response: dict[str, Any] = result.response
+    return response.get("result", response)  # a dict is the response; else {"result": ...}
 
 
 def test_arguments_reach_the_function_as_adk_passes_them() -> None:
-    values, result = run("process_items", {"items": ["a", "b"]})
-    assert values == {"items": ["a", "b"]} and type(values["items"]) is list and result == 2
-    values, result = run("resize_window", {"window": {"width": 3, "height": 4}})
-    assert values["window"] == cases.Window(width=3, height=4) and result == "Resized to 3x4"
-    values, _ = run("save_address", {"address": {"street": "a", "city": "b", "zip_code": "12345"}})
-    assert isinstance(values["address"], cases.Address)
-    assert run("store_blob", {"data": "abc"}) == ({"data": b"abc"}, 3)
-    assert run("legacy_function", {"x": [1], "y": [2]}) == ({"x": [1], "y": [2]}, [1, 2])
-    assert run("aliased_count", {"count": 3}) == ({"count": 3}, "3")  # its name, not "n"
-    assert run("weather_partial", {"city": "Oslo"}) == ({"city": "Oslo"}, "Oslo")
-    assert run("order_lookup", {"order_id": "o-1"}) == ({"order_id": "o-1"}, "o-1")
-    values, result = run("create_tree", {"root": {"value": "a", "children": [{"value": "b"}]}})
-    assert values["root"].children[0] == cases.TreeNode(value="b") and result == {"children": 1}
+    assert run("process_items", {"items": ["a", "b"]}) == 2  # a list for Sequence[str]
+    assert run("resize_window", {"window": {"width": 3, "height": 4}}) == "Resized to 3x4"
+    address = {"street": "a", "city": "Oslo", "zip_code": "12345"}
+    assert run("save_address", {"address": address}) == "Saved address in Oslo"
+    assert run("create_user_with_address", {"address": {**address, "zipcode": "1"}}) == {
+        "city": "Oslo"
+    }
+    assert run("store_blob", {"data": "abc"}) == 3  # bytes
+    assert run("legacy_function", {"x": [1], "y": [2]}) == [1, 2]  # untyped: as sent
+    assert run("aliased_count", {"count": 3}) == "3"  # under its name, not its alias
+    assert run("weather_partial", {"city": "Oslo"}) == "Oslo"
+    assert run("order_lookup", {"order_id": "o-1"}) == "o-1"
+    assert run("async_order_lookup", {"order_id": "o-2"}) == "o-2"
+    assert run("create_tree", {"root": {"value": "a", "children": [{"value": "b"}]}}) == {
+        "children": 1
+    }
+
+
+def test_a_callable_object_with_async_call_is_an_async_tool() -> None:
+    assert FunctionTool(cases.async_order_lookup).is_async
+    assert not FunctionTool(cases.order_lookup).is_async
 
 
 def test_a_field_default_alone_leaves_the_argument_required_as_in_adk() -> None:
