@@ -47,14 +47,21 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
         system.append(own)
     system += [identity_instruction(agent), transfer_instruction(agent)]
     config = agent.generate_content_config
+    # A copy: a before_model callback may change it for this call only.
+    config = config.model_copy(deep=True) if config is not None else None
+    if agent.output_schema is not None and not tools:
+        # ADK's: the schema goes to the model unless tools are offered (Gemini's API
+        # takes both on Vertex AI only); the final text is then JSON of it.
+        config = config or types.GenerateContentConfig()
+        config.response_schema = agent.output_schema
+        config.response_mime_type = "application/json"
     return ModelRequest(
         agent_name=agent.name,
         instruction="\n\n".join(p for p in system if p),
         contents=contents,
         tools=list(tools.values()),
         authors=authors,
-        # A copy: a before_model callback may change it for this call only.
-        config=config.model_copy(deep=True) if config is not None else None,
+        config=config,
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from google.genai import types
+from pydantic import BaseModel
 
 from tests.gemini_stand_in import FakeGemini, serve_gemini
 from tests.support import InProcessRunner
@@ -107,3 +108,30 @@ async def test_a_before_model_callback_may_change_the_config_of_one_call(
 
     assert gemini.requests[0].body["generationConfig"]["temperature"] == 0.0
     assert config.temperature == 0.2  # the agent's stays as it was built
+
+
+class Forecast(BaseModel):
+    city: str
+    sunny: bool
+
+
+async def test_output_schema_reaches_gemini_as_the_response_schema_without_tools(
+    gemini: FakeGemini, store: SessionStore
+) -> None:
+    gemini.reply(_text_reply('{"city": "Paris", "sunny": true}'))
+    model = stand_in_model(gemini)
+    agent = Agent(
+        name="weather",
+        model=model,
+        output_schema=Forecast,
+        output_key="forecast",
+        generate_content_config=types.GenerateContentConfig(temperature=0.5),
+    )
+
+    await _run(store, agent, model)
+
+    generation = gemini.requests[0].body["generationConfig"]
+    assert generation["responseMimeType"] == "application/json"
+    schema = generation.get("responseSchema") or generation.get("responseJsonSchema")
+    assert schema is not None and set(schema["properties"]) == {"city", "sunny"}
+    assert generation["temperature"] == 0.5
