@@ -31,11 +31,6 @@ REFUSED: dict[str, tuple[object, str]] = {
         None,
         "run code in a tool function on the fleet's workers, where tools run",
     ),
-    "on_model_error_callback": (
-        None,
-        "a failed model call raises ModelError to the caller of the run; retries are "
-        "GeminiModel's retry_attempts",
-    ),
     "state_schema": (
         None,
         "check the state in a before_agent_callback and return a Content to refuse the run",

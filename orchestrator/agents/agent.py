@@ -48,7 +48,9 @@ class Agent:
     tool_response)` and `on_tool_error_callback(tool, args, tool_context, error)` may
     return a dict that replaces the response; `before_model_callback(callback_context,
     llm_request)` may return an LlmResponse that answers in the model's place, and
-    `after_model_callback(callback_context, llm_response)` one that replaces its answer.
+    `after_model_callback(callback_context, llm_response)` one that replaces its answer;
+    `on_model_error_callback(callback_context, llm_request, error)` one that answers when
+    the model call fails (ModelError).
     `before_agent_callback(callback_context)` returning a Content answers in the
     agent's place; `after_agent_callback(callback_context)` returning one adds it after
     the agent's answer.
@@ -76,6 +78,7 @@ class Agent:
     before_tool_callback: Callbacks = None
     after_tool_callback: Callbacks = None
     on_tool_error_callback: Callbacks = None
+    on_model_error_callback: Callbacks = None
     before_agent_callback: Callbacks = None
     after_agent_callback: Callbacks = None
     generate_content_config: types.GenerateContentConfig | None = None

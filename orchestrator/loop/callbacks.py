@@ -4,19 +4,22 @@ the agent's own callbacks (ADK's order); the first that returns a value decides.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.plugins.context import CallbackContext, LlmRequest, LlmResponse
 from toolfleet.shared.context import ToolContext
+from toolfleet.shared.errors import ModelError
 from toolfleet.shared.tools import FunctionTool
 
 _T = TypeVar("_T")
 
-MODEL_HOOKS = ("before_model_callback", "after_model_callback")
+MODEL_HOOKS = ("before_model_callback", "after_model_callback", "on_model_error_callback")
 TOOL_HOOKS = ("before_tool_callback", "after_tool_callback", "on_tool_error_callback")
 
 
@@ -44,6 +47,25 @@ class Hooks:
         kwargs = {"callback_context": context, "llm_response": response}
         answer = await self._first("after_model_callback", LlmResponse, kwargs, kwargs)
         return response if answer is None else answer
+
+    async def generate(
+        self,
+        generating: Callable[[], Awaitable[types.Content]],
+        context: CallbackContext | None,
+        request: LlmRequest,
+    ) -> types.Content:
+        """The model's turn (`generating()` makes the call); if it fails with ModelError,
+        what an on_model_error callback answers in its place (ADK's), else the error."""
+        try:
+            return await generating()
+        except ModelError as error:
+            if context is None:
+                raise
+            kwargs = {"callback_context": context, "llm_request": request, "error": error}
+            answer = await self._first("on_model_error_callback", LlmResponse, kwargs, kwargs)
+            if answer is None:
+                raise
+            return answer.content
 
     async def before_tool(
         self, tool: FunctionTool, args: dict[str, Any], context: ToolContext

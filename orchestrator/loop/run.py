@@ -267,8 +267,10 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     response = None if context is None else await hooks.before_model(context, request)
     if response is None:
         # Nothing is stored until the model answers: a cancellation may stop it here.
-        generated = await unless_cancelled(
-            generate(inv, inv.models(agent), request), inv.cancellation
+        model = inv.models(agent)
+        generated = await unless_cancelled(  # on_model_error_callback may answer a failure
+            hooks.generate(lambda: generate(inv, model, request), context, request),
+            inv.cancellation,
         )
         if generated is None:
             return None

@@ -35,6 +35,12 @@ class BasePlugin:
         """After each model call; an LlmResponse replaces the model's."""
         return None
 
+    async def on_model_error_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
+    ) -> LlmResponse | None:
+        """When a model call fails (ModelError); an LlmResponse answers in its place."""
+        return None
+
     async def before_tool_callback(
         self, *, tool: FunctionTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:

@@ -12,13 +12,13 @@ from pydantic import BaseModel
 
 from tests.support import InProcessRunner
 from tests.unit.test_loop import add
-from toolfleet.adk import LlmAgent
+from toolfleet.adk import BasePlugin, CallbackContext, LlmAgent, LlmRequest, LlmResponse
 from toolfleet.orchestrator.agents.adk_fields import REFUSED
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
-from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.models.protocol import Model, text_of
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
@@ -212,3 +212,56 @@ async def test_output_key_with_output_schema_saves_the_validated_dict(
     )
     with pytest.raises(ModelError, match=r"output_schema Verdict.*state\['verdict'\]"):
         await run(store, wrong, session_id="s2")
+
+
+# -- on_model_error_callback --------------------------------------------------------------
+
+
+async def test_on_model_error_callback_answers_a_failed_model_call(store: SessionStore) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def fallback(
+        callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
+    ) -> LlmResponse:
+        seen.append((type(error).__name__, llm_request.agent_name))
+        callback_context.state["degraded"] = True
+        return LlmResponse(model_text("The model is away; try later."))
+
+    def unchanged(callback_context: CallbackContext, llm_response: LlmResponse) -> None:
+        seen.append(("after_model", text_of(llm_response.content)))
+
+    agent = Agent(
+        name="desk",
+        model=ScriptedModel([]),  # every call fails with ModelError
+        output_key="out",
+        on_model_error_callback=fallback,
+        after_model_callback=unchanged,
+    )
+
+    updates = await run(store, agent)
+
+    answer = events(updates)[-1]
+    assert text_of(answer.content) == "The model is away; try later."
+    assert answer.state_delta == {"degraded": True, "out": "The model is away; try later."}
+    # As in ADK, the answer goes through after_model_callback like the model's own.
+    assert seen == [("ModelError", "desk"), ("after_model", "The model is away; try later.")]
+
+    class Quiet(BasePlugin):
+        async def on_model_error_callback(self, **kwargs: Any) -> None:
+            seen.append(("plugin", type(kwargs["error"]).__name__))
+
+    session = await store.get_or_create("app", "u1", "s2")
+    inv = Invocation(
+        Agent(name="desk", model=ScriptedModel([])),
+        lambda a: a.model,  # type: ignore[arg-type, return-value]
+        session,
+        store,
+        InProcessRunner(),
+        Settings(),
+        Keys("t"),
+    )
+    inv.plugins = (Quiet("quiet"),)
+    message = types.Content(role="user", parts=[types.Part(text="go")])
+    with pytest.raises(ModelError, match="offline script"):  # nobody answered: it stands
+        [u async for u in run_invocation(inv, message)]
+    assert seen[-1] == ("plugin", "ModelError")
