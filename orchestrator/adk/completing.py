@@ -19,6 +19,7 @@ from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.completions import Completions
+from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import CallNotPendingError, CompletionError
 from toolfleet.shared.keys import SessionKey
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
@@ -120,7 +121,8 @@ def _check_pending_here(
         call = completions.get(call_id)
     except CompletionError:
         return
-    if call.session_key != session:
+    # A call made through `toolfleet mcp serve` is no session's, whatever its ids say.
+    if call.session_key != session or call.agent == SERVED_AGENT:
         raise CallNotPendingError(
             f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
         )
