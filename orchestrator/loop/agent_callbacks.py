@@ -20,6 +20,7 @@ from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.callbacks import called, listed
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation
 from toolfleet.orchestrator.models.protocol import function_calls, text_of
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.plugins.context import CallbackContext
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.errors import ModelError
@@ -65,7 +66,9 @@ async def store_answer(inv: Invocation, event: Event) -> None:
     and the lease goes in the same write - unless an after_agent_callback may still
     write (then the lease is released when the invocation lets it go)."""
     inv.answered = True
-    after = any(listed(a.after_agent_callback) for a in inv.entered)
+    after = any(listed(a.after_agent_callback) for a in inv.entered) or any(
+        type(p).after_agent_callback is not BasePlugin.after_agent_callback for p in inv.plugins
+    )
     release = inv.lease is not None and inv.release_on_answer and not after
     if inv.lease is not None and release:
         await inv.lease.renewal.stop()
@@ -100,10 +103,11 @@ def output_delta(agent: Agent, content: types.Content) -> dict[str, Any]:
 
 
 async def _agent_event(inv: Invocation, agent: Agent, hook: str) -> Event | None:
-    """Run `agent`'s callbacks of `hook` until one returns a Content (ADK's order); the
-    event carrying it and what they wrote to state, or None if they did neither."""
+    """Run the plugins' then `agent`'s callbacks of `hook` until one returns a Content
+    (ADK's order); the event carrying it and what they wrote to state, or None if they
+    did neither."""
     callbacks = listed(getattr(agent, hook))
-    if not callbacks:
+    if not callbacks and not inv.plugins:
         return None
     context = CallbackContext(
         inv.session.state,
@@ -114,12 +118,18 @@ async def _agent_event(inv: Invocation, agent: Agent, hook: str) -> Event | None
         app_name=inv.session.app_name,
     )
     answer: object = None
-    for callback in callbacks:
+    who = ""
+    for plugin in inv.plugins:
+        answer = await getattr(plugin, hook)(agent=agent, callback_context=context)
+        if answer is not None:
+            who = plugin.name
+            break
+    for callback in callbacks if answer is None else ():
         answer = await called(callback, callback_context=context)
         if answer is not None:
+            who = getattr(callback, "__qualname__", repr(callback))
             break
     if answer is not None and not isinstance(answer, types.Content):
-        who = getattr(callback, "__qualname__", repr(callback))
         raise TypeError(
             f"{hook} {who!r} of agent {agent.name!r} returned {type(answer).__name__}: "
             "return a google.genai types.Content or None"

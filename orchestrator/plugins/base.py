@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.genai import types
+
 from toolfleet.orchestrator.plugins.context import CallbackContext, LlmRequest, LlmResponse
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.tools import FunctionTool
@@ -22,6 +24,20 @@ class BasePlugin:
         if not name:
             raise ValueError("a plugin needs a name (BasePlugin(name='...'))")
         self.name = name
+
+    async def before_agent_callback(
+        self, *, agent: Any, callback_context: CallbackContext
+    ) -> types.Content | None:
+        """When an agent starts the invocation or is handed it (ADK's); a Content is
+        its answer and it does not run."""
+        return None
+
+    async def after_agent_callback(
+        self, *, agent: Any, callback_context: CallbackContext
+    ) -> types.Content | None:
+        """Once the invocation has its answer, for each agent that ran; a Content is
+        stored as an event after it."""
+        return None
 
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from tests.unit.test_adk_agent_fields import ending, events, model_text, run
-from toolfleet.adk import CallbackContext
+from tests.unit.test_adk_agent_fields import ending, events, model_text, run, seed
+from toolfleet.adk import BasePlugin, CallbackContext
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT
 from toolfleet.orchestrator.loop.invocation import EndReason
@@ -141,3 +141,38 @@ async def test_an_agent_callback_must_return_content_or_none(store: SessionStore
     agent = Agent(name="a", model=ScriptedModel([say("x")]), before_agent_callback=wrong)
     with pytest.raises(TypeError, match=r"before_agent_callback .*types\.Content or None"):
         await run(store, agent)
+
+
+async def test_a_plugins_agent_callbacks_go_first_and_answer_for_every_agent(
+    store: SessionStore,
+) -> None:
+    order: list[str] = []
+
+    class Gate(BasePlugin):
+        async def before_agent_callback(
+            self, *, agent: Any, callback_context: CallbackContext
+        ) -> types.Content | None:
+            order.append(f"plugin before {agent.name}")
+            return model_text("Closed today.") if callback_context.state.get("closed") else None
+
+        async def after_agent_callback(
+            self, *, agent: Any, callback_context: CallbackContext
+        ) -> None:
+            order.append(f"plugin after {agent.name}")
+
+    def own(callback_context: CallbackContext) -> None:
+        order.append("agent before")
+
+    agent = Agent(name="desk", model=ScriptedModel([say("Open.")]), before_agent_callback=own)
+
+    updates = await run(store, agent, plugins=(Gate("gate"),))
+
+    assert text_of(events(updates)[-1].content) == "Open."
+    assert order == ["plugin before desk", "agent before", "plugin after desk"]
+
+    await seed(store, closed=True)
+    order.clear()
+    updates = await run(store, agent, plugins=(Gate("gate"),))
+
+    assert text_of(events(updates)[-1].content) == "Closed today."
+    assert order == ["plugin before desk"]  # the agent's own is skipped, as in ADK

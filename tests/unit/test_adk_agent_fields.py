@@ -69,6 +69,7 @@ async def run(
     models: dict[str, Model] | None = None,
     text: str = "go",
     session_id: str = "s1",
+    plugins: tuple[BasePlugin, ...] = (),
 ) -> list[Update]:
     session = await store.get_or_create("app", "u1", session_id)
 
@@ -79,6 +80,7 @@ async def run(
         return a.model
 
     inv = Invocation(agent, model_of, session, store, InProcessRunner(), Settings(), Keys("t"))
+    inv.plugins = plugins
     message = types.Content(role="user", parts=[types.Part(text=text)])
     return [u async for u in run_invocation(inv, message)]
 
