@@ -339,7 +339,8 @@ async def test_completions_for_unknown_or_finished_calls_are_refused_and_dead_le
             completions.post_result("tf-nope", {"status": "done"})
         # Straight onto the stream, past the poster's check: the orchestrator refuses too.
         ghost = {
-            "call_id": "tf-ghost", "session_id": "no-such-session", "response": {"status": "done"},
+            "call_id": "tf-ghost", "session_key": session_key("ticket_agent", "u1", "nope"),
+            "response": {"status": "done"},
             "final": True, "posted_at": time.time(),
         }  # fmt: skip
         stream = keys.completions("ticket_agent")
@@ -353,7 +354,7 @@ async def test_completions_for_unknown_or_finished_calls_are_refused_and_dead_le
         assert await orch.wait_until_settled(key, WAIT_S)
         with pytest.raises(CompletionError, match="already has its final result"):
             completions.post_result(pending.call_id, {"status": "reopened"})
-        late = {**ghost, "call_id": pending.call_id, "session_id": session_id}
+        late = {**ghost, "call_id": pending.call_id, "session_key": key}
         client.xadd(stream, {COMPLETION_FIELD: json.dumps(late)})
         await until(lambda: client.xlen(dead) >= dead_before + 5, "5 dead letters")
         session = await runner.store.get(key)

@@ -223,7 +223,8 @@ async def test_an_agent_tool_child_running_past_the_lease_ttl_is_not_swept(
             runner = orch.runner("delegator")
             answer = await runner.ask(user_id="u", session_id="parent", message="go")
     assert answer.startswith("researcher: {'result': 'researched: yes'}"), answer
-    (child,) = [k.decode() for k in client.keys(keys.session(of_u("delegator", "parent.*")))]
+    children = f"{keys.session(of_u('delegator', 'parent'))}.*"  # its id: parent.<call id>
+    (child,) = [k.decode() for k in client.keys(children)]
     child_id = SessionKey(child.removeprefix(f"{keys.prefix}:session:"))
     errors = [e.error for e in stored_events(client, keys, child_id) if e.error]
     unknown = [
