@@ -39,6 +39,16 @@ def over_100(amount: int, counter_file: str) -> bool:
     return amount > 100
 
 
+async def transfer_later(amount: int, counter_file: str) -> dict[str, Any]:
+    """Moves money from the io pool (a coroutine tool); large transfers need a person.
+
+    Args:
+        amount: Euros to move.
+        counter_file: Where runs are counted.
+    """
+    return {"moved": amount, "runs": counted(counter_file)}
+
+
 def limits_unknown(amount: int, counter_file: str) -> bool:
     """A check that cannot decide: its limits service is down."""
     raise RuntimeError("the limits service is down")
@@ -48,6 +58,7 @@ transfer_money_tool = FunctionTool(transfer_money, require_confirmation=True)
 transfer_checked_tool = FunctionTool(
     transfer_money, name="transfer_checked", require_confirmation=over_100
 )
+transfer_later_tool = FunctionTool(transfer_later, require_confirmation=over_100)
 transfer_guarded_tool = FunctionTool(
     transfer_money, name="transfer_guarded", require_confirmation=limits_unknown
 )

@@ -29,6 +29,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
+from toolfleet.shared.tools import FunctionTool
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +37,22 @@ WAIT_S = 30
 
 
 async def sent_straight(
-    settings: Settings, args: dict[str, Any], confirmation: dict[str, Any] | None
+    settings: Settings,
+    args: dict[str, Any],
+    confirmation: dict[str, Any] | None,
+    tool: FunctionTool = confirm_tools.transfer_money_tool,
 ) -> ToolResult:
-    """transfer_money sent to its pool as any new path might: no ticket, no question."""
+    """`tool` sent to its pool as any new path might: no ticket, no question."""
     async with Replica(settings) as replica:
         session_id = f"straight-{uuid.uuid4().hex}"
         session = session_key("direct", "u1", session_id)
         envelope = ToolCall(
-            call_id=uuid.uuid4().hex, tool="transfer_money", args=args, session_id=session_id,
+            call_id=uuid.uuid4().hex, tool=tool.name, args=args, session_id=session_id,
             app_name="direct", user_id="u1", invocation_id="inv", agent="none",
             reply_to=replica.keys.results(session), dispatched_at=time.time(),
             confirmation=confirmation,
         )  # fmt: skip
-        planned = PlannedCall(envelope, confirm_tools.transfer_money_tool)
+        planned = PlannedCall(envelope, tool)
         (result,) = [r async for r in replica.fleet.run([planned])]
         batch = WriteBatch()
         replica.fleet.stage_settle(session, batch)
@@ -72,6 +76,24 @@ async def test_a_call_sent_without_its_confirmation_is_refused_by_the_worker(
 
     confirmed = await sent_straight(settings, args, {"confirmed": True, "hint": "ok"})
     assert confirmed.response == {"moved": 5000, "runs": 1, "confirmed": True}
+    assert transfers.read_text() == "1"
+
+
+async def test_an_io_workers_coroutine_tool_is_checked_the_same_way(
+    settings: Settings, fleet: WorkerGroup, tmp_path: Path
+) -> None:
+    transfers = tmp_path / "transfers"
+    later = confirm_tools.transfer_later_tool
+
+    small = await sent_straight(
+        settings, {"amount": 20, "counter_file": str(transfers)}, None, later
+    )
+    large = await sent_straight(
+        settings, {"amount": 500, "counter_file": str(transfers)}, None, later
+    )
+
+    assert small.response == {"moved": 20, "runs": 1} and small.worker.startswith("w6@")
+    assert large.response["error_type"] == "ConfirmationRequired"
     assert transfers.read_text() == "1"
 
 
