@@ -152,10 +152,18 @@ def checked_config(agent_name: str, config: object) -> types.GenerateContentConf
             where + "a response schema must be set via Agent(output_schema=...), not via "
             "generate_content_config"
         )
-    if config.http_options is not None and config.http_options.base_url:
+    http = config.http_options
+    if http is not None and http.base_url:
         raise ConfigError(
             where + "the base URL is a transport setting: set it on the model "
             "(GeminiModel(base_url=...)), not in generate_content_config.http_options"
+        )
+    if http is not None and (http.timeout is not None or http.retry_options is not None):
+        # The model's own bound and retries, which its errors report, hold for every call.
+        raise ConfigError(
+            where + "a model call's time limit and retries are the model's: set "
+            "TOOLFLEET_MODEL_TIMEOUT_S (or GeminiModel(timeout_s=..., retry_attempts=...)), "
+            "not generate_content_config.http_options.timeout or retry_options"
         )
     return config
 

@@ -175,8 +175,9 @@ class GeminiModel:
         config.automatic_function_calling = types.AutomaticFunctionCallingConfig(disable=True)
         # Per request, so a given client is bounded too. No retry_options here: the
         # client's own retry policy stays in force and retries a timed-out attempt.
+        # (The agent's config may add headers; never a timeout, which Agent refuses.)
         http_options = config.http_options or types.HttpOptions()
-        http_options.timeout = http_options.timeout or self._timeout_ms
+        http_options.timeout = self._timeout_ms
         config.http_options = http_options
         try:
             response = await self._client.aio.models.generate_content(

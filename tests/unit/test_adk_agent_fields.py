@@ -145,6 +145,10 @@ def test_a_generation_setting_passed_on_its_own_points_at_generate_content_confi
             types.GenerateContentConfig(http_options=types.HttpOptions(base_url="http://x")),
             "base_url",
         ),
+        (
+            types.GenerateContentConfig(http_options=types.HttpOptions(timeout=5)),
+            "TOOLFLEET_MODEL_TIMEOUT_S",
+        ),
     ],
 )
 def test_generate_content_config_may_not_hold_what_the_agent_sets(

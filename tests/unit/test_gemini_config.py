@@ -46,6 +46,7 @@ def _config() -> types.GenerateContentConfig:
         temperature=0.2,
         max_output_tokens=256,
         response_mime_type="text/plain",
+        http_options=types.HttpOptions(headers={"x-team": "infra"}),
         safety_settings=[
             types.SafetySetting(
                 category=types.HarmCategory.HARM_CATEGORY_HATE_SPEECH,
@@ -81,6 +82,8 @@ async def test_generate_content_config_reaches_gemini_with_the_agents_tools_and_
     # Merged with what toolfleet sets, as ADK merges it.
     assert body["systemInstruction"]["parts"][0]["text"].startswith("Be brief.")
     assert body["tools"][0]["functionDeclarations"][0]["name"] == "get_weather"
+    headers = {k.lower(): v for k, v in gemini.requests[0].headers.items()}
+    assert headers["x-team"] == "infra" and headers["x-goog-api-key"] == "test-key"
     # The agent's own config is not changed by a call.
     assert agent.generate_content_config is not None
     assert agent.generate_content_config.tools is None
