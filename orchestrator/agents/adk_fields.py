@@ -1,8 +1,9 @@
-"""ADK's LlmAgent fields that toolfleet's Agent does not run, refused when it is built.
+"""ADK's LlmAgent keywords on toolfleet's Agent, checked when it is built.
 
 An ADK program moved over keeps every keyword it passes: the ones toolfleet runs
-work as in ADK, and each one here stops the build with what to use instead - never
-ignored, so an agent never runs without something its author asked for.
+work as in ADK (their values are checked here as ADK checks them), and each one in
+REFUSED stops the build with what to use instead - never ignored, so an agent never
+runs without something its author asked for.
 """
 
 from __future__ import annotations
@@ -14,55 +15,55 @@ from google.genai import types
 
 from toolfleet.shared.errors import ConfigError
 
-# Each refused field, its default (set to that it is accepted, as ADK's own default),
-# and what to do instead.
-REFUSED: dict[str, tuple[object, str]] = {
+# Each refused field, the values it is accepted with (ADK's default, or what toolfleet
+# does anyway), and what to do instead.
+REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
     "input_schema": (
-        None,
+        (None,),
         "it shapes the input of the agent used as a tool: give the AgentTool's agent a "
         "typed tool function instead, or describe the input in its description",
     ),
     "planner": (
-        None,
+        (None,),
         "for Gemini's thinking pass generate_content_config=types.GenerateContentConfig("
         "thinking_config=...); for plan-then-act, write the plan steps into the instruction",
     ),
     "code_executor": (
-        None,
+        (None,),
         "run code in a tool function on the fleet's workers, where tools run",
     ),
     "state_schema": (
-        None,
+        (None,),
         "check the state in a before_agent_callback and return a Content to refuse the run",
     ),
     "mode": (
-        None,
-        "an agent answers in chat mode only; leave mode unset",
+        (None, "chat"),
+        "an agent answers in chat mode only: leave mode unset (or 'chat')",
     ),
     "parallel_worker": (
-        None,
+        (None,),
         "the calls of one model turn already run in parallel on the fleet; leave it unset",
     ),
     "retry_config": (
-        None,
+        (None,),
         "a model call is retried by GeminiModel (retry_attempts); a tool call as its "
         "@tool(retry_on=..., max_retries=...) says",
     ),
     "timeout": (
-        None,
+        (None,),
         "set TOOLFLEET_MODEL_TIMEOUT_S for model calls and @tool(timeout_s=...) (or "
         "TOOLFLEET_DEFAULT_TIMEOUT_S) for tool calls",
     ),
     "rerun_on_resume": (
-        False,
+        (False,),
         "a resumed invocation goes on from its open turn; leave it False",
     ),
     "wait_for_output": (
-        False,
+        (False,),
         "an invocation always runs until the agent answers; leave it False",
     ),
     "parent_agent": (
-        None,
+        (None,),
         "list the agent in its parent's sub_agents; the parent is set from there",
     ),
 }
@@ -96,7 +97,7 @@ def _refuse(agent_name: str, given: dict[str, Any]) -> None:
     problems = [
         f"{field}: {REFUSED[field][1]}"
         for field in given
-        if field in REFUSED and given[field] != REFUSED[field][0]
+        if field in REFUSED and given[field] not in REFUSED[field][0]
     ]
     problems += [f"{k}: set {_OWN[k]} instead" for k in given if k in _OWN]
     misplaced = [k for k in given if k in _CONFIG_FIELDS]

@@ -116,13 +116,14 @@ def test_every_adk_llm_agent_field_is_a_field_or_refused() -> None:
 
 @pytest.mark.parametrize("field", sorted(REFUSED))
 def test_a_field_toolfleet_does_not_run_is_refused_naming_it_and_what_to_use(field: str) -> None:
-    default, instead = REFUSED[field]
+    accepted, instead = REFUSED[field]
     with pytest.raises(ConfigError, match=field) as raised:
-        set_: dict[str, Any] = {field: object() if default is None else True}
+        set_: dict[str, Any] = {field: object() if accepted[0] is None else True}
         LlmAgent(name="a", **set_)
     assert instead in str(raised.value)
-    at_default: dict[str, Any] = {field: default}
-    LlmAgent(name="a", **at_default)  # its ADK default is no request: taken
+    for value in accepted:  # ADK's default (or what toolfleet does anyway): taken
+        at_default: dict[str, Any] = {field: value}
+        LlmAgent(name="a", **at_default)
 
 
 def test_a_generation_setting_passed_on_its_own_points_at_generate_content_config() -> None:
