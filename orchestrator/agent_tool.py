@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 DEFAULT_POOL = "agents"
 DEFAULT_TIMEOUT_S = 300.0
 MAX_DEPTH = 3  # an agent tool may call agent tools this many levels deep
+CLOSE_ATTEMPTS = 3  # to close a child's open turn when its run is cut short
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,13 +163,21 @@ async def _close_child(
     else:
         how = f"failed ({type(exc).__name__})"
     why = f"agent tool {name!r} {how} before this call was answered; its result is not used"
-    try:
-        session = await runner.store.get(child)
-        await close_open_turn(
-            runner.store, session, error_type=AGENT_TOOL_ENDED, why=why, fence=hold.fence
-        )
-    except Exception:
-        log.warning("could not close the open turn of %s; the sweep will", child, exc_info=True)
+    # Its time limit and Celery's soft limit both cancel the run, one after the other: a
+    # second cancellation must not cut the close short (the caller raises it on anyway).
+    for _ in range(CLOSE_ATTEMPTS):
+        try:
+            session = await runner.store.get(child)
+            await close_open_turn(
+                runner.store, session, error_type=AGENT_TOOL_ENDED, why=why, fence=hold.fence
+            )
+            return
+        except asyncio.CancelledError:
+            continue  # a write it cut short is found stored, or made again: fenced, once
+        except Exception as exc:
+            log.warning("could not close the open turn of %s; the sweep will", child, exc_info=exc)
+            return
+    log.warning("could not close the open turn of %s (cancelled); the sweep will", child)
 
 
 def _temp_writes(events: list[Event]) -> dict[str, Any]:

@@ -80,7 +80,13 @@ async def test_a_child_whose_agent_tool_reaches_its_time_limit_is_closed_by_its_
         # No orchestrator sweeps here: only the worker can close the child's turn.
         async with Runner(hurried_delegator, settings) as runner:
             answer = await runner.ask(user_id="u", session_id="p", message="go")
-    assert answer.startswith("hurried_researcher: {'status': 'error'"), answer
+        assert answer.startswith("hurried_researcher: {'status': 'error'"), answer
+
+        def closed() -> bool:  # it may post the parent's timeout before it closes the child
+            child = child_session(client, keys, "hurried_delegator", "p")
+            return child is not None and child.open_turn() is None
+
+        await until(closed, "the worker to close the child's open turn", 30)
     child = child_session(client, keys, "hurried_delegator", "p")
     assert child is not None
     assert_closed(child, "AgentToolEnded", "agent tool 'hurried_researcher' was stopped")

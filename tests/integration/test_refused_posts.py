@@ -1,7 +1,8 @@
 """Every refused post is kept in the dead-letter stream with a reason that says what
 happened, whichever path it came by: `toolfleet tickets approve|reject` on a call answered
 already or unknown, a confirmation posted three times, the HTTP confirmation route on a
-call no longer waiting. On a real Redis with real worker processes."""
+call no longer waiting (and the credential and cancel routes). On a real Redis with
+real worker processes."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.errors import CompletionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -73,9 +74,10 @@ async def test_approve_and_reject_refused_by_the_cli_are_dead_lettered_with_why(
         runner = orch.runner("reimbursement_agent")
         session_id = uuid.uuid4().hex
         await runner.ask(user_id="u1", session_id=session_id, message="Reimburse 200$ for meals")
-        (ticket,) = await runner.store.pending_calls(session_id)
+        key = session_key("reimbursement_agent", "u1", session_id)
+        (ticket,) = await runner.store.pending_calls(key)
         assert await cli_status("tickets", "approve", ticket.call_id) == 0
-        assert await orch.wait_until_settled("reimbursement_agent", session_id, WAIT_S)
+        assert await orch.wait_until_settled(key, WAIT_S)
 
         # Answered already, then unknown: refused (exit status 2) and kept with why.
         assert await cli_status("tickets", "reject", ticket.call_id, "--note", "late") == 2
@@ -110,7 +112,8 @@ async def test_a_confirmation_posted_three_times_is_applied_once_and_twice_refus
         runner = orch.runner("refusals")
         session_id = uuid.uuid4().hex
         await runner.ask(user_id="u1", session_id=session_id, message="go")
-        (request,) = await runner.store.pending_calls(session_id)
+        key = session_key("refusals", "u1", session_id)
+        (request,) = await runner.store.pending_calls(key)
         assert request.kind == "confirmation"
         refused = 0
         for _ in range(3):  # at once: the later ones are refused by the poster or the applier
@@ -119,7 +122,7 @@ async def test_a_confirmation_posted_three_times_is_applied_once_and_twice_refus
             except CompletionError as exc:
                 assert "was already answered: confirmed" in str(exc), exc
                 refused += 1
-        assert await orch.wait_until_settled("refusals", session_id, WAIT_S)
+        assert await orch.wait_until_settled(key, WAIT_S)
         # The refused ones are dead-lettered, whoever refused them (poster or applier).
         await until(
             lambda: len(dead_letters_of(client, settings, request.call_id)) >= 2,
@@ -172,9 +175,11 @@ async def test_the_http_routes_dead_letter_the_posts_they_refuse(
         assert again.status_code == 404, again.text
         credential = await api.post(f"/tickets/{call_id}/credential", json={"credential": "x"})
         assert credential.status_code == 404, credential.text
+        cancel = await api.post(f"/tickets/{call_id}/cancel")
+        assert cancel.status_code == 404, cancel.text
     reasons = [d["reason"] for d in dead_letters_of(client, settings, call_id)]
-    assert len(reasons) == 3, reasons
+    assert len(reasons) == 4, reasons
     assert reasons[0].startswith(f"call {call_id!r} waits for a confirmation, not a result")
-    assert reasons[1].startswith(f"call {call_id!r} was already answered: confirmed")
-    assert reasons[2].startswith(f"call {call_id!r} was already answered: confirmed")
+    for reason in reasons[1:]:
+        assert reason.startswith(f"call {call_id!r} was already answered: confirmed"), reason
     assert all('"x"' not in d["completion"] for d in dead_letters_of(client, settings, call_id))
