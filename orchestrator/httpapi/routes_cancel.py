@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from toolfleet.orchestrator.httpapi.api import HttpApi
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.guards import Who
+from toolfleet.orchestrator.httpapi.routes_confirmations import ticket_for_post
 from toolfleet.orchestrator.httpapi.wire import (
     APP,
     APP_PATTERN,
@@ -100,7 +101,7 @@ def cancel_router(api: HttpApi) -> APIRouter:
         ),
     )
     async def cancel_ticket(call_id: CallId, caller: Who) -> Accepted:
-        call = await api.ticket(caller, call_id)
+        call = await ticket_for_post(api, caller, call_id, {}, kind="cancel")
         if not (
             caller.owns(call.user_id) or caller.may_decide(call) or caller.may_post_result(call)
         ):

@@ -18,6 +18,9 @@ from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, Accepted, Confirmati
 from toolfleet.shared.completions import UNCHANGED
 from toolfleet.shared.messages import Completion, PendingCall
 
+# The largest response of a post refused by a route that is kept in the dead-letter stream.
+KEPT_REFUSED_BYTES = 4096
+
 CallId = Annotated[str, Path(pattern=ID_PATTERN, description="The waiting call's id.")]
 
 
@@ -77,18 +80,23 @@ async def ticket_for_post(
     call_id: str,
     response: dict[str, Any],
     *,
-    kind: Literal["result", "credential", "confirmation"] = "result",
+    kind: Literal["result", "credential", "confirmation", "cancel"] = "result",
     final: bool = True,
 ) -> PendingCall:
     """`api.ticket` for a post of `response`: a call that is not pending refuses the post
     and keeps it in the dead-letter stream with why, as every path does (the caller is
-    told only what `api.ticket` tells them)."""
+    told only what `api.ticket` tells them).
+
+    Any caller may get here, for any call id: only a small response is kept, so that
+    refused posts cannot fill Redis (the dead-letter stream is capped in entries)."""
     try:
         return await api.ticket(caller, call_id)
     except ApiError:
+        size = len(json.dumps(response).encode())
+        kept = response if size <= KEPT_REFUSED_BYTES else {"$not_kept": f"{size} bytes of JSON"}
         attempt = Completion(
             call_id=call_id,
-            response=response,
+            response=kept,
             final=final,
             kind=kind,
             source="http",
