@@ -239,8 +239,8 @@ async def test_every_caller_gets_exactly_what_its_roles_allow(
         cancelled_session, ticket_id = await pending_approval(alice)
         status = await probe("cancel_ticket", name, "POST", f"/tickets/{ticket_id}/cancel")
         assert status == 202, name
-        cancelled = session_key(REIMBURSE, ALICE, cancelled_session)
-        assert await served.orch.wait_until_settled(cancelled, WAIT_S)
+        closed = session_key(REIMBURSE, ALICE, cancelled_session)
+        assert await served.orch.wait_until_settled(closed, WAIT_S)
     for name in sorted(OWNER):
         cancelled_session, ticket_id = await pending_approval(alice)
         cancelled = await clients[name].post(f"{base}/{cancelled_session}/cancel", json={})
