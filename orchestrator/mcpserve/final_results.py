@@ -19,7 +19,12 @@ import redis
 from pydantic import ValidationError
 
 from toolfleet.shared.completions import Completions
-from toolfleet.shared.confirmation import ToolConfirmation, posted_answer, rejection_message
+from toolfleet.shared.confirmation import (
+    SERVED_AGENT,
+    ToolConfirmation,
+    posted_answer,
+    rejection_message,
+)
 from toolfleet.shared.errors import CompletionError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
@@ -72,7 +77,10 @@ class FinalResults:
             pending = self._completions.get(call_id)
         except CompletionError as exc:
             return error_response("UnknownCall", str(exc))
-        if pending.app_name != self._app or pending.kind not in _ANSWERS:
+        # Only calls made through `toolfleet mcp serve`: an agent's session (of an app
+        # named alike) answers its own calls.
+        ours = pending.app_name == self._app and pending.agent == SERVED_AGENT
+        if not ours or pending.kind not in _ANSWERS:
             return error_response("UnknownCall", f"no pending call with id {call_id!r}")
         posted = [(e, c) for e, c in self._posted(pending) if c.kind in _ANSWERS[pending.kind]]
         if pending.kind == "confirmation":

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 from pydantic import SecretStr
 
+from tests.integration import confirm_tools
 from tests.integration.http_support import TOKEN, bearer
 from tests.mcp_support import ROOT, free_port, wait_for_port
 from toolfleet.adk import Agent as AdkAgent
@@ -34,12 +36,13 @@ from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
 from toolfleet.orchestrator.httpapi.settings import ApiKey
-from toolfleet.orchestrator.models.offline import ScriptedModel, say
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.confirmation import REQUEST_CONFIRMATION, confirmation_call_id
 from toolfleet.shared.errors import CallNotPendingError, CompletionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
 pytestmark = pytest.mark.integration
@@ -255,6 +258,30 @@ async def test_a_session_named_like_the_servers_cannot_answer_its_call(
 
         still = structured(await final(over_stdio, call_id))
     assert still["status"] == "awaiting_confirmation"
+    assert not transfers.exists()
+
+
+async def test_the_server_hands_over_no_call_of_an_agents_session(
+    stdio_server: StdioServerParameters,
+    settings: Settings,
+    orchestrator_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    transfers = tmp_path / "transfers"
+    args = {"amount": 5000, "counter_file": str(transfers)}
+    # An agent whose app is named like the server's: its call waits in its session.
+    model = ScriptedModel([call(Call("transfer_money", args)), say("done")])
+    agent = Agent(name=APP, tools=[confirm_tools.transfer_money_tool], model=model)
+    async with Orchestrator([agent], settings, models={APP: model}) as orch:
+        runner = orch.runner(APP)
+        session_id = uuid.uuid4().hex
+        await runner.ask(user_id="u1", session_id=session_id, message="pay")
+        (waiting,) = await runner.store.pending_calls(session_key(APP, "u1", session_id))
+
+        async with Client(stdio_server) as over_stdio:
+            answer = await final(over_stdio, waiting.call_id)
+
+    assert answer.is_error and "UnknownCall" in answer.content[0].text  # type: ignore[union-attr]
     assert not transfers.exists()
 
 
