@@ -219,6 +219,8 @@ async def test_output_key_with_output_schema_saves_the_validated_dict(
     )
     with pytest.raises(ModelError, match=r"output_schema Verdict.*state\['verdict'\]"):
         await run(store, wrong, session_id="s2")
+    stored = await store.get_or_create("app", "u1", "s2")
+    assert [e.author for e in stored.events] == ["user"] and "verdict" not in stored.state
 
 
 # -- on_model_error_callback --------------------------------------------------------------
