@@ -40,7 +40,7 @@ from toolfleet.shared.completions import (
     DEAD_LETTERS_MAXLEN,
     dead_letter_fields,
 )
-from toolfleet.shared.confirmation import ToolConfirmation
+from toolfleet.shared.confirmation import ToolConfirmation, posted_answer
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH
 from toolfleet.shared.keys import Keys, SessionKey
@@ -400,9 +400,7 @@ def _confirmation(pending: PendingCall, completion: Completion) -> ToolConfirmat
     (`confirmed`, and the payload if they edited it); None for a credential."""
     if pending.kind != "confirmation":
         return None
-    answered = {k: v for k, v in completion.response.items() if k in ("confirmed", "payload")}
-    asked = {k: v for k, v in pending.ticket.items() if k in ("hint", "payload")}
-    return ToolConfirmation.model_validate({**asked, **answered})
+    return posted_answer(pending.ticket, completion.response)
 
 
 def _response_event(pending: PendingCall, completion: Completion) -> Event:
