@@ -28,16 +28,53 @@ from toolfleet.shared.keys import SessionKey, applied_record
 from toolfleet.shared.outages import APPLIED_TTL_S
 from toolfleet.shared.scripts import LuaScript
 
+# Lua unpacks at most about 8,000 values into one call: a command longer than this many
+# words (a turn's thousands of call ids in one SADD, say) runs in parts of its words after
+# the head, inside the same script. Even, so that HSET's field/value pairs stay whole.
+PART_WORDS = 1000
+# The commands a batch may send longer than PART_WORDS: their head's length, and whether
+# the parts' replies add up (counts) or the last one stands (a list's new length).
+SPLITTABLE = {
+    "RPUSH": (2, "last"), "LPUSH": (2, "last"), "SADD": (2, "sum"), "SREM": (2, "sum"),
+    "HSET": (2, "sum"), "HDEL": (2, "sum"), "DEL": (1, "sum"),
+}  # fmt: skip
+_SPLIT_RULES = ", ".join(
+    f"{name} = {{{head}, '{how}'}}" for name, (head, how) in SPLITTABLE.items()
+)
+
 # What a fenced write applies, from ARGV[base] on (WriteBatch.flat): the number m of TTL
 # refreshes, m key/seconds pairs, then each command as its length and its words; the
-# TTLs are given after the commands. The commands' replies in `out`.
-_APPLY_LUA = """
-local out = {}
+# TTLs are given after the commands. The commands' replies in `out`. A long command that
+# cannot run in parts is refused before anything is written.
+_APPLY_LUA = f"""
+local part, split = {PART_WORDS}, {{{_SPLIT_RULES}}}
+local out = {{}}
 local ttls = base + 1 + 2 * tonumber(ARGV[base])
 local i = ttls
 while i <= #ARGV do
   local n = tonumber(ARGV[i])
-  out[#out + 1] = redis.call(unpack(ARGV, i + 1, i + n))
+  if n > part and not split[string.upper(ARGV[i + 1])] then
+    return redis.error_reply('ERR a ' .. ARGV[i + 1] .. ' of ' .. n .. ' words cannot run in parts')
+  end
+  i = i + n + 1
+end
+local function run(at, n)
+  if n <= part then return redis.call(unpack(ARGV, at, at + n - 1)) end
+  local head, how = unpack(split[string.upper(ARGV[at])])
+  local last, total, reply = at + n - 1, 0, nil
+  for from = at + head, last, part do
+    local words = {{unpack(ARGV, at, at + head - 1)}}
+    for k = from, math.min(from + part - 1, last) do words[#words + 1] = ARGV[k] end
+    reply = redis.call(unpack(words))
+    total = total + reply
+  end
+  if how == 'sum' then return total end
+  return reply
+end
+i = ttls
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  out[#out + 1] = run(i + 1, n)
   i = i + n + 1
 end
 for j = base + 1, ttls - 1, 2 do redis.call('expire', ARGV[j], ARGV[j + 1]) end

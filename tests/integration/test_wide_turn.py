@@ -1,0 +1,72 @@
+"""A turn of 10,000+ calls published under its lease on a real Redis server, whose Lua
+unpacks at most about 8,000 values into one call."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.sessions.leases import Leases
+from toolfleet.orchestrator.sessions.parked import ParkedTurns
+from toolfleet.shared.errors import LeaseLostError
+from toolfleet.shared.keys import Keys, session_key
+from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
+
+WIDE = 10_001
+S1 = session_key("app", "ann", "s1")
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+def dispatches(queue: str) -> list[Dispatch]:
+    return [
+        Dispatch(ToolCall(
+            call_id=f"c{i}", tool="echo", args={"n": i}, session_id="s1", app_name="app",
+            user_id="ann", invocation_id="i", agent="a", state={}, reply_to="r",
+            dispatched_at=time.time(),
+        ), queue)
+        for i in range(WIDE)
+    ]  # fmt: skip
+
+
+async def test_a_turn_of_ten_thousand_calls_is_sent_and_parked_under_its_lease(
+    client: aioredis.Redis,
+) -> None:
+    keys = Keys(f"wide-{uuid.uuid4().hex[:8]}")
+    queue, sent = f"{keys.prefix}:tools", f"{keys.prefix}:sent"
+    leases = Leases(client, keys, "replica-a", ttl_s=30)
+    token = leases.token()
+    await leases.acquire(S1, token)
+    fence = leases.fence(S1, token)
+    await CeleryPublisher(client).publish(dispatches(queue), record_in=sent, fence=fence)
+    assert await client.llen(queue) == WIDE
+    assert await client.scard(sent) == WIDE
+
+    # Their results kept for the turn in one hash, under the same lease.
+    parked = ParkedTurns(client, keys)
+    results = [
+        ToolResult(call_id=f"c{i}", tool="echo", session_id="s1", invocation_id="i",
+                   status=CallStatus.SUCCESS, response={"n": i})
+        for i in range(WIDE)
+    ]  # fmt: skip
+    await parked.park("turn-1", results, fence)
+    assert await client.hlen(keys.parked("turn-1")) == WIDE + 1  # and the call order
+
+    # Another replica holds the session now: nothing of a second wide turn is sent.
+    await client.set(keys.lease(S1), "replica-b/1")
+    with pytest.raises(LeaseLostError):
+        await CeleryPublisher(client).publish(
+            dispatches(f"{queue}:late"), record_in=f"{sent}:late", fence=fence
+        )
+    assert await client.exists(f"{queue}:late", f"{sent}:late") == 0
+    await client.delete(queue, sent, keys.parked("turn-1"), keys.lease(S1))
