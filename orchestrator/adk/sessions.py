@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolfleet.orchestrator.adk.coroutines import coroutine_function
 from toolfleet.orchestrator.adk.local import LocalFleet
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.replica import Replica
@@ -34,15 +35,18 @@ class ListSessionsResponse:
     sessions: list[Session] = field(default_factory=list)
 
 
-class SessionCreation:
-    """What `create_session` returns: await it for the Session. Made once, however
-    often it is awaited; never awaited, a Runner makes it when it first runs the session."""
+class SessionCreation(Coroutine[Any, Any, Session]):
+    """What `create_session` returns: a coroutine for the Session, so `await`,
+    `asyncio.run` and `asyncio.create_task` take it as ADK's. Made once, however often
+    it is awaited; never awaited (older ADK's sync call), a Runner makes it when it
+    first runs the session, and its `id` is the session's from the start."""
 
     def __init__(
         self, make: Callable[[], Awaitable[Session]], *, app_name: str, user_id: str, id: str
     ) -> None:
         self._make = make
         self._session: Session | None = None
+        self._running: Generator[Any, None, Session] | None = None  # as a task's step
         self.app_name = app_name
         self.user_id = user_id
         self.id = id
@@ -54,6 +58,25 @@ class SessionCreation:
 
     def __await__(self) -> Generator[Any, None, Session]:
         return self._made().__await__()
+
+    def send(self, value: Any) -> Any:
+        """A task's step: run the creation up to its next suspension."""
+        if self._running is None:
+            self._running = self.__await__()
+        return self._running.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        """Raise `typ` where the creation is suspended (a task's cancellation)."""
+        if self._running is None:
+            self._running = self.__await__()
+        if val is None and tb is None:
+            return self._running.throw(typ)
+        return self._running.throw(typ, val, tb)
+
+    def close(self) -> None:
+        """Stop a started creation; one never started has nothing to stop."""
+        if self._running is not None:
+            self._running.close()
 
 
 class BaseSessionService:
@@ -75,6 +98,7 @@ class BaseSessionService:
         async with Replica(await self.settings_for()) as replica:
             yield replica
 
+    @coroutine_function
     def create_session(
         self,
         *,
