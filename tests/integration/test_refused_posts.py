@@ -1,8 +1,8 @@
 """Every refused post is kept in the dead-letter stream with a reason that says what
-happened, whichever path it came by: `toolfleet tickets approve|reject` on a call answered
-already or unknown, a confirmation posted three times, the HTTP confirmation route on a
-call no longer waiting (and the credential and cancel routes). On a real Redis with
-real worker processes."""
+happened, whichever path it came by: `toolfleet tickets approve|reject|cancel` and a
+credential on a call answered already or unknown, a confirmation posted three times, the
+HTTP result, confirmation, credential and cancel routes on a call no longer waiting. On a
+real Redis with real worker processes."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
@@ -82,11 +83,18 @@ async def test_approve_and_reject_refused_by_the_cli_are_dead_lettered_with_why(
         # Answered already, then unknown: refused (exit status 2) and kept with why.
         assert await cli_status("tickets", "reject", ticket.call_id, "--note", "late") == 2
         assert await cli_status("tickets", "approve", ticket.call_id) == 2
+        assert await cli_status("tickets", "cancel", ticket.call_id) == 2
+        # `toolfleet tickets credential`'s code path (it reads the credential from a prompt).
+        credentials = CredentialStore(client, Keys(settings.key_prefix), settings.credential_key)
+        with pytest.raises(CompletionError, match="already has its final result"):
+            Completions(client, Keys(settings.key_prefix)).supply_credential(
+                ticket.call_id, "s3cret-value", credentials, source="cli"
+            )
         unknown = f"tf-{uuid.uuid4().hex[:16]}"
         assert await cli_status("tickets", "reject", unknown) == 2
 
     answered = dead_letters_of(client, settings, ticket.call_id)
-    assert len(answered) == 2, answered
+    assert len(answered) == 4, answered
     for letter in answered:
         assert letter["reason"].startswith(
             f"call {ticket.call_id!r} already has its final result (completion "
@@ -94,6 +102,9 @@ async def test_approve_and_reject_refused_by_the_cli_are_dead_lettered_with_why(
     assert '"status":"rejected"' in answered[0]["completion"]
     assert '"note":"late"' in answered[0]["completion"]
     assert '"source":"cli"' in answered[0]["completion"]
+    assert '"kind":"cancel"' in answered[2]["completion"]
+    assert '"kind":"credential"' in answered[3]["completion"]
+    assert "s3cret-value" not in str(answered)
     (never,) = dead_letters_of(client, settings, unknown)
     assert never["reason"].startswith(f"no pending call with id {unknown!r}")
 
