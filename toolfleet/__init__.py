@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.orchestrator.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
     from toolfleet.orchestrator.loop.invocation import (
         CallFinished,
         CallsDispatched,
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
         ToolError,
         ToolfleetError,
     )
+    from toolfleet.shared.exit_loop import exit_loop
     from toolfleet.shared.jobs import Job, JobContext, job
     from toolfleet.shared.keys import Keys
     from toolfleet.shared.mcp_tools import (
@@ -131,6 +133,11 @@ _MODULES: dict[str, str] = {
     # Agents, and running them.
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
+    # Workflow agents: they run their sub-agents in sequence, in parallel, in a loop.
+    "SequentialAgent": "toolfleet.orchestrator.agents.workflow",
+    "ParallelAgent": "toolfleet.orchestrator.agents.workflow",
+    "LoopAgent": "toolfleet.orchestrator.agents.workflow",
+    "exit_loop": "toolfleet.shared.exit_loop",
     "AgentTool": "toolfleet.orchestrator.agent_tool",
     "Runner": "toolfleet.orchestrator.loop.runner",
     "Orchestrator": "toolfleet.orchestrator.service.orchestrator",
@@ -219,12 +226,14 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
+    "LoopAgent",
     "McpToolset",
     "Model",
     "ModelError",
     "ModelRequest",
     "OpenAPIToolset",
     "Orchestrator",
+    "ParallelAgent",
     "PendingCall",
     "ReadonlyContext",
     "ReflectAndRetryToolPlugin",
@@ -232,6 +241,7 @@ __all__ = [
     "Script",
     "ScriptView",
     "ScriptedModel",
+    "SequentialAgent",
     "Session",
     "SessionBusyError",
     "SessionError",
@@ -256,6 +266,7 @@ __all__ = [
     "__version__",
     "as_tool",
     "call",
+    "exit_loop",
     "job",
     "post_result",
     "say",

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.orchestrator.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
     from toolfleet.orchestrator.plugins import (
         BasePlugin,
         CallbackContext,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from toolfleet.shared.base_tool import BaseTool
     from toolfleet.shared.confirmation import ToolConfirmation
     from toolfleet.shared.context import ToolContext
+    from toolfleet.shared.exit_loop import exit_loop
     from toolfleet.shared.mcp_tools import (
         McpToolset,
         StdioConnectionParams,
@@ -70,6 +72,11 @@ _MODULES: dict[str, str] = {
     "ReflectAndRetryToolPlugin": "toolfleet.orchestrator.plugins",
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
+    # Workflow agents: they run their sub-agents in sequence, in parallel, in a loop.
+    "SequentialAgent": "toolfleet.orchestrator.agents.workflow",
+    "ParallelAgent": "toolfleet.orchestrator.agents.workflow",
+    "LoopAgent": "toolfleet.orchestrator.agents.workflow",
+    "exit_loop": "toolfleet.shared.exit_loop",
     "AgentTool": "toolfleet.orchestrator.agent_tool",
     "FunctionTool": "toolfleet.shared.tools",
     "LongRunningFunctionTool": "toolfleet.shared.tools",
@@ -118,19 +125,23 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
+    "LoopAgent",
     "McpToolset",
     "OpenAPIToolset",
+    "ParallelAgent",
     "ReadonlyContext",
     "RedisArtifactService",
     "RedisMemoryService",
     "RedisSessionService",
     "ReflectAndRetryToolPlugin",
     "Runner",
+    "SequentialAgent",
     "Session",
     "StdioConnectionParams",
     "StreamableHTTPConnectionParams",
     "ToolConfirmation",
     "ToolContext",
+    "exit_loop",
 ]
 
 

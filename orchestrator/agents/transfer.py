@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.workflow import WorkflowAgent
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.messages import (
     CallStatus,
@@ -63,10 +64,10 @@ class TransferTool(FunctionTool):
 
 def transfer_targets(agent: Agent) -> list[Agent]:
     """The agents `agent` may transfer to, as in ADK: sub-agents, then the parent, then
-    the peers (each unless the agent disallows it)."""
+    the peers (each unless the agent disallows it, or the parent is a workflow agent)."""
     targets = list(agent.sub_agents)
     parent = agent.parent
-    if parent is None:
+    if parent is None or isinstance(parent, WorkflowAgent):  # ADK: an LLM parent only
         return targets
     if not agent.disallow_transfer_to_parent:
         targets.append(parent)

@@ -72,7 +72,8 @@ async def store_answer(inv: Invocation, event: Event) -> None:
     release = inv.lease is not None and inv.release_on_answer and not after
     if inv.lease is not None and release:
         await inv.lease.renewal.stop()
-    await held.append(inv, event, owes_turn=False, release=release)
+    owes_turn = False if inv.answers_call else None  # a workflow runs on: still owed
+    await held.append(inv, event, owes_turn=owes_turn, release=release)
     if inv.lease is not None and release:
         inv.lease.released = True
 

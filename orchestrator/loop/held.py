@@ -75,6 +75,7 @@ def carried(inv: Invocation) -> None:
 async def append(inv: Invocation, event: Event, **options: Any) -> None:
     """`SessionStore.append` of `event` to the invocation's session under its fence,
     carrying the held responses if any (`options`: append's)."""
+    stamp(inv, event)
     held = take(inv)
     await inv.store.append(inv.session, event, fence=inv.fence, held=held, **options)
     if held is not None:
@@ -88,6 +89,13 @@ async def store_held(inv: Invocation) -> None:
     if held is not None:
         await inv.store.store_held(inv.session, held, fence=inv.fence)
         carried(inv)
+
+
+def stamp(inv: Invocation, event: Event) -> Event:
+    """Set the invocation's branch on an event it is about to store."""
+    if inv.branch is not None and event.branch is None:
+        event.branch = inv.branch
+    return event
 
 
 def unsettled(inv: Invocation) -> bool:

@@ -54,6 +54,10 @@ class Invocation:
     # Agents whose before_agent_callback ran, in order; whether one answered (agent_callbacks.py).
     entered: list[Agent] = field(default_factory=list)
     answered_by_callback: bool = False
+    branch: str | None = None  # set on every event it stores (a ParallelAgent's branch)
+    # Its answer is the call's: the session owes nothing after it. False for the
+    # sub-agents of a workflow agent, which runs on after them (loop/workflow.py).
+    answers_call: bool = True
 
     def __post_init__(self) -> None:
         self.id = self.id or new_invocation_id()

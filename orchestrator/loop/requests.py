@@ -13,6 +13,7 @@ from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT, transfer_i
 from toolfleet.orchestrator.loop.instructions import identity_instruction, resolved
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
+from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.tools import ToolRegistry
 
 # ADK's markers around an instruction sent as a user turn (static_instruction set).
@@ -31,6 +32,8 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
     """The request for the agent answering now."""
     agent = inv.agent
     authors, contents = inv.session.authored_contents()
+    if inv.branch is not None:  # a ParallelAgent's branch: not the other branches' events
+        authors, contents = _of_branch(inv.session.events, inv.branch)
     if agent.include_contents == "none":
         authors, contents = current_turn(agent, authors, contents)
     context = inv.readonly_context()
@@ -63,6 +66,22 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
         authors=authors,
         config=config,
     )
+
+
+def _of_branch(events: Sequence[Event], branch: str) -> tuple[list[str], list[types.Content]]:
+    """ADK's rule: an event belongs to `branch` if it has none, or its branch is `branch`
+    or one above it (segment by segment)."""
+    segments = branch.split(".")
+    authors: list[str] = []
+    contents: list[types.Content] = []
+    for event in events:
+        if event.content is None:
+            continue
+        if event.branch and segments[: len(event.branch.split("."))] != event.branch.split("."):
+            continue
+        authors.append(event.author)
+        contents.append(event.content)
+    return authors, contents
 
 
 def current_turn(

@@ -16,6 +16,7 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import offered_tools
+from toolfleet.orchestrator.agents.workflow import WorkflowAgent
 from toolfleet.orchestrator.fleet.protocol import is_cancelled
 from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.agent_callbacks import (
@@ -38,6 +39,7 @@ from toolfleet.orchestrator.loop.parking import park_turn
 from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
+from toolfleet.orchestrator.loop.workflow import run_workflow
 from toolfleet.orchestrator.models.protocol import CLIENT_CALL_ID_PREFIX, function_calls
 from toolfleet.orchestrator.plugins.context import LlmResponse
 from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_cancelled
@@ -72,9 +74,14 @@ async def run_invocation(
         open_turn = inv.session.open_turn()
         if open_turn is not None and message is not None:
             own_id, inv.id = inv.id, open_turn.invocation_id
+            workflow = inv.agent if isinstance(inv.agent, WorkflowAgent) else None
+            if workflow is not None:  # its sub-agent that made the turn answers it
+                inv.agent, inv.branch = _turn_agent(workflow, open_turn), open_turn.branch
             async for update in _answer_calls(inv, open_turn, _Ending()):
                 yield update
             inv.id, open_turn = own_id, None
+            if workflow is not None:  # the message goes to the workflow
+                inv.agent, inv.branch = workflow, None
         elif open_turn is not None:  # it goes on as the invocation that died
             inv.id = open_turn.invocation_id
         if stored_message is not None:
@@ -85,43 +92,17 @@ async def run_invocation(
             # child (its worker does), but closes its open turn if that worker is lost.
             await held.append(inv, user_event, owes_turn=True)
             yield user_event
-        for _ in range(inv.settings.max_steps):
-            ending = _Ending()
-            tools: ToolRegistry | None = None  # the resumed turn's are read again
-            if open_turn is not None:
-                model_event, open_turn = open_turn, None
-            else:
-                entered = await enter_agent(inv)  # before_agent_callback; stored
-                if entered is not None and inv.answered:  # it answered in the agent's place
-                    turn: tuple[Event, ToolRegistry] | None = (entered, ToolRegistry())
-                else:
-                    if entered is not None:
-                        yield entered  # what it wrote to state: the agent runs
-                    turn = await _model_turn(inv)
-                if turn is None:  # cancelled before the model answered: nothing is open
-                    async for update in _cancelled(inv):
-                        yield update
-                    return
-                model_event, tools = turn
-                yield model_event
-            if inv.answered and tools is not None:  # no calls: the answer ends it, stored
-                ending.reason = EndReason.ANSWERED
-            else:
-                async for update in _answer_calls(inv, model_event, ending, tools=tools):
-                    yield update
-            if ending.reason is not None:
-                await held.store_held(inv)  # none by now: every ending writes (a guard)
-                async for update in leave_agents(inv, ending.reason):  # after_agent_callback
-                    yield update
-                yield InvocationEnded(inv.id, ending.reason)
-                return
-        error = (
-            f"stopped after max_steps={inv.settings.max_steps} model calls (TOOLFLEET_MAX_STEPS)"
-        )
-        limit_event = Event(invocation_id=inv.id, author=inv.agent.name, error=error)
-        await held.append(inv, limit_event)
-        yield limit_event
-        yield InvocationEnded(inv.id, EndReason.MAX_STEPS, error)
+        if isinstance(inv.agent, WorkflowAgent) and open_turn is not None:
+            # Resumed: the sub-agent whose turn it was finishes it (the workflow's other
+            # sub-agents do not run again).
+            inv.agent = _turn_agent(inv.agent, open_turn)
+            inv.branch = open_turn.branch
+        if isinstance(inv.agent, WorkflowAgent):
+            runs = run_workflow(inv, run_agent)
+        else:
+            runs = run_agent(inv, open_turn)
+        async for update in runs:
+            yield update
     finally:
         # temp: state lives for one invocation only.
         for key in [k for k in inv.session.state if k.startswith(TEMP_PREFIX)]:
@@ -131,6 +112,56 @@ async def run_invocation(
                 await Hooks(inv.agent, inv.plugins).after_run(inv.callback_context())
         except Exception:  # a plugin's cleanup must not hide how the invocation ended
             log.exception("a plugin's after_run_callback failed (invocation %s)", inv.id)
+
+
+def _turn_agent(agent: Agent, turn: Event) -> Agent:
+    """The agent of `agent`'s tree that made `turn` (`agent` if there is none such)."""
+    found = agent.find_agent(turn.author)
+    return agent if found is None or isinstance(found, WorkflowAgent) else found
+
+
+async def run_agent(inv: Invocation, open_turn: Event | None = None) -> AsyncIterator[Update]:
+    """Run `inv.agent`, an LLM agent, until its answer (or another ending): model turns
+    and their calls, `open_turn` (a resumed turn with calls) first. InvocationEnded last."""
+    for _ in range(inv.settings.max_steps):
+        if isinstance(inv.agent, WorkflowAgent):  # a transfer handed it the conversation
+            async for update in run_workflow(inv, run_agent):
+                yield update
+            return
+        ending = _Ending()
+        tools: ToolRegistry | None = None  # the resumed turn's are read again
+        if open_turn is not None:
+            model_event, open_turn = open_turn, None
+        else:
+            entered = await enter_agent(inv)  # before_agent_callback; stored
+            if entered is not None and inv.answered:  # it answered in the agent's place
+                turn: tuple[Event, ToolRegistry] | None = (entered, ToolRegistry())
+            else:
+                if entered is not None:
+                    yield entered  # what it wrote to state: the agent runs
+                turn = await _model_turn(inv)
+            if turn is None:  # cancelled before the model answered: nothing is open
+                async for update in _cancelled(inv):
+                    yield update
+                return
+            model_event, tools = turn
+            yield model_event
+        if inv.answered and tools is not None:  # no calls: the answer ends it, stored
+            ending.reason = EndReason.ANSWERED
+        else:
+            async for update in _answer_calls(inv, model_event, ending, tools=tools):
+                yield update
+        if ending.reason is not None:
+            await held.store_held(inv)  # none by now: every ending writes (a guard)
+            async for update in leave_agents(inv, ending.reason):  # after_agent_callback
+                yield update
+            yield InvocationEnded(inv.id, ending.reason)
+            return
+    error = f"stopped after max_steps={inv.settings.max_steps} model calls (TOOLFLEET_MAX_STEPS)"
+    limit_event = Event(invocation_id=inv.id, author=inv.agent.name, error=error)
+    await held.append(inv, limit_event)
+    yield limit_event
+    yield InvocationEnded(inv.id, EndReason.MAX_STEPS, error)
 
 
 @dataclass
@@ -156,7 +187,7 @@ async def _answer_calls(
     resuming = tools is None
     # A new model turn is stored with its first calls sent, in one atomic step (one round
     # trip less, and no "stored but not sent" window); alone if none is sent.
-    model_turn = None if resuming else _UnstoredTurn(inv, model_event)
+    model_turn = None if resuming else _UnstoredTurn(inv, held.stamp(inv, model_event))
     if tools is None:
         tools = await offered_tools(agent, inv.readonly_context)
     results: dict[str, ToolResult] = {}
@@ -190,7 +221,9 @@ async def _answer_calls(
     closed = [r.call_id for r in ordered if r.status is not CallStatus.PENDING]
     # The results' transport forgets them in the step that stores them.
     settle = functools.partial(inv.runner.stage_settle, inv.session.key)
-    if ending.reason is None and held.holdable(ordered, sent, tools):
+    # Not in a ParallelAgent's branch: another branch's write may trim the results
+    # stream the held responses wait on.
+    if ending.reason is None and inv.branch is None and held.holdable(ordered, sent, tools):
         # Workers' final results: stored with the invocation's next write (held.py).
         inv.held = inv.store.hold(inv.session, response_event, closed=closed, also=settle)
     else:
@@ -313,11 +346,15 @@ async def _apply_actions(inv: Invocation, event: Event) -> AsyncIterator[Event]:
             error_event = Event(invocation_id=inv.id, author=inv.agent.name, error=error)
             await held.append(inv, error_event)
             yield error_event
-    elif actions.escalate:
+    elif actions.escalate and not isinstance(inv.agent.parent, WorkflowAgent):
+        # Under a workflow agent the agent answers; a LoopAgent stops after it.
         target = inv.agent.parent
     if target is not None and target is not inv.agent:
         inv.agent = target
-        await inv.store.set_active_agent(inv.session.key, target.name, fence=inv.fence)
+        # ADK's: the next message goes to an LLM agent whose ancestors are all LLM
+        # agents, not into a workflow (it runs again from its root, or its caller).
+        if inv.answers_call and not isinstance(target, WorkflowAgent):
+            await inv.store.set_active_agent(inv.session.key, target.name, fence=inv.fence)
 
 
 def with_call_ids(content: types.Content) -> types.Content:

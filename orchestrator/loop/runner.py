@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 from toolfleet.orchestrator import contents
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import choose_model
+from toolfleet.orchestrator.agents.workflow import WorkflowAgent
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.invocation import (
@@ -73,8 +74,10 @@ class Runner:
         self.depth = depth
         self._app_name = app_name
         self.plugins = tuple(plugins)  # app-wide callbacks, before each agent's own
-        self.model = model or choose_model(agent, self.settings)
-        self._models: dict[str, Model] = {agent.name: self.model}
+        # A workflow agent calls no model: `model` is its first LLM agent's.
+        first = next((a for a in agent.walk() if not isinstance(a, WorkflowAgent)), agent)
+        self.model = model or choose_model(first, self.settings)
+        self._models: dict[str, Model] = {first.name: self.model}
         self._exit = AsyncExitStack()
 
     @property

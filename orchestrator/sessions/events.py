@@ -52,6 +52,9 @@ class Event(BaseModel):
     id: str = Field(default_factory=unique_hex)  # 32 hex digits, as uuid4().hex
     invocation_id: str
     author: str
+    # ADK's: set on the events of a ParallelAgent's sub-agent ("parallel.sub", nested
+    # ones appended); a branch's model sees only the events of its branch and above.
+    branch: str | None = None
     timestamp: float = Field(default_factory=time.time)
     content: types.Content | None = None
     state_delta: dict[str, Any] = Field(default_factory=dict)

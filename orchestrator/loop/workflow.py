@@ -1,0 +1,160 @@
+"""Workflow agents in an invocation: Sequential, Parallel and Loop orchestrate the one
+LLM-agent step loop (`run_agent`), each sub-agent on an Invocation of its own that
+shares the session, the lease (every write fenced by it), the fleet and the cancellation.
+
+A sub-agent's answer does not end the call: it is stored without releasing the lease
+or clearing the session's owed mark (`Invocation.answers_call`); the call ends when the
+workflow does, and its runner then clears the mark. A ParallelAgent's branches run as
+concurrent coroutines: their calls are out on the fleet at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from toolfleet.orchestrator.agents.workflow import (
+    LoopAgent,
+    ParallelAgent,
+    SequentialAgent,
+    WorkflowAgent,
+)
+from toolfleet.orchestrator.loop.agent_callbacks import enter_agent, leave_agents
+from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
+from toolfleet.orchestrator.sessions.events import Event
+
+AgentRun = Callable[[Invocation], AsyncIterator[Update]]
+
+# A sub-agent that ended so finished its part; any other ending (a pause for a person
+# or a credential, a cancellation, max_steps) ends the whole call there.
+_GOES_ON = (EndReason.ANSWERED, EndReason.SKIPPED_SUMMARY, EndReason.ESCALATED)
+
+
+@dataclass
+class _Flow:
+    run_agent: AgentRun
+    stop: InvocationEnded | None = None  # the ending that stops every sub-agent after it
+
+
+async def run_workflow(inv: Invocation, run_agent: AgentRun) -> AsyncIterator[Update]:
+    """Run `inv.agent`, a workflow agent, to its end; InvocationEnded last."""
+    flow = _Flow(run_agent)
+    async for update in _run(flow, inv):
+        yield update
+    yield flow.stop or InvocationEnded(inv.id, EndReason.ANSWERED)
+
+
+async def _run(flow: _Flow, inv: Invocation) -> AsyncIterator[Update]:
+    """Run `inv.agent` (any kind) as part of a workflow; no InvocationEnded."""
+    agent = inv.agent
+    if not isinstance(agent, WorkflowAgent):
+        async for update in flow.run_agent(inv):
+            if not isinstance(update, InvocationEnded):
+                yield update
+            elif update.reason not in _GOES_ON:
+                flow.stop = update
+        return
+    entered = await enter_agent(inv)  # its before_agent_callback; stored
+    if entered is not None:
+        yield entered
+        if inv.answered:  # it answered in the workflow's place
+            return
+    if isinstance(agent, ParallelAgent):
+        runs = _parallel(flow, inv, agent)
+    elif isinstance(agent, LoopAgent):
+        runs = _loop(flow, inv, agent)
+    elif isinstance(agent, SequentialAgent):
+        runs = _sequence(flow, inv, agent)
+    else:
+        raise TypeError(
+            f"agent {agent.name!r}: {type(agent).__name__} is no workflow toolfleet runs"
+        )
+    async for update in runs:
+        yield update
+    if flow.stop is None:
+        async for event in leave_agents(inv, EndReason.ANSWERED):  # after_agent_callback
+            yield event
+
+
+def _sub(inv: Invocation, agent: WorkflowAgent, index: int, branch: str | None) -> Invocation:
+    """The invocation of `agent`'s sub-agent `index`: the same call, its own working set."""
+    return dataclasses.replace(
+        inv,
+        agent=agent.sub_agents[index],
+        answered=False,
+        release_on_answer=False,
+        held=None,
+        held_in_doubt=False,
+        entered=[],
+        answered_by_callback=False,
+        branch=branch,
+        answers_call=False,
+    )
+
+
+async def _sequence(flow: _Flow, inv: Invocation, agent: SequentialAgent) -> AsyncIterator[Update]:
+    for index in range(len(agent.sub_agents)):
+        async for update in _run(flow, _sub(inv, agent, index, inv.branch)):
+            yield update
+        if flow.stop is not None:
+            return
+
+
+async def _loop(flow: _Flow, inv: Invocation, agent: LoopAgent) -> AsyncIterator[Update]:
+    """ADK's: stops after a sub-agent whose events escalated (exit_loop), or after
+    max_iterations rounds; an escalation seen here goes on up to any loop around it."""
+    rounds = 0
+    while agent.sub_agents and (agent.max_iterations is None or rounds < agent.max_iterations):
+        for index in range(len(agent.sub_agents)):
+            escalated = False
+            async for update in _run(flow, _sub(inv, agent, index, inv.branch)):
+                escalated = escalated or (isinstance(update, Event) and update.actions.escalate)
+                yield update
+            if escalated or flow.stop is not None:
+                return
+        rounds += 1
+
+
+async def _parallel(flow: _Flow, inv: Invocation, agent: ParallelAgent) -> AsyncIterator[Update]:
+    """Every sub-agent at once, each on its branch; their updates as they come. If one
+    fails, the others are cancelled and the failure is raised."""
+    queue: asyncio.Queue[Update | _Done] = asyncio.Queue()
+
+    async def pump(sub: Invocation) -> None:
+        try:
+            async for update in _run(flow, sub):
+                await queue.put(update)
+        except BaseException as exc:
+            await queue.put(_Done(exc))
+            raise
+        await queue.put(_Done())
+
+    prefix = f"{inv.branch}." if inv.branch else ""
+    subs = [
+        _sub(inv, agent, i, f"{prefix}{agent.name}.{sub.name}")
+        for i, sub in enumerate(agent.sub_agents)
+    ]
+    tasks = [asyncio.create_task(pump(sub)) for sub in subs]
+    try:
+        running = len(tasks)
+        while running:
+            update = await queue.get()
+            if not isinstance(update, _Done):
+                yield update
+            elif update.error is not None:
+                raise update.error  # `finally` stops the other branches
+            else:
+                running -= 1
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A branch ended: normally, or with `error`."""
+
+    error: BaseException | None = None

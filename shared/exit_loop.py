@@ -1,0 +1,15 @@
+"""ADK's `exit_loop` tool: a LoopAgent's sub-agent calls it to end the loop."""
+
+from __future__ import annotations
+
+from toolfleet.shared.context import ToolContext
+
+
+def exit_loop(tool_context: ToolContext) -> None:
+    """Exits the loop.
+
+    Call this function only when you are instructed to do so.
+    """
+    # ADK's: the LoopAgent stops after this agent; its response is the agent's answer.
+    tool_context.actions.escalate = True
+    tool_context.actions.skip_summarization = True

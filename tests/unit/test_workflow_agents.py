@@ -1,0 +1,278 @@
+"""ADK's workflow agents (Sequential, Parallel, Loop) with the offline model, an
+in-process runner and a fakeredis store."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from google.genai import types
+
+from tests.support import InProcessRunner
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.transfer import transfer_targets
+from toolfleet.orchestrator.loop.invocation import (
+    CallsDispatched,
+    EndReason,
+    Invocation,
+    InvocationEnded,
+    Update,
+)
+from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, Step, call, say
+from toolfleet.orchestrator.models.protocol import Model, text_of
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.config import Settings
+from toolfleet.shared.context import ToolContext
+from toolfleet.shared.keys import Keys, session_key
+from toolfleet.shared.messages import CallStatus
+
+S1 = session_key("app", "u1", "s1")  # the session `run` uses
+
+# Both branches' calls must be running at once for either to pass it.
+_BOTH_IN_FLIGHT = threading.Barrier(2, timeout=10)
+
+
+def meet(label: str) -> str:
+    """Waits until the other branch's call runs too.
+
+    Args:
+        label: Which branch calls.
+    """
+    _BOTH_IN_FLIGHT.wait()
+    return label
+
+
+def give_up(tool_context: ToolContext) -> str:
+    """Escalates without skipping the summary (the model still answers)."""
+    tool_context.actions.escalate = True
+    return "escalated"
+
+
+def llm(name: str, *steps: Step, **fields: Any) -> Agent:
+    from toolfleet.adk import exit_loop  # ADK's import path for the tool
+
+    return Agent(
+        name=name,
+        instruction=f"you are {name}",
+        tools=[meet, give_up, exit_loop],
+        model=ScriptedModel(list(steps)),
+        **fields,
+    )
+
+
+def model_of(agent: Agent) -> ScriptedModel:
+    assert isinstance(agent.model, ScriptedModel)
+    return agent.model
+
+
+def _model(agent: Agent) -> Model:
+    assert agent.model is not None and not isinstance(agent.model, str)
+    return agent.model
+
+
+async def run(
+    store: SessionStore, root: Agent, message: str = "go"
+) -> tuple[list[Update], list[Event]]:
+    """The updates of one invocation of `root`, and the session's events as stored."""
+    session = await store.get_or_create("app", "u1", "s1")
+    inv = Invocation(root, _model, session, store, InProcessRunner(), Settings(), Keys("t"))
+    content = types.Content(role="user", parts=[types.Part(text=message)])
+    updates = [u async for u in run_invocation(inv, content)]
+    stored = await store.get(session.key)
+    return updates, stored.events
+
+
+def answers(events: list[Event]) -> list[tuple[str, str]]:
+    """(author, text) of each model answer, in order."""
+    return [
+        (e.author, text_of(e.content))
+        for e in events
+        if e.content is not None and e.content.role == "model" and not e.get_function_calls()
+    ]
+
+
+def endings(updates: list[Update]) -> list[InvocationEnded]:
+    return [u for u in updates if isinstance(u, InvocationEnded)]
+
+
+async def test_workflow_agents_import_from_the_facades_with_adk_signatures() -> None:
+    import toolfleet
+    import toolfleet.adk as adk
+
+    for name in ("SequentialAgent", "ParallelAgent", "LoopAgent", "exit_loop"):
+        assert getattr(adk, name) is getattr(toolfleet, name)
+    inner = Agent(name="inner")
+    loop = adk.LoopAgent(name="loop", sub_agents=[inner], max_iterations=2, description="d")
+    assert inner.parent is loop and loop.max_iterations == 2 and loop.description == "d"
+
+
+async def test_sequential_runs_each_sub_agent_in_turn_on_the_session(
+    store: SessionStore,
+) -> None:
+    owed_meanwhile: list[bool] = []
+
+    async def check_owed(callback_context: Any, llm_request: Any) -> None:
+        owed_meanwhile.append(S1 in await store.sessions_to_resume())
+
+    writer = llm("writer", say("a draft"), output_key="draft")
+    reviewer = llm("reviewer", say("looks good"), before_model_callback=check_owed)
+    root = toolfleet_sequential("pipeline", [writer, reviewer])
+
+    updates, events = await run(store, root)
+
+    # The writer's answer did not end the call: the session stays owed until the end.
+    assert owed_meanwhile == [True]
+
+    assert answers(events) == [("writer", "a draft"), ("reviewer", "looks good")]
+    # The reviewer's model saw the writer's answer, and its state.
+    seen = model_of(reviewer).requests[0]
+    assert [text_of(c) for c in seen.contents][-1] == "a draft"
+    assert (await store.get(S1)).state == {"draft": "a draft"}
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]  # one, last
+    assert isinstance(updates[-1], InvocationEnded)
+    assert all(e.branch is None for e in events)
+    # A workflow's sub-agents get no transfer_to_agent to their parent or peers (ADK's).
+    assert transfer_targets(writer) == [] and transfer_targets(reviewer) == []
+
+
+def toolfleet_sequential(name: str, subs: list[Agent]) -> Agent:
+    from toolfleet.adk import SequentialAgent
+
+    return SequentialAgent(name=name, sub_agents=subs)
+
+
+async def test_parallel_branches_have_their_calls_in_flight_at_once_on_their_branch(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import ParallelAgent, SequentialAgent
+
+    _BOTH_IN_FLIGHT.reset()
+    left = llm("left", call(Call("meet", {"label": "L"})), say("left done"))
+    right = llm("right", call(Call("meet", {"label": "R"})), say("right done"))
+    after = llm("after", say("merged"))
+    root = SequentialAgent(
+        name="flow", sub_agents=[ParallelAgent(name="both", sub_agents=[left, right]), after]
+    )
+
+    updates, events = await run(store, root)
+
+    # Each call waited at the barrier for the other: both were running at once.
+    results = {r.call_id: r for e in events for r in e.calls}
+    assert len(results) == 2
+    assert all(r.status is CallStatus.SUCCESS for r in results.values()), results
+    dispatched = [u for u in updates if isinstance(u, CallsDispatched)]
+    assert len(dispatched) == 2
+    by_author = {e.author: e.branch for e in events if e.author in ("left", "right")}
+    assert by_author == {"left": "both.left", "right": "both.right"}
+    # Every stored event of a branch carries it: its call turn, responses and answer.
+    assert sorted(e.branch or "" for e in events if e.author == "left") == ["both.left"] * 3
+    assert {e.branch for e in events if e.author in ("user", "after")} == {None}
+    # A branch's model sees its own events, not the other branch's.
+    assert all(a in ("user", "left") for a in model_of(left).requests[1].authors)
+    # The agent after the ParallelAgent sees both branches.
+    assert {"left", "right"} <= set(model_of(after).requests[0].authors)
+    assert sorted(answers(events)) == [
+        ("after", "merged"),
+        ("left", "left done"),
+        ("right", "right done"),
+    ]
+    assert answers(events)[-1] == ("after", "merged")
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+async def test_loop_stops_after_max_iterations(store: SessionStore) -> None:
+    from toolfleet.adk import LoopAgent
+
+    worker = llm("worker", say("one"), say("two"), say("three"), say("four"))
+    checker = llm("checker", say("again"), say("again"), say("again"), say("again"))
+    root = LoopAgent(name="loop", sub_agents=[worker, checker], max_iterations=3)
+
+    updates, events = await run(store, root)
+
+    assert answers(events) == [
+        ("worker", "one"),
+        ("checker", "again"),
+        ("worker", "two"),
+        ("checker", "again"),
+        ("worker", "three"),
+        ("checker", "again"),
+    ]
+    assert len(model_of(worker).requests) == 3
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+async def test_loop_stops_after_the_sub_agent_that_calls_exit_loop(store: SessionStore) -> None:
+    from toolfleet.adk import LoopAgent
+
+    worker = llm("worker", say("v1"), call(Call("exit_loop")), say("never"))
+    checker = llm("checker", say("not yet"), say("never"))
+    root = LoopAgent(name="loop", sub_agents=[worker, checker], max_iterations=5)
+
+    updates, events = await run(store, root)
+
+    assert answers(events) == [("worker", "v1"), ("checker", "not yet")]
+    last = events[-1]
+    assert last.author == "worker" and last.actions.escalate
+    assert last.actions.skip_summarization  # exit_loop's response is the worker's answer
+    assert len(model_of(checker).requests) == 1
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+async def test_an_escalating_tool_ends_the_loop_after_its_agent_answers(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import LoopAgent, SequentialAgent
+
+    worker = llm("worker", call(Call("give_up")), say("I give up"))
+    checker = llm("checker", say("never"))
+    closing = llm("closing", say("after the loop"))
+    loop = LoopAgent(name="loop", sub_agents=[worker, checker])  # no max_iterations
+    root = SequentialAgent(name="flow", sub_agents=[loop, closing])
+
+    updates, events = await run(store, root)
+
+    # The escalation does not hand the conversation to the LoopAgent (its parent): the
+    # worker's model answers, the loop stops, and the sequence goes on.
+    assert answers(events) == [("worker", "I give up"), ("closing", "after the loop")]
+    assert model_of(checker).requests == []
+    session = await store.get(S1)
+    assert session.active_agent in (None, "")
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+async def test_a_before_agent_callback_of_a_workflow_answers_in_its_place(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import SequentialAgent
+
+    def closed(callback_context: Any) -> types.Content:
+        return types.Content(role="model", parts=[types.Part(text="closed today")])
+
+    worker = llm("worker", say("never"))
+    root = SequentialAgent(name="flow", sub_agents=[worker], before_agent_callback=closed)
+
+    updates, events = await run(store, root)
+
+    assert answers(events) == [("flow", "closed today")]
+    assert model_of(worker).requests == []
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+async def test_a_transfer_to_a_workflow_agent_runs_the_workflow(store: SessionStore) -> None:
+    from toolfleet.adk import SequentialAgent
+
+    first = llm("first", say("step one"))
+    second = llm("second", say("step two"))
+    steps = SequentialAgent(name="steps", sub_agents=[first, second], description="does it")
+    front = llm(
+        "front", call(Call("transfer_to_agent", {"agent_name": "steps"})), sub_agents=[steps]
+    )
+
+    updates, events = await run(store, front)
+
+    assert answers(events) == [("first", "step one"), ("second", "step two")]
+    # As in ADK, the next message goes to the agent that handed over, not into the workflow.
+    assert (await store.get(S1)).active_agent in (None, "")
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
