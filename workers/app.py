@@ -35,6 +35,7 @@ from toolfleet.workers.tasks import (
     result_poster,
 )
 from toolfleet.workers.tool_runs import ToolTaskDeps
+from toolfleet.workers.unregistered import install_unregistered_answer
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ def create_app(settings: Settings) -> Celery:
     register_job_tasks(app, found.jobs, completions)
     app.steps["consumer"].add(intake_step(settings))
     install_heartbeat(app, client, settings)
+    install_unregistered_answer(app, reporter, keys)
     install_stop_command()
     log.info(
         "toolfleet worker: tools %s; jobs %s",

@@ -14,7 +14,7 @@ from celery import Celery, bootsteps
 from celery.signals import worker_ready, worker_shutdown
 
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import QUEUE_PREFIX, Keys
+from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
 from toolfleet.shared.pool_kinds import CELERY_POOL
 from toolfleet.workers.names import NameClaim
 
@@ -29,7 +29,7 @@ INTAKE_QUEUES = "toolfleet_intake_queues"
 
 class Heartbeat:
     """Holds this worker's node name (a NameClaim) from its start, and from when it is
-    ready keeps its record (hostname, pools, pid, start time) in Redis, from a thread.
+    ready keeps its record (hostname, pools, tools, pid, start time) in Redis, from a thread.
 
     The orchestrator reads the records to know which pools have live workers; a record and
     its claim expire three periods after the last beat."""
@@ -53,10 +53,18 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name="toolfleet-heartbeat", daemon=True)
         self._thread.start()
 
-    def start(self, hostname: str, pools: list[str], runs: str = "", concurrency: int = 0) -> None:
+    def start(
+        self,
+        hostname: str,
+        pools: list[str],
+        runs: str = "",
+        concurrency: int = 0,
+        tools: list[str] | None = None,
+    ) -> None:
         """Write the record now (raising if Redis fails), then with every beat. `runs` names
         the Celery pool implementation (threads, prefork), `concurrency` how many calls it
-        runs at once. Claims `hostname` first if `claim` has not."""
+        runs at once, `tools` the tools it registered (None: not said, taken as any).
+        Claims `hostname` first if `claim` has not."""
         if self._claim is None:
             self.claim(hostname)
         self._value = json.dumps(
@@ -67,6 +75,7 @@ class Heartbeat:
                 "started_at": time.time(),
                 "runs": runs,
                 "concurrency": concurrency,
+                **({} if tools is None else {"tools": sorted(tools)}),
             }
         )
         self._beat()
@@ -166,7 +175,9 @@ def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> N
         pools = sorted(q.removeprefix(QUEUE_PREFIX) for q in queues if q.startswith(QUEUE_PREFIX))
         runs = celery_pool_name(sender)
         concurrency = int(getattr(sender.controller, "concurrency", 0) or 0)
-        heartbeat.start(sender.hostname, pools, runs, concurrency)
+        # The orchestrator answers a call of a tool no worker of its pool has at once.
+        tools = [t.removeprefix(TASK_PREFIX) for t in app.tasks if t.startswith(TASK_PREFIX)]
+        heartbeat.start(sender.hostname, pools, runs, concurrency, tools)
         log.info("worker %s serves pools %s (%s)", sender.hostname, ", ".join(pools), runs)
         warn_of_pool_mismatch(pools, runs, settings)
 

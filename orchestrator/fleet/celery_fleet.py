@@ -213,30 +213,48 @@ class CeleryFleet:
     async def _split_by_pool_liveness(
         self, calls: Sequence[PlannedCall], sent: set[str]
     ) -> tuple[list[PlannedCall], list[tuple[PlannedCall, str]]]:
-        """Calls whose pool has a live worker (or that were sent already), and the
-        others with their pool."""
+        """Calls whose pool has a live worker that registered their tool (or that were
+        sent already), and the others with their pool."""
         served = await self._pools.served()
-        if any(tool_pool(p.tool, self._settings) not in served for p in calls):
+        if any(not self._runs(p, served) for p in calls):
             self._pools.forget()  # a worker may have started since the last read
             served = await self._pools.served()
         live, unserved = [], []
         for planned in calls:
-            pool = tool_pool(planned.tool, self._settings)
-            if pool in served or planned.call.call_id in sent:
+            if self._runs(planned, served) or planned.call.call_id in sent:
                 live.append(planned)
             else:
-                unserved.append((planned, pool))
+                unserved.append((planned, tool_pool(planned.tool, self._settings)))
         return live, unserved
 
+    def _runs(self, planned: PlannedCall, served: frozenset[str]) -> bool:
+        pool = tool_pool(planned.tool, self._settings)
+        return pool in served and self._pools.registered(pool, planned.call.tool)
+
     def _no_worker(self, planned: PlannedCall, pool: str) -> ToolResult:
+        tool = planned.call.tool
+        if self._pools.serves(pool):
+            # Its message would wait in the queue until the call timed out: no worker of
+            # the pool takes a task it does not have.
+            log.error(
+                "no live worker of pool %r registered tool %r: add its module to "
+                "TOOLFLEET_TOOL_MODULES on the workers of pool %s",
+                pool, tool, pool,
+            )  # fmt: skip
+            return failed(
+                planned.call,
+                "ToolNotRegisteredError",
+                f"no live worker of pool {pool} has tool {tool!r}: it is unavailable until "
+                f"its module is added to TOOLFLEET_TOOL_MODULES on the workers of pool {pool}",
+            )
         log.error(
             "no live worker serves pool %r (tool %s): start one with `toolfleet worker --pool %s`",
-            pool, planned.call.tool, pool,
+            pool, tool, pool,
         )  # fmt: skip
         return failed(
             planned.call,
             "NoWorkerError",
-            f"no worker serves pool {pool}: tool {planned.call.tool!r} is unavailable right now",
+            f"no worker serves pool {pool}: tool {tool!r} is unavailable right now",
         )
 
     def _dispatch(self, batch: Sequence[PlannedCall]) -> tuple[list[Dispatch], list[CallWatch]]:

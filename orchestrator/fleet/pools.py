@@ -19,7 +19,8 @@ CACHE_S = 0.5
 
 class WorkerInfo(BaseModel):
     """A worker's heartbeat value: its hostname, the pools it serves, its pid and start time,
-    its Celery pool implementation and concurrency (empty and 0 from older workers)."""
+    its Celery pool implementation and concurrency (empty and 0 from older workers), and the
+    tools it can run."""
 
     hostname: str
     pools: list[str]
@@ -27,6 +28,8 @@ class WorkerInfo(BaseModel):
     started_at: float
     runs: str = ""
     concurrency: int = 0
+    # The tools it registered (TOOLFLEET_TOOL_MODULES); None from older workers: any.
+    tools: list[str] | None = None
 
 
 async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:
@@ -48,11 +51,13 @@ async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:
 
 @dataclass
 class LivePools:
-    """The pools served by a live worker, from the heartbeats, cached for CACHE_S seconds."""
+    """The pools served by a live worker, and the tools those workers registered, from the
+    heartbeats, cached for CACHE_S seconds."""
 
     client: aioredis.Redis
     keys: Keys
     _served: frozenset[str] = frozenset()
+    _tools: dict[str, frozenset[str] | None] = field(default_factory=dict)  # by pool
     _read_at: float = float("-inf")
     _refreshing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -63,9 +68,34 @@ class LivePools:
                 if time.monotonic() - self._read_at > CACHE_S:
                     workers = await live_workers(self.client, self.keys)
                     self._served = frozenset(p for w in workers for p in w.pools)
+                    self._tools = _tools_by_pool(workers)
                     self._read_at = time.monotonic()
         return self._served
+
+    def serves(self, pool: str) -> bool:
+        """Whether a live worker served `pool` when `served` last read them."""
+        return pool in self._served
+
+    def registered(self, pool: str, tool: str) -> bool:
+        """Whether a live worker of `pool`, as `served` last read them, registered `tool`
+        (True when one of them does not say: an older worker)."""
+        tools = self._tools.get(pool)
+        return tools is None or tool in tools
 
     def forget(self) -> None:
         """Read again on the next call (a pool was missing: maybe a worker just started)."""
         self._read_at = float("-inf")
+
+
+def _tools_by_pool(workers: list[WorkerInfo]) -> dict[str, frozenset[str] | None]:
+    """The tools the live workers of each pool registered together; None for a pool one
+    of whose workers does not say which."""
+    tools: dict[str, frozenset[str] | None] = {}
+    for worker in workers:
+        for pool in worker.pools:
+            known = tools.get(pool, frozenset())
+            if worker.tools is None or known is None:
+                tools[pool] = None
+            else:
+                tools[pool] = known | frozenset(worker.tools)
+    return tools

@@ -7,7 +7,7 @@ import time
 
 import fakeredis
 
-from toolfleet.orchestrator.fleet.pools import live_workers
+from toolfleet.orchestrator.fleet.pools import LivePools, live_workers
 from toolfleet.shared.keys import Keys
 
 KEYS = Keys("t")
@@ -30,3 +30,29 @@ async def test_live_workers_are_those_with_a_current_heartbeat(
 
     assert [w.hostname for w in workers] == ["default@a"]
     assert await fake_redis.zrange(KEYS.workers(), 0, -1) == [b"default@a"]  # pruned
+
+
+async def test_a_pools_tools_are_those_its_live_workers_registered(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """Together over the pool's workers; a pool one of whose workers does not say (an
+    older worker) is taken to run any tool."""
+    for hostname, its_pools, tools in [
+        ("a@h", ["default"], ["nap"]),
+        ("b@h", ["default", "heavy"], ["render"]),
+        ("c@h", ["old"], None),
+        ("d@h", ["old"], []),
+    ]:
+        info: dict[str, object] = {"hostname": hostname, "pools": its_pools, "pid": 1}
+        info["started_at"] = 0.0
+        if tools is not None:
+            info["tools"] = tools
+        await fake_redis.set(KEYS.worker(hostname), json.dumps(info))
+        await fake_redis.zadd(KEYS.workers(), {hostname: time.time() + 30})
+    pools = LivePools(fake_redis, KEYS)
+
+    assert await pools.served() == {"default", "heavy", "old"}
+    assert pools.registered("default", "nap") and pools.registered("default", "render")
+    assert pools.registered("heavy", "render") and not pools.registered("heavy", "nap")
+    assert not pools.registered("default", "fetch")
+    assert pools.registered("old", "anything")

@@ -23,6 +23,7 @@ from celery import Celery, Task
 from celery.app.task import Context
 from celery.events.dispatcher import EventDispatcher
 from celery.exceptions import Retry
+from celery.signals import task_unknown
 from celery.utils.saferepr import saferepr
 
 from toolfleet.shared.tracing import TRACEPARENT
@@ -127,6 +128,12 @@ class MessageRunner:
                 message.task,
                 message.task_id,
             )
+            # Answered with an error (workers/unregistered.py), as Celery's consumer does.
+            delivery = message.properties.get("delivery_info") or {}
+            task_unknown.send(
+                sender=self, message=None, exc=None, name=message.task, id=message.task_id,
+                call=message.kwargs.get("call"), queue=str(delivery.get("routing_key") or ""),
+            )  # fmt: skip
             self._end(message, done)
             return None
         expires = message.expires()

@@ -1,0 +1,89 @@
+"""A call of a tool this worker did not register is answered with an error result, not
+left to time out in the orchestrator.
+
+The orchestrator sends a call only to a pool one of whose live workers registered its
+tool (their heartbeats say which), but a worker can take a message of a tool it lacks:
+it restarted with fewer TOOLFLEET_TOOL_MODULES since the orchestrator read them, or the
+message was sent before. Celery drops such a message after its `task_unknown` signal; an
+io worker's intake sends the same signal, with the call, before it drops one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from celery import Celery
+from celery.signals import task_unknown
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
+from toolfleet.shared.messages import ToolCall, error_result
+from toolfleet.shared.reporting import ResultReporter
+
+log = logging.getLogger(__name__)
+
+
+def install_unregistered_answer(app: Celery, reporter: ResultReporter, keys: Keys) -> None:
+    """Answer each call of an unregistered tool that `app`'s worker receives (Celery's
+    signals are global: receivers ignore workers of other apps in this process)."""
+
+    @task_unknown.connect(weak=False)
+    def _on_unknown(
+        sender: Any = None,
+        message: Any = None,
+        name: str = "",
+        call: Any = None,
+        queue: str = "",
+        **_: Any,
+    ) -> None:
+        if getattr(sender, "app", None) is not app:
+            return
+        if message is not None:  # Celery's consumer: the kombu message
+            call, queue = _call_of(message)
+        hostname = str(getattr(sender, "hostname", "") or "unknown")
+        answer_unregistered(reporter, keys, name, call, queue, hostname)
+
+
+def answer_unregistered(
+    reporter: ResultReporter, keys: Keys, task: str, call: Any, queue: str, worker: str
+) -> None:
+    """Post an error result naming the tool, the pool and what to change, and close the
+    call: another copy of its message does not run it after the model was told it did
+    not. A message with no valid call has nowhere to be answered: logged only."""
+    if not task.startswith(TASK_PREFIX) or not isinstance(call, Mapping):
+        return
+    try:
+        envelope = ToolCall.model_validate(call)
+    except ValidationError as exc:
+        log.error("a message of unregistered task %s holds no valid call: %s", task, exc)
+        return
+    tool, pool = task.removeprefix(TASK_PREFIX), queue.removeprefix(QUEUE_PREFIX) or "?"
+    message = (
+        f"tool {tool!r} is not registered on worker {worker} of pool {pool}: add its module "
+        f"to TOOLFLEET_TOOL_MODULES on the workers of pool {pool}"
+    )
+    result = error_result(envelope, "ToolNotRegisteredError", message, worker=worker)
+    try:
+        reporter.post(
+            envelope.reply_to, result, closes=keys.closed(envelope.session_key, envelope.call_id)
+        )
+    except RedisError as exc:
+        log.error(
+            "could not answer call %s of unregistered tool %s: %s", envelope.call_id, tool, exc
+        )
+        return
+    log.error("answered call %s with an error: %s", envelope.call_id, message)
+
+
+def _call_of(message: Any) -> tuple[Any, str]:
+    """The call a Celery protocol 2 message carries (its body: args, kwargs, embed), and
+    the queue it came from; None for a body of another shape."""
+    try:
+        _args, kwargs, _embed = message.payload
+        queue = str((message.delivery_info or {}).get("routing_key") or "")
+        return kwargs.get("call"), queue
+    except Exception:  # any body at all reaches this hook: answer what parses
+        return None, ""
