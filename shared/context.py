@@ -79,7 +79,9 @@ class ToolContext:
     async def save_artifact(self, filename: str, artifact: types.Part) -> int:
         """Store a new version of `filename` (`user:` names are per user); return it (from 0)."""
         store = self._need(self._services.artifacts, "artifacts")
-        return store.save(self.app_name, self.user_id, self.session_id, filename, artifact)
+        version = store.save(self.app_name, self.user_id, self.session_id, filename, artifact)
+        self.actions.artifact_delta[filename] = version  # the event says what changed
+        return version
 
     async def load_artifact(self, filename: str, version: int | None = None) -> types.Part | None:
         """The latest (or given) version of an artifact, or None if there is none."""

@@ -37,6 +37,8 @@ class ToolActions(BaseModel):
     requested_auth: dict[str, Any] | None = None
     # A ToolConfirmation as JSON (hint, payload): the call waits for a person's yes or no.
     requested_confirmation: dict[str, Any] | None = None
+    # Artifacts the call saved, each filename's new version (ADK's artifact_delta).
+    artifact_delta: dict[str, int] = Field(default_factory=dict)
 
     def waits(self) -> bool:
         """Whether the call waits for the user (a credential or a confirmation): its turn

@@ -23,7 +23,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolfleet.orchestrator.adk.runner import EventActions, Runner
+    from toolfleet.orchestrator.adk.app import App
+    from toolfleet.orchestrator.adk.events import EventActions
+    from toolfleet.orchestrator.adk.run_config import (
+        LlmCallsLimitExceededError,
+        RunConfig,
+        StreamingMode,
+    )
+    from toolfleet.orchestrator.adk.runner import InMemoryRunner, Runner
     from toolfleet.orchestrator.adk.services import (
         BaseArtifactService,
         BaseMemoryService,
@@ -91,7 +98,12 @@ _MODULES: dict[str, str] = {
     "ToolContext": "toolfleet.shared.context",
     "ToolConfirmation": "toolfleet.shared.confirmation",
     "Runner": "toolfleet.orchestrator.adk.runner",
-    "EventActions": "toolfleet.orchestrator.adk.runner",
+    "InMemoryRunner": "toolfleet.orchestrator.adk.runner",
+    "App": "toolfleet.orchestrator.adk.app",
+    "RunConfig": "toolfleet.orchestrator.adk.run_config",
+    "StreamingMode": "toolfleet.orchestrator.adk.run_config",
+    "LlmCallsLimitExceededError": "toolfleet.orchestrator.adk.run_config",
+    "EventActions": "toolfleet.orchestrator.adk.events",
     "BaseSessionService": "toolfleet.orchestrator.adk.sessions",
     "InMemorySessionService": "toolfleet.orchestrator.adk.sessions",
     "RedisSessionService": "toolfleet.orchestrator.adk.sessions",
@@ -108,6 +120,7 @@ _MODULES: dict[str, str] = {
 __all__ = [
     "Agent",
     "AgentTool",
+    "App",
     "BaseArtifactService",
     "BaseMemoryService",
     "BasePlugin",
@@ -120,8 +133,10 @@ __all__ = [
     "FunctionTool",
     "InMemoryArtifactService",
     "InMemoryMemoryService",
+    "InMemoryRunner",
     "InMemorySessionService",
     "LlmAgent",
+    "LlmCallsLimitExceededError",
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
@@ -134,11 +149,13 @@ __all__ = [
     "RedisMemoryService",
     "RedisSessionService",
     "ReflectAndRetryToolPlugin",
+    "RunConfig",
     "Runner",
     "SequentialAgent",
     "Session",
     "StdioConnectionParams",
     "StreamableHTTPConnectionParams",
+    "StreamingMode",
     "ToolConfirmation",
     "ToolContext",
     "exit_loop",

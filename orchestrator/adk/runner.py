@@ -6,21 +6,26 @@ import asyncio
 import queue
 import threading
 from collections.abc import AsyncGenerator, Generator, Sequence
-from typing import Any
+from typing import Self
 
 from google.genai import types
-from pydantic import Field
 
+from toolfleet.orchestrator.adk.app import App, resolved_app
 from toolfleet.orchestrator.adk.completing import run_message
 from toolfleet.orchestrator.adk.confirming import with_confirmation_calls
+from toolfleet.orchestrator.adk.debug import print_event
+from toolfleet.orchestrator.adk.events import with_adk_actions
+from toolfleet.orchestrator.adk.run_config import LlmCallLimit, RunConfig, checked_run_config
 from toolfleet.orchestrator.adk.services import (
     BaseArtifactService,
     BaseMemoryService,
+    InMemoryArtifactService,
+    InMemoryMemoryService,
     RedisArtifactService,
     RedisMemoryService,
     check_service,
 )
-from toolfleet.orchestrator.adk.sessions import BaseSessionService
+from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
 from toolfleet.orchestrator.plugins.base import BasePlugin
@@ -28,29 +33,26 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.keys import session_key
-from toolfleet.shared.messages import ToolActions
-
-
-class EventActions(ToolActions):
-    """ADK's EventActions on the events a Runner yields: the tool's actions and the
-    event's state writes (`state_delta`, which toolfleet's Event keeps beside them)."""
-
-    state_delta: dict[str, Any] = Field(default_factory=dict)
 
 
 class Runner:
-    """`Runner(agent=, app_name=, session_service=)`, as ADK's: one invocation per
-    `run_async`, run by toolfleet's loop with the tools on the session service's fleet."""
+    """`Runner(app=App(...), session_service=)` or `Runner(agent=, app_name=,
+    session_service=)`, as ADK's: one invocation per `run_async`, run by toolfleet's
+    loop with the tools on the session service's fleet and the app's plugins around
+    every model and tool call."""
 
     def __init__(
         self,
         *,
-        agent: Agent,
-        app_name: str,
-        session_service: BaseSessionService,
-        artifact_service: BaseArtifactService | None = None,
-        memory_service: BaseMemoryService | None = None,
+        app: App | None = None,
+        app_name: str | None = None,
+        agent: Agent | None = None,
         plugins: Sequence[BasePlugin] | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        session_service: BaseSessionService,
+        memory_service: BaseMemoryService | None = None,
+        plugin_close_timeout: float = 5.0,
+        auto_create_session: bool = False,
     ) -> None:
         if not isinstance(session_service, BaseSessionService):
             raise TypeError(
@@ -61,8 +63,13 @@ class Runner:
             artifact_service, BaseArtifactService, RedisArtifactService, "artifact_service"
         )
         check_service(memory_service, BaseMemoryService, RedisMemoryService, "memory_service")
-        self.agent = agent
-        self.app_name = app_name
+        self.app = resolved_app(app, app_name, agent, plugins)
+        assert self.app.root_agent is not None  # App's validator, or resolved_app's
+        self.agent: Agent = self.app.root_agent
+        self.app_name = app_name or self.app.name
+        self.plugins = tuple(self.app.plugins)
+        self.plugin_close_timeout = plugin_close_timeout
+        self.auto_create_session = auto_create_session
         self.session_service = session_service
         self.artifact_service = artifact_service or RedisArtifactService()
         self.memory_service = memory_service or RedisMemoryService()
@@ -71,7 +78,6 @@ class Runner:
             if isinstance(service, RedisArtifactService | RedisMemoryService):
                 service.attach(session_service.settings_for)
         self._long_running: set[str] | None = None  # read on first run: toolsets are async
-        self.plugins = tuple(plugins or ())
 
     async def run_async(
         self,
@@ -79,16 +85,18 @@ class Runner:
         user_id: str,
         session_id: str,
         new_message: types.Content,
-        run_config: Any = None,
+        run_config: RunConfig | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Run one invocation for `new_message`; yield its events as ADK's Runner does
         (the user's message is not yielded). A FunctionResponse part for a pending
-        long-running call completes it, and the resumed agent's events follow.
+        long-running call completes it, and the resumed agent's events follow. A model
+        call past `run_config.max_llm_calls` raises LlmCallsLimitExceededError.
 
         Called at module level while a worker imports the module for its tools, it
         yields nothing: that is the program's client code, not the tools'."""
         if skipped_at_import("Runner.run_async"):
             return
+        limit = LlmCallLimit(checked_run_config(run_config).max_llm_calls)
         await self.session_service.settle(self.app_name, user_id, session_id)
         if self._long_running is None:
             # In a thread: listing a toolset's tools runs its own event loop.
@@ -96,13 +104,21 @@ class Runner:
             self._long_running = {t.name for t in tools if t.is_long_running}
         settings = await self.session_service.settings_for(self.agent)
         async with FleetRunner(
-            self.agent, settings, app_name=self.app_name, plugins=self.plugins
+            self.agent, settings, app_name=self.app_name, plugins=(*self.plugins, limit)
         ) as runner:
             key = session_key(self.app_name, user_id, session_id)
             try:
                 await runner.store.get(key)
             except SessionNotFoundError:
-                raise ValueError(f"Session not found: {session_id}") from None  # ADK's error
+                if not self.auto_create_session:
+                    raise ValueError(  # ADK's error and advice
+                        f"Session not found: {session_id}. Create it first with "
+                        "session_service.create_session(), or pass "
+                        "auto_create_session=True to the Runner."
+                    ) from None
+                await self.session_service.create_session(
+                    app_name=self.app_name, user_id=user_id, session_id=session_id
+                )
             async for event in run_message(runner, key, new_message):
                 # The client's own message (and a result it sent) is not echoed, as in ADK.
                 if event.author in ("user", "completion"):
@@ -116,7 +132,7 @@ class Runner:
         user_id: str,
         session_id: str,
         new_message: types.Content,
-        run_config: Any = None,
+        run_config: RunConfig | None = None,
     ) -> Generator[Event, None, None]:
         """`run_async` for sync callers, as ADK's: it runs in a thread with an event loop
         of its own, and its events are yielded here as they come (none while a worker
@@ -127,7 +143,10 @@ class Runner:
 
         async def produce() -> None:
             async for event in self.run_async(
-                user_id=user_id, session_id=session_id, new_message=new_message
+                user_id=user_id,
+                session_id=session_id,
+                new_message=new_message,
+                run_config=run_config,
             ):
                 events.put(event)
 
@@ -149,16 +168,97 @@ class Runner:
         finally:
             thread.join()
 
+    async def run_debug(
+        self,
+        user_messages: str | list[str],
+        *,
+        user_id: str = "debug_user_id",
+        session_id: str = "debug_session_id",
+        run_config: RunConfig | None = None,
+        quiet: bool = False,
+        verbose: bool = False,
+    ) -> list[Event]:
+        """ADK's quick try-out: each message in turn on one session (made on first use),
+        the agents' answers printed unless `quiet` (their calls and results too when
+        `verbose`); every event returned."""
+        session = await self.session_service.get_session(
+            app_name=self.app_name, user_id=user_id, session_id=session_id
+        )
+        if session is None:
+            await self.session_service.create_session(
+                app_name=self.app_name, user_id=user_id, session_id=session_id
+            )
+        events: list[Event] = []
+        for message in [user_messages] if isinstance(user_messages, str) else user_messages:
+            async for event in self.run_async(
+                user_id=user_id,
+                session_id=session_id,
+                new_message=types.UserContent(parts=[types.Part(text=message)]),
+                run_config=run_config,
+            ):
+                if not quiet:
+                    print_event(event, verbose=verbose)
+                events.append(event)
+        return events
+
+    async def close(self) -> None:
+        """Close the agents' toolsets and the plugins that have a `close` (each given
+        `plugin_close_timeout` seconds), as ADK's; RuntimeError names the plugins that
+        failed to close."""
+        for each in self.agent.walk():
+            for toolset in each.toolsets:
+                await toolset.close()
+        failed = []
+        for plugin in self.plugins:
+            close = getattr(plugin, "close", None)
+            if close is None:
+                continue
+            try:
+                await asyncio.wait_for(close(), self.plugin_close_timeout)
+            except Exception as exc:
+                failed.append(f"{plugin.name} ({type(exc).__name__})")
+        if failed:
+            raise RuntimeError(f"plugins failed to close: {', '.join(failed)}")
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
     def _shaped(self, event: Event) -> Event:
         """ADK's view of `event`: its calls of long-running tools named, its state writes
         in its actions, a confirmation request as `adk_request_confirmation` calls."""
-        event = with_confirmation_calls(event)
+        event = with_adk_actions(with_confirmation_calls(event))
         long_running = self._long_running or set()
-        update: dict[str, Any] = {
-            "actions": EventActions(**event.actions.model_dump(), state_delta=event.state_delta)
-        }
         ids = {c.id or "" for c in event.get_function_calls() if c.name in long_running}
         ids |= set(event.long_running_tool_ids or ())
         if ids:
-            update["long_running_tool_ids"] = ids
-        return event.model_copy(update=update)
+            event.long_running_tool_ids = ids  # the copy's own
+        return event
+
+
+class InMemoryRunner(Runner):
+    """ADK's InMemoryRunner: a Runner on the local default services (a private server
+    and local workers unless TOOLFLEET_REDIS_URL is set), app name "InMemoryRunner"
+    unless given."""
+
+    def __init__(
+        self,
+        agent: Agent | None = None,
+        *,
+        app_name: str | None = None,
+        plugins: Sequence[BasePlugin] | None = None,
+        app: App | None = None,
+        plugin_close_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(
+            app=app,
+            app_name="InMemoryRunner" if app is None and app_name is None else app_name,
+            agent=agent,
+            plugins=plugins,
+            session_service=InMemorySessionService(),
+            artifact_service=InMemoryArtifactService(),
+            memory_service=InMemoryMemoryService(),
+            plugin_close_timeout=plugin_close_timeout,
+        )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolfleet.orchestrator.adk.coroutines import coroutine_function
+from toolfleet.orchestrator.adk.events import with_adk_actions
 from toolfleet.orchestrator.adk.local import LocalFleet
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.replica import Replica
@@ -156,13 +157,15 @@ class BaseSessionService:
     async def get_session(
         self, *, app_name: str, user_id: str, session_id: str, config: Any = None
     ) -> Session | None:
-        """The session with its events and state; None when there is none for that app
-        and user (as ADK)."""
+        """The session with its events (their actions ADK's EventActions) and state; None
+        when there is none for that app and user (as ADK)."""
         async with self._replica() as replica:
             try:
-                return await replica.store.get(session_key(app_name, user_id, session_id))
+                session = await replica.store.get(session_key(app_name, user_id, session_id))
             except SessionNotFoundError:
                 return None
+        session.events = [with_adk_actions(e) for e in session.events]
+        return session
 
     async def list_sessions(self, *, app_name: str, user_id: str) -> ListSessionsResponse:
         """The user's sessions of the app, without their events."""

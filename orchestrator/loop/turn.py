@@ -213,6 +213,7 @@ def responses_event(
             (r.actions.transfer_to_agent for r in ordered if r.actions.transfer_to_agent), None
         ),
         escalate=any(r.actions.escalate for r in ordered),
+        artifact_delta={k: v for r in ordered for k, v in r.actions.artifact_delta.items()},
     )
     return Event(
         invocation_id=invocation_id,

@@ -74,6 +74,10 @@ class Event(BaseModel):
     # ADK's (None there too): the ids of this event's calls of long-running tools. Not
     # stored: the ADK Runner fills it in from the agent's tools when it yields the event.
     long_running_tool_ids: set[str] | None = Field(default=None, exclude=True)
+    # ADK's, None as on ADK's events of a run that does not stream (toolfleet's runs
+    # yield whole events): `if event.partial:` skips nothing. Not stored.
+    partial: bool | None = Field(default=None, exclude=True)
+    turn_complete: bool | None = Field(default=None, exclude=True)
 
     def get_function_calls(self) -> list[types.FunctionCall]:
         """The function calls in the event's content (ADK's Event has the same)."""

@@ -9,8 +9,18 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from examples import reimbursement
-from toolfleet.adk import Event, RedisSessionService, Runner
+from examples import documents, reimbursement
+from toolfleet.adk import (
+    App,
+    BasePlugin,
+    CallbackContext,
+    Event,
+    LlmCallsLimitExceededError,
+    LlmRequest,
+    RedisSessionService,
+    RunConfig,
+    Runner,
+)
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop import runner as fleet_runner
@@ -105,3 +115,95 @@ async def test_adks_runner_pauses_on_a_long_running_call_and_a_message_completes
     with pytest.raises(ValueError, match="Session not found"):
         async for _ in runner.run_async(user_id="u3", session_id=session.id, new_message=ask):
             pass
+
+
+class Seen(BasePlugin):
+    """An app's plugin: notes the model calls and tool results it sees."""
+
+    def __init__(self) -> None:
+        super().__init__(name="seen")
+        self.model_calls = 0
+        self.tools: list[str] = []
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> None:
+        self.model_calls += 1
+
+    async def after_tool_callback(
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, result: dict[str, Any]
+    ) -> None:
+        self.tools.append(tool.name)
+
+
+async def test_an_apps_runner_runs_its_plugins_limits_model_calls_and_debugs(
+    settings: Settings,
+    fleet: WorkerGroup,
+    orchestrator_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = ScriptedModel(
+        [
+            call(Call("reimburse", {"purpose": "taxi", "amount": 20})),
+            lambda v: say(f"Paid {v.response('reimburse')['paid']}."),
+        ]
+    )
+    monkeypatch.setattr(fleet_runner, "choose_model", lambda agent, settings: model)
+    seen = Seen()
+    service = RedisSessionService(settings)
+    app = App(name="expenses", root_agent=reimbursement.agent, plugins=[seen])
+    runner = Runner(app=app, session_service=service, auto_create_session=True)
+    ask = types.UserContent("Please reimburse my taxi")
+
+    # A session no one created: made on first run (auto_create_session).
+    events = [e async for e in runner.run_async(user_id="u1", session_id="new", new_message=ask)]
+    assert texts(events)[-1] == "Paid $20.00 for taxi." and events[-1].is_final_response()
+    (record,) = [c for e in events for c in e.calls]
+    assert record.worker not in ("", "orchestrator")  # a worker ran it
+    assert (seen.model_calls, seen.tools) == (2, ["reimburse"])
+    assert all(e.partial is None and e.turn_complete is None for e in events)
+
+    # One model call allowed: the run's second raises, as ADK's, and is never made.
+    limited = RunConfig(max_llm_calls=1)
+    with pytest.raises(LlmCallsLimitExceededError, match="limit of `1` exceeded"):
+        async for _ in runner.run_async(
+            user_id="u1", session_id="new", new_message=ask, run_config=limited
+        ):
+            pass
+    assert len(model.requests) == 3
+
+    debugged = await runner.run_debug("Please reimburse my taxi", verbose=True)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("reimbursement_agent > [Calling tool: reimburse(")
+    assert printed[-1] == "reimbursement_agent > Paid $20.00 for taxi."
+    assert texts(debugged)[-1] == "Paid $20.00 for taxi."
+    assert await service.get_session(
+        app_name="expenses", user_id="debug_user_id", session_id="debug_session_id"
+    )
+    await runner.close()
+
+
+def test_asyncio_run_creates_a_session_and_events_carry_adks_deltas(
+    settings: Settings, fleet: WorkerGroup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ScriptedModel(
+        [call(Call("save_document", {"document_name": "notes.txt", "text": "hi"})), say("Saved.")]
+    )
+    monkeypatch.setattr(fleet_runner, "choose_model", lambda agent, settings: model)
+    service = RedisSessionService(settings)
+    # As ADK's docs write it, outside any event loop.
+    session = asyncio.run(
+        service.create_session(app_name="docs", user_id="u1", state={"topic": "notes"})
+    )
+    runner = Runner(agent=documents.agent, app_name="docs", session_service=service)
+    message = types.UserContent("Save my notes")
+    events = list(runner.run(user_id="u1", session_id=session.id, new_message=message))
+    (saved,) = [e for e in events if e.get_function_responses()]
+    assert saved.actions.artifact_delta == {"notes.txt": 0}
+    stored = asyncio.run(service.get_session(app_name="docs", user_id="u1", session_id=session.id))
+    assert stored is not None
+    assert stored.events[0].actions.state_delta == {"topic": "notes"}
+    assert [e.actions.artifact_delta for e in stored.events if e.get_function_responses()] == [
+        {"notes.txt": 0}
+    ]

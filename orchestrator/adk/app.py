@@ -1,0 +1,74 @@
+"""ADK's App: an agent with its name and the plugins that run around it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.plugins.base import BasePlugin
+
+_VALID_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]*$")
+
+
+class App(BaseModel):
+    """`App(name=, root_agent=, plugins=[...])`, as ADK's. The compaction, cache and
+    resumability configs are taken as ADK takes them; toolfleet's own settings
+    (TOOLFLEET_*) decide those."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: str
+    # Checked by isinstance below: an Agent is a dataclass pydantic would rebuild.
+    root_agent: Any = None
+    plugins: list[Any] = Field(default_factory=list)
+    events_compaction_config: Any = None
+    context_cache_config: Any = None
+    resumability_config: Any = None
+
+    @model_validator(mode="after")
+    def _validate(self) -> App:
+        if not _VALID_NAME.match(self.name):
+            raise ValueError(
+                f"Invalid app name '{self.name}': must start with a letter and can only "
+                "consist of letters, digits, underscores, and hyphens."
+            )
+        if self.name == "user":
+            raise ValueError("App name cannot be 'user'; reserved for end-user input.")
+        if self.root_agent is None:
+            raise ValueError("root_agent must be provided.")
+        if not isinstance(self.root_agent, Agent):
+            raise ValueError(f"root_agent must be an Agent, not {type(self.root_agent).__name__}")
+        for plugin in self.plugins:
+            if not isinstance(plugin, BasePlugin):
+                raise ValueError(f"plugins must be BasePlugins, not {type(plugin).__name__}")
+        return self
+
+
+def resolved_app(
+    app: App | None,
+    app_name: str | None,
+    agent: Agent | None,
+    plugins: Sequence[BasePlugin] | None,
+) -> App:
+    """The App a Runner runs: `app`, or `agent` named `app_name` (ADK's rules and
+    messages for what may be combined)."""
+    if (app is None) == (agent is None):
+        raise ValueError(
+            "Pass exactly one of app or agent to Runner()"
+            + (" (got both)." if app is not None else ".")
+        )
+    if app is not None:
+        if plugins is not None:
+            raise ValueError(
+                "When app is provided, plugins should not be provided and should be "
+                "provided in the app instead."
+            )
+        return app
+    if not app_name:
+        raise ValueError("app_name is required when agent is provided without app.")
+    # Not validated, as ADK's: an (app_name, agent) Runner took any name.
+    return App.model_construct(name=app_name, root_agent=agent, plugins=list(plugins or ()))

@@ -1,0 +1,118 @@
+"""ADK's RunConfig, and the limit on model calls it sets for one run.
+
+Every field of ADK's RunConfig is accepted, so a program's `RunConfig(...)` moves over
+unchanged; `max_llm_calls` is enforced (LlmCallsLimitExceededError, as ADK raises).
+The others shape ADK's live and streaming modes, which toolfleet does not have: they
+are taken and change nothing (a run yields whole events, `partial` never True).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import Any
+
+from google.genai import types
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from toolfleet.orchestrator.plugins.base import BasePlugin
+from toolfleet.orchestrator.plugins.context import CallbackContext, LlmRequest, LlmResponse
+
+DEFAULT_MAX_LLM_CALLS = 500  # ADK's, unless ADK_MAX_LLM_CALLS says otherwise
+
+
+class LlmCallsLimitExceededError(Exception):
+    """A run asked the model more often than its RunConfig's `max_llm_calls` allows."""
+
+
+class StreamingMode(Enum):
+    """ADK's streaming modes (toolfleet's runs yield whole events in each)."""
+
+    NONE = None
+    SSE = "sse"
+    BIDI = "bidi"
+
+
+def _default_max_llm_calls() -> int:
+    try:
+        return int(os.environ.get("ADK_MAX_LLM_CALLS") or DEFAULT_MAX_LLM_CALLS)
+    except ValueError:
+        return DEFAULT_MAX_LLM_CALLS  # as ADK: a bad value leaves the default
+
+
+class RunConfig(BaseModel):
+    """ADK's RunConfig: its fields, checked for names as ADK checks them."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    max_llm_calls: int = Field(default_factory=_default_max_llm_calls)
+    """Model calls one run may make; 0 or less: no limit (as ADK)."""
+    streaming_mode: StreamingMode = StreamingMode.NONE
+    custom_metadata: dict[str, Any] | None = None
+    model_input_context: list[types.Content] | None = None
+    include_thoughts_from_other_agents: bool = False
+    support_cfc: bool = False
+    save_input_blobs_as_artifacts: bool = False
+    save_live_blob: bool = False
+    save_live_audio: bool = False
+    explicit_vad_signal: bool | None = None
+    enable_affective_dialog: bool | None = None
+    labels: dict[str, str] | None = None
+    response_modalities: list[Any] | None = None
+    # Live, speech and transport settings of ADK's: taken as given.
+    speech_config: Any = None
+    http_options: Any = None
+    service_tier: Any = None
+    avatar_config: Any = None
+    output_audio_transcription: Any = None
+    input_audio_transcription: Any = None
+    realtime_input_config: Any = None
+    translation_config: Any = None
+    proactivity: Any = None
+    session_resumption: Any = None
+    history_config: Any = None
+    context_window_compression: Any = None
+    tool_thread_pool_config: Any = None
+    telemetry: Any = None
+    get_session_config: Any = None
+
+    @field_validator("max_llm_calls")
+    @classmethod
+    def _below_maxsize(cls, value: int) -> int:
+        if value >= sys.maxsize:
+            raise ValueError(f"max_llm_calls should be less than {sys.maxsize}.")
+        return value
+
+
+class LlmCallLimit(BasePlugin):
+    """Counts one run's model calls; the call past `limit` raises, as ADK's does. Runs
+    after the app's plugins: a call one of them answers is not the model's."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(name="toolfleet_llm_call_limit")
+        self.limit = limit
+        self.calls = 0
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        """Count this call; raise once the run has made `limit` already."""
+        self.calls += 1
+        if 0 < self.limit < self.calls:
+            raise LlmCallsLimitExceededError(
+                f"Max number of llm calls limit of `{self.limit}` exceeded"
+            )
+        return None
+
+
+def checked_run_config(run_config: object) -> RunConfig:
+    """`run_config`, or the default; another library's RunConfig is refused by name."""
+    if run_config is None:
+        return RunConfig()
+    if not isinstance(run_config, RunConfig):
+        raise TypeError(
+            f"run_config must be toolfleet.adk's RunConfig, not {type(run_config).__module__}."
+            f"{type(run_config).__name__}: import RunConfig from toolfleet.adk"
+        )
+    return run_config
