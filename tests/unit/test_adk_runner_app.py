@@ -130,9 +130,22 @@ def test_run_debug_and_close_are_adks_coroutines_and_close_closes_the_plugins() 
     ]
     asyncio.run(runner.close())
     assert plugin.closed
+    again = Counting()
+
+    async def use() -> None:
+        async with InMemoryRunner(agent=AGENT, plugins=[again]):
+            assert not again.closed
+
+    asyncio.run(use())
+    assert again.closed
 
 
-def test_run_config_takes_every_field_of_adks_and_no_other() -> None:
+def test_run_config_takes_every_field_of_adks_and_no_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ADK_MAX_LLM_CALLS", "7")
+    assert RunConfig().max_llm_calls == 7
+    monkeypatch.delenv("ADK_MAX_LLM_CALLS")
     assert set(ADK_RUN_CONFIG_FIELDS) <= set(RunConfig.model_fields)
     config = RunConfig(max_llm_calls=3, streaming_mode=StreamingMode.SSE, custom_metadata={"k": 1})
     assert config.max_llm_calls == 3 and RunConfig().max_llm_calls == DEFAULT_MAX_LLM_CALLS
