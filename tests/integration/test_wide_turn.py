@@ -1,5 +1,6 @@
-"""A turn of 10,000+ calls published under its lease on a real Redis server, whose Lua
-unpacks at most about 8,000 values into one call."""
+"""A turn of 10,000+ calls under its lease on a real Redis server, whose Lua unpacks at
+most about 8,000 values into one call: end to end on a real io worker, and its writes
+driven directly."""
 
 from __future__ import annotations
 
@@ -10,12 +11,22 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from tests.integration import fleet_tools
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
+from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
+
+pytestmark = pytest.mark.integration
 
 WIDE = 10_001
 S1 = session_key("app", "ann", "s1")
@@ -70,3 +81,26 @@ async def test_a_turn_of_ten_thousand_calls_is_sent_and_parked_under_its_lease(
         )
     assert await client.exists(f"{queue}:late", f"{sent}:late") == 0
     await client.delete(queue, sent, keys.parked("turn-1"), keys.lease(S1))
+
+
+async def test_a_turn_of_ten_thousand_calls_runs_end_to_end(settings: Settings) -> None:
+    """The model asks for 10,001 calls in one turn (within max_calls_per_turn): each runs
+    on the io worker and the model gets every response, in call order."""
+    wide = settings.model_copy(update={"max_calls_per_turn": WIDE, "default_timeout_s": 120})
+    calls = [Call("shout", {"text": f"t{i}"}) for i in range(WIDE)]
+    model = ScriptedModel([call(*calls), say("done")])
+    agent = Agent(name="wide_agent", tools=tools_in_module(fleet_tools), model=model)
+    with WorkerGroup(wide) as group:
+        group.start_all([WorkerSpec(["io"], 200, "wide-io")])
+        async with Runner(agent, wide) as runner:
+            updates = [
+                u async for u in runner.run(user_id="u1", session_id=uuid.uuid4().hex, message="go")
+            ]
+    answers = [
+        p.function_response.response
+        for u in updates
+        if isinstance(u, Event) and u.content is not None
+        for p in u.content.parts or ()
+        if p.function_response is not None
+    ]
+    assert answers == [{"shouted": f"T{i}"} for i in range(WIDE)]
