@@ -10,6 +10,7 @@ from google.genai import types
 from toolfleet.orchestrator.agents.adk_fields import static_text
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT, transfer_instruction
+from toolfleet.orchestrator.loop.foreign import as_context
 from toolfleet.orchestrator.loop.instructions import identity_instruction, resolved
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
@@ -36,6 +37,8 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
         authors, contents = _of_branch(inv.session.events, inv.branch)
     if agent.include_contents == "none":
         authors, contents = current_turn(agent, authors, contents)
+    if not inv.answers_call:  # a workflow's sub-agent: other agents' turns are context
+        authors, contents = as_context(agent.name, authors, contents)
     context = inv.readonly_context()
     root = agent.root
     system = [await resolved(root, root.global_instruction, context)]

@@ -115,6 +115,10 @@ class ScriptedModel:
         return self._default
 
 
+# Authors of the turns that may hold the user's message (not another agent's).
+_OWN_TURNS = ("user", "completion", INSTRUCTION_AUTHOR)
+
+
 def _view(request: ModelRequest) -> ScriptView:
     """The step is the number of this agent's model turns since the user's last text."""
     contents = request.contents
@@ -124,6 +128,8 @@ def _view(request: ModelRequest) -> ScriptView:
     user_index = -1
     for i in range(len(contents) - 1, -1, -1):  # the last one: O(turn), not O(history)
         content = contents[i]
+        if authors[i] not in _OWN_TURNS and authors[i] != request.agent_name:
+            continue  # another agent's turn, shown as context (a workflow's sub-agent)
         if content.role == "user" and any(p.text for p in content.parts or ()):
             user_index = i
             break
