@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolfleet.orchestrator.adk.coroutines import coroutine_function
+from toolfleet.orchestrator.adk.coroutines import SessionCreation, coroutine_function
 from toolfleet.orchestrator.adk.events import with_adk_actions
 from toolfleet.orchestrator.adk.local import LocalFleet
 from toolfleet.orchestrator.agents.agent import Agent
@@ -27,6 +27,10 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 from toolfleet.shared.keys import session_key
+from toolfleet.shared.messages import ToolActions
+
+# How long append_event waits for a running invocation to release the session.
+APPEND_WAIT_S = 30.0
 
 
 @dataclass
@@ -34,50 +38,6 @@ class ListSessionsResponse:
     """ADK's answer to `list_sessions`: the sessions, without their events."""
 
     sessions: list[Session] = field(default_factory=list)
-
-
-class SessionCreation(Coroutine[Any, Any, Session]):
-    """What `create_session` returns: a coroutine for the Session, so `await`,
-    `asyncio.run` and `asyncio.create_task` take it as ADK's. Made once, however often
-    it is awaited; never awaited (older ADK's sync call), a Runner makes it when it
-    first runs the session, and its `id` is the session's from the start."""
-
-    def __init__(
-        self, make: Callable[[], Awaitable[Session]], *, app_name: str, user_id: str, id: str
-    ) -> None:
-        self._make = make
-        self._session: Session | None = None
-        self._running: Generator[Any, None, Session] | None = None  # as a task's step
-        self.app_name = app_name
-        self.user_id = user_id
-        self.id = id
-
-    async def _made(self) -> Session:
-        if self._session is None:
-            self._session = await self._make()
-        return self._session
-
-    def __await__(self) -> Generator[Any, None, Session]:
-        return self._made().__await__()
-
-    def send(self, value: Any) -> Any:
-        """A task's step: run the creation up to its next suspension."""
-        if self._running is None:
-            self._running = self.__await__()
-        return self._running.send(value)
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        """Raise `typ` where the creation is suspended (a task's cancellation)."""
-        if self._running is None:
-            self._running = self.__await__()
-        if val is None and tb is None:
-            return self._running.throw(typ)
-        return self._running.throw(typ, val, tb)
-
-    def close(self) -> None:
-        """Stop a started creation; one never started has nothing to stop."""
-        if self._running is not None:
-            self._running.close()
 
 
 class BaseSessionService:
@@ -166,6 +126,32 @@ class BaseSessionService:
                 return None
         session.events = [with_adk_actions(e) for e in session.events]
         return session
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Store `event` on the session, as ADK's: its state writes (`state_delta`, and
+        ADK's `actions.state_delta`) apply by scope, `temp:` ones in memory only; `session`
+        gets the stored events and state. A partial event is not stored. Written under
+        the session's lease: a running invocation is waited for up to APPEND_WAIT_S
+        seconds (then SessionBusyError)."""
+        if event.partial:
+            return event
+        actions = event.actions.model_dump(exclude={"state_delta"})
+        delta = {**event.state_delta, **getattr(event.actions, "state_delta", {})}
+        stored = event.model_copy(update={"state_delta": delta, "actions": ToolActions(**actions)})
+        async with (
+            self._replica() as replica,
+            replica.leases.hold(session.key, APPEND_WAIT_S) as hold,
+        ):
+            try:
+                current = await replica.store.get(session.key)
+            except SessionNotFoundError:
+                raise ValueError(f"Session {session.id} not found.") from None  # ADK's
+            await replica.store.append(current, stored, fence=hold.fence)
+        session.events, session.state = current.events, current.state
+        return event
+
+    async def flush(self) -> None:
+        """ADK's: every write is stored when its call returns, so nothing is buffered."""
 
     async def list_sessions(self, *, app_name: str, user_id: str) -> ListSessionsResponse:
         """The user's sessions of the app, without their events."""

@@ -15,6 +15,7 @@ from toolfleet.adk import (
     BasePlugin,
     CallbackContext,
     Event,
+    EventActions,
     LlmCallsLimitExceededError,
     LlmRequest,
     RedisSessionService,
@@ -207,3 +208,18 @@ def test_asyncio_run_creates_a_session_and_events_carry_adks_deltas(
     assert [e.actions.artifact_delta for e in stored.events if e.get_function_responses()] == [
         {"notes.txt": 0}
     ]
+
+    # ADK's way to write state from the client: an event whose actions carry it.
+    write = Event(
+        invocation_id="",
+        author="system",
+        actions=EventActions(state_delta={"user:tier": "gold", "temp:draft": 1}),
+    )
+    asyncio.run(service.append_event(stored, write))
+    assert stored.state["user:tier"] == "gold" and stored.state["temp:draft"] == 1
+    asyncio.run(service.append_event(stored, write.model_copy(update={"partial": True})))
+    again = asyncio.run(service.get_session(app_name="docs", user_id="u1", session_id=session.id))
+    assert again is not None and again.state["user:tier"] == "gold"
+    assert "temp:draft" not in again.state  # temp: lives in memory only
+    assert again.events[-1].actions.state_delta == {"user:tier": "gold"}
+    assert len(again.events) == len(stored.events)  # the partial one was not stored

@@ -13,7 +13,14 @@ import pytest
 from toolfleet.adk import BaseSessionService, InMemorySessionService, RedisSessionService
 from toolfleet.orchestrator.sessions.session import Session
 
-METHODS = ("create_session", "get_session", "list_sessions", "delete_session")
+METHODS = (
+    "create_session",
+    "get_session",
+    "list_sessions",
+    "delete_session",
+    "append_event",
+    "flush",
+)
 
 
 class InProcess(BaseSessionService):
