@@ -22,13 +22,15 @@ from toolfleet.adk import (
     RunConfig,
     Runner,
 )
+from toolfleet.orchestrator.adk import sessions as adk_sessions
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop import runner as fleet_runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.models.protocol import Model
+from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.config import Settings
-from toolfleet.shared.errors import AlreadyCompletedError, CallNotPendingError
+from toolfleet.shared.errors import AlreadyCompletedError, CallNotPendingError, SessionBusyError
 
 pytestmark = pytest.mark.integration
 
@@ -223,3 +225,23 @@ def test_asyncio_run_creates_a_session_and_events_carry_adks_deltas(
     assert "temp:draft" not in again.state  # temp: lives in memory only
     assert again.events[-1].actions.state_delta == {"user:tier": "gold"}
     assert len(again.events) == len(stored.events)  # the partial one was not stored
+
+
+async def test_append_event_waits_for_the_running_invocations_lease(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = RedisSessionService(settings)
+    session = await service.create_session(app_name="docs", user_id="u1")
+    write = Event(invocation_id="", author="system", state_delta={"seen": True})
+    async with Replica(settings) as other, other.leases.hold(session.key):
+        # Another replica runs the session: the append waits, then says so.
+        monkeypatch.setattr(adk_sessions, "APPEND_WAIT_S", 0.2)
+        with pytest.raises(SessionBusyError):
+            await service.append_event(session, write)
+        monkeypatch.setattr(adk_sessions, "APPEND_WAIT_S", 10.0)
+        waiting = asyncio.create_task(service.append_event(session, write))
+        done, _ = await asyncio.wait({waiting}, timeout=0.3)
+        assert not done  # still held: nothing written meanwhile
+    await asyncio.wait_for(waiting, timeout=10)  # stored once the lease is released
+    stored = await service.get_session(app_name="docs", user_id="u1", session_id=session.id)
+    assert stored is not None and stored.state["seen"] is True
