@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -230,14 +230,22 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
 
     def all_refused() -> bool:
         log = worker.log()
-        return client.llen(QUEUE) == 0 and all(m in log for m in markers)
+        answered = client.xlen(unregistered.reply_to) == 1
+        return client.llen(QUEUE) == 0 and all(m in log for m in markers) and answered
 
     await until(all_refused, "the worker to refuse the four junk messages")
     assert not canary.exists(), "the pickle payload was unpickled"
     prefix = input_settings.key_prefix
     for envelope in (unregistered, pickled, malformed, bad_envelope):
         assert executions(client, prefix, envelope.call_id) == 0
+    for envelope in (pickled, malformed, bad_envelope):
         assert client.xlen(envelope.reply_to) == 0  # nothing answered a junk message
+    # A valid call of a tool the worker lacks is answered, saying what to change.
+    (entry,) = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(unregistered.reply_to))
+    answer = ToolResult.model_validate_json(entry[1][RESULT_FIELD.encode()])
+    assert answer.call_id == unregistered.call_id
+    assert answer.response["error_type"] == "ToolNotRegisteredError"
+    assert "TOOLFLEET_TOOL_MODULES" in answer.response["error_message"]
     assert worker.alive()
     updates = await run_turn(
         input_settings, call(Call("typed_echo", {"text": "still", "count": 1})), say("ok")
