@@ -16,6 +16,7 @@ from toolfleet.adk import (
     CallbackContext,
     Event,
     EventActions,
+    InMemoryRunner,
     LlmCallsLimitExceededError,
     LlmRequest,
     RedisSessionService,
@@ -245,3 +246,29 @@ async def test_append_event_waits_for_the_running_invocations_lease(
     await asyncio.wait_for(waiting, timeout=10)  # stored once the lease is released
     stored = await service.get_session(app_name="docs", user_id="u1", session_id=session.id)
     assert stored is not None and stored.state["seen"] is True
+
+
+async def test_in_memory_runner_runs_on_the_fleet_toolfleet_redis_url_names(
+    settings: Settings,
+    fleet: WorkerGroup,
+    orchestrator_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = ScriptedModel(
+        [
+            call(Call("reimburse", {"purpose": "taxi", "amount": 20})),
+            lambda v: say(f"Paid {v.response('reimburse')['paid']}."),
+        ]
+    )
+    monkeypatch.setattr(fleet_runner, "choose_model", lambda agent, settings: model)
+    monkeypatch.setattr(adk_sessions, "_shared_fleet", None)  # read the env afresh
+    runner = InMemoryRunner(agent=reimbursement.agent)
+    events = await runner.run_debug(["Please reimburse my taxi"], quiet=True)
+    assert texts(events)[-1] == "Paid $20.00 for taxi."
+    (record,) = [c for e in events for c in e.calls]
+    assert record.worker not in ("", "orchestrator")
+    service = RedisSessionService(settings)
+    stored = await service.get_session(
+        app_name="InMemoryRunner", user_id="debug_user_id", session_id="debug_session_id"
+    )
+    assert stored is not None and len(stored.events) == len(events) + 1  # and the user's
