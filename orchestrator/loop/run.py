@@ -39,7 +39,7 @@ from toolfleet.orchestrator.loop.parking import park_turn
 from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
-from toolfleet.orchestrator.loop.workflow import run_workflow
+from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
 from toolfleet.orchestrator.models.protocol import CLIENT_CALL_ID_PREFIX, function_calls
 from toolfleet.orchestrator.plugins.context import LlmResponse
 from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_cancelled
@@ -71,6 +71,8 @@ async def run_invocation(
     does so only when no turn is open).
     """
     try:
+        async for closed in close_stray_turns(inv):
+            yield closed
         open_turn = inv.session.open_turn()
         if open_turn is not None and message is not None:
             own_id, inv.id = inv.id, open_turn.invocation_id

@@ -15,14 +15,19 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from google.genai import types
+
 from toolfleet.orchestrator.agents.workflow import (
     LoopAgent,
     ParallelAgent,
     SequentialAgent,
     WorkflowAgent,
 )
+from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.agent_callbacks import enter_agent, leave_agents
+from toolfleet.orchestrator.loop.closing import closing_event
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
+from toolfleet.orchestrator.models.protocol import function_calls
 from toolfleet.orchestrator.sessions.events import Event
 
 AgentRun = Callable[[Invocation], AsyncIterator[Update]]
@@ -30,6 +35,43 @@ AgentRun = Callable[[Invocation], AsyncIterator[Update]]
 # A sub-agent that ended so finished its part; any other ending (a pause for a person
 # or a credential, a cancellation, max_steps) ends the whole call there.
 _GOES_ON = (EndReason.ANSWERED, EndReason.SKIPPED_SUMMARY, EndReason.ESCALATED)
+
+
+async def close_stray_turns(inv: Invocation) -> AsyncIterator[Event]:
+    """Answer the calls of a ParallelAgent's branch turns left open when their invocation
+    died, other than the session's open turn (resumed as any is): only the last turn
+    counts as open, and a branch's calls without responses would stay so for good.
+    Each gets an error response (it may or may not have run), in a write that closes it."""
+    if not any(isinstance(a, ParallelAgent) for a in inv.agent.root.walk()):
+        return  # only branches leave turns open side by side: no need to read it all
+    last = inv.session.open_turn()
+    answered: set[str] = set()
+    parked: set[tuple[str, str | None]] = set()  # waiting for a person: not open
+    stray: list[tuple[Event, list[types.FunctionCall]]] = []
+    for event in reversed(inv.session.events):
+        if event.credential_requests or event.confirmation_requests:
+            parked.add((event.invocation_id, event.branch))
+        parts = event.content.parts or () if event.content is not None else ()
+        answered |= {p.function_response.id or "" for p in parts if p.function_response}
+        if event.branch is None or event is last or event.content is None:
+            continue
+        if (event.invocation_id, event.branch) in parked:
+            continue
+        calls = [c for c in function_calls(event.content) if c.id not in answered]
+        if calls:
+            stray.append((event, calls))
+    for turn, calls in reversed(stray):
+        closing = closing_event(turn, calls, INTERRUPTED, _INTERRUPTED_WHY)
+        closing.branch = turn.branch
+        await held.append(inv, closing, closed=[c.id or "" for c in calls])
+        yield closing
+
+
+INTERRUPTED = "Interrupted"
+_INTERRUPTED_WHY = (
+    "the orchestrator stopped while this call ran in a parallel branch; it may or may "
+    "not have run: check its effect before calling it again"
+)
 
 
 @dataclass

@@ -296,3 +296,55 @@ async def test_a_transfer_to_a_workflow_agent_runs_the_workflow(store: SessionSt
     # As in ADK, the next message goes to the agent that handed over, not into the workflow.
     assert (await store.get(S1)).active_agent in (None, "")
     assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+async def test_a_branch_turn_left_open_by_a_crash_is_closed_before_the_next_message(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import ParallelAgent, SequentialAgent
+
+    # The invocation died with both branches' calls out; the right one's came back and
+    # its agent answered, so the session's last turn is not open - the left one is.
+    session = await store.get_or_create("app", "u1", "s1")
+
+    def turn(author: str, *parts: types.Part, role: str = "model") -> Event:
+        content = types.Content(role=role, parts=list(parts))
+        return Event(invocation_id="inv-dead", author=author, content=content)
+
+    def meet_call(call_id: str) -> types.Part:
+        return types.Part(function_call=types.FunctionCall(id=call_id, name="meet", args={}))
+
+    response = types.FunctionResponse(id="c-right", name="meet", response={"result": "R"})
+    for event, branch in [
+        (turn("user", types.Part(text="go"), role="user"), None),
+        (turn("left", meet_call("c-left")), "both.left"),
+        (turn("right", meet_call("c-right")), "both.right"),
+        (turn("right", types.Part(function_response=response), role="user"), "both.right"),
+        (turn("right", types.Part(text="right done")), "both.right"),
+    ]:
+        event.branch = branch
+        await store.append(session, event)
+    assert session.open_turn() is None  # the left branch's turn is not the last one
+
+    left = llm("left", say("left again"))
+    right = llm("right", say("right again"))
+    root = SequentialAgent(
+        name="flow", sub_agents=[ParallelAgent(name="both", sub_agents=[left, right])]
+    )
+    updates, events = await run(store, root, "again")
+
+    (closing,) = [e for e in events if any(r.call_id == "c-left" for r in e.calls)]
+    assert closing.branch == "both.left" and closing.author == "left"
+    (closed,) = closing.get_function_responses()
+    assert closed.response is not None and closed.response["error_type"] == "Interrupted"
+    assert events.index(closing) < next(
+        i for i, e in enumerate(events) if e.content and text_of(e.content) == "again"
+    )
+    # Every call of the history has its response; the workflow ran for the new message.
+    calls = {c.id for e in events for c in e.get_function_calls()}
+    assert calls == {r.id for e in events for r in e.get_function_responses()}
+    assert answers(events)[-2:] in (
+        [("left", "left again"), ("right", "right again")],
+        [("right", "right again"), ("left", "left again")],
+    )
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
