@@ -221,11 +221,11 @@ async def _answer_calls(
         return
     response_event = responses_event(inv.id, agent.name, ordered, Sealer.of(inv.settings))
     closed = [r.call_id for r in ordered if r.status is not CallStatus.PENDING]
-    # The results' transport forgets them in the step that stores them.
-    settle = functools.partial(inv.runner.stage_settle, inv.session.key)
-    # Not in a ParallelAgent's branch: another branch's write may trim the results
-    # stream the held responses wait on.
-    if ending.reason is None and inv.branch is None and held.holdable(ordered, sent, tools):
+    # The results' transport forgets them in the step that stores them - but for a
+    # ParallelAgent's branch: its session's stream and sent-calls record are the other
+    # branches' too, so they are trimmed once every branch is done (loop/workflow.py).
+    settle = None if inv.branch else functools.partial(inv.runner.stage_settle, inv.session.key)
+    if ending.reason is None and settle is not None and held.holdable(ordered, sent, tools):
         # Workers' final results: stored with the invocation's next write (held.py).
         inv.held = inv.store.hold(inv.session, response_event, closed=closed, also=settle)
     else:

@@ -189,6 +189,8 @@ async def _parallel(flow: _Flow, inv: Invocation, agent: ParallelAgent) -> Async
                 raise update.error  # `finally` stops the other branches
             else:
                 running -= 1
+        if inv.branch is None:  # the outermost: every branch has stored its responses
+            await inv.runner.settle(inv.session.key)
     finally:
         for task in tasks:
             task.cancel()

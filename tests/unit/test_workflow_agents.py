@@ -74,11 +74,12 @@ def _model(agent: Agent) -> Model:
 
 
 async def run(
-    store: SessionStore, root: Agent, message: str = "go"
+    store: SessionStore, root: Agent, message: str = "go", runner: InProcessRunner | None = None
 ) -> tuple[list[Update], list[Event]]:
     """The updates of one invocation of `root`, and the session's events as stored."""
     session = await store.get_or_create("app", "u1", "s1")
-    inv = Invocation(root, _model, session, store, InProcessRunner(), Settings(), Keys("t"))
+    runner = runner or InProcessRunner()
+    inv = Invocation(root, _model, session, store, runner, Settings(), Keys("t"))
     content = types.Content(role="user", parts=[types.Part(text=message)])
     updates = [u async for u in run_invocation(inv, content)]
     stored = await store.get(session.key)
@@ -165,7 +166,8 @@ async def test_parallel_branches_have_their_calls_in_flight_at_once_on_their_bra
         name="flow", sub_agents=[ParallelAgent(name="both", sub_agents=[left, right]), after]
     )
 
-    updates, events = await run(store, root)
+    runner = InProcessRunner()
+    updates, events = await run(store, root, runner=runner)
 
     # Each call waited at the barrier for the other: both were running at once.
     results = {r.call_id: r for e in events for r in e.calls}
@@ -200,6 +202,9 @@ async def test_parallel_branches_have_their_calls_in_flight_at_once_on_their_bra
     ]
     assert answers(events)[-1] == ("after", "merged")
     assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+    # The session's results stream is both branches': no branch's write trims it (nor
+    # forgets the calls sent) while the other may still wait on it; once both are done.
+    assert runner.settled == [S1]
 
 
 async def test_loop_stops_after_max_iterations(store: SessionStore) -> None:
