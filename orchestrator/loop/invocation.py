@@ -58,6 +58,9 @@ class Invocation:
     # Its answer is the call's: the session owes nothing after it. False for the
     # sub-agents of a workflow agent, which runs on after them (loop/workflow.py).
     answers_call: bool = True
+    # Whether the ParallelAgent around it was told to stop (a branch escalated): then
+    # it starts no more model turns nor sub-agents (loop/workflow.py).
+    halted: Callable[[], bool] | None = None
 
     def __post_init__(self) -> None:
         self.id = self.id or new_invocation_id()

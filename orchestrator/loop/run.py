@@ -134,6 +134,10 @@ async def run_agent(inv: Invocation, open_turn: Event | None = None) -> AsyncIte
         tools: ToolRegistry | None = None  # the resumed turn's are read again
         if open_turn is not None:
             model_event, open_turn = open_turn, None
+        elif inv.halted is not None and inv.halted():  # another branch escalated
+            await held.store_held(inv)
+            yield InvocationEnded(inv.id, EndReason.ESCALATED)
+            return
         else:
             entered = await enter_agent(inv)  # before_agent_callback; stored
             if entered is not None and inv.answered:  # it answered in the agent's place

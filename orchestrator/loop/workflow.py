@@ -120,8 +120,21 @@ async def _run(flow: _Flow, inv: Invocation) -> AsyncIterator[Update]:
             yield event
 
 
-def _sub(inv: Invocation, agent: WorkflowAgent, index: int, branch: str | None) -> Invocation:
+def _halted(inv: Invocation) -> bool:
+    return inv.halted is not None and inv.halted()
+
+
+def _sub(
+    inv: Invocation,
+    agent: WorkflowAgent,
+    index: int,
+    branch: str | None,
+    halted: Callable[[], bool] | None = None,
+) -> Invocation:
     """The invocation of `agent`'s sub-agent `index`: the same call, its own working set."""
+    outer, own = inv.halted, halted
+    if own is not None and outer is not None:
+        halted = lambda: outer() or own()  # noqa: E731  (a ParallelAgent inside a branch)
     return dataclasses.replace(
         inv,
         agent=agent.sub_agents[index],
@@ -133,11 +146,14 @@ def _sub(inv: Invocation, agent: WorkflowAgent, index: int, branch: str | None) 
         answered_by_callback=False,
         branch=branch,
         answers_call=False,
+        halted=halted or outer,
     )
 
 
 async def _sequence(flow: _Flow, inv: Invocation, agent: SequentialAgent) -> AsyncIterator[Update]:
     for index in range(len(agent.sub_agents)):
+        if _halted(inv):
+            return
         async for update in _run(flow, _sub(inv, agent, index, inv.branch)):
             yield update
         if flow.stop is not None:
@@ -150,6 +166,8 @@ async def _loop(flow: _Flow, inv: Invocation, agent: LoopAgent) -> AsyncIterator
     rounds = 0
     while agent.sub_agents and (agent.max_iterations is None or rounds < agent.max_iterations):
         for index in range(len(agent.sub_agents)):
+            if _halted(inv):
+                return
             escalated = False
             async for update in _run(flow, _sub(inv, agent, index, inv.branch)):
                 escalated = escalated or (isinstance(update, Event) and update.actions.escalate)
@@ -161,12 +179,18 @@ async def _loop(flow: _Flow, inv: Invocation, agent: LoopAgent) -> AsyncIterator
 
 async def _parallel(flow: _Flow, inv: Invocation, agent: ParallelAgent) -> AsyncIterator[Update]:
     """Every sub-agent at once, each on its branch; their updates as they come. If one
-    fails, the others are cancelled and the failure is raised."""
+    fails, the others are cancelled and the failure is raised. When a sub-agent
+    escalates, ADK's ends the others: here they finish the turn they are in (their calls
+    are answered) and start no other."""
     queue: asyncio.Queue[Update | _Done] = asyncio.Queue()
+    names = {sub.name for sub in agent.sub_agents}
+    exiting = asyncio.Event()
 
     async def pump(sub: Invocation) -> None:
         try:
             async for update in _run(flow, sub):
+                if isinstance(update, Event) and update.actions.escalate and update.author in names:
+                    exiting.set()  # before its own agent goes on: the others see it first
                 await queue.put(update)
         except BaseException as exc:
             await queue.put(_Done(exc))
@@ -175,7 +199,7 @@ async def _parallel(flow: _Flow, inv: Invocation, agent: ParallelAgent) -> Async
 
     prefix = f"{inv.branch}." if inv.branch else ""
     subs = [
-        _sub(inv, agent, i, f"{prefix}{agent.name}.{sub.name}")
+        _sub(inv, agent, i, f"{prefix}{agent.name}.{sub.name}", exiting.is_set)
         for i, sub in enumerate(agent.sub_agents)
     ]
     tasks = [asyncio.create_task(pump(sub)) for sub in subs]

@@ -353,3 +353,43 @@ async def test_a_branch_turn_left_open_by_a_crash_is_closed_before_the_next_mess
         [("right", "right again"), ("left", "left again")],
     )
     assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+_LEFT_LEFT = threading.Event()
+
+
+def wait_for_left() -> str:
+    """Returns once the left branch has escalated and ended."""
+    assert _LEFT_LEFT.wait(timeout=10)
+    return "waited"
+
+
+async def test_a_branch_that_escalates_ends_the_parallel_agent_after_the_others_turns(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import ParallelAgent, SequentialAgent
+
+    _LEFT_LEFT.clear()
+
+    def left_ended(callback_context: Any) -> None:
+        _LEFT_LEFT.set()  # the right branch's call returns only now
+
+    left = llm("left", call(Call("exit_loop")), after_agent_callback=left_ended)
+    right = Agent(
+        name="right",
+        tools=[wait_for_left],
+        model=ScriptedModel([call(Call("wait_for_left")), say("never")]),
+    )
+    closing = llm("closing", say("after"))
+    both = ParallelAgent(name="both", sub_agents=[left, right])
+    root = SequentialAgent(name="flow", sub_agents=[both, closing])
+
+    updates, events = await run(store, root)
+
+    # The right branch's call was answered, but its model was not asked again (ADK's
+    # ParallelAgent ends its other branches when one escalates); the sequence goes on.
+    assert len(model_of(right).requests) == 1
+    (waited,) = [r for e in events for r in e.get_function_responses() if r.name == "wait_for_left"]
+    assert waited.response == {"result": "waited"}
+    assert answers(events) == [("closing", "after")]
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
