@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -69,8 +70,15 @@ class BaseToolset:
         Raises ToolDefinitionError naming the toolset when `get_tools` fails or returns
         something that is not a tool.
         """
-        try:
+        with self._named_problems():
             listed = await self.get_tools(readonly_context)
+        return self.offered(listed)
+
+    @contextmanager
+    def _named_problems(self) -> Iterator[None]:
+        """Any failure inside, as a ToolDefinitionError whose problems name this toolset."""
+        try:
+            yield
         except ToolDefinitionError as exc:
             problems = [f"toolset {describe(self)}: {p}" for p in exc.problems]
             raise ToolDefinitionError(problems) from exc
@@ -78,21 +86,13 @@ class BaseToolset:
             raise ToolDefinitionError(
                 [f"toolset {describe(self)}: get_tools() failed: {type(exc).__name__}: {exc}"]
             ) from exc
-        return self.offered(listed)
 
     def offered(self, listed: Iterable[Any]) -> list[FunctionTool]:
         """What `get_tools` listed, as agents offer it: only the names in `tool_filter`,
         each renamed "<prefix>_<name>" when `tool_name_prefix` is set. ToolDefinitionError
         naming the toolset when something listed is not a tool."""
-        try:
+        with self._named_problems():
             tools = [as_tool(t) for t in listed]
-        except ToolDefinitionError as exc:
-            problems = [f"toolset {describe(self)}: {p}" for p in exc.problems]
-            raise ToolDefinitionError(problems) from exc
-        except Exception as exc:
-            raise ToolDefinitionError(
-                [f"toolset {describe(self)}: get_tools() failed: {type(exc).__name__}: {exc}"]
-            ) from exc
         if self.tool_filter is not None:
             tools = [t for t in tools if t.name in self.tool_filter]
         prefix = self.tool_name_prefix
