@@ -116,7 +116,9 @@ class Keys:
         return f"{self.prefix}:worker-name:{hostname}"
 
     def pending(self) -> str:
-        """Hash call id -> PendingCall of every long-running call awaiting its result."""
+        """Hash call id -> PendingCall of every long-running call awaiting its result.
+        Call ids are the loop's own, unique across sessions: a model cannot give two
+        sessions' calls one."""
         return f"{self.prefix}:pending"
 
     def applied(self, call_id: str) -> str:

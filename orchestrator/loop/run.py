@@ -40,13 +40,12 @@ from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
 from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
-from toolfleet.orchestrator.models.protocol import CLIENT_CALL_ID_PREFIX, function_calls
+from toolfleet.orchestrator.models.protocol import as_sent, function_calls, loop_call_id
 from toolfleet.orchestrator.plugins.context import LlmResponse
 from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_cancelled
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
-from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import TEMP_PREFIX
@@ -308,7 +307,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         # Nothing is stored until the model answers: a cancellation may stop it here.
         model = inv.models(agent)
         generated = await unless_cancelled(  # on_model_error_callback may answer a failure
-            hooks.generate(lambda: generate(inv, model, request), context, request),
+            hooks.generate(lambda: generate(inv, model, as_sent(request)), context, request),
             inv.cancellation,
         )
         if generated is None:
@@ -364,13 +363,8 @@ async def _apply_actions(inv: Invocation, event: Event) -> AsyncIterator[Event]:
 
 
 def with_call_ids(content: types.Content) -> types.Content:
-    """Give every function call an id, keeping everything else exactly as returned."""
-    seen: set[str] = set()
-    for part in content.parts or ():
-        call = part.function_call
-        if call is None:
-            continue
-        if not call.id or call.id in seen:
-            call.id = f"{CLIENT_CALL_ID_PREFIX}{unique_hex(16)}"
-        seen.add(call.id)
+    """Give every function call an id of the loop's, unique across sessions (the model's
+    id, kept inside, goes back only to the model), keeping everything else as returned."""
+    for call in function_calls(content):
+        call.id = loop_call_id(call.id)
     return content

@@ -2,25 +2,94 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from google.genai import types
 
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.tools import FunctionTool
 
 # The author of a content that carries the agent's instruction as a user turn (ADK's,
 # with static_instruction set): no one's message.
 INSTRUCTION_AUTHOR = "instruction"
 
-# Ids the loop gives calls that came without one; never sent back to the model.
+# The loop gives every call an id of its own: tickets, applied records and deliveries
+# are keyed by call id alone, so an id a model chose (`call_1` in every session, or one
+# replayed) would make two sessions' calls - two users' - one. The model's own id is
+# kept inside (`tf-<32 hex>-<model's id>`) and sent back to it, never used as a key.
 CLIENT_CALL_ID_PREFIX = "tf-"
+_RANDOM_DIGITS = 32
+# A model's id kept in the loop's: what a ticket's URL path takes (HTTP ID_PATTERN, 128
+# characters in all). Another is not kept: the model gets its calls back id-less,
+# matched by order, as Gemini does.
+_KEPT_MODEL_ID = re.compile(r"[A-Za-z0-9._@+-]{1,92}")
+_LOOP_ID = re.compile(rf"{CLIENT_CALL_ID_PREFIX}[0-9a-f]{{{_RANDOM_DIGITS}}}(?:-(.+))?", re.S)
 
 
 def is_client_call_id(call_id: str | None) -> bool:
     """Whether the loop made this call id up (the model gave none, or a repeat)."""
     return bool(call_id) and str(call_id).startswith(CLIENT_CALL_ID_PREFIX)
+
+
+def loop_call_id(model_id: str | None) -> str:
+    """A new id for a call the model named `model_id` (None: it gave none), unique
+    across every session; the model's id is kept in it if it is short and plain."""
+    made = f"{CLIENT_CALL_ID_PREFIX}{unique_hex(_RANDOM_DIGITS)}"
+    if model_id and _KEPT_MODEL_ID.fullmatch(model_id):
+        return f"{made}-{model_id}"
+    return made
+
+
+def model_call_id(call_id: str | None) -> str | None:
+    """The id the model gave the call `call_id` (None if it gave none, or one not kept).
+    An id the loop did not make (a session stored before ids were the loop's) is the
+    model's; one of the loop's older, shorter ids was the loop's own."""
+    if not call_id:
+        return None
+    if not call_id.startswith(CLIENT_CALL_ID_PREFIX):
+        return call_id
+    made = _LOOP_ID.fullmatch(call_id)
+    return made.group(1) if made is not None else None
+
+
+def as_sent(request: ModelRequest) -> ModelRequest:
+    """The request a model gets: its calls under the ids it gave them. Callbacks see
+    the session's ids (those a ticket and a FunctionResponse name)."""
+    contents = model_contents(request.contents)
+    if all(a is b for a, b in zip(contents, request.contents, strict=True)):
+        return request
+    return dataclasses.replace(request, contents=contents)
+
+
+def model_contents(contents: Sequence[types.Content]) -> list[types.Content]:
+    """`contents` with each call and response the model named under the id it gave
+    (copied where one changes, the rest shared). A call it gave no id keeps the loop's:
+    an adapter leaves those out (`is_client_call_id`)."""
+    return [_with_model_ids(c) for c in contents]
+
+
+def _with_model_ids(content: types.Content) -> types.Content:
+    parts = content.parts or ()
+    if not any(_renamed(p) for p in parts):
+        return content
+    copied = content.model_copy(deep=True)
+    for part in copied.parts or ():
+        named = part.function_call or part.function_response
+        if named is not None and _renamed(part):
+            named.id = model_call_id(named.id)
+    return copied
+
+
+def _renamed(part: types.Part) -> bool:
+    named = part.function_call or part.function_response
+    if named is None or not named.id:
+        return False
+    given = model_call_id(named.id)
+    return given is not None and given != named.id
 
 
 @dataclass

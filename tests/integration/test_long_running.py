@@ -15,11 +15,12 @@ from google.genai import types
 
 from examples import reimbursement, support_tickets
 from tests.integration import fleet_tools
+from toolfleet.orchestrator.adk.completing import run_message
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
-from toolfleet.orchestrator.models.protocol import function_calls, text_of
+from toolfleet.orchestrator.models.protocol import ModelRequest, function_calls, text_of
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
@@ -322,3 +323,81 @@ async def test_completion_read_by_a_crashed_replica_is_taken_over(
     assert final_text(session) == "Z is closed"
     assert client.xpending(stream, "orchestrators")["pending"] == 0
     client.close()
+
+
+class FixedIdModel:
+    """A scripted model that names every call it makes `call_1`, in every session, as an
+    OpenAI-compatible model numbers its calls (or a replayed turn repeats them)."""
+
+    def __init__(self, scripted: ScriptedModel) -> None:
+        self.scripted = scripted
+        self.sent_back: list[str | None] = []  # the ids the model got back, in order
+
+    @property
+    def name(self) -> str:
+        return "fixed-ids"
+
+    async def generate(self, request: ModelRequest) -> types.Content:
+        self.sent_back += [
+            p.function_response.id
+            for c in request.contents
+            for p in c.parts or ()
+            if p.function_response is not None
+        ]
+        turn = await self.scripted.generate(request)
+        for made in function_calls(turn):
+            made.id = "call_1"
+        return turn
+
+
+async def test_two_users_sessions_whose_model_repeats_a_call_id_keep_their_own_tickets(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> None:
+    """Given a model that gives the same call id in two users' sessions, each session's
+    long-running call has a ticket of its own: completed independently, neither user can
+    complete the other's, and the model gets its own id back with each response."""
+    model = FixedIdModel(
+        ScriptedModel([call(Call("open_case", {"name": "X"})), say("opened"), say(_answer_case)])
+    )
+    agent = Agent(name="same_ids_agent", tools=[fleet_tools.open_case_tool], model=model)
+    async with Orchestrator([agent], settings) as orch:
+        runner = orch.runner("same_ids_agent")
+        keys = {}
+        for user in ("ann", "bob"):
+            async for _ in runner.run(user_id=user, session_id="s1", message="open a case"):
+                pass
+            keys[user] = session_key("same_ids_agent", user, "s1")
+        (ann_call,) = await runner.store.pending_calls(keys["ann"])
+        (bob_call,) = await runner.store.pending_calls(keys["bob"])
+        assert ann_call.call_id != bob_call.call_id
+        assert (ann_call.user_id, bob_call.user_id) == ("ann", "bob")
+
+        # Bob answers ann's call with the id he saw in his own session: refused.
+        bob_seen = calls_named(await runner.store.get(keys["bob"]), "open_case")[0].id
+        assert bob_seen == bob_call.call_id
+        answer = types.FunctionResponse(id=ann_call.call_id, name="open_case", response={})
+        with pytest.raises(CompletionError, match="no pending call"):
+            async for _ in run_message(
+                runner,
+                keys["bob"],
+                types.Content(role="user", parts=[types.Part(function_response=answer)]),
+            ):
+                pass
+
+        completions = sync_completions(settings)
+        completions.post_result(ann_call.call_id, {"status": "closed", "case": "ann's"})
+        assert await orch.wait_until_settled(keys["ann"], WAIT_S)
+        (still,) = await runner.store.pending_calls(keys["bob"])
+        assert still.call_id == bob_call.call_id and still.user_id == "bob"
+        completions.post_result(bob_call.call_id, {"status": "closed", "case": "bob's"})
+        assert await orch.wait_until_settled(keys["bob"], WAIT_S)
+        ann = await runner.store.get(keys["ann"])
+        bob = await runner.store.get(keys["bob"])
+        assert final_text(ann) == "ann's is closed"
+        assert final_text(bob) == "bob's is closed"
+        # Each session holds its own call and its own result, nothing of the other's.
+        assert responses_for(ann, bob_call.call_id) == []
+        assert responses_for(bob, ann_call.call_id) == []
+        assert responses_for(bob, bob_call.call_id)[-1] == {"status": "closed", "case": "bob's"}
+    # The model's own id went back with each response it was given.
+    assert model.sent_back and set(model.sent_back) == {"call_1"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -18,7 +19,13 @@ from toolfleet.orchestrator.loop.invocation import (
 )
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, Step, call, say
-from toolfleet.orchestrator.models.protocol import function_calls, text_of
+from toolfleet.orchestrator.models.protocol import (
+    ModelRequest,
+    function_calls,
+    loop_call_id,
+    model_call_id,
+    text_of,
+)
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
@@ -360,3 +367,72 @@ async def test_a_message_after_a_failed_turn_first_answers_that_turns_calls(
     ]
     assert answered == [c.id for c in function_calls(stored[1].content)]  # type: ignore[arg-type]
     assert (await store.get(S1)).open_turn() is None
+
+
+class SameIdsModel(ScriptedModel):
+    """Names its calls as a model that numbers them per turn does: `call_1`, `call_2`."""
+
+    async def generate(self, request: ModelRequest) -> types.Content:
+        turn = await super().generate(request)
+        for n, made in enumerate(function_calls(turn), 1):
+            made.id = f"call_{n}"
+        return turn
+
+
+async def test_calls_of_two_users_given_one_id_by_the_model_get_ids_of_their_own(
+    store: SessionStore,
+) -> None:
+    """Given a model that names its calls alike in every session, each call is keyed
+    by an id of the loop's, unique across sessions and users, and the model gets its own
+    ids back with its calls and their responses."""
+    model = SameIdsModel(
+        [call(Call("add", {"a": 1, "b": 2}), Call("add", {"a": 3, "b": 4})), say("ok")]
+    )
+    agent = Agent(name="tester", tools=[add], model=model)
+    sent: list[list[str]] = []
+    stored_ids: list[str] = []
+    for user in ("ann", "bob"):
+        session = await store.get_or_create("app", user, "s1")
+        runner = InProcessRunner()
+        inv = Invocation(agent, lambda _: model, session, store, runner, Settings(), Keys("t"))
+        hello = types.Content(role="user", parts=[types.Part(text="add")])
+        updates = [u async for u in run_invocation(inv, hello)]
+        assert [r.response for r in responses(updates)] == [{"result": 3}, {"result": 7}]
+        sent += runner.batches
+        stored = await store.get(session.key)
+        stored_ids += [c.id or "" for c in function_calls(stored.events[1].content)]  # type: ignore[arg-type]
+    assert len(set(stored_ids)) == 4 and all(i.startswith("tf-") for i in stored_ids)
+    assert [i for batch in sent for i in batch] == stored_ids
+    for request in (model.requests[1], model.requests[3]):  # each session's answer turn
+        turn, answered = request.contents[-2:]
+        assert [c.id for c in function_calls(turn)] == ["call_1", "call_2"]
+        assert [p.function_response.id for p in answered.parts or () if p.function_response] == [
+            "call_1",
+            "call_2",
+        ]
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("call_1", "call_1"),
+        ("toolu_01A.b@c+d-e", "toolu_01A.b@c+d-e"),
+        ("tf-0123456789abcdef", "tf-0123456789abcdef"),  # a replayed id of ours: the model's
+        (None, None),
+        ("", None),
+        ("a/b", None),  # not kept: no ticket URL could name it
+        ("x" * 93, None),
+    ],
+)
+def test_the_loop_id_of_a_call_gives_back_the_model_id_it_keeps(
+    given: str | None, kept: str | None
+) -> None:
+    made = loop_call_id(given)
+    assert made.startswith("tf-") and made != loop_call_id(given)
+    assert len(made) <= 128 and re.fullmatch(r"[A-Za-z0-9._@+-]+", made)
+    assert model_call_id(made) == kept
+
+
+def test_ids_stored_before_the_loop_made_every_id_are_read_as_they_were() -> None:
+    assert model_call_id("call_1") == "call_1"  # the model's, kept as it gave it
+    assert model_call_id("tf-0123456789abcdef") is None  # the loop's own, never the model's
