@@ -25,6 +25,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.orchestrator.agents.builtin_tools import (
+        BuiltInCodeExecutor,
+        GoogleSearchTool,
+        UrlContextTool,
+        google_search,
+        url_context,
+    )
+    from toolfleet.orchestrator.agents.planners import (
+        BasePlanner,
+        BuiltInPlanner,
+        PlanReActPlanner,
+    )
     from toolfleet.orchestrator.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
     from toolfleet.orchestrator.loop.invocation import (
         CallFinished,
@@ -133,6 +145,15 @@ _MODULES: dict[str, str] = {
     # Agents, and running them.
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
+    # ADK's planners, BuiltInCodeExecutor, and Gemini's built-in tools (Gemini runs them).
+    "BasePlanner": "toolfleet.orchestrator.agents.planners",
+    "BuiltInPlanner": "toolfleet.orchestrator.agents.planners",
+    "PlanReActPlanner": "toolfleet.orchestrator.agents.planners",
+    "BuiltInCodeExecutor": "toolfleet.orchestrator.agents.builtin_tools",
+    "GoogleSearchTool": "toolfleet.orchestrator.agents.builtin_tools",
+    "UrlContextTool": "toolfleet.orchestrator.agents.builtin_tools",
+    "google_search": "toolfleet.orchestrator.agents.builtin_tools",
+    "url_context": "toolfleet.orchestrator.agents.builtin_tools",
     # Workflow agents: they run their sub-agents in sequence, in parallel, in a loop.
     "SequentialAgent": "toolfleet.orchestrator.agents.workflow",
     "ParallelAgent": "toolfleet.orchestrator.agents.workflow",
@@ -199,9 +220,12 @@ __all__ = [
     "AuthConfig",
     "AwaitingConfirmationError",
     "AwaitingCredentialError",
+    "BasePlanner",
     "BasePlugin",
     "BaseTool",
     "BaseToolset",
+    "BuiltInCodeExecutor",
+    "BuiltInPlanner",
     "Call",
     "CallFinished",
     "CallNotPendingError",
@@ -216,6 +240,7 @@ __all__ = [
     "ForeignSessionError",
     "FunctionTool",
     "GeminiModel",
+    "GoogleSearchTool",
     "InvalidCompletionError",
     "InvocationEnded",
     "Job",
@@ -235,6 +260,7 @@ __all__ = [
     "Orchestrator",
     "ParallelAgent",
     "PendingCall",
+    "PlanReActPlanner",
     "ReadonlyContext",
     "ReflectAndRetryToolPlugin",
     "Runner",
@@ -263,14 +289,17 @@ __all__ = [
     "ToolResult",
     "ToolfleetError",
     "Update",
+    "UrlContextTool",
     "__version__",
     "as_tool",
     "call",
     "exit_loop",
+    "google_search",
     "job",
     "post_result",
     "say",
     "tool",
+    "url_context",
 ]
 
 

@@ -46,6 +46,18 @@ if TYPE_CHECKING:
     )
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
+    from toolfleet.orchestrator.agents.builtin_tools import (
+        BuiltInCodeExecutor,
+        GoogleSearchTool,
+        UrlContextTool,
+        google_search,
+        url_context,
+    )
+    from toolfleet.orchestrator.agents.planners import (
+        BasePlanner,
+        BuiltInPlanner,
+        PlanReActPlanner,
+    )
     from toolfleet.orchestrator.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
     from toolfleet.orchestrator.plugins import (
         BasePlugin,
@@ -84,6 +96,15 @@ _MODULES: dict[str, str] = {
     "ParallelAgent": "toolfleet.orchestrator.agents.workflow",
     "LoopAgent": "toolfleet.orchestrator.agents.workflow",
     "exit_loop": "toolfleet.shared.exit_loop",
+    # google.adk.planners, code_executors, and Gemini's built-in tools of google.adk.tools.
+    "BasePlanner": "toolfleet.orchestrator.agents.planners",
+    "BuiltInPlanner": "toolfleet.orchestrator.agents.planners",
+    "PlanReActPlanner": "toolfleet.orchestrator.agents.planners",
+    "BuiltInCodeExecutor": "toolfleet.orchestrator.agents.builtin_tools",
+    "GoogleSearchTool": "toolfleet.orchestrator.agents.builtin_tools",
+    "UrlContextTool": "toolfleet.orchestrator.agents.builtin_tools",
+    "google_search": "toolfleet.orchestrator.agents.builtin_tools",
+    "url_context": "toolfleet.orchestrator.agents.builtin_tools",
     "AgentTool": "toolfleet.orchestrator.agent_tool",
     "FunctionTool": "toolfleet.shared.tools",
     "LongRunningFunctionTool": "toolfleet.shared.tools",
@@ -123,14 +144,18 @@ __all__ = [
     "App",
     "BaseArtifactService",
     "BaseMemoryService",
+    "BasePlanner",
     "BasePlugin",
     "BaseSessionService",
     "BaseTool",
     "BaseToolset",
+    "BuiltInCodeExecutor",
+    "BuiltInPlanner",
     "CallbackContext",
     "Event",
     "EventActions",
     "FunctionTool",
+    "GoogleSearchTool",
     "InMemoryArtifactService",
     "InMemoryMemoryService",
     "InMemoryRunner",
@@ -144,6 +169,7 @@ __all__ = [
     "McpToolset",
     "OpenAPIToolset",
     "ParallelAgent",
+    "PlanReActPlanner",
     "ReadonlyContext",
     "RedisArtifactService",
     "RedisMemoryService",
@@ -158,7 +184,10 @@ __all__ = [
     "StreamingMode",
     "ToolConfirmation",
     "ToolContext",
+    "UrlContextTool",
     "exit_loop",
+    "google_search",
+    "url_context",
 ]
 
 

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from google.genai import types
 
+from toolfleet.orchestrator.agents.builtin_tools import BuiltInCodeExecutor
+from toolfleet.orchestrator.agents.planners import BasePlanner
 from toolfleet.shared.errors import ConfigError
 
 # Each refused field, the values it is accepted with (ADK's default, or what toolfleet
@@ -22,15 +24,6 @@ REFUSED: dict[str, tuple[tuple[object, ...], str]] = {
         (None,),
         "it shapes the input of the agent used as a tool: give the AgentTool's agent a "
         "typed tool function instead, or describe the input in its description",
-    ),
-    "planner": (
-        (None,),
-        "for Gemini's thinking pass generate_content_config=types.GenerateContentConfig("
-        "thinking_config=...); for plan-then-act, write the plan steps into the instruction",
-    ),
-    "code_executor": (
-        (None,),
-        "run code in a tool function on the fleet's workers, where tools run",
     ),
     "state_schema": (
         (None,),
@@ -192,3 +185,20 @@ def static_text(agent_name: str, value: object) -> str:
                 f"with text), not {type(item).__name__}; put files in the user's message"
             )
     return "".join(texts)
+
+
+def checked_planning(agent_name: str, planner: object, code_executor: object) -> None:
+    """ConfigError for a planner or code executor toolfleet does not run: ADK's
+    planners and BuiltInCodeExecutor (from toolfleet.adk) only."""
+    where = f"agent {agent_name!r}: "
+    if planner is not None and not isinstance(planner, BasePlanner):
+        raise ConfigError(
+            where + "planner must be a BuiltInPlanner, a PlanReActPlanner or another "
+            f"BasePlanner (from toolfleet.adk), not {type(planner).__name__}"
+        )
+    if code_executor is not None and not isinstance(code_executor, BuiltInCodeExecutor):
+        raise ConfigError(
+            where + "code_executor must be BuiltInCodeExecutor() (Gemini runs the code), "
+            f"not {type(code_executor).__name__}: run other code in a tool function on "
+            "the fleet's workers, where tools run"
+        )

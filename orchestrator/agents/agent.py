@@ -11,9 +11,12 @@ from pydantic import BaseModel
 
 from toolfleet.orchestrator.agents.adk_fields import (
     checked_config,
+    checked_planning,
     static_text,
     takes_adk_keywords,
 )
+from toolfleet.orchestrator.agents.builtin_tools import BuiltInCodeExecutor, BuiltInTool
+from toolfleet.orchestrator.agents.planners import BasePlanner
 from toolfleet.orchestrator.models.offline import Script
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.shared.base_tool import BaseTool
@@ -21,7 +24,7 @@ from toolfleet.shared.errors import ConfigError, ToolDefinitionError
 from toolfleet.shared.tools import FunctionTool, ToolRegistry, as_tool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
 
-ToolLike = FunctionTool | BaseTool | Callable[..., Any] | BaseToolset
+ToolLike = FunctionTool | BaseTool | Callable[..., Any] | BaseToolset | BuiltInTool
 # One callback or a list of them, as ADK's agents take (orchestrator.loop.callbacks).
 Callbacks = Callable[..., Any] | Sequence[Callable[..., Any]] | None
 # ADK's InstructionProvider: made from a ReadonlyContext each model call, sync or async.
@@ -55,6 +58,9 @@ class Agent:
     agent's place; `after_agent_callback(callback_context)` returning one adds it after
     the agent's answer.
 
+    `planner` (BuiltInPlanner, PlanReActPlanner), `code_executor` (BuiltInCodeExecutor)
+    and the built-in tools `google_search`, `url_context` work as in ADK: Gemini gets
+    them with each call (orchestrator.agents.planners, orchestrator.agents.builtin_tools).
     `generate_content_config` (temperature, max_output_tokens, safety_settings, ...) goes
     with every model call; `output_key` saves the final text answer to that state key.
     ADK's LlmAgent fields toolfleet does not run are refused with what to use instead
@@ -88,9 +94,15 @@ class Agent:
     # Set: it is the system instruction, and `instruction` is sent as the last user turn.
     static_instruction: types.ContentUnion | None = None
     include_contents: Literal["default", "none"] = "default"
+    # ADK's: BuiltInPlanner (Gemini's thinking config) or PlanReActPlanner (tagged plan).
+    planner: BasePlanner | None = None
+    # ADK's BuiltInCodeExecutor: Gemini runs the code it writes.
+    code_executor: BuiltInCodeExecutor | None = None
     parent: Agent | None = field(default=None, init=False, repr=False)
     function_tools: ToolRegistry = field(init=False, repr=False)
     toolsets: list[BaseToolset] = field(init=False, repr=False)
+    # Tools Gemini runs itself (google_search, url_context): never sent to the fleet.
+    builtin_tools: list[BuiltInTool] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -109,9 +121,11 @@ class Agent:
                 f"agent {self.name!r}: include_contents must be 'default' or 'none', "
                 f"not {self.include_contents!r}"
             )
+        checked_planning(self.name, self.planner, self.code_executor)
         self.toolsets = [t for t in self.tools if isinstance(t, BaseToolset)]
+        self.builtin_tools = [t for t in self.tools if isinstance(t, BuiltInTool)]
         self.function_tools = ToolRegistry(
-            as_tool(t) for t in self.tools if not isinstance(t, BaseToolset)
+            as_tool(t) for t in self.tools if not isinstance(t, BaseToolset | BuiltInTool)
         )
         for sub in self.sub_agents:
             if sub.parent is not None and sub.parent is not self:

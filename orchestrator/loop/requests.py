@@ -9,6 +9,7 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.adk_fields import static_text
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.planners import BuiltInPlanner, without_thought_marks
 from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT, transfer_instruction
 from toolfleet.orchestrator.loop.foreign import as_context
 from toolfleet.orchestrator.loop.instructions import identity_instruction, resolved
@@ -16,6 +17,7 @@ from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.tools import ToolRegistry
+from toolfleet.shared.toolsets import ReadonlyContext
 
 # ADK's markers around an instruction sent as a user turn (static_instruction set).
 _BEGIN, _END = "<<<BEGIN_SYSTEM_INSTRUCTION>>>", "<<<END_SYSTEM_INSTRUCTION>>>"
@@ -51,7 +53,7 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
             contents.append(types.Content(role="user", parts=[types.Part(text=_labelled(own))]))
     else:
         system.append(own)
-    system += [identity_instruction(agent), transfer_instruction(agent)]
+    system.append(identity_instruction(agent))
     config = agent.generate_content_config
     # A copy: a before_model callback may change it for this call only.
     config = config.model_copy(deep=True) if config is not None else None
@@ -61,14 +63,39 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
         config = config or types.GenerateContentConfig()
         config.response_schema = agent.output_schema
         config.response_mime_type = "application/json"
-    return ModelRequest(
+    request = ModelRequest(
         agent_name=agent.name,
-        instruction="\n\n".join(p for p in system if p),
+        instruction="",
         contents=contents,
         tools=list(tools.values()),
         authors=authors,
         config=config,
     )
+    # ADK's order: the planner's instruction after the identity, before the transfer's.
+    system += [planned(agent, request, context), transfer_instruction(agent)]
+    request.instruction = "\n\n".join(p for p in system if p)
+    builtins = [t.gemini_tool() for t in agent.builtin_tools]
+    if agent.code_executor is not None:
+        builtins.append(agent.code_executor.gemini_tool())
+    if builtins:  # Gemini runs these itself (orchestrator.agents.builtin_tools)
+        request.config = request.config or types.GenerateContentConfig()
+        request.config.tools = [*(request.config.tools or ()), *builtins]
+    return request
+
+
+def planned(agent: Agent, request: ModelRequest, context: ReadonlyContext) -> str:
+    """Apply the agent's planner to the request as ADK does: BuiltInPlanner sets the
+    thinking config; another planner's instruction is returned, and the model's earlier
+    thought parts are sent unmarked."""
+    planner = agent.planner
+    if planner is None:
+        return ""
+    if isinstance(planner, BuiltInPlanner):
+        planner.apply_thinking_config(request)
+        return ""
+    instruction = planner.build_planning_instruction(context, request)
+    request.contents = without_thought_marks(list(request.contents))
+    return instruction or ""
 
 
 def _of_branch(events: Sequence[Event], branch: str) -> tuple[list[str], list[types.Content]]:

@@ -15,6 +15,7 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.planners import process_planning
 from toolfleet.orchestrator.agents.transfer import offered_tools
 from toolfleet.orchestrator.agents.workflow import WorkflowAgent
 from toolfleet.orchestrator.fleet.protocol import is_cancelled
@@ -301,7 +302,9 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     tools = await offered_tools(agent, inv.readonly_context)
     request = await model_request(inv, tools)
     hooks = Hooks(agent, inv.plugins)
-    context = inv.callback_context() if hooks.any_of(MODEL_HOOKS) else None
+    # A planner rewrites the answer with a callback context too (its state writes kept).
+    wants_context = hooks.any_of(MODEL_HOOKS) or agent.planner is not None
+    context = inv.callback_context() if wants_context else None
     response = None if context is None else await hooks.before_model(context, request)
     if response is None:
         # Nothing is stored until the model answers: a cancellation may stop it here.
@@ -317,6 +320,8 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         response = LlmResponse(generated)
         if context is not None:
             response = await hooks.after_model(context, response)
+    if agent.planner is not None and context is not None:  # after the callbacks, as ADK
+        process_planning(agent.planner, context, response.content)
     content = with_call_ids(response.content)
     # What a callback answered too, before anything serializes the turn.
     drop_deep_args(content, inv.settings.max_json_depth)

@@ -170,7 +170,8 @@ class GeminiModel:
             else types.GenerateContentConfig()
         )
         config.system_instruction = request.instruction or None
-        config.tools = _tools(request.tools)
+        # Built-in tools (google_search, code execution) are in the request's config already.
+        config.tools = [*(config.tools or ()), *_tools(request.tools)] or None
         # toolfleet runs the calls itself, in parallel, on the fleet.
         config.automatic_function_calling = types.AutomaticFunctionCallingConfig(disable=True)
         # Per request, so a given client is bounded too. No retry_options here: the
@@ -271,9 +272,9 @@ def outgoing_contents(contents: Sequence[types.Content]) -> list[types.Content]:
     return copied
 
 
-def _tools(tools: Sequence[FunctionTool]) -> list[types.ToolUnion] | None:
+def _tools(tools: Sequence[FunctionTool]) -> list[types.ToolUnion]:
     if not tools:
-        return None
+        return []
     return [
         types.Tool(
             function_declarations=[

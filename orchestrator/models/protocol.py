@@ -105,8 +105,9 @@ class ModelRequest:
     tools: Sequence[FunctionTool]
     # Who wrote each content ("user", an agent's name, "completion"); may be empty.
     authors: Sequence[str] = ()
-    # The agent's generate_content_config (a copy: a callback may change it); the model
-    # adds the instruction and tools to it.
+    # The agent's generate_content_config (a copy: a callback may change it), with its
+    # planner's thinking config and Gemini's built-in tools (`tools`: google_search,
+    # url_context, code_execution) set; the model adds the instruction and function tools.
     config: types.GenerateContentConfig | None = None
 
 

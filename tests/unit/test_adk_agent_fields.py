@@ -12,9 +12,19 @@ from pydantic import BaseModel
 
 from tests.support import InProcessRunner
 from tests.unit.test_loop import add
-from toolfleet.adk import BasePlugin, CallbackContext, LlmAgent, LlmRequest, LlmResponse
+from toolfleet.adk import (
+    BasePlugin,
+    BuiltInCodeExecutor,
+    CallbackContext,
+    LlmAgent,
+    LlmRequest,
+    LlmResponse,
+    PlanReActPlanner,
+    google_search,
+)
 from toolfleet.orchestrator.agents.adk_fields import REFUSED
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.planners import FINAL_ANSWER_TAG, PLANNING_TAG
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -157,6 +167,36 @@ def test_generate_content_config_may_not_hold_what_the_agent_sets(
 ) -> None:
     with pytest.raises(ConfigError, match=says):
         Agent(name="a", generate_content_config=config)
+
+
+# -- planner, code_executor (more: test_adk_planners, and on the wire test_gemini_config)
+
+
+async def test_adks_planner_and_code_executor_run_and_the_offline_model_takes_them(
+    store: SessionStore,
+) -> None:
+    model = ScriptedModel([say(f"{PLANNING_TAG}Add them.{FINAL_ANSWER_TAG}3")])
+    agent = Agent(
+        name="calc",
+        tools=[add, google_search],
+        model=model,
+        planner=PlanReActPlanner(),
+        code_executor=BuiltInCodeExecutor(),
+    )
+
+    answer = events(await run(store, agent))[-1]
+
+    assert text_of(answer.content) == "3"
+    request = model.requests[0]
+    assert [t.name for t in request.tools] == ["add"]  # google_search is Gemini's
+    assert request.config is not None and request.config.tools == [
+        types.Tool(google_search=types.GoogleSearch()),
+        types.Tool(code_execution=types.ToolCodeExecution()),
+    ]
+    with pytest.raises(ConfigError, match="planner must be a BuiltInPlanner"):
+        Agent(name="a", planner=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"code_executor must be BuiltInCodeExecutor\(\)"):
+        Agent(name="a", code_executor=object())  # type: ignore[arg-type]
 
 
 # -- generate_content_config ------------------------------------------------------------

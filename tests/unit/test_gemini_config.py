@@ -3,7 +3,9 @@ the local Gemini stand-in, driven by the loop."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from google.genai import types
@@ -11,11 +13,25 @@ from pydantic import BaseModel
 
 from tests.gemini_stand_in import FakeGemini, serve_gemini
 from tests.support import InProcessRunner
-from tests.unit.test_gemini_model import _text_reply, _user, get_weather, stand_in_model
+from tests.unit.test_gemini_model import _b64, _text_reply, _user, get_weather, stand_in_model
+from toolfleet.adk import (
+    BuiltInCodeExecutor,
+    BuiltInPlanner,
+    PlanReActPlanner,
+    google_search,
+    url_context,
+)
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.planners import (
+    FINAL_ANSWER_TAG,
+    PLAN_RE_ACT_INSTRUCTION,
+    PLANNING_TAG,
+)
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.loop.run import run_invocation
+from toolfleet.orchestrator.models.protocol import text_of
 from toolfleet.orchestrator.plugins import CallbackContext, LlmRequest
+from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
@@ -27,7 +43,7 @@ def gemini() -> Iterator[FakeGemini]:
         yield fake
 
 
-async def _run(store: SessionStore, agent: Agent, model: object) -> None:
+async def _run(store: SessionStore, agent: Agent, model: object) -> Session:
     session = await store.create("app", "u1")
     inv = Invocation(
         agent,
@@ -39,6 +55,7 @@ async def _run(store: SessionStore, agent: Agent, model: object) -> None:
         Keys("t"),
     )
     [u async for u in run_invocation(inv, _user("Weather in Paris?"))]
+    return session
 
 
 def _config() -> types.GenerateContentConfig:
@@ -138,3 +155,110 @@ async def test_output_schema_reaches_gemini_as_the_response_schema_without_tools
     schema = generation.get("responseSchema") or generation.get("responseJsonSchema")
     assert schema is not None and set(schema["properties"]) == {"city", "sunny"}
     assert generation["temperature"] == 0.5
+
+
+# -- ADK's planner=, code_executor= and built-in tools on the wire -------------------
+
+
+def _thinking_then_call_reply() -> dict[str, Any]:
+    """A thinking model's turn: a thought summary, then a call carrying the signature."""
+    return {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "The user wants Paris.", "thought": True},
+                        {
+                            "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                            "thoughtSignature": _b64(b"sig-think"),
+                        },
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+
+
+async def test_a_built_in_planners_thinking_config_reaches_gemini_and_thoughts_go_back(
+    gemini: FakeGemini, store: SessionStore
+) -> None:
+    gemini.reply(_thinking_then_call_reply())
+    gemini.reply(_text_reply("Sunny."))
+    model = stand_in_model(gemini)
+    thinking = types.ThinkingConfig(include_thoughts=True, thinking_budget=512)
+    agent = Agent(
+        name="weather",
+        tools=[get_weather],
+        model=model,
+        # ADK: the planner's thinking config replaces the generate_content_config's.
+        generate_content_config=types.GenerateContentConfig(
+            temperature=0.3, thinking_config=types.ThinkingConfig(thinking_budget=0)
+        ),
+        planner=BuiltInPlanner(thinking_config=thinking),
+    )
+
+    await _run(store, agent, model)
+
+    assert len(gemini.requests) == 2
+    for request in gemini.requests:  # on every model call
+        generation = request.body["generationConfig"]
+        # The SDK sends a nested config object's keys snake_cased; the API reads both.
+        sent = {k.replace("_", "").lower(): v for k, v in generation["thinkingConfig"].items()}
+        assert sent == {"includethoughts": True, "thinkingbudget": 512}
+        assert generation["temperature"] == 0.3
+        assert "planning" not in request.body["systemInstruction"]["parts"][0]["text"].lower()
+    # The thinking turn goes back as it came: the thought kept, the signature with its call.
+    turn = gemini.requests[1].body["contents"][1]
+    assert turn["parts"][0] == {"text": "The user wants Paris.", "thought": True}
+    assert base64.b64decode(turn["parts"][1]["thoughtSignature"]) == b"sig-think"
+    assert turn["parts"][1]["functionCall"]["name"] == "get_weather"
+    assert agent.generate_content_config is not None  # the agent's own is unchanged
+    assert agent.generate_content_config.thinking_config == types.ThinkingConfig(thinking_budget=0)
+
+
+async def test_a_plan_re_act_planners_instruction_reaches_gemini_and_its_tags_become_thoughts(
+    gemini: FakeGemini, store: SessionStore
+) -> None:
+    tagged = f"{PLANNING_TAG}1. Answer from memory.{FINAL_ANSWER_TAG}Sunny."
+    gemini.reply(_text_reply(tagged))
+    model = stand_in_model(gemini)
+    agent = Agent(name="weather", instruction="Be brief.", model=model, planner=PlanReActPlanner())
+
+    session = await _run(store, agent, model)
+
+    instruction = gemini.requests[0].body["systemInstruction"]["parts"][0]["text"]
+    assert instruction.startswith("Be brief.")
+    assert PLAN_RE_ACT_INSTRUCTION.strip() in instruction
+    assert "thinkingConfig" not in gemini.requests[0].body.get("generationConfig", {})
+    answer = session.events[-1].content
+    assert answer is not None and answer.parts is not None
+    assert [(p.text, p.thought) for p in answer.parts] == [
+        ("1. Answer from memory.", True),
+        ("Sunny.", None),
+    ]
+    assert text_of(answer) == "Sunny."
+
+
+async def test_gemini_built_in_tools_reach_gemini_as_tools_not_function_declarations(
+    gemini: FakeGemini, store: SessionStore
+) -> None:
+    gemini.reply(_text_reply("Sunny."))
+    model = stand_in_model(gemini)
+    agent = Agent(
+        name="weather",
+        tools=[google_search, get_weather, url_context],
+        model=model,
+        code_executor=BuiltInCodeExecutor(),
+    )
+
+    await _run(store, agent, model)
+
+    tools = gemini.requests[0].body["tools"]
+    declared = [d["name"] for t in tools for d in t.get("functionDeclarations", [])]
+    assert declared == ["get_weather"]  # the built-in ones are no functions
+    kinds = sorted(k for t in tools for k in t if k != "functionDeclarations")
+    assert kinds == ["codeExecution", "googleSearch", "urlContext"]
+    assert {"google_search", "url_context"}.isdisjoint(agent.function_tools)
+    assert [t.name for t in agent.all_tools()] == ["get_weather"]  # nothing for the workers

@@ -1,0 +1,77 @@
+"""Gemini's built-in tools, as ADK passes them: `google_search`, `url_context` in an
+agent's tools and `code_executor=BuiltInCodeExecutor()`.
+
+Gemini runs them itself: each goes in the request's tools as a `types.Tool` of its
+kind (never a function declaration), and nothing of them is dispatched to the fleet.
+A model other than Gemini gets them in `ModelRequest.config.tools` and may ignore them
+(the offline model does).
+"""
+
+from __future__ import annotations
+
+from google.genai import types
+
+from toolfleet.shared.errors import ConfigError
+
+
+class BuiltInTool:
+    """A tool the model runs itself; `gemini_tool()` is what the request carries."""
+
+    def __init__(self, name: str, description: str) -> None:
+        self.name = name
+        self.description = description
+
+    def gemini_tool(self) -> types.Tool:
+        """The `types.Tool` that offers this tool to Gemini."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class GoogleSearchTool(BuiltInTool):
+    """ADK's `google_search`: Gemini searches Google (`types.Tool(google_search=...)`)."""
+
+    def __init__(self, *, bypass_multi_tools_limit: bool = False, model: str | None = None):
+        super().__init__("google_search", "google_search")
+        if bypass_multi_tools_limit or model is not None:
+            # ADK answers those with a search agent of its own, run as an AgentTool.
+            raise ConfigError(
+                "GoogleSearchTool(bypass_multi_tools_limit=..., model=...) is not taken: "
+                "use google_search with the agent's model, or give a sub-agent "
+                "tools=[google_search] and offer it as an AgentTool"
+            )
+        self.bypass_multi_tools_limit = False
+        self.model: str | None = None
+
+    def gemini_tool(self) -> types.Tool:
+        """`types.Tool(google_search=types.GoogleSearch())`."""
+        return types.Tool(google_search=types.GoogleSearch())
+
+
+class UrlContextTool(BuiltInTool):
+    """ADK's `url_context`: Gemini reads the URLs in the conversation
+    (`types.Tool(url_context=...)`)."""
+
+    def __init__(self) -> None:
+        super().__init__("url_context", "url_context")
+
+    def gemini_tool(self) -> types.Tool:
+        """`types.Tool(url_context=types.UrlContext())`."""
+        return types.Tool(url_context=types.UrlContext())
+
+
+class BuiltInCodeExecutor:
+    """ADK's: Gemini runs the code it writes (`types.Tool(code_execution=...)`); its
+    executable_code and code_execution_result parts stay in the agent's turn."""
+
+    def gemini_tool(self) -> types.Tool:
+        """The `types.Tool` that turns on Gemini's code execution."""
+        return types.Tool(code_execution=types.ToolCodeExecution())
+
+    def __repr__(self) -> str:
+        return "BuiltInCodeExecutor()"
+
+
+google_search = GoogleSearchTool()
+url_context = UrlContextTool()
