@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from google.genai import types
 
@@ -20,6 +20,9 @@ from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.schema import ArgumentProblem
 from toolfleet.shared.tools import FunctionTool
+
+if TYPE_CHECKING:
+    from toolfleet.shared.request_hooks import LlmRequest, RequestContext
 
 _CONVERTED = "_toolfleet_function_tool"  # where an instance keeps its FunctionTool
 
@@ -59,6 +62,13 @@ class BaseTool:
         """Run the tool with the model's arguments; subclasses implement it."""
         raise NotImplementedError(f"{type(self).__qualname__} must implement run_async()")
 
+    async def process_llm_request(
+        self, *, tool_context: RequestContext, llm_request: LlmRequest
+    ) -> None:
+        """ADK's hook: change the model request before each model call of an agent that
+        holds this tool (run on the orchestrator). The tool is offered through its
+        declaration already; this adds nothing by default."""
+
     def as_function_tool(self) -> FunctionTool:
         """The FunctionTool that offers and runs this tool (one per instance)."""
         made = vars(self).get(_CONVERTED)
@@ -69,7 +79,21 @@ class BaseTool:
 
     def all_tools(self) -> list[FunctionTool]:
         """What a worker registers for this tool (a ToolSource, as agents and toolsets)."""
-        return [self.as_function_tool()]
+        return [] if changes_requests_only(self) else [self.as_function_tool()]
+
+
+def changes_requests_only(tool: object) -> bool:
+    """Whether `tool` is a BaseTool that only changes model requests (ADK's
+    preload_memory, ExampleTool): no declaration, a process_llm_request of its own. It is
+    never offered to the model nor run on the fleet."""
+    if not isinstance(tool, BaseTool):
+        return False
+    if type(tool).process_llm_request is BaseTool.process_llm_request:
+        return False
+    try:
+        return tool._get_declaration() is None
+    except Exception:  # reported, with the tool's name, when it is converted
+        return False
 
 
 @dataclass(frozen=True, eq=False)

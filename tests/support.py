@@ -18,6 +18,7 @@ from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared import tracing
+from toolfleet.shared.context import ToolServices
 from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
@@ -34,7 +35,8 @@ class LocalTool(FunctionTool):
 class InProcessRunner:
     """Runs planned calls in this process (threads), concurrently, yielding as they finish."""
 
-    def __init__(self, *, reverse: bool = False) -> None:
+    def __init__(self, *, reverse: bool = False, services: ToolServices | None = None) -> None:
+        self.services = services  # what the tools get (artifacts, memory), as on a worker
         self.batches: list[list[str]] = []  # call ids of each run(), to check what was dispatched
         self.settled: list[str] = []
         self.stopped: list[str] = []  # call ids the loop asked to stop (cancelled)
@@ -54,7 +56,13 @@ class InProcessRunner:
             asyncio.create_task(
                 asyncio.to_thread(
                     lambda p=p: (
-                        execute(p.tool, p.call, worker="in-process", max_result_bytes=64_000).result
+                        execute(
+                            p.tool,
+                            p.call,
+                            worker="in-process",
+                            max_result_bytes=64_000,
+                            services=self.services,
+                        ).result
                     )
                 )
             )

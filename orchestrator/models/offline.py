@@ -17,7 +17,11 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.contents import call_part, content, text_part
-from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
+from toolfleet.orchestrator.models.protocol import (
+    INSTRUCTION_AUTHOR,
+    TRANSIENT_AUTHOR,
+    ModelRequest,
+)
 from toolfleet.shared.errors import ModelError
 
 
@@ -123,7 +127,8 @@ def _view(request: ModelRequest) -> ScriptView:
     """The step is the number of this agent's model turns since the user's last text."""
     contents = request.contents
     authors = list(request.authors) or [request.agent_name] * len(contents)
-    if authors and authors[-1] == INSTRUCTION_AUTHOR:  # the agent's instruction, sent last
+    # The agent's instruction and what tools added for this call only, sent last.
+    while authors and authors[-1] in (INSTRUCTION_AUTHOR, TRANSIENT_AUTHOR):
         contents, authors = contents[:-1], authors[:-1]
     user_index = -1
     for i in range(len(contents) - 1, -1, -1):  # the last one: O(turn), not O(history)

@@ -10,6 +10,7 @@ import pytest
 from google.genai import types
 
 from examples import documents, reimbursement
+from tests.integration import adk_tools
 from toolfleet.adk import (
     App,
     BasePlugin,
@@ -25,9 +26,10 @@ from toolfleet.adk import (
 )
 from toolfleet.orchestrator.adk import sessions as adk_sessions
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop import runner as fleet_runner
-from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.config import Settings
@@ -272,3 +274,80 @@ async def test_in_memory_runner_runs_on_the_fleet_toolfleet_redis_url_names(
         app_name="InMemoryRunner", user_id="debug_user_id", session_id="debug_session_id"
     )
     assert stored is not None and len(stored.events) == len(events) + 1  # and the user's
+
+
+def remembered(view: ScriptView) -> str:
+    found = view.response("load_memory")["memories"]
+    return "; ".join(f"{m['author']}: {m['content']['parts'][0]['text']}" for m in found)
+
+
+DESK_MODEL = ScriptedModel(
+    by_message={
+        "my favourite colour is": [say("Noted.")],
+        "which colour": [
+            call(Call("load_memory", {"query": "favourite colour"})),
+            lambda v: say(f"I remember: {remembered(v)}"),
+        ],
+        "which plan": [
+            call(Call("get_user_choice", {"options": ["basic", "pro"]})),
+            lambda v: say(f"You chose {v.response('get_user_choice')['choice']}."),
+        ],
+    }
+)
+
+
+@pytest.fixture
+def desk(monkeypatch: pytest.MonkeyPatch) -> None:
+    def choose(agent: Agent, settings: Settings) -> Model:
+        return DESK_MODEL
+
+    monkeypatch.setattr(fleet_runner, "choose_model", choose)
+
+
+async def test_load_memory_and_get_user_choices_ticket_run_on_the_fleet(
+    settings: Settings,
+    fleet: WorkerGroup,
+    orchestrator_env: dict[str, str],
+    desk: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    service = RedisSessionService(settings)
+    runner = Runner(agent=adk_tools.adk_choice_desk, app_name="desk", session_service=service)
+
+    async def say_to(user: str, message: types.Content) -> list[Event]:
+        session_id = f"{user}-now"
+        if await service.get_session(app_name="desk", user_id=user, session_id=session_id) is None:
+            await service.create_session(app_name="desk", user_id=user, session_id=session_id)
+        return [
+            e
+            async for e in runner.run_async(
+                user_id=user, session_id=session_id, new_message=message
+            )
+        ]
+
+    def text(value: str) -> types.Content:
+        return types.Content(role="user", parts=[types.Part(text=value)])
+
+    # What u1 said in one session, a worker's load_memory finds from another; u2's is not u1's.
+    await runner.run_debug("My favourite colour is teal", user_id="u1", session_id="u1-old")
+    await runner.run_debug("My favourite colour is red", user_id="u2", session_id="u2-old")
+    recalled = await say_to("u1", text("Which colour do I like?"))
+    memory = texts(recalled)[-1]
+    assert "user: My favourite colour is teal" in memory and "red" not in memory
+
+    # get_user_choice answers pending: a ticket waits for the user's choice.
+    asked = await say_to("u1", text("Which plan should I take?"))
+    (turn,) = [e for e in asked if e.get_function_calls()]
+    (choice,) = turn.get_function_calls()
+    assert choice.name == "get_user_choice" and turn.long_running_tool_ids == {choice.id}
+    (pending,) = [r for e in asked for r in e.get_function_responses()]
+    assert pending.id == choice.id and pending.response == {"result": None}
+    capsys.readouterr()
+    assert await asyncio.to_thread(cli.main, ["tickets", "show", str(choice.id)]) == 0
+    assert "get_user_choice" in capsys.readouterr().out
+
+    # The user's choice is posted as the call's final result; the agent goes on with it.
+    chosen = await say_to("u1", reply(pending, response={"choice": "pro"}))
+    assert texts(chosen)[-1] == "You chose pro."
+    with pytest.raises(AlreadyCompletedError):
+        await say_to("u1", reply(pending, response={"choice": "basic"}))
