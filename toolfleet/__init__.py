@@ -93,14 +93,17 @@ if TYPE_CHECKING:
         ToolError,
         ToolfleetError,
     )
+    from toolfleet.shared.examples import BaseExampleProvider, Example, ExampleTool
     from toolfleet.shared.exit_loop import exit_loop
     from toolfleet.shared.jobs import Job, JobContext, job
     from toolfleet.shared.keys import Keys
+    from toolfleet.shared.load_artifacts import load_artifacts
     from toolfleet.shared.mcp_tools import (
         McpToolset,
         StdioConnectionParams,
         StreamableHTTPConnectionParams,
     )
+    from toolfleet.shared.memory_tools import load_memory, preload_memory
     from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
     from toolfleet.shared.openapi import OpenAPIToolset
     from toolfleet.shared.state import State
@@ -112,6 +115,7 @@ if TYPE_CHECKING:
         tool,
     )
     from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
+    from toolfleet.shared.user_choice import get_user_choice
 
 # Each public name and the module that defines it.
 _MODULES: dict[str, str] = {
@@ -159,6 +163,15 @@ _MODULES: dict[str, str] = {
     "ParallelAgent": "toolfleet.orchestrator.agents.workflow",
     "LoopAgent": "toolfleet.orchestrator.agents.workflow",
     "exit_loop": "toolfleet.shared.exit_loop",
+    # ADK's built-in tools: run on the fleet (load_memory, get_user_choice) or change
+    # the model request before each call (load_artifacts, preload_memory, ExampleTool).
+    "load_artifacts": "toolfleet.shared.load_artifacts",
+    "load_memory": "toolfleet.shared.memory_tools",
+    "preload_memory": "toolfleet.shared.memory_tools",
+    "get_user_choice": "toolfleet.shared.user_choice",
+    "ExampleTool": "toolfleet.shared.examples",
+    "Example": "toolfleet.shared.examples",
+    "BaseExampleProvider": "toolfleet.shared.examples",
     "AgentTool": "toolfleet.orchestrator.agent_tool",
     "Runner": "toolfleet.orchestrator.loop.runner",
     "Orchestrator": "toolfleet.orchestrator.service.orchestrator",
@@ -220,6 +233,7 @@ __all__ = [
     "AuthConfig",
     "AwaitingConfirmationError",
     "AwaitingCredentialError",
+    "BaseExampleProvider",
     "BasePlanner",
     "BasePlugin",
     "BaseTool",
@@ -237,6 +251,8 @@ __all__ = [
     "ConfigError",
     "EndReason",
     "Event",
+    "Example",
+    "ExampleTool",
     "ForeignSessionError",
     "FunctionTool",
     "GeminiModel",
@@ -294,9 +310,13 @@ __all__ = [
     "as_tool",
     "call",
     "exit_loop",
+    "get_user_choice",
     "google_search",
     "job",
+    "load_artifacts",
+    "load_memory",
     "post_result",
+    "preload_memory",
     "say",
     "tool",
     "url_context",

@@ -71,15 +71,19 @@ if TYPE_CHECKING:
     from toolfleet.shared.base_tool import BaseTool
     from toolfleet.shared.confirmation import ToolConfirmation
     from toolfleet.shared.context import ToolContext
+    from toolfleet.shared.examples import BaseExampleProvider, Example, ExampleTool
     from toolfleet.shared.exit_loop import exit_loop
+    from toolfleet.shared.load_artifacts import load_artifacts
     from toolfleet.shared.mcp_tools import (
         McpToolset,
         StdioConnectionParams,
         StreamableHTTPConnectionParams,
     )
+    from toolfleet.shared.memory_tools import load_memory, preload_memory
     from toolfleet.shared.openapi import OpenAPIToolset
     from toolfleet.shared.tools import FunctionTool, LongRunningFunctionTool
     from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
+    from toolfleet.shared.user_choice import get_user_choice
 
 # Each ADK name and the toolfleet module that defines it.
 _MODULES: dict[str, str] = {
@@ -96,6 +100,15 @@ _MODULES: dict[str, str] = {
     "ParallelAgent": "toolfleet.orchestrator.agents.workflow",
     "LoopAgent": "toolfleet.orchestrator.agents.workflow",
     "exit_loop": "toolfleet.shared.exit_loop",
+    # ADK's built-in tools: run on the fleet (load_memory, get_user_choice) or change
+    # the model request before each call (load_artifacts, preload_memory, ExampleTool).
+    "load_artifacts": "toolfleet.shared.load_artifacts",
+    "load_memory": "toolfleet.shared.memory_tools",
+    "preload_memory": "toolfleet.shared.memory_tools",
+    "get_user_choice": "toolfleet.shared.user_choice",
+    "ExampleTool": "toolfleet.shared.examples",
+    "Example": "toolfleet.shared.examples",
+    "BaseExampleProvider": "toolfleet.shared.examples",
     # google.adk.planners, code_executors, and Gemini's built-in tools of google.adk.tools.
     "BasePlanner": "toolfleet.orchestrator.agents.planners",
     "BuiltInPlanner": "toolfleet.orchestrator.agents.planners",
@@ -143,6 +156,7 @@ __all__ = [
     "AgentTool",
     "App",
     "BaseArtifactService",
+    "BaseExampleProvider",
     "BaseMemoryService",
     "BasePlanner",
     "BasePlugin",
@@ -154,6 +168,8 @@ __all__ = [
     "CallbackContext",
     "Event",
     "EventActions",
+    "Example",
+    "ExampleTool",
     "FunctionTool",
     "GoogleSearchTool",
     "InMemoryArtifactService",
@@ -186,7 +202,11 @@ __all__ = [
     "ToolContext",
     "UrlContextTool",
     "exit_loop",
+    "get_user_choice",
     "google_search",
+    "load_artifacts",
+    "load_memory",
+    "preload_memory",
     "url_context",
 ]
 

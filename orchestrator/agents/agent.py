@@ -19,7 +19,7 @@ from toolfleet.orchestrator.agents.builtin_tools import BuiltInCodeExecutor, Bui
 from toolfleet.orchestrator.agents.planners import BasePlanner
 from toolfleet.orchestrator.models.offline import Script
 from toolfleet.orchestrator.models.protocol import Model
-from toolfleet.shared.base_tool import BaseTool
+from toolfleet.shared.base_tool import BaseTool, changes_requests_only
 from toolfleet.shared.errors import ConfigError, ToolDefinitionError
 from toolfleet.shared.tools import FunctionTool, ToolRegistry, as_tool
 from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
@@ -124,8 +124,10 @@ class Agent:
         checked_planning(self.name, self.planner, self.code_executor)
         self.toolsets = [t for t in self.tools if isinstance(t, BaseToolset)]
         self.builtin_tools = [t for t in self.tools if isinstance(t, BuiltInTool)]
+        # preload_memory, ExampleTool: they change the model request, are never offered.
+        offered = [t for t in self.tools if not changes_requests_only(t)]
         self.function_tools = ToolRegistry(
-            as_tool(t) for t in self.tools if not isinstance(t, BaseToolset | BuiltInTool)
+            as_tool(t) for t in offered if not isinstance(t, BaseToolset | BuiltInTool)
         )
         for sub in self.sub_agents:
             if sub.parent is not None and sub.parent is not self:

@@ -39,6 +39,7 @@ from toolfleet.orchestrator.loop.invocation import (
 from toolfleet.orchestrator.loop.parking import park_turn
 from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
+from toolfleet.orchestrator.loop.tool_requests import process_requests
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
 from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
 from toolfleet.orchestrator.models.protocol import as_sent, function_calls, loop_call_id
@@ -301,6 +302,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     agent = inv.agent
     tools = await offered_tools(agent, inv.readonly_context)
     request = await model_request(inv, tools)
+    await process_requests(inv, request)  # the tools' own changes, as ADK's
     hooks = Hooks(agent, inv.plugins)
     # A planner rewrites the answer with a callback context too (its state writes kept).
     wants_context = hooks.any_of(MODEL_HOOKS) or agent.planner is not None

@@ -16,6 +16,9 @@ from toolfleet.shared.tools import FunctionTool
 # The author of a content that carries the agent's instruction as a user turn (ADK's,
 # with static_instruction set): no one's message.
 INSTRUCTION_AUTHOR = "instruction"
+# The author of a content a tool's process_llm_request adds for one model call only
+# (the artifacts load_artifacts asked for): never stored, no one's message.
+TRANSIENT_AUTHOR = "transient"
 
 # The loop gives every call an id of its own: tickets, applied records and deliveries
 # are keyed by call id alone, so an id a model chose (`call_1` in every session, or one
@@ -109,6 +112,17 @@ class ModelRequest:
     # planner's thinking config and Gemini's built-in tools (`tools`: google_search,
     # url_context, code_execution) set; the model adds the instruction and function tools.
     config: types.GenerateContentConfig | None = None
+
+    def append_instructions(self, instructions: list[str]) -> None:
+        """ADK's: add to the system instruction, each a paragraph of its own."""
+        self.instruction = "\n\n".join(p for p in [self.instruction, *instructions] if p)
+
+    def append_transient_content(self, content: types.Content) -> None:
+        """Add a content after the conversation for this model call only (a tool's
+        process_llm_request): it is not stored in the session."""
+        if self.authors or not self.contents:  # `authors` may be empty: then it stays so
+            self.authors = [*self.authors, TRANSIENT_AUTHOR]
+        self.contents = [*self.contents, content]
 
 
 class Model(Protocol):

@@ -17,6 +17,8 @@ from toolfleet.adk import (
     LlmAgent,
     ReadonlyContext,
     ToolContext,
+    get_user_choice,
+    load_memory,
 )
 from toolfleet.orchestrator.models.offline import Call, ScriptView, Step, call, say
 
@@ -179,4 +181,12 @@ adk_desk = Agent(
             Call("transfer_to_agent", {"agent_name": "adk_support"}),
         )
     ],
+)
+
+# ADK's built-in tools that run on the fleet: the user's memory, and a choice to make.
+adk_choice_desk = Agent(
+    name="adk_choice_desk",
+    model=MODEL_ID,
+    instruction="Help the user choose.",
+    tools=[load_memory, get_user_choice],
 )
