@@ -44,6 +44,18 @@ if TYPE_CHECKING:
         InMemorySessionService,
         RedisSessionService,
     )
+    from toolfleet.orchestrator.adk.unsupported import (
+        DatabaseSessionService,
+        LiveRequestQueue,
+        NotPortedError,
+        RemoteA2aAgent,
+        VertexAiMemoryBankService,
+        VertexAiRagMemoryService,
+        VertexAiRagRetrieval,
+        VertexAiSearchTool,
+        VertexAiSessionService,
+        to_a2a,
+    )
     from toolfleet.orchestrator.agent_tool import AgentTool
     from toolfleet.orchestrator.agents.agent import Agent, LlmAgent
     from toolfleet.orchestrator.agents.builtin_tools import (
@@ -149,6 +161,18 @@ _MODULES: dict[str, str] = {
     "InMemoryMemoryService": "toolfleet.orchestrator.adk.services",
     "RedisArtifactService": "toolfleet.orchestrator.adk.services",
     "RedisMemoryService": "toolfleet.orchestrator.adk.services",
+    # What does not port (live streaming, A2A, Vertex AI's services): importable, so that
+    # a program fails where it uses one, with NotPortedError saying what to use instead.
+    "NotPortedError": "toolfleet.orchestrator.adk.unsupported",
+    "LiveRequestQueue": "toolfleet.orchestrator.adk.unsupported",
+    "RemoteA2aAgent": "toolfleet.orchestrator.adk.unsupported",
+    "to_a2a": "toolfleet.orchestrator.adk.unsupported",
+    "VertexAiSessionService": "toolfleet.orchestrator.adk.unsupported",
+    "DatabaseSessionService": "toolfleet.orchestrator.adk.unsupported",
+    "VertexAiRagMemoryService": "toolfleet.orchestrator.adk.unsupported",
+    "VertexAiMemoryBankService": "toolfleet.orchestrator.adk.unsupported",
+    "VertexAiSearchTool": "toolfleet.orchestrator.adk.unsupported",
+    "VertexAiRagRetrieval": "toolfleet.orchestrator.adk.unsupported",
 }
 
 __all__ = [
@@ -166,6 +190,7 @@ __all__ = [
     "BuiltInCodeExecutor",
     "BuiltInPlanner",
     "CallbackContext",
+    "DatabaseSessionService",
     "Event",
     "EventActions",
     "Example",
@@ -176,6 +201,7 @@ __all__ = [
     "InMemoryMemoryService",
     "InMemoryRunner",
     "InMemorySessionService",
+    "LiveRequestQueue",
     "LlmAgent",
     "LlmCallsLimitExceededError",
     "LlmRequest",
@@ -183,6 +209,7 @@ __all__ = [
     "LongRunningFunctionTool",
     "LoopAgent",
     "McpToolset",
+    "NotPortedError",
     "OpenAPIToolset",
     "ParallelAgent",
     "PlanReActPlanner",
@@ -191,6 +218,7 @@ __all__ = [
     "RedisMemoryService",
     "RedisSessionService",
     "ReflectAndRetryToolPlugin",
+    "RemoteA2aAgent",
     "RunConfig",
     "Runner",
     "SequentialAgent",
@@ -201,12 +229,18 @@ __all__ = [
     "ToolConfirmation",
     "ToolContext",
     "UrlContextTool",
+    "VertexAiMemoryBankService",
+    "VertexAiRagMemoryService",
+    "VertexAiRagRetrieval",
+    "VertexAiSearchTool",
+    "VertexAiSessionService",
     "exit_loop",
     "get_user_choice",
     "google_search",
     "load_artifacts",
     "load_memory",
     "preload_memory",
+    "to_a2a",
     "url_context",
 ]
 

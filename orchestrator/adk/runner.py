@@ -6,7 +6,7 @@ import asyncio
 import queue
 import threading
 from collections.abc import AsyncGenerator, Generator, Sequence
-from typing import Self
+from typing import Any, NoReturn, Self
 
 from google.genai import types
 
@@ -26,6 +26,7 @@ from toolfleet.orchestrator.adk.services import (
     check_service,
 )
 from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
+from toolfleet.orchestrator.adk.unsupported import run_live as not_ported_run_live
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
 from toolfleet.orchestrator.plugins.base import BasePlugin
@@ -167,6 +168,11 @@ class Runner:
                 yield item
         finally:
             thread.join()
+
+    def run_live(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """ADK's live (bidirectional) streaming, which toolfleet does not have: raises
+        NotPortedError, pointing at `run_async`."""
+        not_ported_run_live(*args, **kwargs)
 
     async def run_debug(
         self,

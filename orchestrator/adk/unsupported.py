@@ -1,0 +1,103 @@
+"""ADK's names that do not port to toolfleet, under ADK's names.
+
+An ADK program whose import lines were changed to `toolfleet.adk` imports these as it
+did; using one (building it, calling it) raises NotPortedError naming what is not
+supported and what to use instead, rather than an ImportError at the top of the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from toolfleet.shared.errors import ConfigError
+
+LIVE = (
+    "ADK's live (bidirectional) streaming - Runner.run_live and LiveRequestQueue - is not "
+    "supported by toolfleet: send each message with Runner.run_async (or run), which yields "
+    "the invocation's events as they come"
+)
+A2A = (
+    "is not supported by toolfleet (no A2A protocol): to offer an agent to other programs, "
+    "serve it with `toolfleet serve --agent module:attribute --http` (the HTTP API); to use "
+    "an agent another program serves, call it from a FunctionTool"
+)
+SESSIONS = (
+    "use InMemorySessionService (this machine; a private server unless TOOLFLEET_REDIS_URL is "
+    "set) or RedisSessionService(Settings()) (the fleet's Redis, sessions that persist)"
+)
+MEMORY = "use RedisMemoryService (or InMemoryMemoryService, the same on the fleet's Redis)"
+GROUNDING = (
+    "is not supported by toolfleet (Vertex AI only): search from a FunctionTool of your own, "
+    "which runs on the workers"
+)
+
+
+class NotPortedError(ConfigError):
+    """An ADK feature toolfleet does not have; the message says what to use instead."""
+
+
+class _NotPorted:
+    """Raises NotPortedError when built: `_why` says what to use instead."""
+
+    _why = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotPortedError(f"{type(self).__name__}: {self._why}")
+
+
+class LiveRequestQueue(_NotPorted):
+    """ADK's queue of a live session's input: not supported (see LIVE)."""
+
+    _why = LIVE
+
+
+def run_live(*args: Any, **kwargs: Any) -> NoReturn:
+    """ADK's `Runner.run_live`: not supported (see LIVE)."""
+    raise NotPortedError(f"Runner.run_live: {LIVE}")
+
+
+class RemoteA2aAgent(_NotPorted):
+    """ADK's agent served elsewhere over A2A: not supported."""
+
+    _why = f"an agent over A2A {A2A}"
+
+
+def to_a2a(*args: Any, **kwargs: Any) -> NoReturn:
+    """ADK's A2A app of an agent: not supported."""
+    raise NotPortedError(f"to_a2a: serving an agent over A2A {A2A}")
+
+
+class VertexAiSessionService(_NotPorted):
+    """ADK's sessions on Vertex AI Agent Engine: cloud-only."""
+
+    _why = f"sessions on Vertex AI Agent Engine are not supported by toolfleet: {SESSIONS}"
+
+
+class DatabaseSessionService(_NotPorted):
+    """ADK's sessions in an SQL database: not supported."""
+
+    _why = f"sessions in an SQL database are not supported by toolfleet: {SESSIONS}"
+
+
+class VertexAiRagMemoryService(_NotPorted):
+    """ADK's memory in a Vertex AI RAG corpus: cloud-only."""
+
+    _why = f"memory in a Vertex AI RAG corpus is not supported by toolfleet: {MEMORY}"
+
+
+class VertexAiMemoryBankService(_NotPorted):
+    """ADK's memory in Vertex AI Agent Engine's Memory Bank: cloud-only."""
+
+    _why = f"Vertex AI Agent Engine's Memory Bank is not supported by toolfleet: {MEMORY}"
+
+
+class VertexAiSearchTool(_NotPorted):
+    """ADK's Vertex AI Search grounding: cloud-only."""
+
+    _why = f"Vertex AI Search grounding {GROUNDING}"
+
+
+class VertexAiRagRetrieval(_NotPorted):
+    """ADK's retrieval from a Vertex AI RAG corpus: cloud-only."""
+
+    _why = f"retrieval from a Vertex AI RAG corpus {GROUNDING}"
