@@ -46,7 +46,9 @@ if TYPE_CHECKING:
         Update,
     )
     from toolfleet.orchestrator.loop.runner import Runner
+    from toolfleet.orchestrator.models.base_llm import BaseLlm
     from toolfleet.orchestrator.models.gemini import GeminiModel
+    from toolfleet.orchestrator.models.lite_llm import LiteLlm
     from toolfleet.orchestrator.models.offline import (
         Call,
         Script,
@@ -189,6 +191,8 @@ _MODULES: dict[str, str] = {
     "Model": "toolfleet.orchestrator.models.protocol",
     "ModelRequest": "toolfleet.orchestrator.models.protocol",
     "GeminiModel": "toolfleet.orchestrator.models.gemini",
+    "BaseLlm": "toolfleet.orchestrator.models.base_llm",
+    "LiteLlm": "toolfleet.orchestrator.models.lite_llm",
     "ScriptedModel": "toolfleet.orchestrator.models.offline",
     "Script": "toolfleet.orchestrator.models.offline",
     "ScriptView": "toolfleet.orchestrator.models.offline",
@@ -234,6 +238,7 @@ __all__ = [
     "AwaitingConfirmationError",
     "AwaitingCredentialError",
     "BaseExampleProvider",
+    "BaseLlm",
     "BasePlanner",
     "BasePlugin",
     "BaseTool",
@@ -263,6 +268,7 @@ __all__ = [
     "JobContext",
     "Keys",
     "LeaseLostError",
+    "LiteLlm",
     "LlmAgent",
     "LlmRequest",
     "LlmResponse",

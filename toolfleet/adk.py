@@ -71,6 +71,8 @@ if TYPE_CHECKING:
         PlanReActPlanner,
     )
     from toolfleet.orchestrator.agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
+    from toolfleet.orchestrator.models.base_llm import BaseLlm
+    from toolfleet.orchestrator.models.lite_llm import LiteLlm
     from toolfleet.orchestrator.plugins import (
         BasePlugin,
         CallbackContext,
@@ -105,6 +107,9 @@ _MODULES: dict[str, str] = {
     "LlmRequest": "toolfleet.orchestrator.plugins",
     "LlmResponse": "toolfleet.orchestrator.plugins",
     "ReflectAndRetryToolPlugin": "toolfleet.orchestrator.plugins",
+    # Models other than Gemini: a BaseLlm subclass of one's own, or LiteLlm (litellm extra).
+    "BaseLlm": "toolfleet.orchestrator.models.base_llm",
+    "LiteLlm": "toolfleet.orchestrator.models.lite_llm",
     "Agent": "toolfleet.orchestrator.agents.agent",
     "LlmAgent": "toolfleet.orchestrator.agents.agent",
     # Workflow agents: they run their sub-agents in sequence, in parallel, in a loop.
@@ -180,6 +185,7 @@ __all__ = [
     "AgentTool",
     "App",
     "BaseArtifactService",
+    "BaseLlm",
     "BaseExampleProvider",
     "BaseMemoryService",
     "BasePlanner",
@@ -201,6 +207,7 @@ __all__ = [
     "InMemoryMemoryService",
     "InMemoryRunner",
     "InMemorySessionService",
+    "LiteLlm",
     "LiveRequestQueue",
     "LlmAgent",
     "LlmCallsLimitExceededError",

@@ -1,7 +1,8 @@
 """Pick the model for an agent: its own, Gemini with an API key, else the offline script.
 
-An agent names its model as ADK's do: a Model object, a Gemini model id string
-("gemini-2.0-flash"), or nothing. A string, or nothing, needs an API key to reach
+An agent names its model as ADK's do: a Model object (a BaseLlm such as LiteLlm among
+them), a Gemini model id string ("gemini-2.0-flash"), or nothing. Naming nothing, it
+inherits an ancestor's BaseLlm; else a string, or nothing, needs an API key to reach
 Gemini; without one the agent plays its offline script, and the startup line says so.
 """
 
@@ -11,6 +12,7 @@ import importlib
 from collections.abc import Mapping
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.models.base_llm import BaseLlm
 from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.shared.config import Settings, gemini_api_key
@@ -68,15 +70,26 @@ def model_id(agent: Agent) -> str | None:
     return None
 
 
+def inherited_llm(agent: Agent) -> BaseLlm | None:
+    """The BaseLlm (LiteLlm, a user's own) of the nearest ancestor naming a model, for an
+    agent that names none: ADK's sub-agents inherit their parent's model object."""
+    lineage = agent.parent
+    while lineage is not None and not lineage.model:
+        lineage = lineage.parent
+    return lineage.model if lineage is not None and isinstance(lineage.model, BaseLlm) else None
+
+
 def choose_model(agent: Agent, settings: Settings) -> Model:
-    """The agent's own Model; else the one TOOLFLEET_OFFLINE_MODELS maps its name to;
-    else Gemini (the model id it names, or TOOLFLEET_MODEL) when an API key is set; else
-    its offline script.
+    """The agent's own Model; else the BaseLlm an ancestor names; else the one
+    TOOLFLEET_OFFLINE_MODELS maps its name to; else Gemini (the model id it names, or
+    TOOLFLEET_MODEL) when an API key is set; else its offline script.
 
     Raises ConfigError when the agent has none of these.
     """
     if agent.model is not None and not isinstance(agent.model, str):
         return agent.model
+    if not agent.model and (llm := inherited_llm(agent)) is not None:
+        return llm
     if (offline := _offline_model_of(agent, settings)) is not None:
         return offline
     named = model_id(agent)
@@ -97,6 +110,8 @@ def describe_choice(agent: Agent, model: Model) -> str:
     """One line saying which model runs the agent, and why (the CLI prints it at start)."""
     if model is agent.model:
         return f"model: {model.name} (the agent's own)"
+    if not agent.model and model is inherited_llm(agent):
+        return f"model: {model.name} (its parent's)"
     if any(model in loaded.values() for loaded in _LOADED.values()):
         return f"model: {model.name} ({OFFLINE_MODELS})"
     if isinstance(model, ScriptedModel):

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.models.base_llm import answered
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.plugins.context import CallbackContext, LlmRequest, LlmResponse
 from toolfleet.shared.context import ToolContext
@@ -65,7 +66,7 @@ class Hooks:
             answer = await self._first("on_model_error_callback", LlmResponse, kwargs, kwargs)
             if answer is None:
                 raise
-            return answer.content
+            return answered(answer, "on_model_error_callback")
 
     async def before_tool(
         self, tool: FunctionTool, args: dict[str, Any], context: ToolContext

@@ -42,6 +42,7 @@ from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.tool_requests import process_requests
 from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
 from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
+from toolfleet.orchestrator.models.base_llm import answered
 from toolfleet.orchestrator.models.protocol import as_sent, function_calls, loop_call_id
 from toolfleet.orchestrator.plugins.context import LlmResponse
 from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_cancelled
@@ -324,7 +325,8 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
             response = await hooks.after_model(context, response)
     if agent.planner is not None and context is not None:  # after the callbacks, as ADK
         process_planning(agent.planner, context, response.content)
-    content = with_call_ids(response.content)
+    # A callback's LlmResponse may carry an error code, or nothing: no turn to store.
+    content = with_call_ids(answered(response, f"the model callbacks of {agent.name!r}"))
     # What a callback answered too, before anything serializes the turn.
     drop_deep_args(content, inv.settings.max_json_depth)
     # What the model callbacks wrote to state is stored with the turn (output_key's too).

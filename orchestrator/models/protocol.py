@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from google.genai import types
@@ -100,18 +100,22 @@ class ModelRequest:
     """What a model gets for one turn: instruction, conversation so far, tools on offer.
 
     Not frozen: a before_model callback may change it (ADK's LlmRequest) before it is sent.
+    Every field has a default, so `LlmRequest(model=..., contents=[...])` builds one as
+    ADK's does.
     """
 
-    agent_name: str
-    instruction: str
-    contents: Sequence[types.Content]
-    tools: Sequence[FunctionTool]
+    agent_name: str = ""
+    instruction: str = ""
+    contents: Sequence[types.Content] = field(default_factory=list)
+    tools: Sequence[FunctionTool] = ()
     # Who wrote each content ("user", an agent's name, "completion"); may be empty.
     authors: Sequence[str] = ()
     # The agent's generate_content_config (a copy: a callback may change it), with its
     # planner's thinking config and Gemini's built-in tools (`tools`: google_search,
     # url_context, code_execution) set; the model adds the instruction and function tools.
     config: types.GenerateContentConfig | None = None
+    # The model's name (ADK's `llm_request.model`): set for a BaseLlm's call.
+    model: str | None = None
 
     def append_instructions(self, instructions: list[str]) -> None:
         """ADK's: add to the system instruction, each a paragraph of its own."""

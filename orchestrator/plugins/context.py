@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from google.genai import types
-
+from toolfleet.orchestrator.models.base_llm import LlmResponse
 from toolfleet.orchestrator.models.protocol import ModelRequest
 from toolfleet.shared.state import State
 
 # ADK's name for what a model is asked: toolfleet's ModelRequest (instruction, contents,
-# tools); a before_model callback may change it in place.
+# tools); a before_model callback may change it in place. A BaseLlm gets it with the
+# instruction and the function declarations in its config, as ADK's carries them.
 LlmRequest = ModelRequest
 
-
-@dataclass
-class LlmResponse:
-    """ADK's name for a model's answer: the Content it returned. A before_model callback
-    that returns one answers in the model's place; an after_model callback may return
-    another to replace it."""
-
-    content: types.Content
+__all__ = ["CallbackContext", "LlmRequest", "LlmResponse", "ToolCallError"]
 
 
 class CallbackContext:

@@ -8,6 +8,7 @@ from typing import Any
 
 from google.genai import types
 
+from tests.rule_llm import RuleLlm
 from toolfleet.adk import (
     Agent,
     AgentTool,
@@ -189,4 +190,21 @@ adk_choice_desk = Agent(
     model=MODEL_ID,
     instruction="Help the user choose.",
     tools=[load_memory, get_user_choice],
+)
+
+# A user's own BaseLlm as an AgentTool's model: the worker that runs the child runs it.
+llm_word_counter = Agent(
+    name="adk_llm_counter",
+    description="Counts the words of a request with a model of its own.",
+    model=RuleLlm(model="rule-counter", tool="adk_count_words", arg="text"),
+    tools=[adk_count_words],
+)
+llm_counting_agent = Agent(
+    name="adk_llm_counting",
+    model=MODEL_ID,
+    tools=[AgentTool(agent=llm_word_counter)],
+    offline_script=[
+        lambda view: Step(calls=[Call("adk_llm_counter", {"request": view.user_text})]),
+        say(lambda view: f"The helper says: {view.response('adk_llm_counter')['result']}"),
+    ],
 )

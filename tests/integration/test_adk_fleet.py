@@ -47,6 +47,17 @@ async def test_model_id_strings_run_an_agent_tools_parent_and_child_on_the_fleet
     assert answers(updates)[-1] == ("adk_counting", "The helper says: 4 words")
 
 
+async def test_a_users_base_llm_runs_an_agent_tools_agent_on_a_worker(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> None:
+    updates, _ = await run(adk_tools.llm_counting_agent, settings, "count these four words")
+    (result,) = [u.result for u in updates if isinstance(u, CallFinished)]
+    assert result.tool == "adk_llm_counter" and result.worker.startswith("w5@")
+    counted = 'adk_count_words: {"words": 4} (by rule-counter)'
+    assert result.response == {"result": counted}
+    assert answers(updates)[-1] == ("adk_llm_counting", f"The helper says: {counted}")
+
+
 async def test_the_reference_toolset_adks_prefix_and_a_base_tool_run_on_workers(
     settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
 ) -> None:
