@@ -184,14 +184,6 @@ adk_desk = Agent(
     ],
 )
 
-# ADK's built-in tools that run on the fleet: the user's memory, and a choice to make.
-adk_choice_desk = Agent(
-    name="adk_choice_desk",
-    model=MODEL_ID,
-    instruction="Help the user choose.",
-    tools=[load_memory, get_user_choice],
-)
-
 # A user's own BaseLlm as an AgentTool's model: the worker that runs the child runs it.
 llm_word_counter = Agent(
     name="adk_llm_counter",
@@ -207,4 +199,12 @@ llm_counting_agent = Agent(
         lambda view: Step(calls=[Call("adk_llm_counter", {"request": view.user_text})]),
         say(lambda view: f"The helper says: {view.response('adk_llm_counter')['result']}"),
     ],
+)
+
+# ADK's built-in tools that run on the fleet: the user's memory, and a choice to make.
+adk_choice_desk = Agent(
+    name="adk_choice_desk",
+    model=MODEL_ID,
+    instruction="Help the user choose.",
+    tools=[load_memory, get_user_choice],
 )
