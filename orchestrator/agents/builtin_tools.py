@@ -75,3 +75,24 @@ class BuiltInCodeExecutor:
 
 google_search = GoogleSearchTool()
 url_context = UrlContextTool()
+
+
+def search_without_functions(tools: list[BuiltInTool], model_name: str) -> str | None:
+    """ADK's rule for an agent that may transfer: a Gemini model before 3 takes no
+    built-in search next to function declarations (the API answers 400). The message
+    if `tools` hold google_search and `model_name` is such a model; None otherwise (a
+    model not named gemini-*, such as the offline one, is not checked)."""
+    if not any(isinstance(t, GoogleSearchTool) for t in tools):
+        return None
+    name = model_name.rsplit("/", 1)[-1]
+    if not name.startswith("gemini-"):
+        return None
+    major = name.removeprefix("gemini-").split("-", 1)[0].split(".", 1)[0]
+    if major.isdigit() and int(major) >= 3:
+        return None
+    return (
+        f"google_search cannot go with transfer_to_agent on {name}: Gemini models before "
+        "3.0 do not allow built-in search tools to be combined with function calling "
+        "(agent delegation). Use a Gemini 3+ model, or give a sub-agent "
+        "tools=[google_search] and offer it as an AgentTool"
+    )

@@ -9,13 +9,20 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.adk_fields import static_text
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.builtin_tools import GoogleSearchTool, search_without_functions
 from toolfleet.orchestrator.agents.planners import BuiltInPlanner, without_thought_marks
-from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT, transfer_instruction
+from toolfleet.orchestrator.agents.transfer import (
+    TRANSFER_TO_AGENT,
+    TransferTool,
+    transfer_instruction,
+    transfer_targets,
+)
 from toolfleet.orchestrator.loop.foreign import as_context
 from toolfleet.orchestrator.loop.instructions import identity_instruction, resolved
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.tools import ToolRegistry
 from toolfleet.shared.toolsets import ReadonlyContext
 
@@ -72,7 +79,7 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
         config=config,
     )
     # ADK's order: the planner's instruction after the identity, before the transfer's.
-    system += [planned(agent, request, context), transfer_instruction(agent)]
+    system += [planned(agent, request, context), _offered_transfers(inv, request)]
     request.instruction = "\n\n".join(p for p in system if p)
     builtins = [t.gemini_tool() for t in agent.builtin_tools]
     if agent.code_executor is not None:
@@ -81,6 +88,23 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
         request.config = request.config or types.GenerateContentConfig()
         request.config.tools = [*(request.config.tools or ()), *builtins]
     return request
+
+
+def _offered_transfers(inv: Invocation, request: ModelRequest) -> str:
+    """The transfer instruction, as ADK gives it with google_search on a Gemini model
+    before 3: refused (ConfigError) if the agent has sub-agents; else transfer_to_agent
+    is not offered at all."""
+    agent = inv.agent
+    targets = transfer_targets(agent)
+    if not targets or not any(isinstance(t, GoogleSearchTool) for t in agent.builtin_tools):
+        return transfer_instruction(agent)
+    problem = search_without_functions(agent.builtin_tools, inv.models(agent).name)
+    if problem is None:
+        return transfer_instruction(agent)
+    if any(t.parent is agent for t in targets):
+        raise ConfigError(f"agent {agent.name!r}: {problem}")
+    request.tools = [t for t in request.tools if not isinstance(t, TransferTool)]
+    return ""
 
 
 def planned(agent: Agent, request: ModelRequest, context: ReadonlyContext) -> str:
