@@ -3,6 +3,7 @@ load_memory, preload_memory, get_user_choice and ExampleTool, as ADK programs us
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import fakeredis
@@ -36,6 +37,7 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
+from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.messages import CallStatus
@@ -273,3 +275,21 @@ async def test_a_base_tool_of_ones_own_changes_the_request_and_is_still_offered(
     assert [t.name for t in request.tools] == ["weather"]
     assert request.instruction.startswith("Forecast.")
     assert request.instruction.endswith("forecaster was asked 'Weather?' by u1.")
+
+
+def test_a_worker_serves_the_tools_that_run_and_skips_those_that_only_change_requests(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    module = ModuleType("adk_program")
+    module.agent = Agent(  # type: ignore[attr-defined]
+        name="helper",
+        model=ScriptedModel([say("Hi.")]),
+        tools=[load_artifacts, load_memory, get_user_choice, preload_memory, ExampleTool([])],
+    )
+    module.preload_memory = preload_memory  # type: ignore[attr-defined]
+    module.examples = ExampleTool([GREETING])  # type: ignore[attr-defined]
+
+    served = {t.name for t in tools_in_module(module)}
+
+    assert served == {"load_artifacts", "load_memory", "get_user_choice"}
+    assert "cannot list its tools" not in caplog.text  # nothing to serve is no error
