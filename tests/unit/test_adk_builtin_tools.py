@@ -39,6 +39,7 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.load_artifacts import safe_part
 from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.messages import CallStatus
 from toolfleet.shared.request_hooks import LlmRequest, RequestContext
@@ -293,3 +294,17 @@ def test_a_worker_serves_the_tools_that_run_and_skips_those_that_only_change_req
 
     assert served == {"load_artifacts", "load_memory", "get_user_choice"}
     assert "cannot list its tools" not in caplog.text  # nothing to serve is no error
+
+
+def test_an_artifact_goes_to_the_model_as_media_text_or_a_placeholder() -> None:
+    pdf = types.Part(inline_data=types.Blob(mime_type="application/pdf", data=b"%PDF"))
+    assert safe_part(pdf, "a.pdf") is pdf
+    csv = types.Part(inline_data=types.Blob(mime_type="application/octet-stream", data=b"a,b"))
+    assert safe_part(csv, "t.csv").text == "a,b"
+    svg = types.Part(inline_data=types.Blob(mime_type="image/svg+xml", data=b"<svg/>"))
+    assert safe_part(svg, "logo.svg").text == "<svg/>"  # Gemini refuses it inline
+    zipped = types.Part(inline_data=types.Blob(mime_type="application/zip", data=b"PK" * 512))
+    assert safe_part(zipped, "x.zip").text == (
+        "[Binary artifact: x.zip, type: application/zip, size: 1.0 KB. "
+        "Content cannot be displayed inline.]"
+    )
