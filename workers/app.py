@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from celery import Celery
@@ -34,6 +35,7 @@ from toolfleet.workers.tasks import (
     register_tool_tasks,
     result_poster,
 )
+from toolfleet.workers.tool_output import TOOL_OUTPUT_FDS, install_tool_output
 from toolfleet.workers.tool_runs import ToolTaskDeps
 from toolfleet.workers.unregistered import install_unregistered_answer
 
@@ -78,6 +80,8 @@ def create_app(settings: Settings) -> Celery:
     register_job_tasks(app, found.jobs, completions)
     app.steps["consumer"].add(intake_step(settings))
     install_heartbeat(app, client, settings)
+    if os.environ.get(TOOL_OUTPUT_FDS):  # a local worker: the program shows what tools print
+        install_tool_output(os.environ[TOOL_OUTPUT_FDS])
     install_unregistered_answer(app, reporter, keys)
     install_stop_command()
     log.info(

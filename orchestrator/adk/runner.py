@@ -28,6 +28,7 @@ from toolfleet.orchestrator.adk.services import (
 from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
 from toolfleet.orchestrator.adk.unsupported import run_live as not_ported_run_live
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli import worker_output
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.sessions.events import Event
@@ -125,6 +126,7 @@ class Runner:
                 if event.author in ("user", "completion"):
                     continue
                 if event.content or event.actions.escalate or event.confirmation_requests:
+                    worker_output.drain()  # a local tool's lines before what follows its call
                     yield self._shaped(event)
 
     def run(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from toolfleet.orchestrator.cli import worker_output
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Update
 from toolfleet.orchestrator.models.protocol import function_calls, text_of
 from toolfleet.orchestrator.sessions.events import Event, answer_of
@@ -65,6 +66,7 @@ class ConsolePrinter:
 
         A fan-out turn's wall time is measured from its `CallsDispatched`: pass updates in
         order."""
+        worker_output.drain()  # what local workers' tools printed before this update
         if isinstance(update, CallsDispatched):
             self._turn_started = time.time()
             self._turn_results = []

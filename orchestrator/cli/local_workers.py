@@ -2,6 +2,8 @@
 
 Used by the embedded default (`toolfleet run`/`demo`) and by the integration tests.
 A worker counts as started once its own heartbeat record (its pools, its pid) is in Redis.
+Celery's own output goes to the worker's log file; what its tools print goes through two
+pipes of their own to this process's stdout and stderr, and to that log (worker_output).
 """
 
 from __future__ import annotations
@@ -22,17 +24,20 @@ from types import TracebackType
 
 import redis
 
+from toolfleet.orchestrator.cli import worker_output
 from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.worker_output import LinePump
 from toolfleet.shared.config import PoolKind, Settings
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.pool_kinds import concurrency_for, kind_of_pools, worker_pool_argv
+from toolfleet.workers.tool_output import TOOL_OUTPUT_FDS
 
 
 @dataclass
 class WorkerProcess:
     """One `celery worker` process started by a WorkerGroup, in its own process group;
-    `log_path` holds its combined output."""
+    `log_path` holds its combined output; `pumps` copy what its tools print to ours."""
 
     hostname: str
     pools: Sequence[str]
@@ -40,9 +45,12 @@ class WorkerProcess:
     log_path: Path
     kind: PoolKind = "cpu"  # io: Celery's threads pool; cpu: prefork
     concurrency: int = 1  # calls it runs at once: threads (io) or child processes (cpu)
+    pumps: list[LinePump] = field(default_factory=list)
 
     def log(self) -> str:
         """Everything the worker has written so far; empty if it has not written yet."""
+        for pump in self.pumps:
+            pump.pump()
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def alive(self) -> bool:
@@ -164,11 +172,31 @@ class WorkerGroup:
             "--without-gossip",
             "--without-mingle",  # event heartbeats stay on: Flower shows these workers online
         ]
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        worker = WorkerProcess(hostname, list(pools), process, log_path, kind, calls)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        env[TOOL_OUTPUT_FDS] = f"{out_write},{err_write}"
+        try:  # append: the pumps add the tools' lines to the same log
+            with log_path.open("ab") as log:
+                process = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=(out_write, err_write),
+                )
+        except BaseException:
+            os.close(out_read)
+            os.close(err_read)
+            raise
+        finally:  # the worker holds the write ends now: its exit ends the pipes
+            os.close(out_write)
+            os.close(err_write)
+        pumps = [
+            LinePump(out_read, worker_output.stdout, log_path),
+            LinePump(err_read, worker_output.stderr, log_path),
+        ]
+        worker = WorkerProcess(hostname, list(pools), process, log_path, kind, calls, pumps)
         self.workers.append(worker)
         return worker
 
@@ -201,6 +229,8 @@ class WorkerGroup:
             worker.request_stop()
         for worker in self.workers:
             worker.wait_stopped(10.0)
+            for pump in worker.pumps:  # the last lines its tools printed
+                pump.stop()
         self.workers.clear()
         if self._log_dir is not None:
             self._log_dir.cleanup()

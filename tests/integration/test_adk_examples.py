@@ -26,7 +26,8 @@ WAITING = (
 )
 REIMBURSED_50 = "[reimbursement_agent]: Reimbursed $50 for meals: approved automatically."
 
-# The printed lines each program must end with (setup chatter before them is ignored).
+# The printed lines each program must end with (setup chatter before them is ignored): what
+# a tool prints on a local worker shows there, in order with the agent's, as in ADK.
 EXPECTED: dict[str, list[str]] = {
     "examples.adk.weather_sentiment": [
         "User Query: weather in london?",
@@ -50,18 +51,28 @@ EXPECTED: dict[str, list[str]] = {
     # has no text, as in ADK.
     "examples.adk.summarizer": ["Agent Response:  None"],
     "examples.adk.summarizer_ja": [f"Agent Response:  Summary: {QUANTUM_SUMMARY}"],
-    # The tool transfers by its action; the sub-agent answers.
+    # The tool transfers by its action; the sub-agent answers. What the tool printed on
+    # its local worker shows in the program's output, before the answer, as in ADK.
     "examples.adk.customer_support": [
+        "Tool: Detected urgency, transferring to the support agent.",
         "Agent Response:  I am the support handler for urgent issues: let us get you logged "
-        "in again."
+        "in again.",
     ],
     "tests.integration.adk_drivers user_preference": [
+        "Tool: Updated user preference 'theme' to 'dark'",
         "Agent Response:  Saved: you prefer the dark theme.",
         'state_delta: {"user:preferences": {"theme": "dark"}}',
         'other session sees: {"theme": "dark"}',
     ],
     "tests.integration.adk_drivers process_document": [
         "Agent Response:  Noted.",
+        "Tool: Attempting to load artifact: report.txt",
+        "Tool: Loaded document 'report.txt' (36 chars).",
+        "Tool: Searching memory for context related to: 'revenue'",
+        "Tool: Found memory context: Analyze report.txt for revenue",
+        "Remember: the revenue grew 12 percent in Q3...",
+        "Tool: Performed analysis.",
+        "Tool: Saved analysis result as 'analysis_report.txt' version 0.",
         "Agent Response:  Saved the analysis as analysis_report.txt (version 0).",
         "analysis artifact: Analysis of 'report.txt' regarding 'revenue' using memory "
         "context: [Placeholder Analysis Result]",
