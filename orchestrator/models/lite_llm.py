@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.genai import types
-from pydantic import PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
 from toolfleet.orchestrator.models.base_llm import BaseLlm, LlmResponse
 from toolfleet.orchestrator.models.protocol import ModelRequest, text_of
@@ -69,6 +69,9 @@ class LiteLlm(BaseLlm):
         tools = _tools(config)
         if tools:
             args["tools"] = tools
+        response_format = _response_format(config.response_schema)
+        if response_format is not None:  # an output_schema: the answer is JSON of it
+            args["response_format"] = response_format
         args.update(self._additional_args)
         try:
             response = await litellm.acompletion(
@@ -209,6 +212,22 @@ def _system_text(instruction: types.ContentUnion | None) -> str:
     return "\n".join(
         p if isinstance(p, str) else (getattr(p, "text", None) or "") for p in instruction
     )
+
+
+def _response_format(schema: types.SchemaUnion | None) -> dict[str, Any] | None:
+    """A response schema as OpenAI's `json_schema` response format (not strict: a
+    pydantic model's schema need not meet strict mode's rules)."""
+    if schema is None:
+        return None
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        name, body = schema.__name__, schema.model_json_schema()
+    elif isinstance(schema, types.Schema):
+        name, body = "response", schema.json_schema.model_dump(mode="json", exclude_none=True)
+    elif isinstance(schema, dict):
+        name, body = "response", dict(schema)
+    else:
+        raise ModelError(f"LiteLlm cannot send a response schema of {type(schema).__name__}")
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": body}}
 
 
 def _tools(config: types.GenerateContentConfig) -> list[dict[str, Any]]:

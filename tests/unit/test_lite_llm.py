@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from google.genai import types
+from pydantic import BaseModel
 
 from tests.openai_stand_in import (
     COMPLETIONS_PATH,
@@ -202,3 +203,25 @@ async def test_usage_and_model_name_come_through(server: FakeOpenAI) -> None:
     assert response.finish_reason == types.FinishReason.STOP
     assert server.requests[0].body["messages"] == [{"role": "user", "content": "Hi"}]
     assert "tools" not in server.requests[0].body
+
+
+class Forecast(BaseModel):
+    city: str
+    sky: str
+
+
+async def test_an_output_schema_goes_as_the_response_format(
+    server: FakeOpenAI, store: SessionStore
+) -> None:
+    server.reply(text_reply('{"city": "Paris", "sky": "sunny"}'))
+    agent = Agent(name="forecaster", model=stand_in_model(server), output_schema=Forecast)
+
+    updates, _ = await _run(agent, store, "Paris?")
+
+    final = [u for u in updates if isinstance(u, Event) and u.author == "forecaster"][-1]
+    assert final.content is not None and final.content.parts is not None
+    assert Forecast.model_validate_json(final.content.parts[0].text or "").sky == "sunny"
+    response_format = server.requests[0].body["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["name"] == "Forecast"
+    assert response_format["json_schema"]["schema"]["properties"]["sky"]["type"] == "string"
