@@ -149,21 +149,28 @@ def messages(request: ModelRequest) -> list[dict[str, Any]]:
     system = _system_text(config.system_instruction)
     if system:
         sent.append({"role": "system", "content": system})
+    open_calls: set[str] = set()  # the last assistant message's calls not answered yet
     for content in request.contents:
         if content.role == "model":
             sent.append(_assistant(content))
+            open_calls = {c["id"] for c in sent[-1].get("tool_calls", ())}
             continue
         parts = [p for p in content.parts or () if not p.thought]
+        late: list[dict[str, Any]] = []
         for part in parts:
-            if part.function_response is not None:
-                sent.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": part.function_response.id or "",
-                        "content": json.dumps(part.function_response.response, default=str),
-                    }
-                )
-        user = [_user_part(p) for p in parts if p.function_response is None]
+            response = part.function_response
+            if response is None:
+                continue
+            result = json.dumps(response.response, default=str)
+            if (response.id or "") in open_calls:
+                open_calls.discard(response.id or "")
+                sent.append({"role": "tool", "tool_call_id": response.id or "", "content": result})
+            else:
+                # A long-running call's final result, after its pending one was answered:
+                # OpenAI takes tool messages only right after their call, so it is told.
+                text = f"The final result of {response.name} (call {response.id}): {result}"
+                late.append({"type": "text", "text": text})
+        user = late + [_user_part(p) for p in parts if p.function_response is None]
         if user:
             only_text = len(user) == 1 and user[0]["type"] == "text"
             sent.append({"role": "user", "content": user[0]["text"] if only_text else user})

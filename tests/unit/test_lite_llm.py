@@ -225,3 +225,42 @@ async def test_an_output_schema_goes_as_the_response_format(
     assert response_format["type"] == "json_schema"
     assert response_format["json_schema"]["name"] == "Forecast"
     assert response_format["json_schema"]["schema"]["properties"]["sky"]["type"] == "string"
+
+
+async def test_a_long_running_calls_final_result_goes_as_a_user_message(
+    server: FakeOpenAI,
+) -> None:
+    from toolfleet.adk import LlmRequest
+
+    server.reply(text_reply("Approved, then."))
+    call = types.FunctionCall(id="call_a", name="ask_approval", args={"amount": 5})
+
+    def answered(response: dict[str, Any]) -> types.Content:
+        return types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id="call_a", name="ask_approval", response=response
+                    )
+                )
+            ],
+        )
+
+    contents = [
+        _user("Pay 5."),
+        types.Content(role="model", parts=[types.Part(function_call=call)]),
+        answered({"status": "pending"}),
+        types.Content(role="model", parts=[types.Part(text="Waiting for approval.")]),
+        answered({"status": "approved"}),
+    ]
+
+    [_ async for _ in stand_in_model(server).generate_content_async(LlmRequest(contents=contents))]
+
+    sent = server.requests[0].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[2]["tool_call_id"] == "call_a"
+    assert json.loads(sent[2]["content"]) == {"status": "pending"}
+    assert sent[4]["content"] == (
+        'The final result of ask_approval (call call_a): {"status": "approved"}'
+    )
