@@ -84,8 +84,8 @@ def search_without_functions(tools: list[BuiltInTool], model_name: str) -> str |
     model not named gemini-*, such as the offline one, is not checked)."""
     if not any(isinstance(t, GoogleSearchTool) for t in tools):
         return None
-    name = model_name.rsplit("/", 1)[-1]
-    if not name.startswith("gemini-"):
+    name = gemini_name(model_name)
+    if name is None:
         return None
     major = name.removeprefix("gemini-").split("-", 1)[0].split(".", 1)[0]
     if major.isdigit() and int(major) >= 3:
@@ -95,4 +95,29 @@ def search_without_functions(tools: list[BuiltInTool], model_name: str) -> str |
         "3.0 do not allow built-in search tools to be combined with function calling "
         "(agent delegation). Use a Gemini 3+ model, or give a sub-agent "
         "tools=[google_search] and offer it as an AgentTool"
+    )
+
+
+def gemini_name(model_name: str) -> str | None:
+    """The Gemini model id in `model_name` ("gemini-2.5-flash" in itself, in
+    ".../models/gemini-2.5-flash" or in LiteLLM's "gemini/gemini-2.5-flash"), as ADK
+    reads it; None if it names no Gemini model."""
+    name = model_name.rsplit("/", 1)[-1]
+    return name if name.startswith("gemini-") else None
+
+
+def not_for_model(agent_name: str, tools: list[types.Tool], model_name: str) -> str | None:
+    """ADK's refusal of Gemini's built-in tools on a model that is not Gemini (a BaseLlm
+    such as LiteLlm would drop them unsaid); None for a Gemini model."""
+    if gemini_name(model_name) is not None:
+        return None
+    kinds = [
+        k
+        for t in tools
+        for k in ("google_search", "url_context", "code_execution")
+        if getattr(t, k)
+    ]
+    return (
+        f"agent {agent_name!r}: {', '.join(kinds)} run in Gemini and are not supported for "
+        f"model {model_name}: use a Gemini model for this agent, or leave them out"
     )

@@ -9,7 +9,11 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.adk_fields import static_text
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.agents.builtin_tools import GoogleSearchTool, search_without_functions
+from toolfleet.orchestrator.agents.builtin_tools import (
+    GoogleSearchTool,
+    not_for_model,
+    search_without_functions,
+)
 from toolfleet.orchestrator.agents.planners import BuiltInPlanner, without_thought_marks
 from toolfleet.orchestrator.agents.transfer import (
     TRANSFER_TO_AGENT,
@@ -20,6 +24,7 @@ from toolfleet.orchestrator.agents.transfer import (
 from toolfleet.orchestrator.loop.foreign import as_context
 from toolfleet.orchestrator.loop.instructions import identity_instruction, resolved
 from toolfleet.orchestrator.loop.invocation import Invocation
+from toolfleet.orchestrator.models.base_llm import BaseLlm
 from toolfleet.orchestrator.models.protocol import INSTRUCTION_AUTHOR, ModelRequest
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.errors import ConfigError
@@ -85,6 +90,11 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
     if agent.code_executor is not None:
         builtins.append(agent.code_executor.gemini_tool())
     if builtins:  # Gemini runs these itself (orchestrator.agents.builtin_tools)
+        model = inv.models(agent)
+        if isinstance(model, BaseLlm) and (
+            wrong := not_for_model(agent.name, builtins, model.model)
+        ):
+            raise ConfigError(wrong)
         request.config = request.config or types.GenerateContentConfig()
         request.config.tools = [*(request.config.tools or ()), *builtins]
     return request

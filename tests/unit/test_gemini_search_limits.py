@@ -1,17 +1,26 @@
-"""ADK's rule for google_search on an agent that may transfer, on the wire: the real
-google-genai client against the local Gemini stand-in, driven by the loop."""
+"""ADK's limits on Gemini's built-in tools: google_search on an agent that may transfer
+(on the wire: the real google-genai client against the local Gemini stand-in, driven
+by the loop), and the built-in tools on a model that is not Gemini."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import pytest
+from google.genai import types
 
 from tests.gemini_stand_in import FakeGemini, serve_gemini
 from tests.unit.test_gemini_config import _run
 from tests.unit.test_gemini_model import _text_reply
-from toolfleet.adk import google_search
+from toolfleet.adk import (
+    BaseLlm,
+    BuiltInCodeExecutor,
+    LlmRequest,
+    LlmResponse,
+    google_search,
+    url_context,
+)
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.models.gemini import GeminiModel
 from toolfleet.orchestrator.sessions.store import SessionStore
@@ -65,3 +74,34 @@ async def test_a_searching_sub_agent_on_gemini_2_is_not_offered_transfers(
     assert _declared(body) == []  # ADK leaves transfer_to_agent out, and its instruction
     assert "transfer_to_agent" not in body["systemInstruction"]["parts"][0]["text"]
     assert [list(t) for t in body["tools"]] == [["googleSearch"]]
+
+
+class Recording(BaseLlm):
+    """A model of one's own that answers "ok" and keeps what it was asked."""
+
+    asked: list[LlmRequest] = []
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.asked.append(llm_request)
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="ok")]))
+
+
+async def test_built_in_tools_are_refused_on_a_model_that_is_not_gemini(
+    store: SessionStore,
+) -> None:
+    other = Recording(model="openai/gpt-4o", asked=[])
+    agent = Agent(
+        name="desk", tools=[url_context], model=other, code_executor=BuiltInCodeExecutor()
+    )
+    refused = r"url_context, code_execution run in Gemini .*openai/gpt-4o"
+    with pytest.raises(ConfigError, match=refused):
+        await _run(store, agent, other)
+    assert other.asked == []  # not dropped unsaid: refused before the call
+
+    routed = Recording(model="gemini/gemini-2.5-flash", asked=[])  # LiteLLM's Gemini name
+    await _run(store, Agent(name="desk", tools=[google_search], model=routed), routed)
+    [asked] = routed.asked
+    assert asked.config is not None
+    assert asked.config.tools == [types.Tool(google_search=types.GoogleSearch())]
