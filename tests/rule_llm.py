@@ -57,7 +57,9 @@ class RuleLlm(BaseLlm):
         text = "".join(p.text or "" for p in last.parts or ())
         call = types.FunctionCall(id="rule-call-1", name=self.tool, args={self.arg: text})
         yield LlmResponse(
-            content=types.Content(role="model", parts=[types.Part(text="...")]), partial=True
+            content=types.Content(role="model", parts=[types.Part(text="...")]),
+            partial=True,
+            usage_metadata=usage,
         )
         yield LlmResponse(
             content=types.Content(role="model", parts=[types.Part(function_call=call)]),

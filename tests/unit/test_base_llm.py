@@ -19,6 +19,7 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ModelError
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.metrics import metrics
 
 
 def count_words(text: str) -> dict[str, int]:
@@ -49,6 +50,8 @@ async def _run(agent: Agent, store: SessionStore, text: str) -> list[Any]:
 async def test_a_users_base_llm_drives_the_agent_with_adks_request(store: SessionStore) -> None:
     model = RuleLlm(model="rule-counter", tool="count_words", arg="text")
     agent = Agent(name="counter", instruction="Count words.", tools=[count_words], model=model)
+    tokens = metrics().model_tokens
+    before = [tokens.labels("rule-counter", kind)._value.get() for kind in ("input", "output")]
 
     updates = await _run(agent, store, "one two three")
 
@@ -70,6 +73,9 @@ async def test_a_users_base_llm_drives_the_agent_with_adks_request(store: Sessio
     assert call.id == response.id == "rule-call-1"
     assert response.response == {"words": 3}
     assert describe_choice(agent, model) == "model: rule-counter (the agent's own)"
+    # Each complete response's usage is counted (5 in, 3 out per call); the partial is not.
+    after = [tokens.labels("rule-counter", kind)._value.get() for kind in ("input", "output")]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [10, 6]
 
 
 async def test_an_error_response_is_a_model_error(store: SessionStore) -> None:
