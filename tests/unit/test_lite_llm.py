@@ -196,6 +196,8 @@ async def test_usage_and_model_name_come_through(server: FakeOpenAI) -> None:
     responses = [r async for r in model.generate_content_async(request)]
 
     assert model.name == "openai/gpt-4o"
+    # The key goes with each call, never into what a log or an error shows of the model.
+    assert "sk-test" not in repr(model) and "sk-test" not in str(model.model_dump())
     (response,) = responses
     assert response.content.parts[0].text == "Hello."
     assert response.usage_metadata.prompt_token_count == 11
