@@ -43,6 +43,12 @@ class LlmResponse:
     finish_reason: types.FinishReason | None = field(default=None, kw_only=True)
     model_version: str | None = field(default=None, kw_only=True)
     custom_metadata: dict[str, Any] | None = field(default=None, kw_only=True)
+    # ADK's other fields a model may set; kept on the response, not stored with the turn.
+    grounding_metadata: types.GroundingMetadata | None = field(default=None, kw_only=True)
+    citation_metadata: types.CitationMetadata | None = field(default=None, kw_only=True)
+    interrupted: bool | None = field(default=None, kw_only=True)
+    avg_logprobs: float | None = field(default=None, kw_only=True)
+    logprobs_result: types.LogprobsResult | None = field(default=None, kw_only=True)
 
     def get_function_calls(self) -> list[types.FunctionCall]:
         """The function calls of the content, in order."""

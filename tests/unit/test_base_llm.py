@@ -126,3 +126,17 @@ def test_base_llm_has_adks_shape() -> None:
     assert BaseLlm.supported_models() == []
     response = LlmResponse(error_code="X", error_message="y")
     assert response.content is None and response.get_function_calls() == []
+    # Every field a model of ADK's commonly sets is taken by keyword.
+    LlmResponse(
+        content=None,
+        partial=False,
+        turn_complete=True,
+        finish_reason=types.FinishReason.STOP,
+        model_version="v1",
+        custom_metadata={"k": 1},
+        grounding_metadata=types.GroundingMetadata(),
+        citation_metadata=types.CitationMetadata(),
+        interrupted=False,
+        avg_logprobs=-0.1,
+        logprobs_result=types.LogprobsResult(),
+    )
