@@ -110,9 +110,12 @@ class Agent:
         if not (
             self.model is None or isinstance(self.model, str) or hasattr(self.model, "generate")
         ):
+            # ADK's own classes (google.adk.models.LiteLlm) are not toolfleet's: say which.
             raise TypeError(
                 f"agent {self.name!r}: model must be a Gemini model id (e.g. "
-                f"'gemini-2.0-flash') or a Model, not {type(self.model).__name__}"
+                f"'gemini-2.0-flash') or a Model - toolfleet.adk's LiteLlm or a subclass of "
+                f"its BaseLlm among them - not {type(self.model).__module__}."
+                f"{type(self.model).__qualname__}"
             )
         self.generate_content_config = checked_config(self.name, self.generate_content_config)
         static_text(self.name, self.static_instruction)  # text only: refused now, not later

@@ -140,3 +140,14 @@ def test_base_llm_has_adks_shape() -> None:
         avg_logprobs=-0.1,
         logprobs_result=types.LogprobsResult(),
     )
+
+
+def test_another_packages_model_class_is_refused_naming_toolfleets() -> None:
+    class LiteLlm:  # as google.adk.models.lite_llm's would be: no `generate`
+        model = "openai/gpt-4o"
+
+    with pytest.raises(TypeError) as info:
+        Agent(name="a", model=LiteLlm())  # type: ignore[arg-type]
+
+    assert "toolfleet.adk's LiteLlm or a subclass of its BaseLlm" in str(info.value)
+    assert f"{__name__}." in str(info.value)
