@@ -134,14 +134,16 @@ class Audit:
     phases: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
 
 
-async def audit(store: SessionStore, ids: list[str], turns: int, calls: int) -> Audit:
+async def audit(
+    store: SessionStore, app_name: str, ids: list[str], turns: int, calls: int
+) -> Audit:
     """Per call id in the stored sessions: how many function responses it got; and per
     turn, where the time went (before dispatch, queued, running, until stored)."""
     expected = len(ids) * turns * calls
     lost = duplicated = errors = answered_turns = made = 0
     phases: dict[str, list[float]] = collections.defaultdict(list)
     for session_id in ids:
-        session = await store.get(session_key("bench_agent", "u", session_id))
+        session = await store.get(session_key(app_name, "u", session_id))
         responses: collections.Counter[str] = collections.Counter()
         call_ids: list[str] = []
         asked_at = called_at = 0.0
@@ -235,7 +237,7 @@ def scale(ctx: Context) -> Table:
             )
             rss_after = rss_bytes()
             redis_after = ctx.redis_memory()
-            audited = ctx.aio.run(audit(runner.store, ids, turns, calls))
+            audited = ctx.aio.run(audit(runner.store, runner.app_name, ids, turns, calls))
             counts = audited.counts
             heap = ctx.aio.run(traced_heap(runner, sizes.scale_mem_sessions, turns))
         finally:

@@ -53,7 +53,7 @@ async def test_a_thousand_sessions_lose_nothing_while_a_worker_is_killed_and_rep
             killed_at = time.monotonic() - started
             await asyncio.to_thread(start_toolfleet, group, 1, 8, "replacement")
             outcome = await asyncio.wait_for(run, 240)
-            counts = (await audit(runner.store, outcome.ids, TURNS, CALLS)).counts
+            counts = (await audit(runner.store, runner.app_name, outcome.ids, TURNS, CALLS)).counts
 
     calls = SESSIONS * TURNS * CALLS
     latency = summary_ms(outcome.latencies)
