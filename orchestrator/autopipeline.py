@@ -4,7 +4,7 @@ redis-py's asyncio client takes a connection from its pool for every command or
 pipeline, sends it in a write of its own and reads the reply under a timeout, with its
 retry and observability wrappers around each: about 100 us of CPU per round trip, even
 for a PING, and a `send` system call each. At 200 concurrent sessions an orchestrator
-made ~7 sends per turn and spent 40% of its CPU in redis-py (issue 15 B).
+made ~7 sends per turn and spent 40% of its CPU in redis-py.
 
 Here every command and pipeline issued during one event-loop iteration goes out in one
 write on one connection, and replies are matched to their callers in order (Redis

@@ -4,7 +4,7 @@ An orchestrator is one event loop serving every session: each turn wakes it four
 times (the session read, the send of the model turn's calls, their results, the answer)
 and runs its callbacks, futures and socket reads. uvloop runs that machinery in C: 3.4%
 fewer instructions per turn at 200 concurrent sessions (callgrind), 3% less CPU per call
-in figure 3's setting (issue 15 B). TOOLFLEET_EVENT_LOOP=asyncio keeps asyncio's loop.
+in the throughput bench. TOOLFLEET_EVENT_LOOP=asyncio keeps asyncio's loop.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class WriteBatch:
     def refresh_ttl(self, seconds: int, *keys: str) -> None:
         """Give keys a time to live once the commands have run (a key named twice, say by
         two appends of one step, once). Inside a fenced write these ride as the script's
-        arguments, not as one EXPIRE command each (issue 15 B: fewer arguments to pack)."""
+        arguments, not as one EXPIRE command each (fewer arguments to pack)."""
         for key in keys:
             self.ttls[key] = seconds
 

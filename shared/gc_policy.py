@@ -21,7 +21,7 @@ def freeze_startup_heap() -> None:
     """Keep what was loaded at start (modules, agents, tools, schemas) out of every later
     garbage collection, and collect young objects less often. At 1,000 sessions, full
     collections over the startup heap paused the event loop for hundreds of milliseconds
-    (bench/RESULTS.md, figure 4); on an io worker the collector took ~10% of the CPU of
+    (bench/RESULTS.md); on an io worker the collector took ~10% of the CPU of
     a 1,000-call turn."""
     gc.collect()
     gc.freeze()
@@ -34,8 +34,8 @@ class SurvivorFreezer:
     An orchestrator keeps the parsed history of recently run sessions in memory (the
     session store's cache): some 60 objects per one-call turn that live for minutes, and
     no reference cycles among them (none in 2,000 turns). Python's collector scans each
-    of them again in every older generation: 8% of the orchestrator's CPU under figure
-    3's load, in pauses of up to 130 ms (issue 15 B).
+    of them again in every older generation: 8% of the orchestrator's CPU under the
+    throughput bench's load, in pauses of up to 130 ms.
     Frozen after their first collection, they are scanned once, and only young objects
     are ever collected (every SURVIVOR_YOUNG_THRESHOLD allocations).
 

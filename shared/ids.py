@@ -1,7 +1,7 @@
 """Ids that name things (events, invocations, calls, task messages), cheaply.
 
 uuid4 reads the OS's randomness with a system call per id; an orchestrator made a dozen
-per no-op call (issue 15 B). These come from a generator of the process's own, seeded
+per no-op call. These come from a generator of the process's own, seeded
 from the OS, and again in a forked child (a worker's pool processes must not repeat
 their parent's ids). They are unique, not secret: nothing is guarded by one being
 unguessable (the fleet key signs results; session ids still come from uuid4).

@@ -3,11 +3,11 @@
 Celery's consumer buffers task events and flushes the buffer on the next turn of its event
 loop. A prefork worker's calls pass through that loop three times each (received, started,
 succeeded), so each call cost three PUBLISH round trips on the main process - the process
-every call's hand-offs go through. At figure 3 (one worker process, no-op calls) that was a
-quarter of the worker's CPU samples (bench/RESULTS.md). This consumer flushes at most every
-TASK_EVENTS_PERIOD_S, as an io worker's intake does: under load one PUBLISH carries the
-events of many calls (up to the dispatcher's buffer limit, then it flushes at once), and
-Flower sees a task's state change at most that much later.
+every call's hand-offs go through. In the throughput bench (one worker process, no-op
+calls) that was a quarter of the worker's CPU samples (bench/RESULTS.md). This consumer
+flushes at most every TASK_EVENTS_PERIOD_S, as an io worker's intake does: under load one
+PUBLISH carries the events of many calls (up to the dispatcher's buffer limit, then it
+flushes at once), and Flower sees a task's state change at most that much later.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 A result read alone wakes the orchestrator for one session, and that session goes on
 alone: its answer's write, the next message's read and the next turn's publish each take
-a round trip of their own. At 200 sessions on one worker process (figure 3), results
+a round trip of their own. At 200 sessions on one worker process (the throughput bench), results
 come one at a time, ~3 ms apart, and every call cost ~3.8 writes and one read of its own.
 Read together, the sessions go on together and their writes share round trips: pausing
 10 ms after each read cut that to ~0.8 writes and ~0.2 reads per call and the
-orchestrator's CPU per call by a quarter (bench/RESULTS.md, issue 15 B).
+orchestrator's CPU per call by a quarter (bench/RESULTS.md).
 
 The cost is latency, bounded and only under load: a result waits at most `pause_s`
 longer, and only while at least `min_awaited` calls are awaited on the replica. A call

@@ -7,7 +7,7 @@ answered already) is logged and dropped - exactly one result per call id is deli
 A result is posted to its session's stream, and a copy to the results feed (naming the
 stream and entry) in the same step. The reader blocks on the feed, not on the streams of
 every session it waits for: a read that named all 200 streams of 200 sessions cost the
-orchestrator and Redis O(sessions) per result (issue 15 B). It reads a session's stream
+orchestrator and Redis O(sessions) per result. It reads a session's stream
 itself when it starts watching it (results posted before, such as those of a session
 taken over), when the feed names a result too large to copy, and every SWEEP_S (a
 result whose copy the feed no longer holds).

@@ -1,7 +1,7 @@
 """A turn's responses held back, to be stored by the invocation's next write.
 
 Storing a model turn's responses was a fenced write of its own, one round trip before
-the model's next call: a tenth of a one-call turn's CPU (issue 15 B). When every
+the model's next call: a tenth of a one-call turn's CPU. When every
 response is a worker's final result, nothing needs that write to come first:
 
 - each call was closed by the worker's post of its result (no redelivery runs it again);

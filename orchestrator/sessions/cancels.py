@@ -77,7 +77,7 @@ async def unless_cancelled(work: Awaitable[_T], cancellation: Cancellation | Non
     use this only where stopping half-way leaves nothing behind, such as a model call).
 
     `work` runs in the caller's own task, which the cancellation cancels while it runs:
-    a task per model call was 1.6% of a one-call turn's CPU (issue 15 B)."""
+    a task per model call was 1.6% of a one-call turn's CPU."""
     if cancellation is None:
         return await work
     if cancellation.requested:

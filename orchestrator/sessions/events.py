@@ -61,7 +61,7 @@ class Event(BaseModel):
     actions: ToolActions = Field(default_factory=ToolActions)
     # The sequences below default to one shared empty tuple, not a new list per event:
     # most events have none, and a session's events stay in memory (its cache), where
-    # each tracked container is work for every garbage collection (issue 15 B).
+    # each tracked container is work for every garbage collection.
     calls: Sequence[CallRecord] = ()
     error: str | None = None
     # An intermediate result of a long-running call: shown, not sent to the model.

@@ -35,7 +35,7 @@ class InProcess(BaseSessionService):
         self, *, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str
     ) -> Session:
         self._unawaited.pop((app_name, user_id, session_id), None)
-        await asyncio.sleep(0)  # suspends once, as a Redis round trip does
+        await asyncio.sleep(0)  # ok: suspends once, as a Redis round trip does
         session = Session(id=session_id, app_name=app_name, user_id=user_id, state=state or {})
         self.made.append(session)
         return session
