@@ -43,6 +43,11 @@ class Metrics:
             "toolfleet_tool_call_seconds", "Time from a call's dispatch to its result.",
             tool_labels, buckets=CALL_BUCKETS, registry=r,
         )  # fmt: skip
+        self.limit_wait_seconds: Histogram = Histogram(
+            "toolfleet_tool_limit_wait_seconds", "Time a call waited on a worker for its "
+            "tool's fleet-wide limit (max_concurrency, rate_limit), by tool.",
+            ["tool"], buckets=CALL_BUCKETS, registry=r,
+        )  # fmt: skip
         self.calls_in_flight: Gauge = Gauge(
             "toolfleet_tool_calls_in_flight", "Calls dispatched and not answered yet, by pool.",
             ["pool"], registry=r, multiprocess_mode="livesum",
@@ -63,6 +68,18 @@ class Metrics:
         self.queue_depth: Gauge = Gauge(
             "toolfleet_queue_depth", "Calls waiting in a pool's queue.", ["pool"], registry=r,
             multiprocess_mode="mostrecent",
+        )  # fmt: skip
+        self.queue_oldest_age: Gauge = Gauge(
+            "toolfleet_queue_oldest_age_seconds", "Age of the oldest call waiting in a pool's "
+            "queue (0 when none waits).", ["pool"], registry=r, multiprocess_mode="mostrecent",
+        )  # fmt: skip
+        self.slots: Gauge = Gauge(
+            "toolfleet_worker_slots", "Calls the live workers of a pool can run at once.",
+            ["pool"], registry=r, multiprocess_mode="mostrecent",
+        )  # fmt: skip
+        self.slots_busy: Gauge = Gauge(
+            "toolfleet_worker_slots_busy", "Calls the live workers of a pool ran at their last "
+            "heartbeat.", ["pool"], registry=r, multiprocess_mode="mostrecent",
         )  # fmt: skip
         self.live_workers: Gauge = Gauge(
             "toolfleet_live_workers", "Workers with a current heartbeat, by pool.", ["pool"],

@@ -235,6 +235,10 @@ class CallLoop:
         if started.task is not None:
             started.task.cancel()  # not begun yet: _start_incoming sees stop_requested
 
+    def running_ids(self) -> set[str]:
+        """The ids of the calls running here now (from any thread: copies of the keys)."""
+        return set(list(self._started)) | set(list(self._running))
+
     def stop(self, call_id: str) -> bool:
         """Cancel the coroutine call `call_id` if it runs here (from any thread)."""
         started = self._started.get(call_id)

@@ -7,15 +7,18 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from celery import Celery, bootsteps
 from celery.signals import worker_ready, worker_shutdown
+from celery.worker import state as worker_state
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
 from toolfleet.shared.pool_kinds import CELERY_POOL
+from toolfleet.workers.call_loop import running_call_loop
 from toolfleet.workers.names import NameClaim
 
 log = logging.getLogger(__name__)
@@ -41,7 +44,8 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._claim: NameClaim | None = None
-        self._value = ""
+        self._record: dict[str, Any] = {}
+        self._busy: Callable[[], int] | None = None
         self._lost = False
 
     def claim(self, hostname: str) -> None:
@@ -60,29 +64,35 @@ class Heartbeat:
         runs: str = "",
         concurrency: int = 0,
         tools: list[str] | None = None,
+        modules: list[str] | None = None,
+        busy: Callable[[], int] | None = None,
     ) -> None:
         """Write the record now (raising if Redis fails), then with every beat. `runs` names
         the Celery pool implementation (threads, prefork), `concurrency` how many calls it
-        runs at once, `tools` the tools it registered (None: not said, taken as any).
-        Claims `hostname` first if `claim` has not."""
+        runs at once, `tools` the tools it registered (None: not said, taken as any) from
+        the tool `modules` (its TOOLFLEET_TOOL_MODULES), `busy` counts the calls it runs
+        at each beat. Claims `hostname` first if `claim` has not."""
         if self._claim is None:
             self.claim(hostname)
-        self._value = json.dumps(
-            {
-                "hostname": hostname,
-                "pools": pools,
-                "pid": os.getpid(),
-                "started_at": time.time(),
-                "runs": runs,
-                "concurrency": concurrency,
-                **({} if tools is None else {"tools": sorted(tools)}),
-            }
-        )
+        self._record = {
+            "hostname": hostname,
+            "pools": pools,
+            "pid": os.getpid(),
+            "started_at": time.time(),
+            "runs": runs,
+            "concurrency": concurrency,
+            **({} if tools is None else {"tools": sorted(tools)}),
+            **({} if modules is None else {"modules": list(modules)}),
+        }
+        self._busy = busy
         self._beat()
 
     def _beat(self) -> None:
         assert self._claim is not None
-        held = self._claim.renew(self._value)
+        record = self._record
+        if self._busy is not None:
+            record = {**record, "busy": self._busy()}
+        held = self._claim.renew(json.dumps(record))
         if not held and not self._lost:
             # Another worker took the name while this one missed its beats: its record is
             # theirs now, so this worker stays unseen rather than overwrite it.
@@ -122,6 +132,17 @@ def celery_pool_name(consumer: Any) -> str:
     return {"celery.concurrency.thread": "threads", "celery.concurrency.prefork": "prefork"}.get(
         module, module.rpartition(".")[2]
     )
+
+
+def calls_running() -> int:
+    """How many calls this worker runs now: those Celery's consumer handed to its pool,
+    and the coroutine calls its intake started on the call loop (a call may be both)."""
+    ids = {
+        str(((request.kwargs or {}).get("call") or {}).get("call_id", id(request)))
+        for request in list(worker_state.active_requests)
+    }
+    loop = running_call_loop()
+    return len(ids | loop.running_ids()) if loop is not None else len(ids)
 
 
 def warn_of_pool_mismatch(pools: list[str], runs: str, settings: Settings) -> None:
@@ -177,7 +198,9 @@ def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> N
         concurrency = int(getattr(sender.controller, "concurrency", 0) or 0)
         # The orchestrator answers a call of a tool no worker of its pool has at once.
         tools = [t.removeprefix(TASK_PREFIX) for t in app.tasks if t.startswith(TASK_PREFIX)]
-        heartbeat.start(sender.hostname, pools, runs, concurrency, tools)
+        heartbeat.start(
+            sender.hostname, pools, runs, concurrency, tools, settings.tool_modules, calls_running
+        )
         log.info("worker %s serves pools %s (%s)", sender.hostname, ", ".join(pools), runs)
         warn_of_pool_mismatch(pools, runs, settings)
 

@@ -256,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cancel_command(sub)
     add_mcp_commands(sub)
     status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(func=cmd_status)
     return parser
 

@@ -1,46 +1,104 @@
-"""`toolfleet status`: live workers and their pools, queue depths, pending tickets."""
+"""`toolfleet status`: live workers and their pools, the tools each pool serves, queue
+depths, pending tickets; as text or (--json) as one JSON object."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import time
+from dataclasses import asdict
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.cli.launch import redis_url_or_embedded_file
+from toolfleet.orchestrator.fleet.pool_view import PoolView, pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
+from toolfleet.orchestrator.fleet.queues import QueueState, queue_states
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
 
 
-async def _status(url: str, keys: Keys) -> None:
+async def _read(url: str, keys: Keys) -> dict[str, Any]:
+    """The fleet's state as one JSON-ready object."""
     client = aioredis.Redis.from_url(url)
     try:
         workers = await live_workers(client, keys)
         pending = await SessionStore(client, keys).pending_calls()
-        pools = sorted({p for w in workers for p in w.pools})
-        queued = [await client.llen(queue_name(p)) for p in pools]
+        views = pool_views(workers)
+        queues = await queue_states(client, [v.pool for v in views])
     finally:
         await client.aclose()
     now = time.time()
-    print(f"redis: {url}")
-    print(f"workers: {len(workers)}")
-    for w in workers:
-        runs = f"{w.runs} x{w.concurrency}" if w.runs else ""
-        served = ", ".join(w.pools)
-        print(f"  {w.hostname:<36} pools {served:<20} {runs:<14} up {now - w.started_at:,.0f} s")
-    print("queues:")
-    for pool, depth in zip(pools, queued, strict=True):
-        print(f"  {queue_name(pool):<24} {depth} waiting")
-    print(f"pending tickets: {len(pending)}")
-    for call in pending:
-        print(f"  {call.call_id:<24} {call.tool:<28} {now - call.created_at:,.0f} s old")
+    return {
+        "redis": url,
+        "workers": [
+            {**w.model_dump(exclude={"tools", "modules"}), "up_s": round(now - w.started_at, 1)}
+            for w in workers
+        ],
+        "pools": [_pool(view, q) for view, q in zip(views, queues, strict=True)],
+        "pending": [
+            {"call_id": c.call_id, "tool": c.tool, "age_s": round(now - c.created_at, 1)}
+            for c in pending
+        ],
+    }
+
+
+def _pool(view: PoolView, queue: QueueState) -> dict[str, Any]:
+    age = queue.oldest_age_s
+    return {
+        "pool": view.pool,
+        "queue": queue_name(view.pool),
+        "waiting": queue.waiting,
+        "oldest_age_s": None if age is None else round(age, 1),
+        "workers": view.workers,
+        "slots": view.slots,
+        "busy": view.busy,
+        "tools": {t.name: len(t.workers) for t in view.tools},
+        "partial": [asdict(t) for t in view.partial],
+        "unlisted": view.unlisted,
+    }
+
+
+def _print(state: dict[str, Any]) -> None:
+    print(f"redis: {state['redis']}")
+    print(f"workers: {len(state['workers'])}")
+    for w in state["workers"]:
+        runs = f"{w['runs']} x{w['concurrency']}" if w["runs"] else ""
+        served = ", ".join(w["pools"])
+        print(f"  {w['hostname']:<36} pools {served:<20} {runs:<14} up {w['up_s']:,.0f} s")
+    print("pools:")
+    for p in state["pools"]:
+        busy = "?" if p["busy"] is None else p["busy"]
+        oldest = "" if p["oldest_age_s"] is None else f", oldest {p['oldest_age_s']:,.0f} s"
+        print(
+            f"  {p['pool']}: {len(p['workers'])} live workers, {busy}/{p['slots']} slots busy, "
+            f"{p['waiting']} waiting in {p['queue']}{oldest}"
+        )
+        for tool, count in p["tools"].items():
+            print(f"    {tool:<36} {count} of {len(p['workers'])} workers")
+        if p["unlisted"]:
+            print(f"    (tools not listed by older workers: {', '.join(p['unlisted'])})")
+        for t in p["partial"]:
+            modules = " or ".join(t["modules"]) or "the module defining it"
+            print(
+                f"    ! {t['name']} is missing on {', '.join(t['lacking'])}: add {modules} "
+                f"to TOOLFLEET_TOOL_MODULES there"
+            )
+    print(f"pending tickets: {len(state['pending'])}")
+    for c in state["pending"]:
+        print(f"  {c['call_id']:<24} {c['tool']:<28} {c['age_s']:,.0f} s old")
 
 
 def cmd_status(args: argparse.Namespace) -> None:
-    """`toolfleet status`: print live workers, the queue depth of each pool they serve, and
-    pending tickets, from TOOLFLEET_REDIS_URL or the embedded server of a `toolfleet run`."""
+    """`toolfleet status`: print live workers, each pool's tools and queue, and pending
+    tickets, from TOOLFLEET_REDIS_URL or the embedded server of a `toolfleet run`."""
     settings = Settings()
-    asyncio.run(_status(redis_url_or_embedded_file(settings), Keys(settings.key_prefix)))
+    url = redis_url_or_embedded_file(settings)
+    state = asyncio.run(_read(url, Keys(settings.key_prefix)))
+    if getattr(args, "json", False):
+        print(json.dumps(state, indent=2))
+    else:
+        _print(state)

@@ -9,27 +9,34 @@ from collections.abc import Iterable
 
 import redis.asyncio as aioredis
 
+from toolfleet.orchestrator.fleet.pool_view import pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
-from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.orchestrator.fleet.queues import queue_states
+from toolfleet.shared.keys import Keys
 from toolfleet.shared.metrics import AGE_BANDS, age_band, metrics
 
 
 async def refresh_fleet_gauges(client: aioredis.Redis, keys: Keys, pools: Iterable[str]) -> None:
-    """Set queue depth and live workers per pool (`pools` and those a worker serves),
-    pending tickets by age, and the dead-letter count: three round trips."""
+    """Set, per pool (`pools` and those a worker serves), the calls waiting in its queue
+    and the age of the oldest, its live workers, their slots and the calls they run; the
+    pending tickets by age, and the dead-letter count: four round trips, whatever the
+    queues hold (one length and one message per priority list of each pool)."""
     workers = await live_workers(client, keys)
-    serving = Counter(pool for worker in workers for pool in worker.pools)
-    named = sorted(set(pools) | set(serving))
+    views = {view.pool: view for view in pool_views(workers)}
+    named = sorted(set(pools) | set(views))
+    queues = await queue_states(client, named)
     pipe = client.pipeline(transaction=False)
-    for pool in named:
-        pipe.llen(queue_name(pool))
     pipe.xlen(keys.dead_letters())
     pipe.hvals(keys.pending())
-    *depths, dead, pending = await pipe.execute()
+    dead, pending = await pipe.execute()
     recorded = metrics()
-    for pool, depth in zip(named, depths, strict=True):
-        recorded.queue_depth.labels(pool).set(depth)
-        recorded.live_workers.labels(pool).set(serving[pool])
+    for queue in queues:
+        view = views.get(queue.pool)
+        recorded.queue_depth.labels(queue.pool).set(queue.waiting)
+        recorded.queue_oldest_age.labels(queue.pool).set(queue.oldest_age_s or 0.0)
+        recorded.live_workers.labels(queue.pool).set(len(view.workers) if view else 0)
+        recorded.slots.labels(queue.pool).set(view.slots if view else 0)
+        recorded.slots_busy.labels(queue.pool).set((view.busy or 0) if view else 0)
     recorded.dead_letters.set(dead)
     now = time.time()
     ages = Counter(age_band(now - float(json.loads(raw)["created_at"])) for raw in pending)

@@ -19,8 +19,8 @@ CACHE_S = 0.5
 
 class WorkerInfo(BaseModel):
     """A worker's heartbeat value: its hostname, the pools it serves, its pid and start time,
-    its Celery pool implementation and concurrency (empty and 0 from older workers), and the
-    tools it can run."""
+    its Celery pool implementation and concurrency (empty and 0 from older workers), the
+    tools it can run, its tool modules and how many calls it runs."""
 
     hostname: str
     pools: list[str]
@@ -30,6 +30,9 @@ class WorkerInfo(BaseModel):
     concurrency: int = 0
     # The tools it registered (TOOLFLEET_TOOL_MODULES); None from older workers: any.
     tools: list[str] | None = None
+    # Its TOOLFLEET_TOOL_MODULES, and the calls it ran at its last beat (None: not said).
+    modules: list[str] | None = None
+    busy: int | None = None
 
 
 async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:

@@ -1,0 +1,155 @@
+"""`toolfleet status` per pool (its live workers, the tools each serves, and the tools only
+some serve) and the queue gauges of /metrics an autoscaler reads, on real workers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from pydantic import SecretStr
+
+from tests.integration import unserved_tools
+from tests.integration.http_support import TOKEN, bearer
+from tests.integration.test_metrics import scrape, value
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli import main as cli
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.orchestrator.models.offline import ScriptedModel, say
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import queue_name
+from toolfleet.shared.messages import ToolCall
+
+pytestmark = pytest.mark.integration
+
+FULL = ["tests.integration.sparse_tools", "tests.integration.unregistered_tools"]
+WAIT_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def census(settings: Settings) -> Iterator[Settings]:
+    """Three prefork workers of pool `census` under a key prefix of their own: two load
+    sparse_tools and unregistered_tools, the third sparse_tools only."""
+    own = settings.model_copy(update={"key_prefix": f"{settings.key_prefix}-census"})
+    full = own.model_copy(update={"tool_modules": FULL})
+    fewer = own.model_copy(update={"tool_modules": FULL[:1]})
+    with WorkerGroup(full) as group, WorkerGroup(fewer) as short:
+        group.start_all(
+            [WorkerSpec(["census"], 1, "census1"), WorkerSpec(["census"], 1, "census2")]
+        )
+        short.start(["census"], 1, "census3")
+        yield own
+
+
+@pytest.fixture
+def census_env(
+    census: Settings, orchestrator_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLFLEET_KEY_PREFIX", census.key_prefix)
+
+
+def test_status_counts_each_pools_workers_per_tool_and_flags_a_missing_module(
+    census_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "census: 3 live workers, 0/3 slots busy, 0 waiting in tools.census" in out, out
+    lines = out.splitlines()
+    assert any(line.split() == ["present", "3", "of", "3", "workers"] for line in lines), out
+    assert any(line.split() == ["absent", "2", "of", "3", "workers"] for line in lines), out
+    flags = [line.strip() for line in lines if line.strip().startswith("!")]
+    assert [f.split()[1] for f in flags] == ["absent", "absent_io"], out
+    flag = flags[0]
+    assert flag.split("@")[0].strip() == "! absent is missing on census3", out
+    assert flag.endswith(
+        ": add tests.integration.unregistered_tools to TOOLFLEET_TOOL_MODULES there"
+    ), out
+
+
+def test_status_json_has_the_same_per_pool_view(
+    census_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["status", "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)
+    (pool,) = [p for p in state["pools"] if p["pool"] == "census"]
+    assert sorted(w.split("@")[0] for w in pool["workers"]) == ["census1", "census2", "census3"]
+    assert pool["tools"] == {"absent": 2, "absent_io": 2, "present": 3, "present_io": 3}
+    assert (pool["slots"], pool["busy"], pool["waiting"]) == (3, 0, 0)
+    assert {
+        (t["name"], t["lacking"][0].split("@")[0], tuple(t["modules"])) for t in pool["partial"]
+    } == {
+        (name, "census3", ("tests.integration.unregistered_tools",))
+        for name in ("absent", "absent_io")
+    }
+
+
+@pytest.fixture
+async def idle(settings: Settings, orchestrator_env: dict[str, str]) -> AsyncIterator[RunningHttp]:
+    """`serve --http` for an agent whose tool's pool (`unserved`) has no worker."""
+    own = settings.model_copy(update={"key_prefix": f"{settings.key_prefix}-idle"})
+    agent = Agent(
+        name="idle_agent", tools=[unserved_tools.queued], model=ScriptedModel([say("ok")])
+    )
+    async with serve_http(
+        [agent], own, HttpSettings(token=SecretStr(TOKEN)), "127.0.0.1", 0
+    ) as running:
+        yield running
+    client = aioredis.Redis.from_url(settings.require_redis_url())
+    await client.delete(queue_name("unserved"))
+    await client.aclose()
+
+
+async def send_unserved(settings: Settings, count: int) -> None:
+    """Push `count` calls onto the unserved pool's queue, as a turn would."""
+    client = aioredis.Redis.from_url(settings.require_redis_url())
+    calls = [
+        ToolCall(
+            call_id=uuid.uuid4().hex,
+            tool="queued",
+            args={"item": str(i)},
+            session_id="s",
+            app_name="idle_agent",
+            user_id="u1",
+            invocation_id="i",
+            agent="idle_agent",
+            reply_to="idle-results",
+            dispatched_at=time.time(),
+        )
+        for i in range(count)
+    ]
+    await CeleryPublisher(client).publish(
+        [Dispatch(c, queue_name("unserved")) for c in calls], record_in=f"idle-{uuid.uuid4().hex}"
+    )
+    await client.aclose()
+
+
+async def test_metrics_show_calls_waiting_for_a_pool_nobody_serves_and_their_age(
+    settings: Settings, idle: RunningHttp
+) -> None:
+    await send_unserved(settings, 3)
+    async with httpx.AsyncClient(headers=bearer(), timeout=WAIT_S) as client:
+        first = await scrape(client, f"{idle.url}/metrics")
+        assert value(first, "toolfleet_queue_depth", pool="unserved") == 3
+        assert value(first, "toolfleet_live_workers", pool="unserved") == 0
+        assert value(first, "toolfleet_worker_slots", pool="unserved") == 0
+        age = value(first, "toolfleet_queue_oldest_age_seconds", pool="unserved")
+        assert 0 < age < WAIT_S
+        deadline = time.monotonic() + WAIT_S
+        while True:  # the oldest call waits on: its age grows from scrape to scrape
+            later = await scrape(client, f"{idle.url}/metrics")
+            grown = value(later, "toolfleet_queue_oldest_age_seconds", pool="unserved")
+            if grown >= age + 0.5 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        assert grown >= age + 0.5
+        await send_unserved(settings, 2)  # newer calls leave the oldest's age as it is
+        more = await scrape(client, f"{idle.url}/metrics")
+        assert value(more, "toolfleet_queue_depth", pool="unserved") == 5
+        assert value(more, "toolfleet_queue_oldest_age_seconds", pool="unserved") >= grown
