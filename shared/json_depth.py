@@ -30,8 +30,11 @@ ENVELOPE_LEVELS = 2
 # response); a call whose arguments hold it is refused like the value it replaced.
 TOO_DEEP_KEY = "$too_deep"
 
-# A complete JSON string (escapes included): its brackets are text, not structure.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A JSON string (escapes included): its brackets are text, not structure. Without a
+# closing quote it runs to the end of the text, as it ends the document. The closing
+# quote is optional so that a match never fails: a pattern that had to find it would
+# scan to the end again from every later quote of an unterminated string (quadratic).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _PLAIN = (dict, list)
 
@@ -45,7 +48,7 @@ def text_depth(text: str | bytes | bytearray, stop_above: int | None = None) -> 
     """
     if not isinstance(text, str):
         text = _as_parsed(bytes(text))
-    structure = _STRING.sub("", text).split('"', 1)[0]
+    structure = _STRING.sub("", text)
     depth = deepest = 0
     for bracket in _NOT_BRACKET.sub("", structure):
         if bracket in "[{":

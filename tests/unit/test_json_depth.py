@@ -41,6 +41,10 @@ def test_depth_is_measured_without_recursing_on_text_and_values() -> None:
     ]  # fmt: skip
     assert text_depth(json.dumps({"a": '\\"[['})) == 1  # an escaped quote ends no string
     assert text_depth('{"é": [[]]}'.encode()) == 3
+    assert text_depth('[["a\\') == 2 and text_depth('[{"a": "]]') == 2  # unterminated
+    # One pass however the quotes fall: an unterminated string of escaped quotes (a
+    # megabyte body) is measured at once, where a rescan from every quote never ends.
+    assert text_depth("[" + '"' + '\\"' * 500_000) == 1
     # Bytes are read as json.loads reads them: in UTF-16-LE, U+2200 is 00 22, a quote.
     hidden = '["\u2200", ' + nested_text(ABYSS) + ', "\u2200"]'
     assert text_depth(hidden.encode("utf-16-le")) == ABYSS + 1
