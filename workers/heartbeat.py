@@ -66,12 +66,13 @@ class Heartbeat:
         tools: list[str] | None = None,
         modules: list[str] | None = None,
         busy: Callable[[], int] | None = None,
+        tool_pools: dict[str, str] | None = None,
     ) -> None:
         """Write the record now (raising if Redis fails), then with every beat. `runs` names
         the Celery pool implementation (threads, prefork), `concurrency` how many calls it
         runs at once, `tools` the tools it registered (None: not said, taken as any) from
-        the tool `modules` (its TOOLFLEET_TOOL_MODULES), `busy` counts the calls it runs
-        at each beat. Claims `hostname` first if `claim` has not."""
+        the tool `modules` (its TOOLFLEET_TOOL_MODULES) and the pool of each (`tool_pools`),
+        `busy` counts the calls it runs at each beat. Claims `hostname` first if `claim` has not."""
         if self._claim is None:
             self.claim(hostname)
         self._record = {
@@ -83,6 +84,7 @@ class Heartbeat:
             "concurrency": concurrency,
             **({} if tools is None else {"tools": sorted(tools)}),
             **({} if modules is None else {"modules": list(modules)}),
+            **({} if tool_pools is None else {"tool_pools": tool_pools}),
         }
         self._busy = busy
         self._beat()
@@ -198,9 +200,16 @@ def install_heartbeat(app: Celery, client: redis.Redis, settings: Settings) -> N
         concurrency = int(getattr(sender.controller, "concurrency", 0) or 0)
         # The orchestrator answers a call of a tool no worker of its pool has at once.
         tools = [t.removeprefix(TASK_PREFIX) for t in app.tasks if t.startswith(TASK_PREFIX)]
+        routes = {t: getattr(app.tasks[t], "queue", None) for t in app.tasks}
+        tool_pools = {
+            t.removeprefix(TASK_PREFIX): q.removeprefix(QUEUE_PREFIX)
+            for t, q in routes.items()
+            if t.startswith(TASK_PREFIX) and isinstance(q, str)
+        }
         heartbeat.start(
-            sender.hostname, pools, runs, concurrency, tools, settings.tool_modules, calls_running
-        )
+            sender.hostname, pools, runs, concurrency, tools, settings.tool_modules,
+            calls_running, tool_pools,
+        )  # fmt: skip
         log.info("worker %s serves pools %s (%s)", sender.hostname, ", ".join(pools), runs)
         warn_of_pool_mismatch(pools, runs, settings)
 

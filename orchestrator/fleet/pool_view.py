@@ -47,13 +47,21 @@ def pool_views(workers: Sequence[WorkerInfo]) -> list[PoolView]:
     return [_view(pool, by_pool[pool]) for pool in sorted(by_pool)]
 
 
+def _tools_of(worker: WorkerInfo, pool: str) -> set[str]:
+    """The tools `worker` registered whose calls go on `pool` (all, from a worker that
+    does not say which pool each has): its other tools' calls never reach this pool."""
+    pools = worker.tool_pools or {}
+    return {t for t in worker.tools or () if pools.get(t, pool) == pool}
+
+
 def _view(pool: str, workers: list[WorkerInfo]) -> PoolView:
     listing = [w for w in workers if w.tools is not None]
-    names = sorted({t for w in listing for t in w.tools or ()})
+    has = {w.hostname: _tools_of(w, pool) for w in listing}
+    names = sorted(set().union(*has.values()))
     tools = []
     for name in names:
-        have = [w for w in listing if name in (w.tools or ())]
-        lack = [w for w in listing if name not in (w.tools or ())]
+        have = [w for w in listing if name in has[w.hostname]]
+        lack = [w for w in listing if name not in has[w.hostname]]
         theirs = {m for w in have for m in w.modules or ()}
         missing = {m for w in lack for m in theirs - set(w.modules or ())}
         tools.append(

@@ -33,6 +33,8 @@ class WorkerInfo(BaseModel):
     # Its TOOLFLEET_TOOL_MODULES, and the calls it ran at its last beat (None: not said).
     modules: list[str] | None = None
     busy: int | None = None
+    # The pool of each of its tools (the queue their calls go on); None: not said.
+    tool_pools: dict[str, str] | None = None
 
 
 async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:

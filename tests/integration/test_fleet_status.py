@@ -8,9 +8,11 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
+import redis
 import redis.asyncio as aioredis
 from pydantic import SecretStr
 
@@ -29,20 +31,27 @@ from toolfleet.shared.messages import ToolCall
 
 pytestmark = pytest.mark.integration
 
-FULL = ["tests.integration.sparse_tools", "tests.integration.unregistered_tools"]
+FULL = ["tests.integration.census_tools", "tests.integration.census_extra_tools"]
 WAIT_S = 20.0
 
 
 @pytest.fixture(scope="module")
 def census(settings: Settings) -> Iterator[Settings]:
     """Three prefork workers of pool `census` under a key prefix of their own: two load
-    sparse_tools and unregistered_tools, the third sparse_tools only."""
-    own = settings.model_copy(update={"key_prefix": f"{settings.key_prefix}-census"})
+    census_tools and census_extra_tools, the third census_tools only; and an io worker of
+    `census_io`."""
+    own = settings.model_copy(
+        update={"key_prefix": f"{settings.key_prefix}-census", "io_pools": ["census_io"]}
+    )
     full = own.model_copy(update={"tool_modules": FULL})
     fewer = own.model_copy(update={"tool_modules": FULL[:1]})
     with WorkerGroup(full) as group, WorkerGroup(fewer) as short:
         group.start_all(
-            [WorkerSpec(["census"], 1, "census1"), WorkerSpec(["census"], 1, "census2")]
+            [
+                WorkerSpec(["census"], 1, "census1"),
+                WorkerSpec(["census"], 1, "census2"),
+                WorkerSpec(["census_io"], 4, "censusio"),
+            ]
         )
         short.start(["census"], 1, "census3")
         yield own
@@ -62,14 +71,14 @@ def test_status_counts_each_pools_workers_per_tool_and_flags_a_missing_module(
     out = capsys.readouterr().out
     assert "census: 3 live workers, 0/3 slots busy, 0 waiting in tools.census" in out, out
     lines = out.splitlines()
-    assert any(line.split() == ["present", "3", "of", "3", "workers"] for line in lines), out
-    assert any(line.split() == ["absent", "2", "of", "3", "workers"] for line in lines), out
+    assert any(line.split() == ["hold", "3", "of", "3", "workers"] for line in lines), out
+    assert any(line.split() == ["tally", "2", "of", "3", "workers"] for line in lines), out
     flags = [line.strip() for line in lines if line.strip().startswith("!")]
-    assert [f.split()[1] for f in flags] == ["absent", "absent_io"], out
+    assert [f.split()[1] for f in flags] == ["tally"], out
     flag = flags[0]
-    assert flag.split("@")[0].strip() == "! absent is missing on census3", out
+    assert flag.split("@")[0].strip() == "! tally is missing on census3", out
     assert flag.endswith(
-        ": add tests.integration.unregistered_tools to TOOLFLEET_TOOL_MODULES there"
+        ": add tests.integration.census_extra_tools to TOOLFLEET_TOOL_MODULES there"
     ), out
 
 
@@ -80,14 +89,49 @@ def test_status_json_has_the_same_per_pool_view(
     state = json.loads(capsys.readouterr().out)
     (pool,) = [p for p in state["pools"] if p["pool"] == "census"]
     assert sorted(w.split("@")[0] for w in pool["workers"]) == ["census1", "census2", "census3"]
-    assert pool["tools"] == {"absent": 2, "absent_io": 2, "present": 3, "present_io": 3}
+    # Its workers' tools of other pools (hold_io) are not this pool's.
+    assert pool["tools"] == {"hold": 3, "tally": 2}
     assert (pool["slots"], pool["busy"], pool["waiting"]) == (3, 0, 0)
-    assert {
-        (t["name"], t["lacking"][0].split("@")[0], tuple(t["modules"])) for t in pool["partial"]
-    } == {
-        (name, "census3", ("tests.integration.unregistered_tools",))
-        for name in ("absent", "absent_io")
-    }
+    assert [
+        (t["name"], [w.split("@")[0] for w in t["lacking"]], t["modules"]) for t in pool["partial"]
+    ] == [("tally", ["census3"], ["tests.integration.census_extra_tools"])]
+
+
+def pool_state(capsys: pytest.CaptureFixture[str], name: str) -> dict[str, Any]:
+    assert cli.main(["status", "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)
+    (pool,) = [p for p in state["pools"] if p["pool"] == name]
+    return dict(pool)
+
+
+def wait_for_busy(capsys: pytest.CaptureFixture[str], name: str, busy: int) -> dict[str, Any]:
+    deadline = time.monotonic() + WAIT_S
+    while (pool := pool_state(capsys, name))["busy"] != busy and time.monotonic() < deadline:
+        time.sleep(0.1)  # the workers beat every 0.5 s
+    return pool
+
+
+# A prefork worker's call is one of Celery's active requests; an io worker's a coroutine
+# its intake started on the call loop.
+@pytest.mark.parametrize(
+    ("pool", "tool", "slots"), [("census", "hold", 3), ("census_io", "hold_io", 4)]
+)
+def test_status_counts_the_slots_a_running_call_holds(
+    census: Settings,
+    census_env: None,
+    capsys: pytest.CaptureFixture[str],
+    pool: str,
+    tool: str,
+    slots: int,
+) -> None:
+    url = census.require_redis_url()
+    key = f"{census.key_prefix}:release-{uuid.uuid4().hex[:6]}"
+    asyncio.run(send(census, pool, tool, {"url": url, "key": key, "timeout_s": WAIT_S}))
+    held = wait_for_busy(capsys, pool, 1)
+    assert (held["busy"], held["slots"], held["waiting"]) == (1, slots, 0)
+    with redis.Redis.from_url(url) as client:
+        client.rpush(key, "go")
+    assert wait_for_busy(capsys, pool, 0)["busy"] == 0
 
 
 @pytest.fixture
@@ -108,24 +152,20 @@ async def idle(settings: Settings, orchestrator_env: dict[str, str]) -> AsyncIte
 
 async def send_unserved(settings: Settings, count: int) -> None:
     """Push `count` calls onto the unserved pool's queue, as a turn would."""
+    for i in range(count):
+        await send(settings, "unserved", "queued", {"item": str(i)})
+
+
+async def send(settings: Settings, pool: str, tool: str, args: dict[str, Any]) -> None:
+    """Push a call of `tool` onto `pool`'s queue, as a turn would."""
+    call = ToolCall(
+        call_id=uuid.uuid4().hex, tool=tool, args=args, session_id="s", app_name="census",
+        user_id="u1", invocation_id="i", agent="census", reply_to=f"{settings.key_prefix}:r",
+        dispatched_at=time.time(),
+    )  # fmt: skip
     client = aioredis.Redis.from_url(settings.require_redis_url())
-    calls = [
-        ToolCall(
-            call_id=uuid.uuid4().hex,
-            tool="queued",
-            args={"item": str(i)},
-            session_id="s",
-            app_name="idle_agent",
-            user_id="u1",
-            invocation_id="i",
-            agent="idle_agent",
-            reply_to="idle-results",
-            dispatched_at=time.time(),
-        )
-        for i in range(count)
-    ]
     await CeleryPublisher(client).publish(
-        [Dispatch(c, queue_name("unserved")) for c in calls], record_in=f"idle-{uuid.uuid4().hex}"
+        [Dispatch(call, queue_name(pool))], record_in=f"{settings.key_prefix}:sent-{call.call_id}"
     )
     await client.aclose()
 

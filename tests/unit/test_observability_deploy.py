@@ -59,7 +59,8 @@ def test_the_dashboard_queries_only_metrics_toolfleet_records() -> None:
         "toolfleet_tool_call_seconds", "toolfleet_tool_run_seconds", "toolfleet_queue_depth",
         "toolfleet_tool_calls_in_flight", "toolfleet_pending_tickets", "toolfleet_dead_letters",
         "toolfleet_completions", "toolfleet_live_workers", "toolfleet_model_call_seconds",
-        "toolfleet_model_tokens",
+        "toolfleet_model_tokens", "toolfleet_queue_oldest_age_seconds",
+        "toolfleet_worker_slots", "toolfleet_worker_slots_busy",
     } <= families  # fmt: skip
 
 
