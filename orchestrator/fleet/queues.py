@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +45,9 @@ def dispatched_at(raw: bytes | str) -> float | None:
         value = kwargs["call"]["dispatched_at"]
     except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
         return None
-    return float(value) if isinstance(value, int | float) else None
+    # A forged or broken message's time (NaN, infinite, a bool) is no time at all.
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 async def queue_states(client: aioredis.Redis, pools: Sequence[str]) -> list[QueueState]:
@@ -63,7 +66,8 @@ async def queue_states(client: aioredis.Redis, pools: Sequence[str]) -> list[Que
     for i, pool in enumerate(pools):
         mine = replies[i * per_pool : (i + 1) * per_pool]
         waiting = sum(int(n) for n in mine[0::2])
-        sent = [t for raw in mine[1::2] if raw is not None and (t := dispatched_at(raw))]
+        tails = [dispatched_at(raw) for raw in mine[1::2] if raw is not None]
+        sent = [t for t in tails if t is not None]
         oldest = max(0.0, now - min(sent)) if sent else None
         states.append(QueueState(pool, waiting, oldest))
     return states
