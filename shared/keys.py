@@ -177,6 +177,15 @@ class Keys:
         session stops what is in flight there."""
         return f"{self.prefix}:cancels"
 
+    def tool_slots(self, tool: str) -> str:
+        """Sorted set of the calls of a tool holding a slot (max_concurrency), scored by
+        when each holder's lease ends."""
+        return f"{self.prefix}:slots:{tool}"
+
+    def tool_starts(self, tool: str) -> str:
+        """Sorted set of a tool's recent starts (rate_limit), scored by their time in ms."""
+        return f"{self.prefix}:starts:{tool}"
+
     def completion_order(self, session: SessionKey) -> str:
         """List of the session's completion entry ids, in the order the stream accepted
         them: each applies only once it is at the head, whichever replica reads it."""

@@ -151,6 +151,9 @@ class RunningCall(BaseModel):
     worker: str
     pid: int
     started_at: float
+    # Set while the call waits for its tool's fleet-wide limit ("a slot", "its rate"):
+    # since `started_at`, it has not started running.
+    waiting_for: str | None = None
 
 
 class PendingCall(BaseModel):

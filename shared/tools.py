@@ -17,6 +17,7 @@ from toolfleet.shared.schema import (
     describe_function,
     validate_arguments,
 )
+from toolfleet.shared.tool_limits import parse_rate
 
 _T = TypeVar("_T")
 
@@ -38,6 +39,15 @@ class ToolOptions:
     # None: an async function is io, a sync one cpu. Chooses the default pool of that kind
     # when `pool` is None; an explicit pool wins.
     kind: Literal["io", "cpu"] | None = None
+    # Fleet-wide, across every worker: at most this many calls running at once (None: no
+    # limit), and at most rate_limit starts ("100/m", "5/s"); a call waits its turn.
+    max_concurrency: int | None = None
+    rate_limit: str | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether a call waits on a fleet-wide limit (one Redis round trip or more)."""
+        return self.max_concurrency is not None or self.rate_limit is not None
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +82,9 @@ class FunctionTool:
         if self.options.kind not in (None, "io", "cpu"):
             kind = self.options.kind
             raise ToolDefinitionError([f"tool {name!r}: kind {kind!r} is not 'io' or 'cpu'"])
+        problems = _limit_problems(self.options)
+        if problems:
+            raise ToolDefinitionError([f"tool {name!r}: {p}" for p in problems])
         try:
             signature = describe_function(self.func, name, ToolContext)
         except ValueError as exc:
@@ -146,9 +159,21 @@ def tool(
     long_running: bool = False,
     kind: Literal["io", "cpu"] | None = None,
     require_confirmation: bool | Callable[..., Any] = False,
+    max_concurrency: int | None = None,
+    rate_limit: str | None = None,
 ) -> Any:
-    """Decorator form: `@tool(pool="heavy", timeout_s=30)`, `@tool(kind="io")` or bare `@tool`."""
-    options = ToolOptions(pool, timeout_s, tuple(retry_on), max_retries, retry_backoff_s, kind)
+    """Decorator form: `@tool(pool="heavy", timeout_s=30)`, `@tool(kind="io")` or bare `@tool`;
+    `@tool(max_concurrency=4, rate_limit="100/m")` limits it across the whole fleet."""
+    options = ToolOptions(
+        pool,
+        timeout_s,
+        tuple(retry_on),
+        max_retries,
+        retry_backoff_s,
+        kind,
+        max_concurrency=max_concurrency,
+        rate_limit=rate_limit,
+    )
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(
@@ -266,6 +291,20 @@ def not_importable(func: Callable[..., Any]) -> str | None:
     if "<locals>" in getattr(func, "__qualname__", ""):
         return f"tool {where} is a nested function, defined inside another function; {advice}"
     return None
+
+
+def _limit_problems(options: ToolOptions) -> list[str]:
+    """What is wrong with a tool's fleet-wide limits, each saying what to write."""
+    problems = []
+    n = options.max_concurrency
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        problems.append(f"max_concurrency {n!r} must be a whole number of at least 1")
+    if options.rate_limit is not None:
+        try:
+            parse_rate(str(options.rate_limit))
+        except ValueError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def _is_async(func: Callable[..., Any]) -> bool:

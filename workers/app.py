@@ -27,6 +27,7 @@ from toolfleet.workers.consumer import consumer_class
 from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
+from toolfleet.workers.limits import Gate
 from toolfleet.workers.observability import install_metrics, install_tracing
 from toolfleet.workers.stopping import install_stop_command
 from toolfleet.workers.tasks import (
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 # Each holds one for a round trip, so 64 serve hundreds of threads; more would only load
 # Redis with idle connections from every io worker.
 WORKER_CONNECTIONS = 64
+# A slot's lease, in worker heartbeats: renewed every fifth of it while its call runs.
+SLOT_LEASE_BEATS = 5
 
 
 def create_app(settings: Settings) -> Celery:
@@ -75,7 +78,9 @@ def create_app(settings: Settings) -> Celery:
         post_result=result_poster(completions, "worker"),
     )
     guard = DeliveryGuard(client, keys, settings.max_deliveries)
-    deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer)
+    # A dead worker's slots come back within a few of its heartbeats.
+    gate = Gate(client, keys, SLOT_LEASE_BEATS * settings.worker_heartbeat_s)
+    deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer, gate)
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions)
     app.steps["consumer"].add(intake_step(settings))

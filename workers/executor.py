@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
@@ -229,11 +229,14 @@ def run_execution(execution: Execution, time_limit_s: float) -> Outcome:
 
 
 def start_coroutine(
-    execution: Execution, time_limit_s: float, on_outcome: Callable[[Outcome], None]
+    execution: Execution,
+    time_limit_s: float,
+    on_outcome: Callable[[Outcome], None],
+    wrap: Callable[[Coroutine[Any, Any, Any]], Coroutine[Any, Any, Any]] | None = None,
 ) -> None:
     """Start an async tool's call on this process's call loop and return at once; no thread
     waits for it. `on_outcome` gets its Outcome, on the loop's thread (or on this one, if
-    its arguments are refused)."""
+    its arguments are refused). `wrap`: what runs the tool's coroutine (its limits' wait)."""
     args = execution.arguments()
     if isinstance(args, Outcome):
         on_outcome(args)
@@ -249,7 +252,8 @@ def start_coroutine(
             log.exception("concluding call %s failed", execution.call.call_id)
 
     call_id = execution.call.call_id
-    call_loop().start(execution.tool.func(**args), time_limit_s, call_id, ended)
+    coro = execution.tool.func(**args)
+    call_loop().start(coro if wrap is None else wrap(coro), time_limit_s, call_id, ended)
 
 
 def _too_deep(response: dict[str, Any], state_delta: dict[str, Any], limit: int) -> str | None:

@@ -32,6 +32,7 @@ from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped
 from toolfleet.workers.deliveries import DeliveryGuard, worker_lost
 from toolfleet.workers.executor import Execution, Outcome, run_execution, start_coroutine
+from toolfleet.workers.limits import Gate, Turn
 from toolfleet.workers.spans import end_run_span, run_span
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class ToolTaskDeps:
     services: ToolServices
     deliveries: DeliveryGuard | None = None  # None: no crash guard (in-process tests)
     sealer: Sealer | None = None  # opens the secrets the orchestrator sealed (fleet key)
+    gate: Gate | None = None  # fleet-wide limits (max_concurrency, rate_limit); None: off
 
 
 @dataclass(frozen=True)
@@ -109,15 +111,36 @@ class ToolRuns:
         admitted = self.admit(task.request, call)
         if admitted is None:
             return
+        gate = self._gate()
         with _in_span(admitted.span):
-            outcome = run_execution(self._execution(admitted), self._limit_s)
+            turn: Turn | None = None
+            try:
+                if gate is not None:  # on prefork the wait holds this pool process
+                    turn = gate.wait(self.tool, admitted.envelope, admitted.worker)
+                    if turn is None:  # answered while it waited: not run
+                        end_run_span(admitted.span, None)
+                        return
+            except BaseException as exc:  # interrupted while waiting: its time limit
+                outcome = self._execution(admitted).raised(exc, self._limit_s)
+            else:
+                outcome = run_execution(self._execution(admitted), self._limit_s)
+            finally:
+                if gate is not None and turn is not None:
+                    gate.end(turn)
         self.conclude(task, admitted, outcome)
 
     def start(self, admitted: Admitted, on_outcome: Callable[[Outcome], None]) -> None:
         """Start an admitted coroutine call on the call loop; `on_outcome` gets its Outcome
-        (on the loop's thread) when it ends."""
+        (on the loop's thread) when it ends. A limited tool's call waits its turn there
+        first, holding no thread."""
+        gate = self._gate()
+        limited = None if gate is None else gate.wrap(self.tool, admitted.envelope, admitted.worker)
         with _in_span(admitted.span):  # the coroutine's context has the run's span
-            start_coroutine(self._execution(admitted), self._limit_s, on_outcome)
+            start_coroutine(self._execution(admitted), self._limit_s, on_outcome, limited)
+
+    def _gate(self) -> Gate | None:
+        """The gate when the tool has a fleet-wide limit: no round trip for the others."""
+        return self._deps.gate if self.tool.options.limited else None
 
     def _execution(self, admitted: Admitted) -> Execution:
         return Execution(

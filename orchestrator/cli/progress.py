@@ -80,11 +80,15 @@ class LiveProgress:
         raw = await self._redis.hmget(self._keys.running(self._session), waiting)
         now = time.time()
         running, queued = [], 0
+        held: dict[str, int] = {}  # calls a worker took that wait for their tool's limit
         for call_id, value in zip(waiting, raw, strict=True):
             if value is None:
                 queued += 1
                 continue
             started = RunningCall.model_validate_json(decoded(value))
+            if started.waiting_for:
+                held[started.waiting_for] = held.get(started.waiting_for, 0) + 1
+                continue
             where = f"{started.worker} pid {started.pid}"
             running.append(f"{self._tools[call_id]} on {where} {now - started.started_at:.0f} s")
         total = len(self._tools)
@@ -94,6 +98,8 @@ class LiveProgress:
             text += "; running: " + ", ".join(running[:NAMED]) + more
         if queued:
             text += f"; {queued} waiting for a worker"
+        for reason, count in sorted(held.items()):
+            text += f"; {count} waiting for {reason}"
         return text
 
     async def _print_every(self) -> None:
