@@ -93,7 +93,10 @@ class Heartbeat:
         assert self._claim is not None
         record = self._record
         if self._busy is not None:
-            record = {**record, "busy": self._busy()}
+            try:
+                record = {**record, "busy": self._busy()}
+            except Exception:  # a count gone wrong must not stop the worker counting as live
+                log.exception("counting the calls this worker runs failed")
         held = self._claim.renew(json.dumps(record))
         if not held and not self._lost:
             # Another worker took the name while this one missed its beats: its record is

@@ -124,3 +124,31 @@ def test_a_stop_during_a_beat_leaves_neither_the_name_nor_the_record(
         keys = (KEYS.worker_name(f"w{i}@h"), KEYS.worker(f"w{i}@h"))
         held += [k for k in keys if client.exists(k)]
     assert held == []
+
+
+async def test_each_beat_carries_the_calls_running_and_a_failed_count_keeps_it_live(
+    client: fakeredis.FakeRedis,
+    fake_redis: fakeredis.FakeAsyncRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    running = [2]
+
+    def busy() -> int:
+        if running[0] < 0:
+            raise RuntimeError("count broke")
+        return running[0]
+
+    beat = Heartbeat(client, KEYS, period_s=60)
+    beat.start("w@h", ["default"], "prefork", 4, ["t"], ["app.tools"], busy, {"t": "default"})
+    (worker,) = await live_workers(fake_redis, KEYS)
+    assert (worker.busy, worker.modules, worker.tool_pools) == (2, ["app.tools"], {"t": "default"})
+    running[0] = 0
+    beat._beat()  # the thread's next beat
+    assert [w.busy for w in await live_workers(fake_redis, KEYS)] == [0]
+    running[0] = -1
+    with caplog.at_level(logging.ERROR):
+        beat._beat()
+    assert "counting the calls this worker runs failed" in caplog.text
+    (still,) = await live_workers(fake_redis, KEYS)
+    assert (still.hostname, still.busy) == ("w@h", None)
+    beat.stop()
