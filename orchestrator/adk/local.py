@@ -23,6 +23,11 @@ from toolfleet.shared.signing import new_fleet_key
 CPU_CONCURRENCY = 2  # processes per cpu pool, as `toolfleet run` starts by default
 
 
+def _defines(module: str, tool: object) -> bool:
+    """Whether `tool` itself is a module-level name of `module` (what workers register)."""
+    return any(value is tool for value in vars(sys.modules[module]).values())
+
+
 def tool_modules_of(agent: Agent) -> tuple[list[str], list[str]]:
     """(modules, extra import paths) the workers need for `agent`'s tools.
 
@@ -31,12 +36,15 @@ def tool_modules_of(agent: Agent) -> tuple[list[str], list[str]]:
     `python path/script.py`, the file's stem with its directory on the import path.
     """
     names: set[str] = set()
+    modules, paths = set(), set()
     for tool in agent.all_tools():
         # An agent tool's function is toolfleet's: the module that made it is the one.
-        names.add(getattr(tool, "defined_in", "") or getattr(tool.func, "__module__", "") or "")
+        name = getattr(tool, "defined_in", "") or getattr(tool.func, "__module__", "") or ""
+        if name.startswith("toolfleet.") and _defines(name, tool):
+            modules.add(name)  # a built-in the workers run (load_memory): its module serves it
+        names.add(name)
     for each in agent.walk():
         names |= {type(toolset).__module__ for toolset in each.toolsets}
-    modules, paths = set(), set()
     for name in names - {""}:
         if name.startswith("toolfleet."):
             continue  # toolfleet's own wrappers: the workers have them
