@@ -14,13 +14,13 @@ Stand-ins of third-party packages (yfinance) come first on the import path.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import runpy
 import sys
 from pathlib import Path
 
 from tests.gemini_stand_in import scripted_responder, serve_gemini
-from tests.integration.adk_example_models import MODELS
 
 STAND_INS = str(Path(__file__).resolve().parent.parent / "stand_ins")
 KEY = "stand-in-key"
@@ -44,15 +44,18 @@ def main(argv: list[str]) -> None:
     parser.add_argument("module")
     parser.add_argument("args", nargs="*")
     parser.add_argument("--gemini", action="store_true")
+    parser.add_argument("--models", default="tests.integration.adk_example_models:MODELS")
     options = parser.parse_args(argv)
     _use_stand_in_packages()
     for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "TOOLFLEET_OFFLINE_MODELS"):
         os.environ.pop(name, None)
     if not options.gemini:
-        os.environ["TOOLFLEET_OFFLINE_MODELS"] = "tests.integration.adk_example_models:MODELS"
+        os.environ["TOOLFLEET_OFFLINE_MODELS"] = options.models
         _run(options.module, options.args)
         return
-    with serve_gemini(scripted_responder(MODELS)) as gemini:
+    module, _, attr = options.models.partition(":")
+    models = getattr(importlib.import_module(module), attr)
+    with serve_gemini(scripted_responder(models)) as gemini:
         os.environ["GOOGLE_API_KEY"] = KEY
         os.environ["GOOGLE_GEMINI_BASE_URL"] = gemini.base_url
         _run(options.module, options.args)

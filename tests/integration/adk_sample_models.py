@@ -1,0 +1,112 @@
+"""The scripted models that run ADK's own samples (examples/adk_samples), by agent name.
+
+Samples that share an agent name (`root_agent`, `data_processing_agent`) are told
+apart by the user's message. Dice have one side, so every roll is 1 and the run's
+output is fixed, as ADK's would be for the same model turns.
+"""
+
+from __future__ import annotations
+
+import json
+
+from toolfleet.orchestrator.models.offline import (
+    Call,
+    ScriptedModel,
+    ScriptEntry,
+    ScriptView,
+    Step,
+    call,
+    say,
+)
+
+WEATHER_JSON = json.dumps({"temperature": "26 C", "humidity": "20%", "wind_speed": "29 mph"})
+CODE = "```python\ndef add(a, b):\n    return a + b\n```"
+
+
+def _rolled(view: ScriptView) -> Step:
+    # The callbacks sample's after_tool_cb2 nests the roll under "response".
+    answer = view.response("roll_die")
+    return call(Call("check_prime", {"nums": [answer.get("result", answer.get("response"))]}))
+
+
+def _roll_and_check() -> list[ScriptEntry]:
+    return [
+        call(Call("roll_die", {"sides": 1})),
+        _rolled,
+        _primes,
+    ]
+
+
+def _memory_answer(view: ScriptView) -> Step:
+    memories = view.response("load_memory")["memories"]
+    told = [m["content"]["parts"][0]["text"] for m in memories if m["author"] == "user"]
+    return say(f"From memory: {' | '.join(t for t in told if 'teal' in t)}")
+
+
+def _primes(view: ScriptView) -> Step:
+    answer = view.response("check_prime")
+    return say(f"You rolled a 1. {answer.get('result', answer.get('response'))}")
+
+
+MODELS: dict[str, ScriptedModel] = {
+    "hello_world_agent": ScriptedModel(
+        by_message={
+            "^hi$": [say("Hello! Ask me to roll a die.")],
+            "roll": _roll_and_check(),
+        }
+    ),
+    "data_processing_agent": ScriptedModel(_roll_and_check()),
+    "log_agent": ScriptedModel(
+        [call(Call("log_query", lambda v: {"query": v.user_text})), say("kk, I've logged.")]
+    ),
+    "root_agent": ScriptedModel(
+        by_message={
+            "san jose": [say(WEATHER_JSON)],
+            "log this": [say("Logged. I cannot answer a second query because of my setup.")],
+            "dice": [call(Call("transfer_to_agent", {"agent_name": "roll_agent"}))],
+        }
+    ),
+    "roll_agent": ScriptedModel(
+        [
+            call(Call("roll_die", {"sides": 1})),
+            lambda v: say(f"I rolled a {v.response('roll_die')['result']} for you."),
+        ]
+    ),
+    "prime_agent": ScriptedModel(
+        [
+            call(Call("check_prime", {"nums": [1]})),
+            lambda v: say(v.response("check_prime")["result"]),
+        ]
+    ),
+    "reimbursement_agent": ScriptedModel(
+        [
+            call(Call("ask_for_approval", {"purpose": "travel", "amount": 500})),
+            say("Your request is pending approval (reimbursement-ticket-001)."),
+            lambda v: (
+                call(Call("reimburse", {"purpose": "travel", "amount": 500}))
+                if v.response("ask_for_approval")["status"] == "approved"
+                else say("The manager rejected it.")
+            ),
+            say("Reimbursed $500 for travel."),
+        ]
+    ),
+    "memory_agent": ScriptedModel(
+        by_message={
+            "^what": [call(Call("load_memory", {"query": "favorite color"})), _memory_answer],
+            "favorite": [say("Noted: your favorite color is teal.")],
+        }
+    ),
+    "sub_agent_1": ScriptedModel([say("1")]),
+    "sub_agent_2": ScriptedModel([say("2")]),
+    "weather_time_agent": ScriptedModel(
+        [
+            call(Call("get_weather", {"city": "New York"}), Call("get_weather", {"city": "Paris"})),
+            say("It is sunny in New York; I have no report for Paris."),
+        ]
+    ),
+    "CodeWriterAgent": ScriptedModel([say(CODE)]),
+    "CodeReviewerAgent": ScriptedModel([say("- Add type hints and a docstring.")]),
+    "CodeRefactorerAgent": ScriptedModel(
+        [say('```python\ndef add(a: int, b: int) -> int:\n    """Sum."""\n    return a + b\n```')]
+    ),
+}
