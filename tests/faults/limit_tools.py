@@ -3,7 +3,8 @@
 `lim_slot` (max_concurrency=2, a prefork pool) appends its start and end times to a list
 (the worker's host clock: the test's own) and announces its start; its first execution
 of the call named `hang` blocks until the test kills its worker. `lim_rate` (an io tool,
-rate_limit 3 per 2 s) appends its start time.
+rate_limit 3 per 2 s) appends its start time; `lim_slot_io` (an io tool,
+max_concurrency=2) its start and end.
 """
 
 from __future__ import annotations
@@ -81,4 +82,18 @@ async def lim_rate(n: int, tool_context: ToolContext) -> dict[str, int]:
     return {"n": n}
 
 
-TOOLS = [lim_slot, lim_rate]
+@tool(max_concurrency=SLOTS, timeout_s=LIMIT_S)
+async def lim_slot_io(n: int, tool_context: ToolContext) -> dict[str, int]:
+    """Runs a moment on an io worker, holding one of the fleet's slots.
+
+    Args:
+        n: Which call this is.
+    """
+    started = time.time()
+    await asyncio.sleep(RUN_S)
+    where = {"call_id": tool_context.function_call_id, "pid": os.getpid()}
+    _record("lim_slot_io", start=started, end=time.time(), **where)
+    return {"n": n}
+
+
+TOOLS = [lim_slot, lim_rate, lim_slot_io]

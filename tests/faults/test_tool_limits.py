@@ -36,7 +36,9 @@ from toolfleet.workers.app import SLOT_LEASE_BEATS
 
 pytestmark = pytest.mark.integration
 
-OTHERS = 8  # calls besides the one whose worker is killed
+# Calls sent once a worker was killed: one at a time through the one live slot, they
+# outlast the dead one's lease (10 x 0.4 s against 2.5 s), so both slots are used again.
+OTHERS = 10
 START_TIMEOUT_S = 15.0
 # Timer lateness and a loaded machine, beyond the lease itself.
 LEASE_SLACK_S = 1.5
@@ -87,27 +89,28 @@ async def test_never_more_than_max_concurrency_across_workers_while_one_is_kille
 ) -> None:
     bound = recovery_bound_s(settings, TOOLS)
     lease_s = SLOT_LEASE_BEATS * settings.worker_heartbeat_s
-    # Two workers, two processes each: four calls at once unless the limit holds them.
-    workers.start_all([WorkerSpec(["default"], 2, "la"), WorkerSpec(["default"], 2, "lb")])
-    calls = [Call("lim_slot", {"name": "hang"})]
-    calls += [Call("lim_slot", {"name": f"c{i}"}) for i in range(OTHERS)]
+    # Two workers of more processes than slots: the survivor alone could run four at once.
+    workers.start_all([WorkerSpec(["default"], 4, "la"), WorkerSpec(["default"], 4, "lb")])
     aclient = aioredis.Redis.from_url(settings.require_redis_url())
     prefix = settings.key_prefix
-    async with running(patient(settings, bound + 15), limits_agent(*calls), "go") as run:
-        victim_start: dict[str, Any] | None = None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while victim_start is None:  # starts are announced in order; find the hang's
-            popped = await aclient.blpop([started_key(prefix, "lim_slot")], START_TIMEOUT_S)
-            assert popped is not None and time.monotonic() < deadline, "no hang start"
-            start = json.loads(popped[1])
-            victim_start = start if start["name"] == "hang" else None
+    orchestrator = patient(settings, bound + 15)
+    hang = limits_agent(Call("lim_slot", {"name": "hang"}))
+    others = limits_agent(*[Call("lim_slot", {"name": f"c{i}"}) for i in range(OTHERS)])
+    async with running(orchestrator, hang, "go") as first:
+        popped = await aclient.blpop([started_key(prefix, "lim_slot")], START_TIMEOUT_S)
+        assert popped is not None, "the hanging call did not start"
+        victim_start = json.loads(popped[1])
         (victim,) = [w for w in workers.workers if w.process.pid == victim_start["ppid"]]
         victim.kill()  # SIGKILL to its whole process group: main process and pool
         killed_at = time.time()
-        await run.finish()
+        # Sent now: one slot is free, the other held by the dead worker until its lease ends.
+        async with running(orchestrator, others, "go") as second:
+            await second.finish()
+        await first.finish()
     await aclient.aclose()
 
-    results = [u.result for _, u in run.updates if isinstance(u, CallFinished)]
+    updates = [*first.updates, *second.updates]
+    results = [u.result for _, u in updates if isinstance(u, CallFinished)]
     assert len(results) == OTHERS + 1
     assert all(r.status is CallStatus.SUCCESS for r in results), [r.response for r in results]
     recorded = entries(client, prefix, "lim_slot")
@@ -147,3 +150,21 @@ async def test_a_rate_limited_io_tool_never_starts_faster_than_its_rate(
     # Any RATE_COUNT + 1 starts in a row span at least the period.
     spans = [starts[i + RATE_COUNT] - starts[i] for i in range(n - RATE_COUNT)]
     assert min(spans) >= RATE_PERIOD_S - RATE_SLACK_S, spans
+
+
+async def test_an_io_tool_never_runs_more_than_max_concurrency_across_workers(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    io = settings.default_io_pool
+    workers.start_all([WorkerSpec([io], None, "ia"), WorkerSpec([io], None, "ib")])
+    n = 8  # each io worker would take them all at once
+    agent = limits_agent(*[Call("lim_slot_io", {"n": i}) for i in range(n)])
+    async with running(patient(settings, 15), agent, "go") as run:
+        await run.finish()
+    results = [u.result for _, u in run.updates if isinstance(u, CallFinished)]
+    assert sorted(r.response.get("n", -1) for r in results) == list(range(n)), results
+    recorded = entries(client, settings.key_prefix, "lim_slot_io")
+    assert len(recorded) == n
+    most, _ = most_at_once([(e["start"], e["end"]) for e in recorded])
+    assert most == SLOTS, recorded
+    assert not client.zcard(Keys(settings.key_prefix).tool_slots("lim_slot_io"))
