@@ -9,11 +9,11 @@ asyncio sleeps between tries, holding no thread: other calls run meanwhile.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 FIRST_TRY_S = 0.02
 LAST_TRY_S = 0.5
 
+
+# The io calls' Redis round trips while they wait: off the call loop's thread.
+_TRIES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="toolfleet-limits")
 
 # Runs a call's coroutine (the tool's) once its limits let it.
 Wrapper = Callable[[Coroutine[Any, Any, Any]], Coroutine[Any, Any, Any]]
@@ -79,19 +82,30 @@ class Gate:
     async def wait_async(self, tool: FunctionTool, call: ToolCall, worker: str) -> Turn | None:
         """`wait` on the call loop: Redis round trips on a helper thread, sleeps between
         them on the loop, so the loop's other calls run."""
-        loop = asyncio.get_running_loop()
         tries = _tries(self, tool, call, worker)
+        trying: Future[Any] | None = None
         try:
-            step = await loop.run_in_executor(None, next, tries)
+            trying = _TRIES.submit(next, tries)
+            step = await asyncio.wrap_future(trying)
             while isinstance(step, float):
                 await asyncio.sleep(step)
-                step = await loop.run_in_executor(None, tries.send, None)
+                trying = _TRIES.submit(tries.send, None)
+                step = await asyncio.wrap_future(trying)
         except BaseException:  # stopped while waiting (its time limit): no slot kept
-            with contextlib.suppress(ValueError):  # a try still running gives its own back
-                tries.close()
+            if trying is None or trying.done():
+                self._abandon(tries, trying)
+            else:  # a try is still running: give back what it takes once it ends
+                trying.add_done_callback(lambda ended: self._abandon(tries, ended))
             raise
         result: Turn | None = step
         return result
+
+    def _abandon(self, tries: Any, last: Future[Any] | None) -> None:
+        """Give back the slot of a wait that was stopped, whatever its last try took."""
+        took = None if last is None or last.cancelled() or last.exception() else last.result()
+        if isinstance(took, Turn):
+            self.end(took)
+        tries.close()  # a slot held while waiting for a start is dropped by the generator
 
     def wrap(self, tool: FunctionTool, call: ToolCall, worker: str) -> Wrapper:
         """What runs a coroutine call of `tool`: it starts once the call has its turn, which

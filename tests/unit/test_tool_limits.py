@@ -313,3 +313,24 @@ def test_a_held_slot_is_renewed_while_its_call_runs(client: fakeredis.FakeRedis)
         time.sleep(0.01)
     leases.drop(SLOTS, "long")
     assert acquire(client, "next", 1) == 1
+
+
+def test_an_io_call_stopped_while_it_waits_gives_its_slot_back(
+    client: fakeredis.FakeRedis,
+) -> None:
+    gate = Gate(client, KEYS, lease_s=60)
+    limited = slow_tool(max_concurrency=2, rate_limit="1/h")
+    assert gate.wait(limited, call("c1"), "w") is not None
+
+    async def stopped() -> None:
+        waiting = asyncio.ensure_future(gate.wait_async(limited, call("c2"), "w"))
+        deadline = time.monotonic() + 10
+        while client.zcard(SLOTS) < 2:  # it holds a slot and waits for its start
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        waiting.cancel()  # its time limit, or its session cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(stopped())
+    assert client.zcard(SLOTS) == 1
