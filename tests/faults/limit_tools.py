@@ -78,7 +78,7 @@ async def lim_rate(n: int, tool_context: ToolContext) -> dict[str, int]:
         n: Which call this is.
     """
     _record("lim_rate", start=time.time(), call_id=tool_context.function_call_id)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # ok: the tool's own work
     return {"n": n}
 
 
@@ -90,7 +90,7 @@ async def lim_slot_io(n: int, tool_context: ToolContext) -> dict[str, int]:
         n: Which call this is.
     """
     started = time.time()
-    await asyncio.sleep(RUN_S)
+    await asyncio.sleep(RUN_S)  # ok: the tool's own work
     where = {"call_id": tool_context.function_call_id, "pid": os.getpid()}
     _record("lim_slot_io", start=started, end=time.time(), **where)
     return {"n": n}

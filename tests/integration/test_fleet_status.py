@@ -21,6 +21,7 @@ from tests.integration.http_support import TOKEN, bearer
 from tests.integration.test_metrics import scrape, value
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import main as cli
+from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
@@ -105,9 +106,14 @@ def pool_state(capsys: pytest.CaptureFixture[str], name: str) -> dict[str, Any]:
 
 
 def wait_for_busy(capsys: pytest.CaptureFixture[str], name: str, busy: int) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT_S
-    while (pool := pool_state(capsys, name))["busy"] != busy and time.monotonic() < deadline:
-        time.sleep(0.1)  # the workers beat every 0.5 s
+    pool: dict[str, Any] = {}
+
+    def reached() -> bool:
+        pool.update(pool_state(capsys, name))
+        return bool(pool["busy"] == busy)
+
+    # The workers beat every 0.5 s: a status read between beats shows the last one.
+    wait_for(reached, WAIT_S, f"{busy} busy slots in pool {name}", interval_s=0.1)
     return pool
 
 
@@ -181,13 +187,15 @@ async def test_metrics_show_calls_waiting_for_a_pool_nobody_serves_and_their_age
         assert value(first, "toolfleet_worker_slots", pool="unserved") == 0
         age = value(first, "toolfleet_queue_oldest_age_seconds", pool="unserved")
         assert 0 < age < WAIT_S
-        deadline = time.monotonic() + WAIT_S
-        while True:  # the oldest call waits on: its age grows from scrape to scrape
-            later = await scrape(client, f"{idle.url}/metrics")
-            grown = value(later, "toolfleet_queue_oldest_age_seconds", pool="unserved")
-            if grown >= age + 0.5 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.1)
+        loop, grown = asyncio.get_running_loop(), age
+
+        def has_grown() -> bool:  # the oldest call waits on: its age grows between scrapes
+            nonlocal grown
+            later = asyncio.run_coroutine_threadsafe(scrape(client, f"{idle.url}/metrics"), loop)
+            grown = value(later.result(), "toolfleet_queue_oldest_age_seconds", pool="unserved")
+            return grown >= age + 0.5
+
+        await asyncio.to_thread(wait_for, has_grown, WAIT_S, "the oldest call's age to grow", 0.1)
         assert grown >= age + 0.5
         await send_unserved(settings, 2)  # newer calls leave the oldest's age as it is
         more = await scrape(client, f"{idle.url}/metrics")

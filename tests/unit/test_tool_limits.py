@@ -14,6 +14,7 @@ import pytest
 from celery import Celery
 
 from tests.support import LocalTool
+from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.progress import LiveProgress
 from toolfleet.orchestrator.loop.invocation import CallsDispatched
 from toolfleet.shared.completions import Completions
@@ -169,10 +170,8 @@ def test_a_waiting_call_shows_it_and_gets_the_slot_once_it_is_given_back(
     got: list[Any] = []
     waiter = threading.Thread(target=lambda: got.append(gate.wait(slow_tool(), call("c2"), "w2")))
     waiter.start()
-    deadline = time.monotonic() + 10
-    while not client.hexists(KEYS.running(S), "c2"):  # its note is written when it waits
-        assert time.monotonic() < deadline, "the waiting call was not noted"
-        time.sleep(0.01)
+    # Its note is written when it waits.
+    wait_for(lambda: client.hexists(KEYS.running(S), "c2"), 10, "the waiting call's note")
     note = RunningCall.model_validate_json(client.hget(KEYS.running(S), "c2") or b"")
     assert note.waiting_for == "a slot" and note.worker == "w2"
     assert got == []
@@ -191,10 +190,7 @@ def test_a_call_closed_while_it_waits_gets_no_slot(client: fakeredis.FakeRedis) 
     got: list[Any] = []
     waiter = threading.Thread(target=lambda: got.append(gate.wait(slow_tool(), call("c2"), "w")))
     waiter.start()
-    deadline = time.monotonic() + 10
-    while not client.hexists(KEYS.running(S), "c2"):  # it waits
-        assert time.monotonic() < deadline, "the call did not wait"
-        time.sleep(0.01)
+    wait_for(lambda: client.hexists(KEYS.running(S), "c2"), 10, "the call to wait")
     client.set(KEYS.closed(S, "c2"), 1)  # the orchestrator answered it (timed out)
     waiter.join(10)
     assert got == [None]
@@ -211,10 +207,8 @@ def test_a_rate_limited_call_closed_while_it_waits_gives_its_slot_back(
     got: list[Any] = []
     waiter = threading.Thread(target=lambda: got.append(gate.wait(limited, call("c2"), "w")))
     waiter.start()
-    deadline = time.monotonic() + 10
-    while client.zcard(SLOTS) < 2:  # it holds a slot and waits for its start
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    # It holds a slot and waits for its start.
+    wait_for(lambda: client.zcard(SLOTS) >= 2, 10, "the call to hold a slot")
     client.set(KEYS.closed(S, "c2"), 1)
     waiter.join(10)
     assert got == [None]
@@ -235,7 +229,7 @@ def test_an_io_call_waiting_for_a_slot_does_not_hold_the_loop(client: fakeredis.
             order.append("c2 ran")
 
         async def other() -> None:
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # ok: yields the loop once, to c2's waiting
             order.append("other ran")
             gate.end(first)  # while c2 waits on the same loop
 
@@ -307,10 +301,7 @@ def test_a_held_slot_is_renewed_while_its_call_runs(client: fakeredis.FakeRedis)
     acquire(client, "long", 1)
     client.zadd(SLOTS, {"long": 5})  # as if its lease were about to end
     leases.hold(SLOTS, "long")
-    deadline = time.monotonic() + 10
-    while (client.zscore(SLOTS, "long") or 0) < time.time() * 1000:
-        assert time.monotonic() < deadline, "the slot was not renewed"
-        time.sleep(0.01)
+    wait_for(lambda: (client.zscore(SLOTS, "long") or 0) >= time.time() * 1000, 10, "the renewal")
     leases.drop(SLOTS, "long")
     assert acquire(client, "next", 1) == 1
 
@@ -324,10 +315,8 @@ def test_an_io_call_stopped_while_it_waits_gives_its_slot_back(
 
     async def stopped() -> None:
         waiting = asyncio.ensure_future(gate.wait_async(limited, call("c2"), "w"))
-        deadline = time.monotonic() + 10
-        while client.zcard(SLOTS) < 2:  # it holds a slot and waits for its start
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        # It holds a slot and waits for its start, on this loop: wait in a thread.
+        await asyncio.to_thread(wait_for, lambda: client.zcard(SLOTS) >= 2, 10, "a held slot")
         waiting.cancel()  # its time limit, or its session cancelled
         with pytest.raises(asyncio.CancelledError):
             await waiting
