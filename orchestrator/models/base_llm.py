@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from abc import abstractmethod
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.genai import types
 from pydantic import BaseModel, ConfigDict
 
-from toolfleet.orchestrator.models.protocol import ModelRequest
+from toolfleet.orchestrator.models.protocol import ModelRequest, declarations
 from toolfleet.orchestrator.models.usage import report_usage
 from toolfleet.shared.errors import ModelError
-from toolfleet.shared.tools import FunctionTool
 
 
 @dataclass
@@ -150,20 +149,4 @@ def adk_request(request: ModelRequest, model: str) -> ModelRequest:
         contents=[c.model_copy(deep=True) for c in request.contents],
         config=config,
         model=model,
-    )
-
-
-def declarations(tools: Sequence[FunctionTool]) -> types.Tool | None:
-    """The tools' function declarations as one Tool (None when there are none)."""
-    if not tools:
-        return None
-    return types.Tool(
-        function_declarations=[
-            types.FunctionDeclaration(
-                name=t.name,
-                description=t.description,
-                parameters_json_schema=t.parameters_json_schema,
-            )
-            for t in tools
-        ]
     )

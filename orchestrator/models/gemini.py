@@ -11,12 +11,15 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from toolfleet.orchestrator.models.protocol import ModelRequest, is_client_call_id
+from toolfleet.orchestrator.models.protocol import (
+    ModelRequest,
+    declarations,
+    is_client_call_id,
+)
 from toolfleet.orchestrator.models.usage import report_usage
 from toolfleet.shared.config import gemini_api_key
 from toolfleet.shared.errors import ConfigError, ModelError
 from toolfleet.shared.json_depth import SETTING
-from toolfleet.shared.tools import FunctionTool
 
 # Transient statuses the SDK retries with exponential backoff and jitter.
 RETRY_HTTP_STATUS_CODES = (408, 429, 500, 502, 503, 504)
@@ -171,7 +174,8 @@ class GeminiModel:
         )
         config.system_instruction = request.instruction or None
         # Built-in tools (google_search, code execution) are in the request's config already.
-        config.tools = [*(config.tools or ()), *_tools(request.tools)] or None
+        declared = declarations(request.tools)
+        config.tools = [*(config.tools or ()), *([declared] if declared else [])] or None
         # toolfleet runs the calls itself, in parallel, on the fleet.
         config.automatic_function_calling = types.AutomaticFunctionCallingConfig(disable=True)
         # Per request, so a given client is bounded too. No retry_options here: the
@@ -270,23 +274,6 @@ def outgoing_contents(contents: Sequence[types.Content]) -> list[types.Content]:
             if part.function_response is not None and is_client_call_id(part.function_response.id):
                 part.function_response.id = None
     return copied
-
-
-def _tools(tools: Sequence[FunctionTool]) -> list[types.ToolUnion]:
-    if not tools:
-        return []
-    return [
-        types.Tool(
-            function_declarations=[
-                types.FunctionDeclaration(
-                    name=t.name,
-                    description=t.description,
-                    parameters_json_schema=t.parameters_json_schema,
-                )
-                for t in tools
-            ]
-        )
-    ]
 
 
 def _enum_name(value: object) -> str:

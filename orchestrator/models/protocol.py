@@ -155,3 +155,19 @@ def text_of(content: types.Content | None) -> str:
     if content is None:
         return ""
     return "".join(p.text for p in content.parts or () if p.text and not p.thought)
+
+
+def declarations(tools: Sequence[FunctionTool]) -> types.Tool | None:
+    """The tools' function declarations as one Tool (None when there are none)."""
+    if not tools:
+        return None
+    return types.Tool(
+        function_declarations=[
+            types.FunctionDeclaration(
+                name=t.name,
+                description=t.description,
+                parameters_json_schema=t.parameters_json_schema,
+            )
+            for t in tools
+        ]
+    )
