@@ -92,6 +92,12 @@ class Heartbeat:
     def _beat(self) -> None:
         assert self._claim is not None
         record = self._record
+        if not record:
+            # Claimed while the worker is still being built: keep the name, but publish no
+            # record before `start` says what the worker serves (an empty one would count
+            # as a live worker of no pool).
+            self._lost = not self._claim.renew()
+            return
         if self._busy is not None:
             try:
                 record = {**record, "busy": self._busy()}

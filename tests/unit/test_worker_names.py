@@ -111,6 +111,25 @@ def test_the_claim_names_its_holder_and_expires_with_the_heartbeat(
     assert not client.exists(KEYS.worker_name("w@h"))
 
 
+def test_a_beat_before_the_worker_is_ready_keeps_the_name_and_publishes_no_record(
+    client: fakeredis.FakeRedis,
+) -> None:
+    # A worker claims its name while Celery still builds it; a slow start lets beats
+    # come first, and they must not list it as a live worker of no pool.
+    heartbeat = Heartbeat(client, KEYS, period_s=60)
+    heartbeat.claim("w@h")
+    try:
+        client.pexpire(KEYS.worker_name("w@h"), 10)
+        heartbeat._beat()  # what the beat thread does, here before `start`
+        assert client.pttl(KEYS.worker_name("w@h")) > 10  # the name is renewed
+        assert not client.exists(KEYS.worker("w@h"))
+        assert client.zcard(KEYS.workers()) == 0
+        heartbeat.start("w@h", ["default"])
+        assert json.loads(client.get(KEYS.worker("w@h")) or "{}")["pools"] == ["default"]
+    finally:
+        heartbeat.stop()
+
+
 def test_a_stop_during_a_beat_leaves_neither_the_name_nor_the_record(
     client: fakeredis.FakeRedis,
 ) -> None:
