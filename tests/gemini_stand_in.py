@@ -9,19 +9,15 @@ the offline model and through the real SDK over HTTP. It records every request.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import threading
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
 from google.genai import types
 
-from tests.local_http import JsonHandler, serving
+from tests.local_http import Reply, Responder, StandIn, serve_stand_in
 from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.orchestrator.models.protocol import ModelRequest
 from toolfleet.shared.errors import ModelError
@@ -31,72 +27,30 @@ GENERATE_PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^/:?]+):generateCon
 # The line toolfleet (as ADK) adds to every agent's system instruction.
 AGENT_NAME = re.compile(r'Your internal name is "(?P<name>[^"]+)"')
 
-Reply = tuple[int, dict[str, Any] | bytes]
-Responder = Callable[[dict[str, Any]], Reply]
-
 
 @dataclass
-class Recorded:
-    """One request as the stand-in received it."""
-
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-@dataclass
-class FakeGemini:
+class FakeGemini(StandIn):
     """Answers generateContent with queued replies, else the responder's; records requests."""
-
-    port: int
-    responder: Responder | None = None
-    replies: deque[Reply] = field(default_factory=deque)
-    requests: list[Recorded] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def base_url(self) -> str:
         """Where the SDK should send its requests (GOOGLE_GEMINI_BASE_URL)."""
         return f"http://127.0.0.1:{self.port}"
 
-    def reply(self, body: dict[str, Any] | bytes, status: int = 200) -> None:
-        """Queue the answer to the next request (bytes: JSON as it is sent)."""
-        self.replies.append((status, body))
+    def serves(self, path: str) -> bool:
+        """Only generateContent, under any model."""
+        return GENERATE_PATH.match(path) is not None
 
-    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Reply:
-        """Record the request and choose its answer."""
-        with self.lock:
-            self.requests.append(Recorded(path, headers, body))
-            if not GENERATE_PATH.match(path):
-                return 404, error_body(404, f"no route {path}", "NOT_FOUND")
-            if self.replies:
-                return self.replies.popleft()
-        if self.responder is not None:
-            return self.responder(body)
-        # A 4xx, so that an unexpected extra call fails at once without retries.
-        return 409, error_body(409, "script exhausted", "ABORTED")
-
-
-class _Handler(JsonHandler):
-    server: _Server
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        status, reply = self.server.fake.answer(self.path, dict(self.headers.items()), body)
-        self.reply(status, reply)
-
-
-class _Server(ThreadingHTTPServer):
-    fake: FakeGemini
+    def error(self, status: int, message: str) -> dict[str, Any]:
+        """Gemini's error body, with the status name it gives that code."""
+        return error_body(status, message, {404: "NOT_FOUND", 409: "ABORTED"}[status])
 
 
 @contextmanager
 def serve_gemini(responder: Responder | None = None) -> Iterator[FakeGemini]:
     """Serve a stand-in on a free loopback port for the duration of the block."""
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.fake = FakeGemini(port=server.server_address[1], responder=responder)
-    with serving(server, 0.01):
-        yield server.fake
+    with serve_stand_in(FakeGemini, responder) as fake:
+        yield fake
 
 
 def error_body(code: int, message: str, status: str) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from typing import Any, Literal
 import pytest
 from google.genai import types
 
-from tests.gemini_stand_in import GENERATE_PATH, FakeGemini, Recorded, error_body, serve_gemini
+from tests.gemini_stand_in import GENERATE_PATH, FakeGemini, error_body, serve_gemini
+from tests.local_http import Recorded
 from tests.support import InProcessRunner, in_memory_spans
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.invocation import Invocation
