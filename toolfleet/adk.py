@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+import toolfleet
+
 if TYPE_CHECKING:
     from toolfleet.orchestrator.adk.app import App
     from toolfleet.orchestrator.adk.events import EventActions
@@ -99,55 +101,35 @@ if TYPE_CHECKING:
     from toolfleet.shared.toolsets import BaseToolset, ReadonlyContext
     from toolfleet.shared.user_choice import get_user_choice
 
-# Each ADK name and the toolfleet module that defines it.
+# ADK's names that toolfleet's own facade exports as well: looked up there, so that
+# both spellings are the very same objects.
+_FROM_FACADE = frozenset(
+    {
+        # Callbacks around model and tool calls (ADK's plugins).
+        "BasePlugin", "CallbackContext", "LlmRequest", "LlmResponse",
+        "ReflectAndRetryToolPlugin",
+        # Models other than Gemini: a BaseLlm of one's own, or LiteLlm (litellm extra).
+        "BaseLlm", "LiteLlm",
+        "Agent", "LlmAgent",
+        # Workflow agents: they run their sub-agents in sequence, in parallel, in a loop.
+        "SequentialAgent", "ParallelAgent", "LoopAgent", "exit_loop",
+        # ADK's built-in tools: run on the fleet (load_memory, get_user_choice) or change
+        # the model request before each call (load_artifacts, preload_memory, ExampleTool).
+        "load_artifacts", "load_memory", "preload_memory", "get_user_choice",
+        "ExampleTool", "Example", "BaseExampleProvider",
+        # google.adk.planners, code_executors, and Gemini's built-in tools.
+        "BasePlanner", "BuiltInPlanner", "PlanReActPlanner", "BuiltInCodeExecutor",
+        "GoogleSearchTool", "UrlContextTool", "google_search", "url_context",
+        "AgentTool", "FunctionTool", "LongRunningFunctionTool", "BaseTool",
+        # MCP servers' and OpenAPI specs' tools, called on the workers.
+        "McpToolset", "StdioConnectionParams", "StreamableHTTPConnectionParams",
+        "OpenAPIToolset", "BaseToolset", "ReadonlyContext",
+        "ToolContext", "ToolConfirmation", "Session", "Event",
+    }
+)  # fmt: skip
+
+# ADK's names that are ADK's own here (its client side), and the module of each.
 _MODULES: dict[str, str] = {
-    # Callbacks around model and tool calls (ADK's plugins).
-    "BasePlugin": "toolfleet.orchestrator.plugins",
-    "CallbackContext": "toolfleet.orchestrator.plugins",
-    "LlmRequest": "toolfleet.orchestrator.plugins",
-    "LlmResponse": "toolfleet.orchestrator.plugins",
-    "ReflectAndRetryToolPlugin": "toolfleet.orchestrator.plugins",
-    # Models other than Gemini: a BaseLlm subclass of one's own, or LiteLlm (litellm extra).
-    "BaseLlm": "toolfleet.orchestrator.models.base_llm",
-    "LiteLlm": "toolfleet.orchestrator.models.lite_llm",
-    "Agent": "toolfleet.orchestrator.agents.agent",
-    "LlmAgent": "toolfleet.orchestrator.agents.agent",
-    # Workflow agents: they run their sub-agents in sequence, in parallel, in a loop.
-    "SequentialAgent": "toolfleet.orchestrator.agents.workflow",
-    "ParallelAgent": "toolfleet.orchestrator.agents.workflow",
-    "LoopAgent": "toolfleet.orchestrator.agents.workflow",
-    "exit_loop": "toolfleet.shared.exit_loop",
-    # ADK's built-in tools: run on the fleet (load_memory, get_user_choice) or change
-    # the model request before each call (load_artifacts, preload_memory, ExampleTool).
-    "load_artifacts": "toolfleet.shared.load_artifacts",
-    "load_memory": "toolfleet.shared.memory_tools",
-    "preload_memory": "toolfleet.shared.memory_tools",
-    "get_user_choice": "toolfleet.shared.user_choice",
-    "ExampleTool": "toolfleet.shared.examples",
-    "Example": "toolfleet.shared.examples",
-    "BaseExampleProvider": "toolfleet.shared.examples",
-    # google.adk.planners, code_executors, and Gemini's built-in tools of google.adk.tools.
-    "BasePlanner": "toolfleet.orchestrator.agents.planners",
-    "BuiltInPlanner": "toolfleet.orchestrator.agents.planners",
-    "PlanReActPlanner": "toolfleet.orchestrator.agents.planners",
-    "BuiltInCodeExecutor": "toolfleet.orchestrator.agents.builtin_tools",
-    "GoogleSearchTool": "toolfleet.orchestrator.agents.builtin_tools",
-    "UrlContextTool": "toolfleet.orchestrator.agents.builtin_tools",
-    "google_search": "toolfleet.orchestrator.agents.builtin_tools",
-    "url_context": "toolfleet.orchestrator.agents.builtin_tools",
-    "AgentTool": "toolfleet.orchestrator.agent_tool",
-    "FunctionTool": "toolfleet.shared.tools",
-    "LongRunningFunctionTool": "toolfleet.shared.tools",
-    "BaseTool": "toolfleet.shared.base_tool",
-    # MCP servers' and OpenAPI specs' tools, called on the workers.
-    "McpToolset": "toolfleet.shared.mcp_tools",
-    "StdioConnectionParams": "toolfleet.shared.mcp_tools",
-    "StreamableHTTPConnectionParams": "toolfleet.shared.mcp_tools",
-    "OpenAPIToolset": "toolfleet.shared.openapi",
-    "BaseToolset": "toolfleet.shared.toolsets",
-    "ReadonlyContext": "toolfleet.shared.toolsets",
-    "ToolContext": "toolfleet.shared.context",
-    "ToolConfirmation": "toolfleet.shared.confirmation",
     "Runner": "toolfleet.orchestrator.adk.runner",
     "InMemoryRunner": "toolfleet.orchestrator.adk.runner",
     "App": "toolfleet.orchestrator.adk.app",
@@ -158,8 +140,6 @@ _MODULES: dict[str, str] = {
     "BaseSessionService": "toolfleet.orchestrator.adk.sessions",
     "InMemorySessionService": "toolfleet.orchestrator.adk.sessions",
     "RedisSessionService": "toolfleet.orchestrator.adk.sessions",
-    "Session": "toolfleet.orchestrator.sessions.session",
-    "Event": "toolfleet.orchestrator.sessions.events",
     "BaseArtifactService": "toolfleet.orchestrator.adk.services",
     "BaseMemoryService": "toolfleet.orchestrator.adk.services",
     "InMemoryArtifactService": "toolfleet.orchestrator.adk.services",
@@ -253,9 +233,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
+    if name in _FROM_FACADE:
+        value = getattr(toolfleet, name)
+    elif name in _MODULES:
+        value = getattr(importlib.import_module(_MODULES[name]), name)
+    else:
         raise AttributeError(f"module 'toolfleet.adk' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULES[name]), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
