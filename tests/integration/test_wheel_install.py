@@ -46,6 +46,9 @@ def test_the_wheel_installs_one_import_name_and_its_demo_runs(tmp_path: Path) ->
         tops = {name.split("/")[0] for name in archive.namelist()}
         (top_level,) = [n for n in archive.namelist() if n.endswith("top_level.txt")]
         assert archive.read(top_level).decode().split() == ["toolfleet"]
+        # Users' type checkers read toolfleet's annotations only with the PEP 561 marker.
+        assert "toolfleet/py.typed" in archive.namelist()
+        assert any(".dist-info/" in n and n.endswith("/LICENSE") for n in archive.namelist())
     assert {t for t in tops if not t.endswith(".dist-info")} == {"toolfleet"}
 
     run([sys.executable, "-m", "venv", str(venv)], tmp_path)
