@@ -1,4 +1,4 @@
-"""The result reader's batching under figure 3's load, off and on (issue 15 B).
+"""The result reader's batching under figure 3's load, off and on.
 
 `python -m bench.read_batching [--rounds 4] [--sessions 200] [--turns 10]`
 

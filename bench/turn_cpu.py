@@ -1,4 +1,4 @@
-"""Orchestrator CPU per no-op call, step by step, against raw Celery's client (issue 15 B).
+"""Orchestrator CPU per no-op call, step by step, against raw Celery's client.
 
 `python -m bench.turn_cpu [--rounds 6] [--sessions 200] [--turns 3] [--steps 100]`
 
@@ -107,7 +107,7 @@ def instrument() -> None:
         setattr(owner, name, timed)
 
     wrap(SessionStore, "get", lambda *a, **k: "session read + lease")
-    if hasattr(SessionStore, "get_and_append"):  # the message rides on the read (issue 15 B)
+    if hasattr(SessionStore, "get_and_append"):  # the message rides on the read
         wrap(SessionStore, "get_and_append", lambda *a, **k: "session read + lease")
     wrap(SessionStore, "append", lambda self, s, e, **k: _append_step(e, k))
     wrap(run_module, "_model_turn", lambda *a, **k: "model step (request + generate)")

@@ -1,4 +1,4 @@
-"""Instructions per no-op call in the orchestrator process, under callgrind (issue 15 B).
+"""Instructions per no-op call in the orchestrator process, under callgrind.
 
 CPU time on a shared 2-core machine moves by ±15% from run to run; instruction counts do
 not (user space only: the kernel's share of a round trip is not counted). Run it under

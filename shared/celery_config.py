@@ -1,4 +1,4 @@
-"""The Celery configuration both sides agree on (DESIGN: reliability settings)."""
+"""The Celery configuration both sides agree on (docs/design.md, "Workers and pools")."""
 
 from __future__ import annotations
 

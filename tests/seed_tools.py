@@ -1,4 +1,4 @@
-"""The seed signatures of ../shared/reference/, verbatim in signature and docstring."""
+"""The tool signatures of ADK's tool documentation, verbatim in signature and docstring."""
 
 from __future__ import annotations
 

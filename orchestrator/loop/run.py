@@ -1,4 +1,4 @@
-"""The function-calling loop of one invocation (DESIGN: "The loop").
+"""The function-calling loop of one invocation (docs/design.md, "A tool call, end to end").
 
 Pure orchestration: it talks to Models, a ToolRunner and a SessionStore only, so a
 scripted model and an in-process runner can drive it in unit tests.

@@ -1,4 +1,4 @@
-"""Bounds on a real Redis (issue 16 section 4): the completions stream's cap and trim
+"""Bounds on a real Redis: the completions stream's cap and trim
 (exactly once still holds), a turn's call cap with real workers, session expiry."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every Python example of the ADK reference (../shared/reference), ported under
+"""Every Python example of ADK's tool documentation, ported under
 examples/adk/ with only its import lines changed, runs as a program: on the offline
 model, and through the real google-genai SDK against the Gemini REST stand-in.
 

@@ -1,4 +1,4 @@
-"""Bounds (issue 16 section 4): the call cap of a turn, the listener's session locks,
+"""Bounds: the call cap of a turn, the listener's session locks,
 session history compaction and expiry - with an in-process runner and fakeredis."""
 
 from __future__ import annotations
