@@ -216,9 +216,9 @@ def _system_text(instruction: types.ContentUnion | None) -> str:
         return text_of(instruction)
     if isinstance(instruction, types.Part):
         return instruction.text or ""
-    return "\n".join(
-        p if isinstance(p, str) else (getattr(p, "text", None) or "") for p in instruction
-    )
+    # A list of parts; or a lone image or file (PIL's Image when Pillow is installed).
+    parts = instruction if isinstance(instruction, list) else [instruction]
+    return "\n".join(p if isinstance(p, str) else (getattr(p, "text", None) or "") for p in parts)
 
 
 def _response_format(schema: types.SchemaUnion | None) -> dict[str, Any] | None:
