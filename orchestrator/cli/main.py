@@ -21,6 +21,7 @@ from toolfleet.orchestrator.cli.cancel import add_cancel_command
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.conversation import converse
 from toolfleet.orchestrator.cli.demo import cmd_demo
+from toolfleet.orchestrator.cli.flower import add_flower_command
 from toolfleet.orchestrator.cli.launch import (
     load_agent,
     load_plugin,
@@ -255,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ticket_commands(sub)
     add_cancel_command(sub)
     add_mcp_commands(sub)
+    add_flower_command(sub)
     status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
     status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(func=cmd_status)
