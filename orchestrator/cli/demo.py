@@ -26,7 +26,7 @@ next (from the repository, where examples/ is):
   toolfleet run --agent examples.reimbursement:agent "Please reimburse 200$ for meals"
       then, in another terminal: toolfleet tickets list / toolfleet tickets approve <call-id>
   docker compose up --scale worker=8      scale tool workers (README: Scaling with compose)
-  celery -A toolfleet.workers.app flower  watch the fleet in Flower (README: Flower)"""
+  toolfleet flower                        watch the fleet in Flower (README: Flower)"""
 
 
 async def _demo(settings: Settings, printer: ConsolePrinter, timeout_s: float) -> None:
