@@ -48,8 +48,8 @@ class Settings(BaseSettings):
     io_concurrency: int = Field(
         default=200,
         ge=1,
-        description="Calls one io worker process runs at once (its threads); `toolfleet "
-        "worker --concurrency` overrides it.",
+        description="Threads of one io worker process for sync tools' calls; its calls beyond "
+        "wait in the process for a thread. Coroutine calls need none.",
     )
     io_intake: bool = Field(
         default=True,
@@ -61,6 +61,13 @@ class Settings(BaseSettings):
         default=True,
         description="an orchestrator sends the Redis commands its sessions issue in one "
         "event-loop iteration in one write on one shared connection; off, each command or "
+        default=10_000,
+        ge=1,
+        description="Calls one io worker process runs at once: coroutine calls share its event "
+        "loop and hold no thread, so one process covers a wide turn; sync tools' calls run on "
+        "at most io_threads of them. `toolfleet worker --concurrency` overrides it.",
+    )
+    io_threads: int = Field(
         "pipeline takes a pooled connection and a round trip of its own.",
     )
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
@@ -93,7 +100,12 @@ class Settings(BaseSettings):
         description="Calls awaited on one orchestrator from which its result reader batches "
         "(result_batch_ms); with fewer, every result is read as soon as it is posted.",
     )
-    max_parallel_calls: int = Field(default=64, ge=1, description="Calls dispatched at once.")
+    max_parallel_calls: int = Field(
+        default=10_000,
+        ge=1,
+        description="Calls of one turn in flight at once; the rest are sent as these end. The "
+        "default sends every call a turn may make at once: the workers' slots pace them.",
+    )
     max_steps: int = Field(default=16, ge=1, description="Model calls per invocation.")
     max_payload_bytes: int = Field(
         default=256 * 1024, ge=1024, description="Largest arguments or result in JSON bytes."
@@ -112,11 +124,12 @@ class Settings(BaseSettings):
     )
     lease_ttl_s: float = Field(default=30.0, gt=0, description="Session lease lifetime.")
     max_calls_per_turn: int = Field(
-        default=256,
+        default=10_000,
         ge=1,
-        description="Function calls of one model turn that run; the model gets an error "
-        "response for each call beyond (not dispatched), so one turn cannot flood the fleet. "
-        "256 is four waves of max_parallel_calls.",
+        description="Function calls of one model turn that run, a guard against a runaway "
+        "model: the model gets an error response for each call beyond (not dispatched), "
+        "saying the limit. 10,000 is what one io worker process runs at once by default "
+        "(io_concurrency); every turn up to it runs.",
     )
     dedupe_tool_calls: bool = Field(
         default=False,

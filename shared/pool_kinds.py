@@ -27,11 +27,17 @@ def kind_of_pools(pools: Sequence[str], settings: Settings) -> PoolKind:
 
 
 def concurrency_for(kind: PoolKind, settings: Settings, asked: int | None, cpu_default: int) -> int:
-    """Calls one worker process of `kind` runs at once: `asked`, else the settings' io
-    concurrency (threads) for io pools, else `cpu_default` (prefork children)."""
+    """Calls one worker process of `kind` runs at once: `asked`, else for io pools the
+    settings' io concurrency (its intake runs coroutine calls without a thread each; with
+    the intake off, Celery's pool gives every call a thread: io_threads at most), else
+    `cpu_default` (prefork children)."""
     if asked:
         return asked
-    return settings.io_concurrency if kind == "io" else cpu_default
+    if kind == "cpu":
+        return cpu_default
+    if settings.io_intake:
+        return settings.io_concurrency
+    return min(settings.io_concurrency, settings.io_threads)
 
 
 def worker_pool_argv(kind: PoolKind, concurrency: int) -> list[str]:

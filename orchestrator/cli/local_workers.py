@@ -142,6 +142,7 @@ class WorkerGroup:
             "TOOLFLEET_DEFAULT_POOL": self.settings.default_pool,
             "TOOLFLEET_IO_POOLS": ",".join(self.settings.io_pools),
             "TOOLFLEET_DEFAULT_IO_POOL": self.settings.default_io_pool,
+            "TOOLFLEET_IO_THREADS": str(self.settings.io_threads),
             "TOOLFLEET_IO_INTAKE": "true" if self.settings.io_intake else "false",
             "TOOLFLEET_DEFAULT_TIMEOUT_S": str(self.settings.default_timeout_s),
             "TOOLFLEET_WORKER_HEARTBEAT_S": str(self.settings.worker_heartbeat_s),

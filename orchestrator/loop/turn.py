@@ -139,13 +139,16 @@ async def run_calls(
 
 
 def over_cap(call: ToolCall, made: int, cap: int) -> ToolResult:
-    """The answer to a call beyond the turn's cap: not run, and the model is told why."""
+    """The answer to a call beyond the turn's cap: not run, and the model is told the limit
+    and what to do."""
     return failed(
         call,
         "TooManyCalls",
-        f"this turn made {made} function calls but at most {cap} run per turn "
-        f"(TOOLFLEET_MAX_CALLS_PER_TURN); this call ({call.tool}) was not run. Call it "
-        "again in a later turn if you still need it, or make fewer calls per turn.",
+        f"this turn made {made:,} function calls, but the fleet runs at most {cap:,} calls of "
+        f"one turn (a guard against runaway turns, TOOLFLEET_MAX_CALLS_PER_TURN): the first "
+        f"{cap:,} ran and the other {made - cap:,}, this call ({call.tool}) among them, did "
+        "not. If you still need it, call it again in a later turn; make at most "
+        f"{cap:,} calls per turn.",
     )
 
 

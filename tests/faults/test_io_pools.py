@@ -20,12 +20,14 @@ import redis.asyncio as aioredis
 from kombu.transport.redis import Channel
 
 from tests.faults import probe
+from tests.faults.conftest import fault_settings
 from tests.faults.io_pool_tools import (
     OVERRUN_LIMIT_S,
     cancelled_key,
     effect_key,
     started_key,
 )
+from tests.faults.servers import RedisServer
 from tests.faults.test_worker_faults import PATIENT_GRACE_S, patient, running
 from tests.support import until
 from toolfleet.orchestrator.agents.agent import Agent
@@ -77,8 +79,8 @@ def overlap(results: list[ToolResult]) -> float:
 async def test_200_async_calls_run_in_one_wave_on_one_io_process(
     settings: Settings, workers: WorkerGroup, report_figure: Report
 ) -> None:
-    worker = workers.start(["io"])  # the settings' io concurrency: 200 threads
-    assert worker.kind == "io" and worker.concurrency == 200
+    worker = workers.start(["io"])  # the settings' io concurrency
+    assert worker.kind == "io" and worker.concurrency == settings.io_concurrency >= 200
     wave = uuid.uuid4().hex
     results = await one_turn(settings, agent_of(*[Call("io_meet", {"wave": wave, "n": 200})] * 200))
 
@@ -108,6 +110,24 @@ async def test_sync_tools_on_threads_run_concurrently(
     assert len({r.response["thread"] for r in results}) == 50  # a thread each
     report_figure("sync calls in flight at once, one process", 50)
     assert worker.alive()
+
+
+async def test_sync_tools_run_on_at_most_io_threads_threads_the_rest_wait_for_one(
+    redis_server: RedisServer,
+) -> None:
+    """A high io concurrency is for coroutine calls: sync tools' calls get io_threads
+    threads, and those beyond wait in the process for one of them."""
+    few = fault_settings(redis_server.url(), io_threads=2)
+    with WorkerGroup(few) as group:
+        worker = group.start(["io"])
+        assert worker.concurrency == few.io_concurrency > 2
+        wave = uuid.uuid4().hex
+        results = await one_turn(few, agent_of(*[Call("io_meet_sync", {"wave": wave, "n": 2})] * 6))
+
+    assert len(results) == 6 and all(r.status is CallStatus.SUCCESS for r in results)
+    assert all(r.response["met"] is True for r in results), _summary(results)
+    assert {r.pid for r in results} == {results[0].pid}
+    assert len({r.response["thread"] for r in results}) == 2  # two threads ran all six
 
 
 async def test_one_coroutine_timing_out_does_not_disturb_its_siblings(

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 import redis.asyncio as aioredis
 
 from tests.integration import fleet_tools
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.launch import pools_of, specs_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
+from toolfleet.orchestrator.cli.main import CPU_CONCURRENCY
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -83,6 +85,36 @@ async def test_a_turn_of_ten_thousand_calls_is_sent_and_parked_under_its_lease(
     await client.delete(queue, sent, keys.parked("turn-1"), keys.lease(S1))
 
 
+async def test_a_turn_of_a_thousand_calls_is_answered_on_the_embedded_default(
+    settings: Settings,
+) -> None:
+    """The workers `toolfleet run` starts for the agent, no setting changed: the model's
+    1,000 calls of one turn all run, and it gets every response, in call order."""
+    for name in ("max_calls_per_turn", "max_parallel_calls", "io_concurrency", "io_intake"):
+        assert getattr(settings, name) == Settings.model_fields[name].default, name
+    calls = [Call("shout", {"text": f"t{i}"}) for i in range(1000)]
+    model = ScriptedModel([call(*calls), say("done")])
+    agent = Agent(name="thousand_agent", tools=[fleet_tools.shout], model=model)
+    with WorkerGroup(settings) as group:
+        group.start_all(specs_for(pools_of(agent, settings), settings, CPU_CONCURRENCY))
+        async with Runner(agent, settings) as runner:
+            updates = [
+                u async for u in runner.run(user_id="u1", session_id=uuid.uuid4().hex, message="go")
+            ]
+    assert answers(updates) == [{"shouted": f"T{i}"} for i in range(1000)]
+
+
+def answers(updates: Sequence[object]) -> list[object]:
+    """The function responses the model got, in order."""
+    return [
+        p.function_response.response
+        for u in updates
+        if isinstance(u, Event) and u.content is not None
+        for p in u.content.parts or ()
+        if p.function_response is not None
+    ]
+
+
 async def test_a_turn_of_ten_thousand_calls_runs_end_to_end(settings: Settings) -> None:
     """The model asks for 10,001 calls in one turn (within max_calls_per_turn): each runs
     on the io worker and the model gets every response, in call order."""
@@ -96,11 +128,4 @@ async def test_a_turn_of_ten_thousand_calls_runs_end_to_end(settings: Settings) 
             updates = [
                 u async for u in runner.run(user_id="u1", session_id=uuid.uuid4().hex, message="go")
             ]
-    answers = [
-        p.function_response.response
-        for u in updates
-        if isinstance(u, Event) and u.content is not None
-        for p in u.content.parts or ()
-        if p.function_response is not None
-    ]
-    assert answers == [{"shouted": f"T{i}"} for i in range(WIDE)]
+    assert answers(updates) == [{"shouted": f"T{i}"} for i in range(WIDE)]

@@ -20,6 +20,7 @@ from toolfleet.orchestrator.sessions.fencing import write
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import CompletionsFullError, SessionNotFoundError
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus
@@ -43,10 +44,23 @@ async def test_calls_beyond_the_turn_cap_are_answered_with_errors_and_not_dispat
     for late in answered[3:]:
         assert late.response is not None and late.response["error_type"] == "TooManyCalls"
         message = late.response["error_message"]
-        assert "at most 3 run per turn" in message and "TOOLFLEET_MAX_CALLS_PER_TURN" in message
+        # The model is told the limit, that the first calls ran, and what to do.
+        assert "made 5 function calls" in message and "at most 3 calls of one turn" in message
+        assert "the first 3 ran and the other 2" in message
+        assert "TOOLFLEET_MAX_CALLS_PER_TURN" in message and "at most 3 calls per turn" in message
     model_turn = next(u for u in updates if isinstance(u, Event) and u.author == agent.name)
     call_ids = [c.id for c in function_calls(model_turn.content)]  # type: ignore[arg-type]
     assert runner.batches == [call_ids[:3]]  # only the first 3 were sent
+
+
+def test_the_defaults_run_a_turn_of_ten_thousand_calls_in_one_wave() -> None:
+    """The guard is sized for a fleet, not for a few waves: every call of a turn up to it
+    is sent at once, and one io worker process runs them all at once."""
+    default = {name: field.default for name, field in Settings.model_fields.items()}
+    assert default["max_calls_per_turn"] == 10_000
+    assert default["max_parallel_calls"] >= default["max_calls_per_turn"]
+    assert default["io_concurrency"] >= default["max_calls_per_turn"]
+    assert default["io_threads"] == 200  # sync tools' threads stay few
 
 
 # --- the listener's per-session locks ----------------------------------------------------

@@ -85,11 +85,12 @@ def test_an_unknown_kind_is_a_definition_error() -> None:
 
 def test_a_worker_of_io_pools_runs_threads_and_of_cpu_pools_prefork() -> None:
     io = kind_of_pools(["io"], SETTINGS)
+    # Its intake runs coroutine calls without a thread each: a wide turn in one process.
     assert worker_pool_argv(io, concurrency_for(io, SETTINGS, None, 4)) == [
         "-P",
         "threads",
         "-c",
-        "200",
+        "10000",
     ]
     assert worker_pool_argv("io", concurrency_for("io", SETTINGS, 1000, 4))[-1] == "1000"
     cpu = kind_of_pools(["default", "heavy"], SETTINGS)
@@ -99,6 +100,12 @@ def test_a_worker_of_io_pools_runs_threads_and_of_cpu_pools_prefork() -> None:
         "-c",
         "4",
     ]
+
+
+def test_without_the_intake_an_io_worker_runs_a_thread_per_call_up_to_io_threads() -> None:
+    celery_consumer = SETTINGS.model_copy(update={"io_intake": False})
+    assert concurrency_for("io", celery_consumer, None, 4) == celery_consumer.io_threads == 200
+    assert concurrency_for("io", celery_consumer, 1000, 4) == 1000  # asked for: as asked
 
 
 def test_one_worker_for_io_and_cpu_pools_is_refused_saying_what_to_start() -> None:

@@ -62,7 +62,8 @@ class Slots:
 
 
 class Intake:
-    """Takes `queues` for worker `hostname` of `app`, running `concurrency` calls at once."""
+    """Takes `queues` for worker `hostname` of `app`, running `concurrency` calls at once,
+    the calls of sync tools on at most `threads` threads."""
 
     def __init__(
         self,
@@ -72,16 +73,19 @@ class Intake:
         hostname: str,
         concurrency: int,
         *,
+        threads: int,
         send_events: bool,
         restore_interval_s: float,
     ) -> None:
         self.queues = list(queues)
         self._client = resilient_client(url)
         self._slots = Slots(concurrency)
-        # A thread per call for sync tools; coroutine calls need threads only for their
-        # two short steps (admit, conclude): a few, so that a wide turn's steps do not
-        # contend for the interpreter across a thousand threads.
-        self._calls = ThreadPoolExecutor(concurrency, thread_name_prefix="toolfleet-call")
+        # A thread per running call for sync tools, up to `threads`: the others wait here
+        # for one. Coroutine calls hold none, so `concurrency` may be in the thousands; they
+        # need threads only for their two short steps (admit, conclude): a few, so that a
+        # wide turn's steps do not contend for the interpreter across a thousand threads.
+        self.threads = min(threads, concurrency)
+        self._calls = ThreadPoolExecutor(self.threads, thread_name_prefix="toolfleet-call")
         self._steps = ThreadPoolExecutor(
             min(STEP_THREADS, concurrency), thread_name_prefix="toolfleet-step"
         )
@@ -122,10 +126,12 @@ class Intake:
         for thread in self._threads:
             thread.start()
         log.info(
-            "intake: taking %s in batches of up to %d, %d calls at once",
+            "intake: taking %s in batches of up to %d, %d calls at once (sync tools' on %d "
+            "threads)",
             ", ".join(self.queues),
             BATCH,
             self._slots.total,
+            self.threads,
         )
 
     def stop(self, *, wait: bool) -> None:

@@ -79,6 +79,7 @@ def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
                 queues,
                 parent.hostname,
                 int(parent.controller.concurrency),
+                threads=settings.io_threads,
                 send_events=bool(dispatcher is not None and dispatcher.enabled),
                 restore_interval_s=settings.restore_interval_s,
             )
