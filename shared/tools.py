@@ -147,6 +147,28 @@ def LongRunningFunctionTool(  # named like ADK's class on purpose
     )
 
 
+@overload
+def tool(func: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    func: None = None,
+    *,
+    name: str = "",
+    pool: str | None = None,
+    timeout_s: float | None = None,
+    retry_on: Iterable[type[BaseException]] = (),
+    max_retries: int = 3,
+    retry_backoff_s: float = 1.0,
+    long_running: bool = False,
+    kind: Literal["io", "cpu"] | None = None,
+    require_confirmation: bool | Callable[..., Any] = False,
+    max_concurrency: int | None = None,
+    rate_limit: str | None = None,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
 def tool(
     func: Callable[..., Any] | None = None,
     *,
@@ -161,9 +183,38 @@ def tool(
     require_confirmation: bool | Callable[..., Any] = False,
     max_concurrency: int | None = None,
     rate_limit: str | None = None,
-) -> Any:
-    """Decorator form: `@tool(pool="heavy", timeout_s=30)`, `@tool(kind="io")` or bare `@tool`;
-    `@tool(max_concurrency=4, rate_limit="100/m")` limits it across the whole fleet."""
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a function a tool the fleet runs: bare `@tool`, or `@tool(...)` with options.
+
+    The function's name, docstring (Google style: `Args:` describe each parameter) and
+    type hints are the declaration the model sees; a parameter `tool_context: ToolContext`
+    is passed in by the worker and left out of it.
+
+    Args:
+        func: The function, when used bare (`@tool`); omitted with options.
+        name: The tool's name for the model; default: the function's name.
+        pool: The pool (Celery queue `tools.<pool>`) whose workers run it; default: the io
+            pool for coroutine functions and `kind="io"`, else the default pool.
+        timeout_s: Time limit of one call; default `TOOLFLEET_DEFAULT_TIMEOUT_S`.
+        retry_on: Exceptions after which the worker runs the call again.
+        max_retries: Most retries after the first run.
+        retry_backoff_s: Wait before the first retry, doubled for each next one.
+        long_running: The function starts work and returns at once; its final result is
+            posted later (`LongRunningFunctionTool`).
+        kind: `"io"` (many calls per worker process) or `"cpu"` (one per process).
+        require_confirmation: True, or a function of the call's arguments saying whether
+            this call needs a person's yes before it runs.
+        max_concurrency: Most calls of this tool running at once across the whole fleet.
+        rate_limit: Most calls started per period across the fleet: `"100/m"`, `"5/s"`.
+
+    Returns:
+        The `FunctionTool` (bare use), or a decorator that makes one (with options).
+
+    Raises:
+        ToolDefinitionError: The function cannot be a tool (a parameter type with no JSON
+            schema, a name that is not an identifier, a nested function a worker cannot
+            import, limits out of range), saying which and why.
+    """
     options = ToolOptions(
         pool,
         timeout_s,
