@@ -46,6 +46,13 @@ class Settings(BaseSettings):
         description="Pool of async tools and of tools declaring kind='io' that name no pool.",
     )
     io_concurrency: int = Field(
+        default=10_000,
+        ge=1,
+        description="Calls one io worker process runs at once: coroutine calls share its event "
+        "loop and hold no thread, so one process covers a wide turn; sync tools' calls run on "
+        "at most io_threads of them. `toolfleet worker --concurrency` overrides it.",
+    )
+    io_threads: int = Field(
         default=200,
         ge=1,
         description="Threads of one io worker process for sync tools' calls; its calls beyond "
@@ -61,13 +68,6 @@ class Settings(BaseSettings):
         default=True,
         description="an orchestrator sends the Redis commands its sessions issue in one "
         "event-loop iteration in one write on one shared connection; off, each command or "
-        default=10_000,
-        ge=1,
-        description="Calls one io worker process runs at once: coroutine calls share its event "
-        "loop and hold no thread, so one process covers a wide turn; sync tools' calls run on "
-        "at most io_threads of them. `toolfleet worker --concurrency` overrides it.",
-    )
-    io_threads: int = Field(
         "pipeline takes a pooled connection and a round trip of its own.",
     )
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
