@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -16,6 +17,9 @@ from toolfleet.shared.messages import CallStatus, PendingCall, ToolResult
 from toolfleet.shared.redaction import redact_deep
 
 MARKS = {CallStatus.SUCCESS: "ok", CallStatus.ERROR: "ERROR", CallStatus.PENDING: "pending"}
+# Calls of one turn shown a line each (as the model makes them, and as they finish); a
+# wider turn's others are counted in one line, so its output stays short.
+SHOWN_CALLS = 20
 
 
 def short(value: Any, limit: int = 80) -> str:
@@ -121,9 +125,12 @@ class ConsolePrinter:
         text = text_of(event.content)
         if text:
             self._line(f"[{event.author}] {text}")
-        for call in function_calls(event.content):
+        calls = function_calls(event.content)
+        for call in calls[:SHOWN_CALLS]:
             args = redact_deep(call.args or {}, self._secret_names)
             self._line(f"[{event.author}] calls {call.name}({short(args)})")
+        if len(calls) > SHOWN_CALLS:
+            self._line(f"[{event.author}] … and {len(calls) - SHOWN_CALLS:,} more calls")
 
     def pending_quietly(self, calls: list[PendingCall]) -> None:
         """Say which calls still run in the background, without the `toolfleet tickets` hints of
@@ -156,6 +163,8 @@ class ConsolePrinter:
 
     def _result(self, result: ToolResult) -> None:
         self._turn_results.append(result)
+        if len(self._turn_results) > SHOWN_CALLS:
+            return  # counted when the turn is complete
         where = f"{result.worker} pid {result.pid}" if result.pid else result.worker
         self._line(
             f"    {MARKS[result.status]:>7} {result.tool:<24} {result.duration_s * 1000:7.0f} ms  "
@@ -163,6 +172,11 @@ class ConsolePrinter:
         )
 
     def _turn_summary(self) -> None:
+        hidden = self._turn_results[SHOWN_CALLS:]
+        if hidden:
+            counts = Counter(MARKS[r.status] for r in hidden)
+            tally = ", ".join(f"{n:,} {mark}" for mark, n in sorted(counts.items()))
+            self._line(f"    … and {len(hidden):,} more results ({tally})")
         ran = [r for r in self._turn_results if r.pid]
         if len(ran) < 2:
             return

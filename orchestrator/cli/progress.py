@@ -27,6 +27,9 @@ TERMINAL_EVERY_S = 0.5
 LOG_EVERY_S = 5.0
 # Running calls named on one line; the others are counted.
 NAMED = 4
+# Calls whose records one progress line reads at most (the first still out, in call
+# order): a wide turn's line costs one bounded read, not one of all its calls.
+LOOKED_AT = 1000
 
 
 class LiveProgress:
@@ -77,6 +80,10 @@ class LiveProgress:
         elapsed = time.monotonic() - self._sent_at
         if not waiting or elapsed < self._quiet_s:
             return None
+        total = len(self._tools)
+        done = total - len(waiting)
+        unread = max(0, len(waiting) - LOOKED_AT)
+        waiting = waiting[:LOOKED_AT]
         raw = await self._redis.hmget(self._keys.running(self._session), waiting)
         now = time.time()
         running, queued = [], 0
@@ -91,8 +98,7 @@ class LiveProgress:
                 continue
             where = f"{started.worker} pid {started.pid}"
             running.append(f"{self._tools[call_id]} on {where} {now - started.started_at:.0f} s")
-        total = len(self._tools)
-        text = f"  … {total - len(waiting)}/{total} calls done, {elapsed:.0f} s"
+        text = f"  … {done}/{total} calls done, {elapsed:.0f} s"
         if running:
             more = f" and {len(running) - NAMED} more" if len(running) > NAMED else ""
             text += "; running: " + ", ".join(running[:NAMED]) + more
@@ -100,6 +106,8 @@ class LiveProgress:
             text += f"; {queued} waiting for a worker"
         for reason, count in sorted(held.items()):
             text += f"; {count} waiting for {reason}"
+        if unread:
+            text += f"; {unread} more not looked at"
         return text
 
     async def _print_every(self) -> None:

@@ -25,6 +25,11 @@ from toolfleet.shared.redaction import redact_deep, secret_name_set
 
 log = logging.getLogger(__name__)
 
+# Calls published in one write at most: each write is atomic (its messages and their
+# record of what was sent), and a wide turn's first calls reach the workers while the
+# next ones are encoded, without one script of ten thousand pushes holding Redis.
+PUBLISH_BATCH = 1000
+
 
 class CeleryFleet:
     """Runs calls as Celery tasks on the workers' pools and awaits their results on
@@ -59,9 +64,10 @@ class CeleryFleet:
     ) -> AsyncIterator[ToolResult]:
         """Publish calls to their pools' queues and yield one result per call as they finish.
 
-        At most `max_parallel_calls` are out at once. A call whose pool has no live worker,
-        or that misses its deadline, gets an error result. `resume`, `with_first_send`:
-        see ToolRunner.run (the latter rides on the first publish, if any).
+        At most `max_parallel_calls` are out at once, published PUBLISH_BATCH to a write. A
+        call whose pool has no live worker, or that misses its deadline, gets an error
+        result. `resume`, `with_first_send`: see ToolRunner.run (the latter rides on the
+        first publish, if any).
         """
         sent: set[str] = set()
         if resume and calls:
@@ -106,8 +112,9 @@ class CeleryFleet:
                 batch = [p for p in batch if not futures[p.call.call_id].done()]
                 for planned in answered:
                     yield futures[planned.call.call_id].result()
-                if batch:
-                    dispatches, watches = self._dispatch(batch)
+                for start in range(0, len(batch), PUBLISH_BATCH):
+                    part = batch[start : start + PUBLISH_BATCH]
+                    dispatches, watches = self._dispatch(part)
                     try:
                         await self._publisher.publish(
                             dispatches, record_in=record_in, fence=fence, also=with_first_send
@@ -117,7 +124,7 @@ class CeleryFleet:
                             watch.abandon(type(exc).__name__)
                         raise
                     with_first_send = None
-                    self._track(in_flight, futures, batch, watches)
+                    self._track(in_flight, futures, part, watches)
                 if not in_flight:  # every call of the batch was answered before it was sent
                     continue
                 timeout_s = max(0.0, in_flight.next_deadline() - time.monotonic())

@@ -21,6 +21,10 @@ from toolfleet.shared.keys import SessionKey, session_parts
 
 log = logging.getLogger(__name__)
 
+# Calls named in one broadcast at most: a wide turn's cancellation is a few messages of
+# bounded size, not one that names ten thousand calls.
+STOP_BATCH = 1000
+
 
 class CallStopper:
     """Broadcasts STOP_COMMAND to the fleet's workers."""
@@ -41,15 +45,17 @@ class CallStopper:
         app_name, user_id, session_id = session_parts(session)
         of_session = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
         targets = [{"call_id": call_id, **of_session} for call_id in call_ids]
-        try:
-            await asyncio.to_thread(
-                self._celery().control.broadcast,
-                STOP_COMMAND,
-                arguments={"calls": targets},
-                reply=False,
-            )
-        except Exception:  # the calls are answered; a worker finishes its own in vain
-            log.exception("could not tell the workers to stop %d cancelled call(s)", len(targets))
+        for start in range(0, len(targets), STOP_BATCH):
+            part = targets[start : start + STOP_BATCH]
+            try:
+                await asyncio.to_thread(
+                    self._celery().control.broadcast,
+                    STOP_COMMAND,
+                    arguments={"calls": part},
+                    reply=False,
+                )
+            except Exception:  # the calls are answered; a worker finishes its own in vain
+                log.exception("could not tell the workers to stop %d cancelled call(s)", len(part))
 
     def close(self) -> None:
         """Release the broker connections, if any were made."""

@@ -1,19 +1,23 @@
-"""CeleryFleet.run(resume=True): a turn taken over after its replica died."""
+"""CeleryFleet.run: a turn taken over after its replica died (resume=True), and a wide
+turn's calls sent in bounded writes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import fakeredis
 
-from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
+from toolfleet.orchestrator.fleet.celery_fleet import PUBLISH_BATCH, CeleryFleet
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.pools import LivePools
-from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend
 from toolfleet.orchestrator.fleet.results import ResultWaiter
+from toolfleet.orchestrator.sessions.fencing import Fence
+from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
@@ -89,6 +93,74 @@ async def test_a_resumed_turn_sends_only_what_was_never_sent_and_collects_the_re
         sent = [json.loads(m) for m in await fake_redis.lrange("tools.default", 0, -1)]
         assert [m["headers"]["task"] for m in sent] == ["tool.lookup"]
         assert await fake_redis.smembers(KEYS.dispatched(S1)) == {b"c1", b"c2", b"c3"}
+    finally:
+        running.cancel()
+        await waiter.stop()
+        await reader.aclose()
+
+
+class CountingPublisher(CeleryPublisher):
+    """Publishes as CeleryPublisher does, and records each write's size and `also`."""
+
+    def __init__(self, client: fakeredis.FakeAsyncRedis) -> None:
+        super().__init__(client)
+        self.writes: list[tuple[int, bool]] = []
+        self.all_sent = asyncio.Event()
+
+    async def publish(
+        self,
+        dispatches: Sequence[Dispatch],
+        *,
+        record_in: str,
+        fence: Fence | None = None,
+        also: WithFirstSend | None = None,
+    ) -> None:
+        await super().publish(dispatches, record_in=record_in, fence=fence, also=also)
+        self.writes.append((len(dispatches), also is not None))
+        if sum(n for n, _ in self.writes) == WIDE:
+            self.all_sent.set()
+
+
+WIDE = 2 * PUBLISH_BATCH + 5
+
+
+async def test_a_wide_turn_is_sent_at_once_in_bounded_writes_the_first_with_the_turn(
+    fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    reader = fakeredis.FakeAsyncRedis(server=fake_server)
+    waiter = ResultWaiter(reader, fake_redis, KEYS, "r1", block_ms=20)
+    await waiter.start()
+    await fake_redis.set(
+        KEYS.worker("w1"),
+        json.dumps({"hostname": "w1", "pools": ["default"], "pid": 1, "started_at": 0.0}),
+    )
+    await fake_redis.zadd(KEYS.workers(), {"w1": time.time() + 60})
+    publisher = CountingPublisher(fake_redis)
+    fleet = CeleryFleet(publisher, waiter, Settings(), KEYS, LivePools(fake_redis, KEYS))
+    calls = [planned(f"c{i}", {"endpoint": f"/{i}"}) for i in range(WIDE)]
+
+    turn_written: list[int] = []
+
+    def with_the_turn(batch: WriteBatch) -> Callable[[Sequence[Any]], Awaitable[None]]:
+        batch.set("the-model-turn", "1")
+
+        async def written(replies: Sequence[Any]) -> None:
+            turn_written.append(len(replies))
+
+        return written
+
+    async def collect() -> None:
+        async for _ in fleet.run(calls, with_first_send=with_the_turn):
+            pass
+
+    running = asyncio.create_task(collect())
+    try:
+        # Every call is sent before any result is in: the defaults put no wave in a turn.
+        await asyncio.wait_for(publisher.all_sent.wait(), 10)
+        assert publisher.writes == [(PUBLISH_BATCH, True), (PUBLISH_BATCH, False), (5, False)]
+        assert len(turn_written) == 1 and await fake_redis.get("the-model-turn") == b"1"
+        assert await fake_redis.llen("tools.default") == WIDE
+        assert await fake_redis.scard(KEYS.dispatched(S1)) == WIDE
     finally:
         running.cancel()
         await waiter.stop()

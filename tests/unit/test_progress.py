@@ -9,7 +9,7 @@ import fakeredis
 
 from tests.support import until
 from tests.unit.test_dispatch import make_call
-from toolfleet.orchestrator.cli.progress import LiveProgress
+from toolfleet.orchestrator.cli.progress import LOOKED_AT, LiveProgress
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, RunningCall, answered_result
@@ -72,3 +72,28 @@ async def test_a_short_turn_prints_nothing_and_a_long_one_prints_lines(
     async with progress.running():
         await until(lambda: "0/2 calls done" in out.getvalue(), "a progress line", 5)
     assert "running: call_api on w1@h pid 11" in out.getvalue()
+
+
+async def test_a_wide_turns_line_reads_a_bounded_number_of_calls(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """A turn of 3,000 calls: the line reads the records of the first LOOKED_AT still out
+    and counts the others, so that each refresh costs a bounded read."""
+    wide = [f"c{i}" for i in range(3 * LOOKED_AT)]
+    progress = LiveProgress(io.StringIO(), fake_redis, KEYS, S, quiet_s=0)
+    progress.follow(dispatched(*wide))
+    await started(fake_redis, "c0", "w1@h", 11)
+    asked: list[int] = []
+    hmget = fake_redis.hmget
+
+    async def counted(key: str, fields: list[str]) -> list[object]:
+        asked.append(len(fields))
+        return list(await hmget(key, fields))
+
+    fake_redis.hmget = counted  # type: ignore[method-assign,assignment]
+    line = await progress.line()
+
+    assert asked == [LOOKED_AT]
+    assert line is not None and line.startswith(f"  … 0/{3 * LOOKED_AT} calls done, ")
+    assert "running: call_api on w1@h pid 11" in line
+    assert f"; {LOOKED_AT - 1} waiting for a worker; {2 * LOOKED_AT} more not looked at" in line
