@@ -18,6 +18,7 @@ from typing import Any
 from google.genai import types
 
 from tests.local_http import Reply, Responder, StandIn, serve_stand_in
+from toolfleet.orchestrator.loop.foreign import PREAMBLE
 from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.orchestrator.models.protocol import ModelRequest
 from toolfleet.shared.errors import ModelError
@@ -104,6 +105,8 @@ def scripted_responder(models: Mapping[str, ScriptedModel]) -> Responder:
 
 def _author(content: types.Content, agent: str, offered: set[str]) -> str:
     if content.role != "model":
-        return "user"
+        parts = content.parts or ()
+        # Another agent's turn, shown to this one as "For context:" user text.
+        return "another agent" if parts and parts[0].text == PREAMBLE else "user"
     called = {p.function_call.name for p in content.parts or () if p.function_call}
     return agent if called <= offered else "another agent"

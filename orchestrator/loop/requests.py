@@ -51,8 +51,9 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
         authors, contents = _of_branch(inv.session.events, inv.branch)
     if agent.include_contents == "none":
         authors, contents = current_turn(agent, authors, contents)
-    if not inv.answers_call:  # a workflow's sub-agent: other agents' turns are context
-        authors, contents = as_context(agent.name, authors, contents)
+    # As in ADK, other agents' turns are context (a workflow's earlier steps, the
+    # parent's handover after transfer_to_agent), never the model's own turns.
+    authors, contents = as_context(agent.name, authors, contents)
     context = inv.readonly_context()
     root = agent.root
     system = [await resolved(root, root.global_instruction, context)]

@@ -198,12 +198,8 @@ DIFFERS = {
     "callbacks": "after_tool_callback gets the worker's {'result': value}, not the value",
     "session_state_agent": "CallbackContext has no _invocation_context (ADK's private API)",
 }
-# Through Gemini only: after a transfer, ADK shows the sub-agent its parent's
-# transfer_to_agent call as "For context:" user text; toolfleet sends it as a model turn
-# of the sub-agent's own (the stand-in then counts it as roll_agent's first step).
-DIFFERS_ON_GEMINI = {
-    "hello_world_ma": "a transferred agent sees its parent's call turns as its own",
-}
+# Through Gemini only.
+DIFFERS_ON_GEMINI: dict[str, str] = {}
 
 
 def sections(lines: list[str]) -> dict[str, list[str]]:

@@ -10,6 +10,7 @@ from google.genai import types
 from tests.support import InProcessRunner
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.transfer import TRANSFER_TO_AGENT, offered_tools
+from toolfleet.orchestrator.loop.foreign import PREAMBLE, QUOTED_BEGIN, QUOTED_END
 from toolfleet.orchestrator.loop.invocation import Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -90,11 +91,18 @@ async def test_the_model_transfers_on_its_own_and_the_target_answers(
     stored = await store.get(inv.session.key)
     assert stored.active_agent == "support"  # the next message goes to support too
     assert stored.open_turn() is None  # the call was answered and closed in its step
-    # The target saw the transfer call and its response, as in ADK.
+    # The target saw the transfer call and its response as ADK shows another agent's
+    # turns: "For context:" user text, never as model turns of its own.
     support_model = models["support"]
     assert isinstance(support_model, ScriptedModel)
     seen = support_model.requests[0].contents
-    assert any(p.function_response for c in seen for p in c.parts or ())
+    assert [(c.role, [p.text for p in c.parts or ()]) for c in seen] == [
+        ("user", ["this is urgent"]),
+        ("user", [PREAMBLE, f"[desk] called tool `{TRANSFER_TO_AGENT}` with parameters:\n"
+                  f"{QUOTED_BEGIN}\n{{'agent_name': 'support'}}\n{QUOTED_END}"]),
+        ("user", [PREAMBLE, f"[desk] `{TRANSFER_TO_AGENT}` tool returned result:\n"
+                  f"{QUOTED_BEGIN}\n{{'result': None}}\n{QUOTED_END}"]),
+    ]  # fmt: skip
 
 
 async def test_transfer_and_a_worker_call_of_one_turn_are_answered_in_one_step(
