@@ -94,7 +94,7 @@ def _runner_function(agent: Agent) -> Callable[..., Any]:
     (skip_summarization is applied by the calling orchestrator, not on the worker)."""
     if id(agent) not in _FUNCTIONS:
 
-        async def run_agent(request: str, tool_context: ToolContext) -> dict[str, Any]:
+        async def run_agent(request: str, tool_context: ToolContext) -> str | dict[str, Any]:
             return await run_agent_as_tool(agent, request, tool_context)
 
         run_agent.__name__ = agent.name
@@ -108,8 +108,10 @@ def _runner_function(agent: Agent) -> Callable[..., Any]:
 
 async def run_agent_as_tool(
     agent: Agent, request: str, tool_context: ToolContext
-) -> dict[str, Any]:
-    """Runs on a worker: the agent's whole loop, in a child session."""
+) -> str | dict[str, Any]:
+    """Runs on a worker: the agent's whole loop, in a child session. Returns what ADK's
+    AgentTool returns: the answer's text (the model gets {"result": text}), or with an
+    output schema its validated dict."""
     # Imported when an agent tool runs: a module that only declares one (and the
     # workers that import it) does not load the loop.
     from toolfleet.orchestrator.loop.runner import Runner
@@ -188,9 +190,9 @@ def _temp_writes(events: list[Event]) -> dict[str, Any]:
     return writes
 
 
-def _response(agent: Agent, answer: str) -> dict[str, Any]:
+def _response(agent: Agent, answer: str) -> str | dict[str, Any]:
     if agent.output_schema is None:
-        return {"result": answer}
+        return answer
     try:
         return agent.output_schema.model_validate_json(answer).model_dump(mode="json")
     except ValidationError as exc:

@@ -83,6 +83,9 @@ class ToolResult(BaseModel):
     invocation_id: str
     status: CallStatus
     response: dict[str, Any]
+    # The tool returned a value that is not a dict: `response` is {"result": value}, and
+    # after_tool callbacks get the value itself, as ADK passes what the tool returned.
+    wrapped: bool = False
     state_delta: dict[str, Any] = Field(default_factory=dict)
     actions: ToolActions = Field(default_factory=ToolActions)
     worker: str = Field(default="", description="Hostname of the worker (or 'orchestrator').")

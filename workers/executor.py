@@ -117,9 +117,10 @@ class Execution:
 
     def returned(self, value: Any) -> Outcome:
         """The outcome of a tool that returned `value`."""
-        response = value if isinstance(value, dict) else {"result": value}
         status = CallStatus.PENDING if self.tool.is_long_running else CallStatus.SUCCESS
-        return self.finish(status, response)
+        if isinstance(value, dict):
+            return self.finish(status, value)
+        return self.finish(status, {"result": value}, wrapped=True)
 
     def raised(self, exc: BaseException, time_limit_s: float) -> Outcome:
         """The outcome of a tool that raised `exc` (a time limit, a stop, its own error);
@@ -138,7 +139,12 @@ class Execution:
         return self.finish(CallStatus.ERROR, error_response(type(exc).__name__, str(exc)), exc)
 
     def finish(
-        self, status: CallStatus, response: dict[str, Any], exc: BaseException | None = None
+        self,
+        status: CallStatus,
+        response: dict[str, Any],
+        exc: BaseException | None = None,
+        *,
+        wrapped: bool = False,
     ) -> Outcome:
         """The outcome with this status and response, unless they cannot be sent."""
         call = self.call
@@ -158,6 +164,7 @@ class Execution:
                 problem += f"{response.get('error_message')})"
             status, response = CallStatus.ERROR, error_response("ResultRejected", problem)
             state_delta, exc = {}, None  # nothing of it travels; running again would not help
+            wrapped = False
         result = ToolResult(
             call_id=call.call_id,
             tool=call.tool,
@@ -165,6 +172,7 @@ class Execution:
             invocation_id=call.invocation_id,
             status=status,
             response=response,
+            wrapped=wrapped,
             state_delta=state_delta,
             actions=self.context.actions,
             worker=self._worker,

@@ -80,12 +80,13 @@ class Hooks:
         )
 
     async def after_tool(
-        self, tool: FunctionTool, args: dict[str, Any], context: ToolContext, result: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """A response that replaces `result`, or None to keep it."""
+        self, tool: FunctionTool, args: dict[str, Any], context: ToolContext, result: Any
+    ) -> Any:
+        """What replaces `result` (any value but None, as ADK takes it), or None to keep
+        it. `result` is what the tool returned: a dict, or a value of another type."""
         return await self._first(
             "after_tool_callback",
-            dict,
+            object,
             {"tool": tool, "tool_args": args, "tool_context": context, "result": result},
             {"tool": tool, "args": args, "tool_context": context, "tool_response": result},
         )

@@ -84,6 +84,9 @@ class ToolCallbacks:
         context.state = State({**guarded.snapshot, **result.state_delta})  # what the tool left
         response: dict[str, Any] = result.response
         status: CallStatus = result.status
+        # ADK hands after_tool what the tool returned: the value itself, not the
+        # {"result": value} the model gets.
+        returned: Any = response[RESULT_KEY] if result.wrapped else response
         try:
             if status is CallStatus.ERROR:
                 error = ToolCallError(
@@ -96,9 +99,11 @@ class ToolCallbacks:
                 )
                 if handled is not None:
                     response, status = handled, status_of(handled)
-            replaced = await self._hooks.after_tool(guarded.tool, guarded.args, context, response)
-            if replaced is not None:
-                response, status = replaced, status_of(replaced)
+                    returned = handled
+            replaced = await self._hooks.after_tool(guarded.tool, guarded.args, context, returned)
+            if replaced is not None:  # any value, as ADK takes it: a dict is the response
+                response = replaced if isinstance(replaced, dict) else {RESULT_KEY: replaced}
+                status = status_of(response)
         except Exception as exc:
             log.exception("a tool callback failed for call %s (%s)", result.call_id, result.tool)
             message = _failure("after_tool_callback/on_tool_error_callback", guarded.tool, exc)
@@ -111,6 +116,10 @@ class ToolCallbacks:
                 "actions": _merged(result.actions, context.actions),
             }
         )
+
+
+# The key a value that is not a dict is sent under, as ADK's FunctionResponse has it.
+RESULT_KEY = "result"
 
 
 def status_of(response: dict[str, Any]) -> CallStatus:

@@ -69,9 +69,12 @@ class BasePlugin:
         tool: FunctionTool,
         tool_args: dict[str, Any],
         tool_context: ToolContext,
-        result: dict[str, Any],
-    ) -> dict[str, Any] | None:
-        """After a call's final response is in; a dict replaces it."""
+        result: Any,
+    ) -> Any:
+        """After a call's final response is in. `result` is what the tool returned (a
+        value that is not a dict as it is, as ADK passes it); what is returned, unless
+        None, replaces it (a value that is not a dict goes to the model as
+        {"result": value})."""
         return None
 
     async def on_tool_error_callback(

@@ -73,7 +73,8 @@ EXPECTED: dict[str, list[str]] = {
         "** log_agent: kk, I've logged.",
         "artifacts: ['query'], query: b'Remember the milk'",
     ],
-    # ADK hands after_tool_callback the tool's own return value (1), not {"result": 1}.
+    # after_tool_callback gets the tool's own return value (1), as ADK hands it, and
+    # after_tool_cb2's dict replaces the response.
     "callbacks": [
         "@before_agent_cb1",
         "@before_agent_cb2",
@@ -195,7 +196,6 @@ REQUESTS = {
 # Where toolfleet differs from ADK on a sample as written: the offline run shows it, so
 # these samples are not run through the stand-in again.
 DIFFERS = {
-    "callbacks": "after_tool_callback gets the worker's {'result': value}, not the value",
     "session_state_agent": "CallbackContext has no _invocation_context (ADK's private API)",
 }
 # Through Gemini only.

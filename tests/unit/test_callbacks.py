@@ -89,16 +89,55 @@ async def test_after_tool_may_replace_a_response_and_sees_the_tools_state_writes
         tool: FunctionTool,
         args: dict[str, Any],
         tool_context: ToolContext,
-        tool_response: dict[str, Any],
+        tool_response: Any,
     ) -> dict[str, Any]:
-        tool_context.state["after"] = tool_response["result"]
-        return {"result": tool_response["result"] * 2}
+        # As in ADK: what add returned (5), not the {"result": 5} the model gets.
+        tool_context.state["after"] = tool_response
+        return {"doubled": tool_response * 2}
 
     agent = agent_with(call(Call("add", {"a": 2, "b": 3})), say("ok"), after_tool_callback=double)
     updates, _, _ = await run(store, agent)
     (added,) = responses(updates)
-    assert added.response == {"result": 10}
+    assert added.response == {"doubled": 10}
     assert response_event(updates).state_delta == {"after": 5}
+
+
+async def test_after_tool_gets_a_returned_dict_as_it_is_and_its_value_replaces_the_response(
+    store: SessionStore,
+) -> None:
+    """ADK's contract both ways: a tool's dict reaches after_tool unchanged (a dict that
+    happens to hold only "result" too), and a value that is not a dict, returned by a
+    plugin or a callback, goes to the model as {"result": value}."""
+    seen: list[Any] = []
+
+    class Plugin(BasePlugin):
+        async def after_tool_callback(self, *, result: Any, **_: Any) -> Any:
+            seen.append(("plugin", result))
+            return "from the plugin" if result == {"result": 4} else None
+
+    def agent_callback(tool_response: Any, **_: Any) -> Any:
+        seen.append(("agent", tool_response))
+        return [tool_response, "listed"]
+
+    answer = FunctionTool(returns_a_dict)
+    agent = Agent(
+        name="tester",
+        tools=[add, answer],
+        model=ScriptedModel(
+            [call(Call("returns_a_dict", {"value": 4}), Call("add", {"a": 1, "b": 1})), say("ok")]
+        ),
+        after_tool_callback=agent_callback,
+    )
+    updates, _, _ = await run(store, agent, plugins=(Plugin("plugin"),))
+    from_dict, added = responses(updates)
+    assert from_dict.response == {"result": "from the plugin"}
+    assert added.response == {"result": [2, "listed"]}
+    assert seen == [("plugin", {"result": 4}), ("plugin", 2), ("agent", 2)]
+
+
+def returns_a_dict(value: int) -> dict[str, int]:
+    """Return {"result": value}, a dict of the tool's own."""
+    return {"result": value}
 
 
 async def test_on_tool_error_may_replace_an_error_and_a_plugin_goes_before_the_agent(

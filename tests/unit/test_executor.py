@@ -42,6 +42,16 @@ def test_non_dict_result_is_wrapped() -> None:
     result = run(double, {"x": 21})
     assert result.status is CallStatus.SUCCESS
     assert result.response == {"result": 42}
+    assert result.wrapped  # after_tool callbacks get 42 itself, as in ADK
+
+
+def test_a_dict_holding_only_result_is_the_tools_own_not_a_wrapping() -> None:
+    def answer(x: int) -> dict[str, int]:
+        """Answers."""
+        return {"result": x}
+
+    result = run(answer, {"x": 1})
+    assert result.response == {"result": 1} and not result.wrapped
 
 
 def test_dict_result_is_passed_through_and_timed() -> None:
@@ -50,7 +60,7 @@ def test_dict_result_is_passed_through_and_timed() -> None:
         return {"x": x}
 
     result = run(info, {"x": 1})
-    assert result.response == {"x": 1}
+    assert result.response == {"x": 1} and not result.wrapped
     assert result.worker == "w" and result.pid > 0 and result.finished_at >= result.started_at
 
 
