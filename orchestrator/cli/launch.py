@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 
@@ -69,18 +70,29 @@ def pools_of(agent: Agent, settings: Settings) -> list[str]:
 
 
 def specs_for(pools: Sequence[str], settings: Settings, cpu_concurrency: int) -> list[WorkerSpec]:
-    """One embedded worker per pool: `cpu_concurrency` processes for a cpu pool, the
-    settings' io concurrency (threads) for an io pool."""
-    return [
-        WorkerSpec([p], cpu_concurrency if settings.pool_kind(p) == "cpu" else None) for p in pools
-    ]
+    """The embedded workers of `pools`: one of `cpu_concurrency` processes per cpu pool,
+    EMBEDDED_IO_PROCESSES per io pool, each running the settings' io concurrency."""
+    specs: list[WorkerSpec] = []
+    for pool in pools:
+        if settings.pool_kind(pool) == "cpu":
+            specs.append(WorkerSpec([pool], cpu_concurrency))
+        else:
+            specs += [WorkerSpec([pool])] * EMBEDDED_IO_PROCESSES
+    return specs
+
+
+# io worker processes the embedded default starts per io pool. One runs a wide turn's
+# coroutine calls on its event loop, but admitting and concluding them is Python work
+# under one GIL: a second process on another core halves it for a turn of thousands.
+EMBEDDED_IO_PROCESSES = min(2, os.cpu_count() or 1)
 
 
 def start_local_fleet(
-    stack: ExitStack, settings: Settings, specs: Sequence[WorkerSpec]
+    stack: ExitStack, settings: Settings, specs: Sequence[WorkerSpec], *, publish_url: bool = True
 ) -> Settings:
-    """Embedded default: a private server and workers for `pools`, stopped with `stack`."""
-    server = stack.enter_context(EmbeddedRedis(publish_url=True))
+    """Embedded default: a private server and workers for `pools`, stopped with `stack`.
+    `publish_url`: leave the server's URL for other toolfleet commands (`toolfleet serve`)."""
+    server = stack.enter_context(EmbeddedRedis(publish_url=publish_url))
     # Credentials supplied in this run are encrypted with a key that lives as long as it.
     key = settings.credential_key or new_credential_key()
     fleet_key = settings.fleet_key or new_fleet_key()  # this run's workers sign with it
@@ -91,10 +103,11 @@ def start_local_fleet(
     group = stack.enter_context(WorkerGroup(settings))
     for worker in group.start_all(specs):
         pools = ", ".join(worker.pools)
-        runs = "threads" if worker.kind == "io" else "processes"
-        print(
-            f"worker {worker.hostname}: pool {pools} ({worker.kind}), {worker.concurrency} {runs}"
-        )
+        runs = f"{worker.concurrency} processes"
+        if worker.kind == "io":
+            threads = min(settings.io_threads, worker.concurrency)
+            runs = f"{worker.concurrency} calls at once (sync tools' on {threads} threads)"
+        print(f"worker {worker.hostname}: pool {pools} ({worker.kind}), {runs}")
     return settings
 
 

@@ -13,6 +13,7 @@ import redis
 
 from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.cli.launch import EMBEDDED_IO_PROCESSES
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 
 pytestmark = pytest.mark.integration
@@ -59,6 +60,7 @@ def test_run_starts_an_io_worker_for_an_agent_with_async_tools(tmp_path: Path) -
 
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
-    # save_document is `async def`: the io pool, on Celery's threads.
-    assert re.search(r"^worker io-\S+: pool io \(io\), 50 threads$", out, flags=re.M), out
+    # save_document is `async def`: the io pool, its calls on the worker's event loop.
+    started = r"^worker io-\S+: pool io \(io\), 50 calls at once \(sync tools' on 50 threads\)$"
+    assert len(re.findall(started, out, flags=re.M)) == EMBEDDED_IO_PROCESSES, out
     assert "save_document" in out and "'version': 0" in out, out

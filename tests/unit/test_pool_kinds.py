@@ -4,6 +4,7 @@ keeps each call's limit on its threads."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ from tests.support import LocalTool
 from tests.unit.test_executor import envelope
 from toolfleet.orchestrator.agent_tool import AgentTool
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.cli.launch import specs_for
+from toolfleet.orchestrator.cli.launch import EMBEDDED_IO_PROCESSES, specs_for
 from toolfleet.orchestrator.models.offline import ScriptedModel, say
 from toolfleet.shared.celery_config import tool_kind, tool_pool
 from toolfleet.shared.config import Settings
@@ -121,9 +122,12 @@ def test_the_embedded_fleet_starts_an_io_worker_when_the_agent_has_async_tools()
         model=ScriptedModel([say("x")]),
     )
     pools = sorted({tool_pool(t, SETTINGS) for t in agent.all_tools()})
-    specs = {tuple(s.pools): s.concurrency for s in specs_for(pools, SETTINGS, 4)}
-    # io: the settings' io concurrency (None), cpu pools: the processes asked for.
-    assert specs == {("agents",): 4, ("default",): 4, ("io",): None}
+    specs = [(tuple(s.pools), s.concurrency) for s in specs_for(pools, SETTINGS, 4)]
+    # io: the settings' io concurrency (None) in each of EMBEDDED_IO_PROCESSES processes
+    # (two where there are two cores); cpu pools: one worker of the processes asked for.
+    io = [(("io",), None)] * EMBEDDED_IO_PROCESSES
+    assert specs == [(("agents",), 4), (("default",), 4), *io]
+    assert min(2, os.cpu_count() or 1) == EMBEDDED_IO_PROCESSES
 
 
 # --- an io pool's threads keep each call's limit -------------------------------------------
