@@ -59,6 +59,18 @@ class Sizes:
     mcp_concurrency: int = 16
     mcp_parallel_calls: int = 800
     mcp_fresh_calls: int = 5  # direct calls that start a new server each (slow)
+    # cost as the work grows (bench/cost.py): two sizes of sessions, two of pending tickets
+    cost_sessions: tuple[int, ...] = (1000, 10000)
+    cost_turns: int = 2  # per session, four events each
+    cost_tickets: tuple[int, ...] = (10000, 100000)
+    cost_tickets_per_session: int = 10  # long-running calls in one turn
+    cost_completions: int = 10000  # applied at each tickets size
+    cost_in_flight: int = 64  # HTTP requests at once, over the two replicas
+    cost_posters: int = 8  # threads posting completions
+    cost_worker_threads: int = 200  # one io worker process
+    cost_settle_s: float = 65.0  # before a memory reading: the 60 s write replies expire
+    cost_reference_tasks: int = 10000  # Celery result-backend entries of the reference
+    cost_probes: int = 5  # HTTP turns timed at each count of pending tickets
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,6 +112,17 @@ SMOKE = Sizes(
     mcp_concurrency=4,
     mcp_parallel_calls=40,
     mcp_fresh_calls=2,
+    cost_sessions=(20, 60),
+    cost_turns=2,
+    cost_tickets=(40, 120),
+    cost_tickets_per_session=4,
+    cost_completions=40,
+    cost_in_flight=8,
+    cost_posters=2,
+    cost_worker_threads=20,
+    cost_settle_s=0.0,
+    cost_reference_tasks=100,
+    cost_probes=2,
 )
 
 

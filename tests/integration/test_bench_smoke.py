@@ -62,3 +62,50 @@ def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
     mcp = result["tables"]["mcp"]["data"]
     assert mcp["worker_server_starts"] == 1  # one session for all the worker's calls
     assert mcp["direct"]["p50"] > 0 and mcp["fleet"]["p50"] > 0
+
+
+@pytest.mark.timeout(120)  # two replicas and a worker start, then a few hundred calls
+def test_smoke_run_of_the_cost_figure_measures_both_sizes(tmp_path: Path) -> None:
+    out = tmp_path / "cost.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLFLEET_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--smoke", "--only", "cost", "--json", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["errors"] == {} and list(result["tables"]) == ["cost"]
+    table, sizes = result["tables"]["cost"], result["sizes"]
+    sessions, tickets = sizes["cost_sessions"], sizes["cost_tickets"]
+    # Four memory measures per session size, two per ticket size, one apply per ticket
+    # size, and an HTTP turn with none pending and at each ticket size.
+    assert len(table["rows"]) == 4 * len(sessions) + 3 * len(tickets) + len(tickets) + 1
+    assert [row[1] for row in table["rows"][: len(sessions)]] == [
+        f"{n:,} sessions" for n in sessions
+    ]
+    for row in table["rows"]:
+        assert len(row) == len(table["columns"]) == 6, row
+        assert len(numbers([row[2], row[4], row[5]])) == 3, row  # value, reference, ratio
+        assert row[4] > 0, row
+        if not str(row[0]).startswith("replica"):  # RSS may reuse memory freed before
+            assert row[2] > 0, row
+    data = table["data"]
+    assert [p["size"] for p in data["sessions"]] == sessions
+    turns = sizes["cost_turns"]
+    assert [p["extra"]["events"] for p in data["sessions"]] == [n * turns * 4 for n in sessions]
+    assert [p["extra"]["records"] for p in data["tickets"]] == tickets  # all pending at once
+    assert [a["completions"] for a in data["completions"]] == [sizes["cost_completions"]] * 2
+    assert f"### {table['title']}" in done.stdout
+
+    matplotlib = pytest.importorskip("matplotlib")  # the plot needs the bench extra
+    assert matplotlib is not None
+    from bench.cost_plot import plot
+
+    png = tmp_path / "cost.png"
+    plot(result, png)
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
