@@ -101,7 +101,8 @@ def choose_model(agent: Agent, settings: Settings) -> Model:
         wanted = f"model {named!r}" if named else "no model"
         raise ConfigError(
             f"agent {agent.name!r} has {wanted} and {NO_KEY}: set GOOGLE_API_KEY (or "
-            "GEMINI_API_KEY) to use Gemini, or give the agent an offline_script"
+            "GEMINI_API_KEY) to use Gemini, give the agent an offline_script, or name a "
+            "module:attribute dict of agent name to Model in TOOLFLEET_OFFLINE_MODELS"
         )
     return ScriptedModel(agent.offline_script)
 

@@ -45,7 +45,11 @@ def load_agent(spec: str) -> Agent:
     the attribute is not an Agent."""
     agent, module_name, attr = _named(spec, "--agent", "examples.weather:agent")
     if not isinstance(agent, Agent):
-        raise ToolfleetError(f"--agent {spec!r}: {attr} in {module_name} is not an Agent")
+        module = importlib.import_module(module_name)  # imported already, by _named
+        agents = sorted(n for n, v in vars(module).items() if isinstance(v, Agent))
+        offered = f"its agents: {', '.join(agents)}" if agents else "it defines no Agent"
+        problem = "is not an Agent" if hasattr(module, attr) else "has no such name"
+        raise ToolfleetError(f"--agent {spec!r}: {attr} in {module_name} {problem} ({offered})")
     return agent
 
 

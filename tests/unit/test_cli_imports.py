@@ -25,5 +25,16 @@ def test_an_agent_module_in_the_working_directory_is_found(
     assert main(["run", "--agent", f"{module}:not_an_agent", "hi"]) == 2
 
     # It imported the module (not "cannot import"): the attribute is what it refused.
-    assert f"not_an_agent in {module} is not an Agent" in capsys.readouterr().err
+    assert f"not_an_agent in {module} is not an Agent (it defines no Agent)" in (
+        capsys.readouterr().err
+    )
     monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+def test_a_misspelt_agent_is_said_to_be_missing_naming_the_agents_there(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "--agent", "examples.weather:agnt", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert "agnt in examples.weather has no such name (its agents: agent)" in err
+    assert "Traceback" not in err

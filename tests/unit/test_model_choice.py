@@ -51,7 +51,9 @@ def test_a_model_id_without_a_key_plays_the_offline_script_and_says_why(no_key: 
 
 
 def test_a_model_id_without_a_key_or_script_is_a_config_error_naming_both(no_key: None) -> None:
-    with pytest.raises(ConfigError, match=r"model 'gemini-2\.0-flash'.*offline_script"):
+    with pytest.raises(
+        ConfigError, match=r"model 'gemini-2\.0-flash'.*offline_script.*TOOLFLEET_OFFLINE_MODELS"
+    ):
         choose_model(adk_agent(), SETTINGS)
 
 
