@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # Calls published in one write at most: each write is atomic (its messages and their
 # record of what was sent), and a wide turn's first calls reach the workers while the
 # next ones are encoded, without one script of ten thousand pushes holding Redis.
-PUBLISH_BATCH = 1000
+PUBLISH_BATCH = 200
 
 
 class CeleryFleet:
