@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 
 import hiredis
 import redis.asyncio as aioredis
+import redis.asyncio.sentinel as async_sentinel
 from redis._parsers.base import BaseParser
 from redis._parsers.response_callbacks import get_response_callbacks
 from redis.asyncio.client import Pipeline
@@ -31,7 +32,13 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.client import CaseInsensitiveDict
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError, InvalidResponse, ResponseError
+from redis.exceptions import DataError, InvalidResponse, ReadOnlyError, ResponseError
+
+from toolfleet.shared.redis_clients import (
+    async_sentinel_manager,
+    is_sentinel,
+    sentinel_target,
+)
 
 # Commands that block the connection or change its state: they keep a pooled connection.
 POOL_COMMANDS = frozenset(
@@ -63,8 +70,11 @@ class _Exchange:
 class _Wire(asyncio.Protocol):
     """A connection: writes of one loop iteration joined, replies parsed by hiredis in C."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, follows_master: bool = False) -> None:
         self._loop = loop
+        # A READONLY reply means the server was demoted: the connection is dropped, so
+        # the retry reaches the master Sentinel names now.
+        self._follows_master = follows_master
         # Error replies become exceptions (not raised), of redis-py's classes: NOSCRIPT is
         # a NoScriptError as with redis-py, at any depth (inside EXEC's reply too).
         self._reader = hiredis.Reader(protocolError=InvalidResponse, replyError=_error)
@@ -98,6 +108,9 @@ class _Wire(asyncio.Protocol):
         self._reader.feed(data)
         try:
             while (reply := self._reader.gets()) is not False:
+                if self._follows_master and isinstance(reply, ReadOnlyError):
+                    self.close(RedisConnectionError("the master was demoted to a replica"))
+                    return
                 exchange = self._waiting[0]
                 exchange.replies.append(reply)
                 if len(exchange.replies) == exchange.count:
@@ -127,18 +140,27 @@ class AutoPipeline:
     (its waiting callers fail with ConnectionError; the client's retry policy resends)."""
 
     def __init__(self, url: str, name: str) -> None:
-        options = parse_url(url)
+        self._sentinel: async_sentinel.Sentinel | None = None
+        self._service = ""
+        if is_sentinel(url):
+            target = sentinel_target(url)
+            self._sentinel = async_sentinel_manager(target)
+            self._service = target.service
+            options: dict[str, Any] = target.master_options()
+        else:
+            options = dict(parse_url(url))
         self._path: str | None = options.get("path")
         self._host = str(options.get("host") or "localhost")
         self._port = int(options.get("port") or 6379)
-        self._handshake = _handshake(dict(options), name)
+        self._handshake = _handshake(options, name)
         self._wire: _Wire | None = None
         self._opening: asyncio.Lock | None = None
 
     @staticmethod
     def supports(url: str) -> bool:
-        """Whether `url` is one this class connects to (plain TCP or a Unix socket)."""
-        return url.startswith(("redis://", "unix://"))
+        """Whether `url` is one this class connects to (plain TCP, a Unix socket, or the
+        master of a Sentinel URL)."""
+        return url.startswith(("redis://", "unix://")) or is_sentinel(url)
 
     async def call(self, packed: bytes, count: int) -> list[Any]:
         """Send `count` packed commands with this iteration's others; their replies."""
@@ -154,13 +176,16 @@ class AutoPipeline:
             if self._wire is not None and self._wire.lost is None:
                 return self._wire  # another caller opened it meanwhile
             loop = asyncio.get_running_loop()
+            follows = self._sentinel is not None
             try:
                 async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    if self._sentinel is not None:  # MasterNotFoundError is a ConnectionError
+                        self._host, self._port = await self._sentinel.discover_master(self._service)
                     if self._path is not None:
                         _, wire = await loop.create_unix_connection(lambda: _Wire(loop), self._path)
                     else:
                         _, wire = await loop.create_connection(
-                            lambda: _Wire(loop), self._host, self._port
+                            lambda: _Wire(loop, follows_master=follows), self._host, self._port
                         )
             except (OSError, TimeoutError) as exc:
                 where = self._path or f"{self._host}:{self._port}"
@@ -183,6 +208,12 @@ class AutoPipeline:
         if self._wire is not None:
             self._wire.close(RedisConnectionError("the client was closed"))
             self._wire = None
+
+    async def aclose(self) -> None:
+        """`close`, and the connections to the sentinels, if any."""
+        self.close()
+        if self._sentinel is not None:
+            await self._sentinel.aclose()
 
 
 class AutoPipelinedRedis(aioredis.Redis):
@@ -243,7 +274,7 @@ class AutoPipelinedRedis(aioredis.Redis):
 
     async def aclose(self, close_connection_pool: bool | None = None) -> None:
         """Close the shared connection and, as redis-py's client does, the pool."""
-        self._autopipeline.close()
+        await self._autopipeline.aclose()
         await super().aclose(close_connection_pool)
 
 

@@ -16,6 +16,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from toolfleet.orchestrator.autopipeline import AutoPipeline, AutoPipelinedRedis
 from toolfleet.shared.outages import async_retry_policy
+from toolfleet.shared.redis_clients import async_client, async_pool
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,8 @@ def command_client(url: str, *, autopipeline: bool = True) -> aioredis.Redis:
     """A shared client for short commands (owns its pool and closes it); it retries
     through a short Redis outage (toolfleet.shared.outages). With `autopipeline`, the
     commands of one event-loop iteration share one write (toolfleet.orchestrator.autopipeline)."""
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S, retry=async_retry_policy()
+    pool = async_pool(
+        url, max_connections=MAX_CONNECTIONS, pool_wait_s=POOL_WAIT_S, retry=async_retry_policy()
     )
     _hiredis_packing(pool)
     if autopipeline and AutoPipeline.supports(url):
@@ -45,7 +46,7 @@ def blocking_client(url: str) -> aioredis.Redis:
     retry it, swallowing the cancellation; the reading loop handles errors itself.
     """
     # No socket timeout either: an idle XREAD BLOCK is not a dead connection.
-    client = aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
+    client = async_client(url, retry=Retry(NoBackoff(), 0), socket_timeout=None)
     _hiredis_packing(client.connection_pool)
     return client
 
@@ -58,7 +59,7 @@ def reader_client(url: str, *, autopipeline: bool = True) -> aioredis.Redis:
         return blocking_client(url)
     no_retry = Retry(NoBackoff(), 0)
     # The pool is redis-py's client's due; a dedicated client sends nothing through it.
-    pool = aioredis.ConnectionPool.from_url(url, retry=no_retry, socket_timeout=None)
+    pool = async_pool(url, retry=no_retry, socket_timeout=None)
     return AutoPipelinedRedis.over(
         pool, url, no_retry, name="toolfleet-results-reader", dedicated=True
     )

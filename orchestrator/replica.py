@@ -27,6 +27,8 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.cancellation import CancelRequest
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.outages import resilient_client
+from toolfleet.shared.replication import attach
 from toolfleet.shared.sealing import Sealer, warn_without_fleet_key
 from toolfleet.shared.signing import ResultSigner
 
@@ -47,6 +49,7 @@ class Replica:
         self.keys = Keys(settings.key_prefix)
         self._url = settings.require_redis_url()
         self.redis = command_client(self._url, autopipeline=settings.redis_autopipeline)
+        attach(self.redis, settings)  # session writes are stored once replicas have them
         self._blocking: list[aioredis.Redis] = [
             reader_client(self._url, autopipeline=settings.redis_autopipeline)
         ]
@@ -95,7 +98,7 @@ class Replica:
         """The replica's synchronous client (for the ticket commands the CLI shares),
         made on first use."""
         if self._sync is None:
-            self._sync = redis.Redis.from_url(self._url)
+            self._sync = resilient_client(self._url)
         return self._sync
 
     async def __aenter__(self) -> Replica:

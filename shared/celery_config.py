@@ -8,6 +8,7 @@ from typing import Any
 
 from toolfleet.shared.config import PoolKind, Settings
 from toolfleet.shared.keys import queue_name
+from toolfleet.shared.redis_clients import broker_connection
 from toolfleet.shared.tools import FunctionTool
 
 
@@ -65,8 +66,10 @@ def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, An
     timeout (above the longest time limit) passes; JSON only; no result backend.
     """
     visibility_timeout = broker_visibility_timeout_s(settings, tools)
+    # A Sentinel URL becomes kombu's list of sentinel:// URLs and the master's name.
+    broker_url, sentinel_options = broker_connection(settings.require_redis_url())
     return {
-        "broker_url": settings.require_redis_url(),
+        "broker_url": broker_url,
         "broker_use_ssl": broker_tls(settings.require_redis_url()),
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": {
@@ -78,6 +81,7 @@ def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, An
             # The sweep holds a lock; a worker killed holding it would stall every
             # sweep for kombu's default 300 s.
             "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
+            **sentinel_options,
         },
         "task_serializer": "json",
         "accept_content": ["json"],

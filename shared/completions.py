@@ -33,9 +33,10 @@ from toolfleet.shared.errors import (
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, dropped, too_deep, value_depth
 from toolfleet.shared.keys import Keys, applied_record
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
-from toolfleet.shared.outages import APPLIED_TTL_S
+from toolfleet.shared.outages import APPLIED_TTL_S, resilient_client
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
+from toolfleet.shared.replication import NO_WAIT, Replication
 from toolfleet.shared.scripts import LuaScript
 
 DEAD_LETTERS_MAXLEN = 10_000
@@ -114,8 +115,10 @@ class Completions:
         *,
         maxlen: int = 10_000,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+        replication: Replication = NO_WAIT,
     ) -> None:
         self._redis = client
+        self._replication = replication  # a post is acknowledged once replicas have it
         self._keys = keys
         self._maxlen = maxlen  # TOOLFLEET_COMPLETIONS_MAXLEN (its default here too)
         self.max_json_depth = max_json_depth
@@ -131,6 +134,7 @@ class Completions:
             settings.secret_arg_names,
             maxlen=settings.completions_maxlen,
             max_json_depth=settings.max_json_depth,
+            replication=Replication.of(settings),
         )
 
     def pending(self) -> list[PendingCall]:
@@ -292,8 +296,10 @@ class Completions:
         CompletionsFullError while the stream holds `maxlen` unapplied entries."""
         stream = self._keys.completions(pending.app_name)
         record = applied_record(self._keys.applied_writes(pending.session_key))
-        reply: Any = _POST.run_sync(
+        # Answered once the replicas have it: a failover cannot lose an acknowledged post.
+        reply: Any = self._replication.run_sync(
             self._redis,
+            _POST,
             3,
             stream,
             self._keys.completion_order(pending.session_key),
@@ -406,6 +412,6 @@ def post_result(
     The one-call form of `Completions.post_result` for scripts and other services:
     `post_result(call_id, {"status": "approved"}, settings=Settings())`.
     """
-    with redis.Redis.from_url(settings.require_redis_url()) as client:
+    with resilient_client(settings.require_redis_url()) as client:
         completions = Completions.of(client, Keys(settings.key_prefix), settings)
         return completions.post_result(call_id, response, final=final, source=source)

@@ -26,6 +26,21 @@ class Settings(BaseSettings):
         description="Broker, results and sessions. Unset: `toolfleet run/demo` start an "
         "embedded server on a free loopback port.",
     )
+    redis_wait_replicas: int | None = Field(
+        default=None,
+        ge=0,
+        description="Replicas that must hold a write before toolfleet acknowledges it (a "
+        "posted completion, a stored session write, a worker's tool result): Redis "
+        "replicates asynchronously, and a failover loses what the replicas lacked. Unset: 1 "
+        "for a `redis+sentinel://` URL, 0 (no wait) for a single Redis.",
+    )
+    redis_wait_timeout_s: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="How long a write waits for those replicas; past it, it is acknowledged "
+        "all the same and a warning logged (no replica connected, or one far behind).",
+    )
     key_prefix: str = Field(default="toolfleet", description="Prefix of every Redis key.")
     tool_modules: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

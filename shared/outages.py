@@ -17,6 +17,8 @@ import redis.asyncio.retry as async_retry
 import redis.backoff
 import redis.retry
 
+from toolfleet.shared.redis_clients import sync_client
+
 # How long a write that records itself is recognised when it arrives again (its reply
 # was lost, the client resent it): longer than a client goes on retrying one (RIDE_OUT_S
 # and its connection attempts). Session writes keep theirs longer when their lease lives
@@ -54,9 +56,6 @@ def resilient_client(url: str, max_connections: int | None = None) -> redis.Redi
     With `max_connections`, threads share a pool of that many connections and wait (up to
     POOL_WAIT_S) for a free one: an io worker's hundreds of threads would otherwise pass
     redis-py's default cap of 100 and fail with MaxConnectionsError."""
-    if max_connections is None:
-        return redis.Redis.from_url(url, retry=sync_retry())
-    pool = redis.BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=POOL_WAIT_S, retry=sync_retry()
+    return sync_client(
+        url, max_connections=max_connections, pool_wait_s=POOL_WAIT_S, retry=sync_retry()
     )
-    return redis.Redis(connection_pool=pool)

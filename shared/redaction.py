@@ -8,6 +8,7 @@ the orchestrator must send them again: shared.sealing), so no secret is left in 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -135,14 +136,12 @@ def mask_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:{MASK}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    auth, at, hosts = parts.netloc.rpartition("@")
+    user, has_password, _ = auth.partition(":")
+    netloc = f"{user}:{MASK}@{hosts}" if at and has_password else parts.netloc
+    # A Sentinel URL carries the sentinels' password in its query.
+    query = re.sub(r"(sentinel_password=)[^&]*", rf"\g<1>{MASK}", parts.query)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def mask_values(text: str, secret_values: Iterable[str]) -> str:

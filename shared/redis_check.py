@@ -12,11 +12,15 @@ import redis
 
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.redaction import mask_url
+from toolfleet.shared.redis_clients import sync_client
 
 # How long an unreachable Redis is waited for (it may be starting too); refused
 # credentials and TLS failures are reported at once.
 STARTUP_WAIT_S = 5.0
-_URL_FORM = "redis://[USER:PASSWORD@]HOST:PORT/DB (rediss:// for TLS)"
+_URL_FORM = (
+    "redis://[USER:PASSWORD@]HOST:PORT/DB (rediss:// for TLS; "
+    "redis+sentinel://[USER:PASSWORD@]HOST:PORT,HOST:PORT/SERVICE/DB for Sentinel)"
+)
 
 
 def check_redis(url: str, wait_s: float = STARTUP_WAIT_S) -> None:
@@ -24,7 +28,7 @@ def check_redis(url: str, wait_s: float = STARTUP_WAIT_S) -> None:
     to change in TOOLFLEET_REDIS_URL if it does not answer as it should."""
     shown = mask_url(url)
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        client = sync_client(url, socket_connect_timeout=2, socket_timeout=2)
     except ValueError as exc:
         raise ConfigError(
             f"TOOLFLEET_REDIS_URL {shown} is not a Redis URL ({exc}): use {_URL_FORM}"

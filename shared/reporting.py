@@ -21,6 +21,7 @@ from toolfleet.shared.messages import (
     ToolResult,
 )
 from toolfleet.shared.pending import CLOSED_TTL_S
+from toolfleet.shared.replication import NO_WAIT, Replication
 from toolfleet.shared.scripts import LuaScript
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
@@ -75,8 +76,11 @@ class ResultReporter:
         sealer: Sealer | None = None,
         *,
         feed: str | None = None,
+        replication: Replication = NO_WAIT,
     ) -> None:
         self._client = client
+        # A result is reported (and its task acked) once replicas have it.
+        self._replication = replication
         self._maxlen = maxlen
         self._feed = feed
         self._signer = signer  # signs each result with the fleet key, when there is one
@@ -88,13 +92,17 @@ class ResultReporter:
         the entry id. `closes`: the call's closed key (Keys.closed), set in the same step
         when the result is the call's final answer."""
         # With the results of the calls ending at the same moment (a sync io worker's).
-        entry_id = self._commits.run_script(_POST, *self._post_args(Post(stream, result, closes)))
+        args = self._post_args(Post(stream, result, closes))
+        if self._replication.replicas > 0:  # one pipeline with its wait for the replicas
+            return _entry_id(self._replication.run_sync(self._client, _POST, *args))
+        entry_id = self._commits.run_script(_POST, *args)
         return _entry_id(entry_id)
 
     def post_all(self, posts: Sequence[Post]) -> list[str | Exception]:
         """`post` for many results in one round trip: the calls an io worker concludes
         together. Each post's entry id, or its error; a connection error is raised."""
-        replies = _POST.run_all(self._client, [self._post_args(post) for post in posts])
+        calls = [self._post_args(post) for post in posts]
+        replies = self._replication.run_all_sync(self._client, _POST, calls)
         return [reply if isinstance(reply, Exception) else _entry_id(reply) for reply in replies]
 
     def _post_args(self, post: Post) -> list[Any]:

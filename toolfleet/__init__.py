@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     from toolfleet.shared.memory_tools import load_memory, preload_memory
     from toolfleet.shared.messages import CallStatus, PendingCall, ToolActions, ToolCall, ToolResult
     from toolfleet.shared.openapi import OpenAPIToolset
+    from toolfleet.shared.redis_clients import redis_client
     from toolfleet.shared.state import State
     from toolfleet.shared.tools import (
         FunctionTool,
@@ -179,6 +180,7 @@ _MODULES: dict[str, str] = {
     "Orchestrator": "toolfleet.orchestrator.service.orchestrator",
     "Settings": "toolfleet.shared.config",
     "Keys": "toolfleet.shared.keys",
+    "redis_client": "toolfleet.shared.redis_clients",
     # What a run yields.
     "Event": "toolfleet.orchestrator.sessions.events",
     "Session": "toolfleet.orchestrator.sessions.session",
@@ -323,6 +325,7 @@ __all__ = [
     "load_memory",
     "post_result",
     "preload_memory",
+    "redis_client",
     "say",
     "tool",
     "url_context",

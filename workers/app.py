@@ -19,6 +19,7 @@ from toolfleet.shared.keys import Keys
 from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.redis_check import check_redis
+from toolfleet.shared.replication import Replication
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
@@ -66,7 +67,12 @@ def create_app(settings: Settings) -> Celery:
     signer = ResultSigner.of(settings.fleet_key)
     sealer = Sealer.of(settings)
     reporter = ResultReporter(
-        client, settings.results_maxlen, signer, sealer, feed=keys.results_feed()
+        client,
+        settings.results_maxlen,
+        signer,
+        sealer,
+        feed=keys.results_feed(),
+        replication=Replication.of(settings),
     )
     completions = Completions.of(client, keys, settings)
     services = ToolServices(

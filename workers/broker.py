@@ -17,14 +17,17 @@ from urllib.parse import urlparse
 
 from kombu.transport import redis as kombu_redis
 
+from toolfleet.shared.redis_clients import is_sentinel
+
 # The URL schemes kombu serves with its plain Redis transport (sentinel:// has its own).
 PLAIN_REDIS_SCHEMES = frozenset({"redis", "rediss"})
 
 
-class Channel(kombu_redis.Channel):
-    """A channel whose synchronous client is built once per connection pool."""
+class _OneClientPerPool:
+    """The synchronous client of a channel, built once per connection pool."""
 
     _sync_client: Any = None
+    pool: Any
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:
@@ -35,15 +38,33 @@ class Channel(kombu_redis.Channel):
         return client
 
 
+class Channel(_OneClientPerPool, kombu_redis.Channel):
+    """A channel whose synchronous client is built once per connection pool."""
+
+
 class Transport(kombu_redis.Transport):
     """kombu's Redis transport with `Channel`."""
 
     Channel = Channel
 
 
+class SentinelChannel(_OneClientPerPool, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel (its pools ask the sentinels for the master on every
+    new connection) with one synchronous client per connection pool."""
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with `SentinelChannel`."""
+
+    Channel = SentinelChannel
+
+
 def broker_transport(url: str) -> str | None:
-    """The transport for the worker's broker `url`: ours for a plain Redis URL, None
-    (kombu's choice by scheme) for any other."""
+    """The transport for the worker's broker at toolfleet's `url`: ours for a plain Redis
+    URL or a `redis+sentinel://` one (its broker URL: shared.redis_clients.broker_connection),
+    None (kombu's choice by scheme) for any other."""
+    if is_sentinel(url):
+        return f"{SentinelTransport.__module__}:{SentinelTransport.__qualname__}"
     if urlparse(url).scheme in PLAIN_REDIS_SCHEMES:
         return f"{Transport.__module__}:{Transport.__qualname__}"
     return None

@@ -21,6 +21,7 @@ from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.memory import MemoryStore, SearchMemoryResponse
+from toolfleet.shared.outages import resilient_client
 
 SettingsSource = Callable[[], Awaitable[Settings]]
 T = TypeVar("T")
@@ -52,7 +53,7 @@ class _OnRedis:
             )
 
         def run() -> T:
-            with redis.Redis.from_url(settings.require_redis_url()) as client:
+            with resilient_client(settings.require_redis_url()) as client:
                 return work(client, Keys(settings.key_prefix))
 
         return await asyncio.to_thread(run)

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-import redis
-
 from toolfleet.orchestrator.cli import worker_output
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.worker_output import LinePump
@@ -31,6 +29,7 @@ from toolfleet.shared.config import PoolKind, Settings
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.pool_kinds import concurrency_for, kind_of_pools, worker_pool_argv
+from toolfleet.shared.redis_clients import sync_client
 from toolfleet.workers.tool_output import TOOL_OUTPUT_FDS
 
 
@@ -202,7 +201,7 @@ class WorkerGroup:
         return worker
 
     def _wait_ready(self, worker: WorkerProcess) -> None:
-        client = redis.Redis.from_url(self.settings.require_redis_url())
+        client = sync_client(self.settings.require_redis_url())
         key = Keys(self.settings.key_prefix).worker(worker.hostname)
 
         def beats() -> bool:

@@ -10,8 +10,6 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from toolfleet.orchestrator.cli.launch import redis_url_or_embedded_file
 from toolfleet.orchestrator.fleet.pool_view import PoolView, pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
@@ -19,11 +17,12 @@ from toolfleet.orchestrator.fleet.queues import QueueState, queue_states
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.redis_clients import async_client
 
 
 async def _read(url: str, keys: Keys) -> dict[str, Any]:
     """The fleet's state as one JSON-ready object."""
-    client = aioredis.Redis.from_url(url)
+    client = async_client(url)
     try:
         workers = await live_workers(client, keys)
         pending = await SessionStore(client, keys).pending_calls()

@@ -18,13 +18,14 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import InvalidCompletionError
 from toolfleet.shared.json_depth import text_depth
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.redaction import redact_deep
 
 
 def operator_completions() -> tuple[Completions, redis.Redis]:
     """The operator's Completions (and its client, to close) from the environment."""
     settings = Settings()
-    client = redis.Redis.from_url(redis_url_or_embedded_file(settings))
+    client = resilient_client(redis_url_or_embedded_file(settings))
     keys = Keys(settings.key_prefix)
     return Completions.of(client, keys, settings), client
 

@@ -24,6 +24,7 @@ from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.memory import MemoryStore, SearchMemoryResponse
+from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.toolsets import BaseToolset
 
 T = TypeVar("T")
@@ -31,7 +32,7 @@ T = TypeVar("T")
 
 def redis_client(settings: Settings) -> redis.Redis:
     """A client of the fleet's Redis, for the stores a request hook reads."""
-    return redis.Redis.from_url(settings.require_redis_url())
+    return resilient_client(settings.require_redis_url())
 
 
 class RequestContext:

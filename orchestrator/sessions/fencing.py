@@ -26,6 +26,7 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import SessionKey, applied_record
 from toolfleet.shared.outages import APPLIED_TTL_S
+from toolfleet.shared.replication import replicated, run_replicated
 from toolfleet.shared.scripts import LuaScript
 
 # Lua unpacks at most about 8,000 values into one call: a command longer than this many
@@ -202,7 +203,10 @@ class GuardedWrite:
             reply = await _GUARDED.run(client, len(self.keys), *self.keys, *self.args)
         if isinstance(reply, Exception):
             raise reply
-        return list(reply) if isinstance(reply, list) else None
+        if not isinstance(reply, list):
+            return None
+        await replicated(client)
+        return list(reply)
 
 
 @dataclass(frozen=True)
@@ -225,8 +229,9 @@ class Fence:
         keys = (self.key, applied_record(self.applied_prefix))
         try:
             release_flag = "1" if release else "0"
-            reply = await _FENCED.run(
-                client, len(keys), *keys, self.token, release_flag, self.record_ttl_s,
+            reply = await run_replicated(
+                client,
+                _FENCED, len(keys), *keys, self.token, release_flag, self.record_ttl_s,
                 *batch.flat(),
             )  # fmt: skip
         except aioredis.ResponseError as exc:
@@ -255,11 +260,13 @@ async def write(
         return await fence.run(client, batch, release=release)
     if unfenced_once is not None:
         return await apply_once(client, batch, unfenced_once)
-    return await batch.run(client)
+    replies = await batch.run(client)
+    await replicated(client)
+    return replies
 
 
 async def apply_once(client: aioredis.Redis, batch: WriteBatch, applied_prefix: str) -> list[Any]:
     """Apply `batch` atomically, once however often the client sends it (a retry after a
     lost reply): its replies are recorded under `<applied_prefix>:<write id>`."""
     key = applied_record(applied_prefix)
-    return list(await _ONCE.run(client, 1, key, APPLIED_TTL_S, *batch.flat()))
+    return list(await run_replicated(client, _ONCE, 1, key, APPLIED_TTL_S, *batch.flat()))

@@ -26,6 +26,7 @@ from toolfleet.orchestrator.sessions.fencing import Fence, record_ttl_s
 from toolfleet.shared.errors import SessionBusyError
 from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import Keys, SessionKey
+from toolfleet.shared.replication import replicated, run_replicated
 from toolfleet.shared.scripts import LuaScript
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class Leases:
         """Take the lease; raise SessionBusyError if another holds it."""
         key = self._keys.lease(session)
         if await self._redis.set(key, owner, nx=True, px=int(self.ttl_s * 1000)):
+            await replicated(self._redis)  # held once the replicas have it: a failover keeps it
             return
         holder = await self._redis.get(key)
         if holder is not None and decoded(holder) == owner:
@@ -122,7 +124,8 @@ class Leases:
     async def renew(self, session: SessionKey, owner: str) -> bool:
         """Extend the lease to a full TTL if `owner` still holds it (False if not)."""
         ttl_ms = int(self.ttl_s * 1000)
-        renewed = await _RENEW.run(self._redis, 1, self._keys.lease(session), owner, ttl_ms)
+        key = self._keys.lease(session)
+        renewed = await run_replicated(self._redis, _RENEW, 1, key, owner, ttl_ms)
         return bool(renewed)
 
     async def wait_for(

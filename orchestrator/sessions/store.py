@@ -36,6 +36,7 @@ from toolfleet.shared.keys import Keys, SessionKey, session_key, session_parts
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import redact_deep, redacted_event_fields, secret_name_set
+from toolfleet.shared.replication import replicated
 from toolfleet.shared.scripts import LuaScript
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
@@ -246,6 +247,8 @@ class SessionStore:
                 lease.check(claimed)
             finally:
                 self._remember(key, cached)
+            if appended is None:  # held once the replicas have it (an append waited already)
+                await replicated(self._redis)
         length, raw_events, meta, session_state, user_state, app_state = replies
         exists, active, trimmed = meta[0] is not None, meta[1], int(meta[2] or 0)
         if not exists:  # expired (or deleted) since it was cached

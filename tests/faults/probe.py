@@ -11,12 +11,13 @@ import functools
 import redis
 
 from toolfleet.shared.config import Settings
+from toolfleet.shared.redis_clients import sync_client
 
 
 @functools.cache
 def _client() -> tuple[redis.Redis, str]:
     settings = Settings()
-    return redis.Redis.from_url(settings.require_redis_url()), settings.key_prefix
+    return sync_client(settings.require_redis_url()), settings.key_prefix
 
 
 def _key(prefix: str, kind: str, name: str) -> str:

@@ -32,7 +32,7 @@ EXPORTED = {
     "ToolConfirmation", "ToolContext", "ToolDefinitionError", "ToolError", "ToolOptions",
     "ToolResult", "ToolfleetError", "Update", "UrlContextTool", "__version__", "as_tool", "call",
     "exit_loop", "get_user_choice", "google_search", "job", "load_artifacts", "load_memory",
-    "post_result", "preload_memory", "say", "tool", "url_context",
+    "post_result", "preload_memory", "redis_client", "say", "tool", "url_context",
 }  # fmt: skip
 
 
