@@ -54,9 +54,13 @@ def run_adk(python: str, sizes: Any, iterations: int) -> dict[str, Any]:
         "--repeat", str(sizes.adk_repeat), "--sync-ms", str(sizes.adk_sync_ms),
         "--async-ms", str(sizes.adk_async_ms),
     ]  # fmt: skip
+    return _adk_json(python, command)
+
+
+def _adk_json(python: str, command: list[str]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(
-        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900, check=False
     )
     for line in done.stdout.splitlines():
         if line.startswith("{"):
@@ -64,6 +68,14 @@ def run_adk(python: str, sizes: Any, iterations: int) -> dict[str, Any]:
             return found
     tail = (done.stderr or done.stdout)[-1500:]
     return {"error": f"{Path(python).name} -m bench.adk_turn exited {done.returncode}: {tail}"}
+
+
+def run_adk_wide(python: str, ks: list[int], ms: int, repeat: int = 1) -> dict[str, Any]:
+    """ADK's wall times of `repeat` turns of k async calls of `ms` each, for each k in `ks`
+    (`{"wide": {"k": [s, ...]}}`), or `{"error": ...}`."""
+    command = [python, "-m", "bench.adk_turn", "--wide", *map(str, ks), "--repeat", str(repeat),
+               "--async-ms", str(ms)]  # fmt: skip
+    return _adk_json(python, command)
 
 
 async def toolfleet_turn(runner: Runner) -> float:

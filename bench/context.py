@@ -53,6 +53,9 @@ class Sizes:
     io_sync_k: int = 200
     io_prefork_max_k: int = 100  # prefork at k=1000 would take minutes (k/4 s)
     io_repeat: int = 3
+    # 7b. the embedded default against ADK: one turn of k calls of io_ms, in alternating rounds
+    wide_ks: tuple[int, ...] = (1000, 10_000)
+    wide_rounds: int = 3
     # 8. MCP: sequential calls per path (in `mcp_rounds` alternating rounds), calls at once
     mcp_calls: int = 400
     mcp_rounds: int = 4
@@ -107,6 +110,8 @@ SMOKE = Sizes(
     io_sync_k=20,
     io_prefork_max_k=10,
     io_repeat=1,
+    wide_ks=(20, 50),
+    wide_rounds=1,
     mcp_calls=20,
     mcp_rounds=2,
     mcp_concurrency=4,

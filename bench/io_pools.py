@@ -167,7 +167,7 @@ def measure(
 
 
 async def open_runner_with(settings: Settings, agent: Agent, model: BenchModel) -> Runner:
-    """A started Runner with this figure's settings (its caps fit k calls in one turn)."""
+    """A started Runner with `settings`."""
     runner = Runner(agent, settings, model=model)
     return await runner.__aenter__()
 
@@ -176,11 +176,7 @@ def io_pools(ctx: Context) -> Table:
     sizes = ctx.sizes
     ctx.stop_baseline()
     widest = max(max(sizes.io_ks), sizes.io_sync_k)
-    # The orchestrator's caps (64 calls at once, 256 per turn by default) would split the
-    # turn into waves or refuse calls: lifted to fit the widest turn.
-    settings = ctx.settings.model_copy(
-        update={"max_parallel_calls": widest, "max_calls_per_turn": widest}
-    )
+    settings = ctx.settings  # the orchestrator's defaults send a turn's calls at once
     seconds = sizes.io_ms / 1000
     table = Table(
         key="io",
@@ -288,8 +284,7 @@ def io_pools(ctx: Context) -> Table:
         f"{1000 / PREFORK_PROCESSES * seconds:,.0f} s), one turn each.",
         f"Turn: the whole Runner invocation (scripted model, session writes, k calls "
         f"dispatched at once, results in call order); median of {sizes.io_repeat} turns. "
-        "The orchestrator's caps (TOOLFLEET_MAX_PARALLEL_CALLS, _MAX_CALLS_PER_TURN) are set "
-        f"to {widest} so a turn is one wave. Gather: the k coroutines in this process.",
+        "Gather: the k coroutines in this process.",
         "Worker RSS: resident memory of the worker's processes (main and children), the "
         "peak sampled every 50 ms over the turns of the row; idle before the runs: io "
         f"{idle_io / 2**20:.0f} MB, prefork {idle_prefork / 2**20:.0f} MB.",

@@ -41,6 +41,7 @@ FIGURES = {
     "adk": "bench.adk:adk",
     "scale": "bench.scale:scale",
     "io": "bench.io_pools:io_pools",
+    "io_defaults": "bench.io_defaults:io_defaults",
     "mcp": "bench.mcp:mcp",
     "cost": "bench.cost:cost",
 }
@@ -55,6 +56,7 @@ ORDER = {
     "resume": 5,
     "adk": 6,
     "io": 7,
+    "io_defaults": 7.5,
     "mcp": 8,
     "cost": 9,
 }

@@ -13,14 +13,14 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = ["per_call", "fanout", "throughput", "scale", "resume", "adk", "io", "mcp"]
+TABLES = ["per_call", "fanout", "throughput", "scale", "resume", "adk", "io", "io_defaults", "mcp"]
 
 
 def numbers(row: list[object]) -> list[float]:
     return [v for v in row if isinstance(v, int | float) and not isinstance(v, bool)]
 
 
-@pytest.mark.timeout(180)  # eight figures' worker starts on a shared 2-core machine
+@pytest.mark.timeout(200)  # nine figures' worker starts on a shared 2-core machine
 def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
     out = tmp_path / "smoke.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLFLEET_")}
@@ -30,7 +30,7 @@ def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=160,
+        timeout=180,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -59,6 +59,10 @@ def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
     io = result["tables"]["io"]
     assert len(io["rows"]) == len(sizes["io_ks"]) + 2  # the async ks, the sync tool, 2 processes
     assert all(row[4] > 0 for row in io["rows"])  # the io worker's RSS was measured
+    defaults = result["tables"]["io_defaults"]
+    assert [row[0] for row in defaults["rows"]] == list(sizes["wide_ks"])
+    assert all(row[2] > 0 and row[4] is True for row in defaults["rows"])  # every call answered
+    assert defaults["data"]["changed"] == []  # the embedded default, no setting changed
     mcp = result["tables"]["mcp"]["data"]
     assert mcp["worker_server_starts"] == 1  # one session for all the worker's calls
     assert mcp["direct"]["p50"] > 0 and mcp["fleet"]["p50"] > 0

@@ -1,0 +1,123 @@
+"""Figure 7b: one turn of k parallel 1 s async calls on the embedded default, against ADK.
+
+toolfleet as `toolfleet run` starts it with no setting changed: its own embedded server,
+one worker per pool of the agent (here the io pool) with the default settings, an
+orchestrator (Runner) with the same settings; against google-adk's Runner in-process
+(bench.adk_turn in an interpreter that has google-adk), the same scripted turns. Rounds
+alternate between the two sides so that the machine's noise hits both alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from contextlib import ExitStack
+
+from bench import tools as bench_tools
+from bench.adk import SETUP_HINT, adk_python, run_adk_wide
+from bench.context import Context
+from bench.harness import median
+from bench.io_pools import open_runner_with, toolfleet_turn, turn_model
+from bench.overhead import close_runner
+from bench.report import Table, ratio
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.launch import pools_of, specs_for, start_local_fleet
+from toolfleet.orchestrator.cli.main import CPU_CONCURRENCY
+from toolfleet.shared.config import Settings
+
+TOOL = "async_io_on_io"
+
+
+def changed_settings() -> list[str]:
+    """TOOLFLEET_* variables set in this environment: each is a setting changed."""
+    return sorted(name for name in os.environ if name.startswith("TOOLFLEET_"))
+
+
+def io_defaults(ctx: Context) -> Table:
+    sizes = ctx.sizes
+    ctx.stop_baseline()
+    ks = sizes.wide_ks
+    seconds = sizes.io_ms / 1000
+    changed = changed_settings()
+    table = Table(
+        key="io_defaults",
+        title=(
+            f"7b. The embedded default, no setting changed: one turn of k parallel "
+            f"{sizes.io_ms} ms async calls, against ADK in-process"
+        ),
+        columns=["k", "ADK in-process turn ms", "toolfleet turn ms", "÷ ADK", "all answered"],
+        goal=(
+            f"k=1000 ≤ {1.5 * seconds:g} s and ≤ 0.8x ADK; k=10000 ≤ {2 * seconds:g} s "
+            "(every call answered, no setting changed)"
+        ),
+    )
+    python = adk_python(ctx.adk_python)
+    agent = Agent(name="bench_wide_agent", tools=[bench_tools.async_io_on_io])
+    settings = Settings().model_copy(update={"tool_modules": ["bench.tools"]})
+    adk: dict[str, list[float]] = {str(k): [] for k in ks}
+    ours: dict[str, list[float]] = {str(k): [] for k in ks}
+    version = "?"
+    errors: list[str] = []
+    loads: list[float] = []
+    with ExitStack() as stack:
+        with contextlib.redirect_stdout(io.StringIO()):  # what `toolfleet run` says at start
+            specs = specs_for(pools_of(agent, settings), settings, CPU_CONCURRENCY)
+            settings = start_local_fleet(stack, settings, specs, publish_url=False)
+        model = turn_model(TOOL, sizes.io_ms)
+        runner = ctx.aio.run(open_runner_with(settings, agent, model))
+        stack.callback(lambda: ctx.aio.run(close_runner(runner)))
+        ctx.aio.run(toolfleet_turn(runner, 10))  # warm-up: imports, connections
+        for _ in range(sizes.wide_rounds):
+            loads.append(os.getloadavg()[0])  # other work on the machine, per round
+            for k in ks:
+                if python is not None:
+                    found = run_adk_wide(python, [k], sizes.io_ms)
+                    version = found.get("adk_version", version)
+                    if "error" in found:
+                        errors.append(str(found["error"]))
+                    else:
+                        adk[str(k)] += found["wide"][str(k)]
+                ours[str(k)].append(ctx.aio.run(toolfleet_turn(runner, k)))
+    met = True
+    for k in ks:
+        turn = median(ours[str(k)])
+        reference = median(adk[str(k)]) if adk[str(k)] else None
+        table.rows.append(
+            [
+                k,
+                reference * 1000 if reference else None,
+                turn * 1000,
+                ratio(turn, reference) if reference else None,
+                True,  # toolfleet_turn raises unless every call succeeded
+            ]
+        )
+        if k == 1000 and (turn > 1.5 * seconds or (reference and turn > 0.8 * reference)):
+            met = False
+        if k == 10_000 and turn > 2 * seconds:
+            met = False
+    table.met = met
+    if python is None:
+        table.skipped = f"the ADK column: google-adk is not installed here; {SETUP_HINT}"
+    elif errors:
+        table.skipped = f"the ADK column: {errors[0]}"
+    table.data = {
+        "toolfleet_s": ours,
+        "adk_s": adk,
+        "adk_version": version,
+        "changed": changed,
+        "load_1min": loads,
+    }
+    table.notes = [
+        f"toolfleet: `toolfleet run`'s embedded default with "
+        f"{'no TOOLFLEET_* variable set' if not changed else 'these set: ' + ', '.join(changed)}"
+        f": its own server, the {len(specs)} worker processes it starts, the default settings "
+        "(io concurrency, calls per turn and at once); a turn is the whole Runner invocation "
+        "(scripted model, session writes, results in call order).",
+        f"ADK {version}: `InMemoryRunner`, a scripted `BaseLlm`, the same async tool gathered "
+        "in its process (its default tool execution); a warm-up turn of 10 calls first.",
+        f"Median of {sizes.wide_rounds} rounds; each round runs ADK then toolfleet for each k. "
+        f"Load average (1 min) at the rounds' starts: "
+        f"{', '.join(f'{load:.1f}' for load in loads)}.",
+    ]
+    return table
