@@ -150,6 +150,7 @@ def cost(ctx: Context) -> Table:
                     probes[point.extra["records"]] = ctx.aio.run(
                         http_turn_s(replicas.replicas[0], str(target), sizes.cost_probes)
                     )
+                    point.extra["replicas_after_probes"] = replicas.memory()
                     waiting = list(pending_by_session(client, keys).values())
                     chosen = [c for calls in waiting for c in calls][: sizes.cost_completions]
                     applied = apply_completions(
