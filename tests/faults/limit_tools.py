@@ -3,7 +3,7 @@
 `lim_slot` (max_concurrency=2, a prefork pool) appends its start and end times to a list
 (the worker's host clock: the test's own) and announces its start; its first execution
 of the call named `hang` blocks until the test kills its worker. `lim_rate` (an io tool,
-rate_limit 3 per 2 s) appends its start time; `lim_slot_io` (an io tool,
+rate_limit 3 per 2 s) appends its start time and pid; `lim_slot_io` (an io tool,
 max_concurrency=2) its start and end.
 """
 
@@ -77,7 +77,7 @@ async def lim_rate(n: int, tool_context: ToolContext) -> dict[str, int]:
     Args:
         n: Which call this is.
     """
-    _record("lim_rate", start=time.time(), call_id=tool_context.function_call_id)
+    _record("lim_rate", start=time.time(), call_id=tool_context.function_call_id, pid=os.getpid())
     await asyncio.sleep(0.05)  # ok: the tool's own work
     return {"n": n}
 
