@@ -42,6 +42,12 @@ def check_redis(url: str, wait_s: float = STARTUP_WAIT_S) -> None:
             except redis.AuthenticationError as exc:
                 raise ConfigError(_auth_problem(url, shown, exc)) from None
             except redis.ResponseError as exc:  # NOPERM: an ACL user without the rights
+                if "DB index" in str(exc):
+                    raise ConfigError(
+                        f"Redis at {shown} has no such database ({exc}): use a database "
+                        "index it has in TOOLFLEET_REDIS_URL (0 to 15 unless its "
+                        "`databases` setting says more), e.g. redis://host:6379/0"
+                    ) from None
                 raise ConfigError(
                     f"Redis at {shown} refused a command: {exc}. Grant the user of "
                     "TOOLFLEET_REDIS_URL what toolfleet needs, e.g. "

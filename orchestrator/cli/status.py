@@ -17,6 +17,7 @@ from toolfleet.orchestrator.fleet.queues import QueueState, queue_states
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.redis_check import check_redis
 from toolfleet.shared.redis_clients import async_client
 
 
@@ -96,6 +97,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     tickets, from TOOLFLEET_REDIS_URL or the embedded server of a `toolfleet run`."""
     settings = Settings()
     url = redis_url_or_embedded_file(settings)
+    check_redis(url)
     state = asyncio.run(_read(url, Keys(settings.key_prefix)))
     if getattr(args, "json", False):
         print(json.dumps(state, indent=2))

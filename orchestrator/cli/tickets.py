@@ -20,12 +20,15 @@ from toolfleet.shared.json_depth import text_depth
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.redaction import redact_deep
+from toolfleet.shared.redis_check import check_redis
 
 
 def operator_completions() -> tuple[Completions, redis.Redis]:
     """The operator's Completions (and its client, to close) from the environment."""
     settings = Settings()
-    client = resilient_client(redis_url_or_embedded_file(settings))
+    url = redis_url_or_embedded_file(settings)
+    check_redis(url)
+    client = resilient_client(url)
     keys = Keys(settings.key_prefix)
     return Completions.of(client, keys, settings), client
 
