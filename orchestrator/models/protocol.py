@@ -6,7 +6,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from google.genai import types
 
@@ -121,12 +121,35 @@ class ModelRequest:
         """ADK's: add to the system instruction, each a paragraph of its own."""
         self.instruction = "\n\n".join(p for p in [self.instruction, *instructions] if p)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A callback may set `contents` (ADK's samples slice the history): `authors`
+        # follows, so that it stays aligned (see _realigned).
+        if name == "contents" and self.__dict__.get("authors"):
+            value = list(value)
+            object.__setattr__(self, "authors", self._realigned(value))
+        object.__setattr__(self, name, value)
+
+    def _realigned(self, contents: list[types.Content]) -> list[str]:
+        """The authors of `contents`: a content kept from before keeps its author; in a
+        list of copies only (as long as before, none kept), each takes the author of the
+        one in its place; a new one is the user's, or this agent's if the model wrote it."""
+        old, authors = list(self.contents), list(self.authors)
+        by_identity = {id(c): a for c, a in zip(old, authors, strict=False)}
+        if len(contents) == len(authors) and not any(id(c) in by_identity for c in contents):
+            return authors
+        return [
+            by_identity.get(id(c), self.agent_name if c.role == "model" else "user")
+            for c in contents
+        ]
+
     def append_transient_content(self, content: types.Content) -> None:
         """Add a content after the conversation for this model call only (a tool's
         process_llm_request): it is not stored in the session."""
-        if self.authors or not self.contents:  # `authors` may be empty: then it stays so
-            self.authors = [*self.authors, TRANSIENT_AUTHOR]
+        # `authors` may be empty: then it stays so.
+        authors = [*self.authors, TRANSIENT_AUTHOR] if self.authors or not self.contents else None
         self.contents = [*self.contents, content]
+        if authors is not None:
+            self.authors = authors
 
 
 class Model(Protocol):
