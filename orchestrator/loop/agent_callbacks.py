@@ -139,9 +139,9 @@ async def _agent_event(inv: Invocation, agent: Agent, hook: str) -> Event | None
         return None
     if answer is not None and answer.role is None:
         answer = answer.model_copy(update={"role": "model"})
-    return Event(
-        invocation_id=inv.id,
-        author=agent.name,
-        content=answer,
-        state_delta=dict(context.state.delta),
-    )
+    delta = dict(context.state.delta)
+    if answer is not None and hook == "before_agent_callback":
+        # ADK's LlmAgent saves a before_agent_callback's answer under output_key, as
+        # it saves a model's final answer.
+        delta.update(output_delta(agent, answer))
+    return Event(invocation_id=inv.id, author=agent.name, content=answer, state_delta=delta)

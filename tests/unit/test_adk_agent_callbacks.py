@@ -46,7 +46,8 @@ async def test_before_agent_returning_content_answers_in_the_agents_place(
 
     _, answer = events(updates)
     assert answer.author == "desk" and text_of(answer.content) == "We are closed."
-    assert answer.state_delta == {"checked": True}  # output_key: the agent's own answers only
+    # ADK's LlmAgent saves the callback's answer under output_key too (google-adk 2.13).
+    assert answer.state_delta == {"checked": True, "out": "We are closed."}
     assert model.requests == [] and seen == ["desk"]
     assert ending(updates) is EndReason.ANSWERED
     stored = await store.get_or_create("app", "u1", "s1")
