@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 import toolfleet
 
 if TYPE_CHECKING:
-    from toolfleet.orchestrator.adk.app import App
+    from toolfleet.orchestrator.adk.app import App, EventsCompactionConfig, ResumabilityConfig
+    from toolfleet.orchestrator.adk.base_agent import (
+        AfterAgentCallback,
+        BaseAgent,
+        BeforeAgentCallback,
+    )
     from toolfleet.orchestrator.adk.events import EventActions
     from toolfleet.orchestrator.adk.run_config import (
         LlmCallsLimitExceededError,
@@ -133,6 +138,12 @@ _MODULES: dict[str, str] = {
     "Runner": "toolfleet.orchestrator.adk.runner",
     "InMemoryRunner": "toolfleet.orchestrator.adk.runner",
     "App": "toolfleet.orchestrator.adk.app",
+    "ResumabilityConfig": "toolfleet.orchestrator.adk.app",
+    "EventsCompactionConfig": "toolfleet.orchestrator.adk.app",
+    # isinstance(agent, BaseAgent) holds for every agent; subclassing it is refused.
+    "BaseAgent": "toolfleet.orchestrator.adk.base_agent",
+    "BeforeAgentCallback": "toolfleet.orchestrator.adk.base_agent",
+    "AfterAgentCallback": "toolfleet.orchestrator.adk.base_agent",
     "RunConfig": "toolfleet.orchestrator.adk.run_config",
     "StreamingMode": "toolfleet.orchestrator.adk.run_config",
     "LlmCallsLimitExceededError": "toolfleet.orchestrator.adk.run_config",
@@ -161,9 +172,11 @@ _MODULES: dict[str, str] = {
 }
 
 __all__ = [
+    "AfterAgentCallback",
     "Agent",
     "AgentTool",
     "App",
+    "BaseAgent",
     "BaseArtifactService",
     "BaseExampleProvider",
     "BaseLlm",
@@ -173,12 +186,14 @@ __all__ = [
     "BaseSessionService",
     "BaseTool",
     "BaseToolset",
+    "BeforeAgentCallback",
     "BuiltInCodeExecutor",
     "BuiltInPlanner",
     "CallbackContext",
     "DatabaseSessionService",
     "Event",
     "EventActions",
+    "EventsCompactionConfig",
     "Example",
     "ExampleTool",
     "FunctionTool",
@@ -206,6 +221,7 @@ __all__ = [
     "RedisSessionService",
     "ReflectAndRetryToolPlugin",
     "RemoteA2aAgent",
+    "ResumabilityConfig",
     "RunConfig",
     "Runner",
     "SequentialAgent",

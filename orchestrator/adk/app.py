@@ -14,6 +14,44 @@ from toolfleet.orchestrator.plugins.base import BasePlugin
 _VALID_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]*$")
 
 
+class ResumabilityConfig(BaseModel):
+    """ADK's `ResumabilityConfig(is_resumable=)`, taken by App and changing nothing:
+    toolfleet stores every step, so an invocation waiting for a long-running call, a
+    confirmation or a credential always resumes where it stopped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    is_resumable: bool = False
+
+
+class EventsCompactionConfig(BaseModel):
+    """ADK's `EventsCompactionConfig`, with ADK's fields and checks, taken by App and
+    changing nothing: toolfleet's own settings (TOOLFLEET_*) decide compaction."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    summarizer: Any = None
+    compaction_interval: int | None = Field(default=None, gt=0)
+    overlap_size: int | None = Field(default=None, ge=0)
+    token_threshold: int | None = Field(default=None, gt=0)
+    event_retention_size: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _validate_trigger_params(self) -> EventsCompactionConfig:
+        tokens = self.token_threshold is not None
+        if tokens != (self.event_retention_size is not None):
+            raise ValueError("token_threshold and event_retention_size must be set together.")
+        interval = self.compaction_interval is not None
+        if interval != (self.overlap_size is not None):
+            raise ValueError("compaction_interval and overlap_size must be set together.")
+        if not (tokens or interval):
+            raise ValueError(
+                "At least one compaction trigger must be configured: the token-threshold "
+                "pair or the sliding-window pair."
+            )
+        return self
+
+
 class App(BaseModel):
     """`App(name=, root_agent=, plugins=[...])`, as ADK's. The compaction, cache and
     resumability configs are taken as ADK takes them; toolfleet's own settings

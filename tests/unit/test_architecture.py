@@ -190,6 +190,12 @@ def test_the_adk_module_gives_the_facades_own_objects_under_adks_names() -> None
         "Event",
         "EventActions",
         "Session",
+        # App's configs, and BaseAgent with its callback types: for ADK programs only.
+        "ResumabilityConfig",
+        "EventsCompactionConfig",
+        "BaseAgent",
+        "BeforeAgentCallback",
+        "AfterAgentCallback",
     } | {n for n in adk.__all__ if n.endswith("Service")}
     # What does not port is toolfleet.adk's only: it exists to say so when used.
     client_side |= {n for n, module in _MODULES.items() if module.endswith(".adk.unsupported")}
