@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -20,7 +21,10 @@ from typing import Any
 
 from google.genai import types
 
+from tests.integration.adk_sample_models import MODELS
 from toolfleet.adk import Event, InMemoryRunner
+
+CONFIRMATION = "adk_request_confirmation"
 
 USER = "user1"
 
@@ -59,25 +63,31 @@ class Sample:
         session = await self.runner.session_service.create_session(app_name=self.name, user_id=USER)
         self.session_id = session.id
 
-    async def send(self, message: types.Content) -> list[Event]:
+    async def send(self, message: types.Content, *, show: bool = True) -> list[Event]:
         events = []
         async for event in self.runner.run_async(
             user_id=USER, session_id=self.session_id, new_message=message
         ):
-            print_event(event)
+            if show:
+                print_event(event)
             events.append(event)
         return events
 
-    async def say(self, text: str) -> list[Event]:
-        return await self.send(types.Content(role="user", parts=[types.Part(text=text)]))
+    async def say(self, text: str, *, show: bool = True) -> list[Event]:
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        return await self.send(message, show=show)
 
-    async def state(self, *keys: str) -> None:
+    async def session_state(self) -> dict[str, Any]:
         session = await self.runner.session_service.get_session(
             app_name=self.name, user_id=USER, session_id=self.session_id
         )
         assert session is not None
+        return dict(session.state)
+
+    async def state(self, *keys: str) -> None:
+        state = await self.session_state()
         for key in keys:
-            print(f"state {key}: {_show(session.state.get(key))}")
+            print(f"state {key}: {_show(state.get(key))}")
 
 
 async def hello_world(s: Sample) -> None:
@@ -181,6 +191,65 @@ async def workflow_agent_seq(s: Sample) -> None:
     await s.state("generated_code", "review_comments", "refactored_code")
 
 
+async def parallel_functions(s: Sample) -> None:
+    await s.say("Compare New York and London")
+    state = await s.session_state()
+    # What the tools appended to state (their entries carry times: only what is fixed).
+    print(f"state weather cities: {sorted(r['city'] for r in state['weather_requests'])}")
+    print(f"state distance requests: {len(state['distance_requests'])}")
+    print(f"state population cities: {[r['cities'] for r in state['population_requests']]}")
+
+
+async def history_management(s: Sample) -> None:
+    """As its main.py, with one-sided dice; then what its callback left of the history."""
+    for text in ("Hi", "Roll a die with 1 side", "Roll a die again with 1 side.", "What numbers?"):
+        await s.say(text)
+    seen = MODELS["short_history_agent"].requests[-1]
+    texts = [p.text for c in seen.contents if c.role == "user" for p in c.parts or () if p.text]
+    print(f"model saw {len(seen.contents)} contents, user texts: {texts}")
+    await s.state("rolls")
+
+
+async def human_tool_confirmation(s: Sample) -> None:
+    async def confirm(events: list[Event], **response: Any) -> None:
+        (asked,) = [c for e in events for c in e.get_function_calls() if c.name == CONFIRMATION]
+        assert asked.args is not None
+        original, confirmation = asked.args["originalFunctionCall"], asked.args["toolConfirmation"]
+        print(f"asked: {original['name']} {_show(confirmation.get('payload'))}")
+        answer = types.FunctionResponse(id=asked.id, name=CONFIRMATION, response=response)
+        await s.send(types.Content(role="user", parts=[types.Part(function_response=answer)]))
+
+    await s.say("Reimburse $500")
+    await confirm(await s.say("Reimburse $2000"), confirmed=True)
+    await confirm(await s.say("Request 5 days off"), confirmed=True, payload={"approved_days": 3})
+
+
+def in_branch_order(events: list[Event]) -> list[Event]:
+    """A ParallelAgent's branches finish in any order (in ADK too): each run of branch
+    events in the order of their branches, the rest as they came."""
+    ordered: list[Event] = []
+    run: list[Event] = []
+    for event in [*events, None]:
+        if event is not None and event.branch:
+            run.append(event)
+            continue
+        ordered += sorted(run, key=lambda e: e.branch or "")
+        run = []
+        if event is not None:
+            ordered.append(event)
+    return ordered
+
+
+async def workflow_triage(s: Sample) -> None:
+    for event in in_branch_order(await s.say("Write a function that adds two numbers", show=False)):
+        print_event(event)
+    seen = MODELS["execution_summary_agent"].requests[-1]
+    involved = re.search(r"the following agents were involved: (.*)\.", seen.instruction)
+    assert involved is not None, seen.instruction
+    print(f"summary saw {len(seen.contents)} content(s); involved: {involved[1]}")
+    await s.state("execution_agents", "code_agent_output", "math_agent_output")
+
+
 DRIVERS: dict[str, Callable[[Sample], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -193,18 +262,27 @@ DRIVERS: dict[str, Callable[[Sample], Awaitable[None]]] = {
         human_in_loop,
         memory,
         non_llm_sequential,
+        parallel_functions,
+        history_management,
+        human_tool_confirmation,
         quickstart,
         session_state_agent,
         simple_sequential_agent,
         workflow_agent_seq,
+        workflow_triage,
     )
 }
+# Samples whose own main() runs them (it prints what the sample prints).
+MAINS = ("plugin_basic",)
 
 
 async def main(names: list[str]) -> None:
     """Run the named samples (all by default), each under a `=== name` header."""
-    for name in names or sorted(DRIVERS):
+    for name in names or sorted([*DRIVERS, *MAINS]):
         print(f"=== {name}")
+        if name in MAINS:
+            await importlib.import_module(f"examples.adk_samples.{name}.main").main()
+            continue
         sample = Sample(name)
         await sample.new_session()
         await DRIVERS[name](sample)

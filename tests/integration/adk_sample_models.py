@@ -37,6 +37,10 @@ def _roll_and_check() -> list[ScriptEntry]:
     ]
 
 
+def _done(view: ScriptView) -> Step:
+    return say(f"Done: {json.dumps(dict(view.responses), sort_keys=True)}")
+
+
 def _memory_answer(view: ScriptView) -> Step:
     memories = view.response("load_memory")["memories"]
     told = [m["content"]["parts"][0]["text"] for m in memories if m["author"] == "user"]
@@ -109,4 +113,52 @@ MODELS: dict[str, ScriptedModel] = {
     "CodeRefactorerAgent": ScriptedModel(
         [say('```python\ndef add(a: int, b: int) -> int:\n    """Sum."""\n    return a + b\n```')]
     ),
+    # parallel_functions: four calls in one turn, answered together.
+    "parallel_function_test_agent": ScriptedModel(
+        [
+            call(
+                Call("get_weather", {"city": "New York"}),
+                Call("get_weather", {"city": "London"}),
+                Call("calculate_distance", {"city1": "New York", "city2": "London"}),
+                Call("get_population", {"cities": ["New York", "London"]}),
+            ),
+            lambda v: say(
+                f"They are {v.response('calculate_distance')['distance_km']} km apart; "
+                f"{v.response('get_population')['total_population']} people live there."
+            ),
+        ]
+    ),
+    # history_management: its before_model_callback cuts what this model is sent.
+    "short_history_agent": ScriptedModel(
+        by_message={
+            "^hi$": [say("Hello! Ask me to roll a die.")],
+            "roll": [
+                call(Call("roll_die", {"sides": 1})),
+                lambda v: say(f"You rolled a {v.response('roll_die')['result']}."),
+            ],
+            "numbers": [say("You rolled a 1 twice.")],
+        }
+    ),
+    # human_tool_confirmation: each answer repeats the last turn's responses.
+    "time_off_agent": ScriptedModel(
+        by_message={
+            r"\$500": [call(Call("reimburse", {"amount": 500})), _done],
+            r"\$2000": [call(Call("reimburse", {"amount": 2000})), _done],
+            "5 days": [call(Call("request_time_off", {"days": 5})), _done, _done],
+        }
+    ),
+    # plugin_basic
+    "hello_world": ScriptedModel(
+        [call(Call("hello_world", {"query": "hello world"})), say("I printed hello world.")]
+    ),
+    # workflow_triage: the manager plans, then hands over to the SequentialAgent.
+    "execution_manager_agent": ScriptedModel(
+        [
+            call(Call("update_execution_plan", {"execution_agents": ["code_agent"]})),
+            call(Call("transfer_to_agent", {"agent_name": "plan_execution_agent"})),
+        ]
+    ),
+    "code_agent": ScriptedModel([say(CODE)]),
+    "math_agent": ScriptedModel([say("2")]),
+    "execution_summary_agent": ScriptedModel([say("The code agent wrote add().")]),
 }

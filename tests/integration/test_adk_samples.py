@@ -35,6 +35,11 @@ GROUPS = [
     ("quickstart",),
     ("session_state_agent",),
     ("simple_sequential_agent",),
+    ("parallel_functions",),
+    ("history_management",),
+    ("human_tool_confirmation",),
+    ("plugin_basic",),
+    ("workflow_triage",),
 ]
 ROLL_AND_CHECK = [
     '** {agent}: fc / roll_die / {{"sides": 1}}',
@@ -181,6 +186,107 @@ EXPECTED: dict[str, list[str]] = {
         '\\"\\"\\"Sum.\\"\\"\\"\\n    return a + b\\n```"',
     ],
 }
+PARALLEL = "** parallel_function_test_agent:"
+CONFIRM_HINT = (
+    "Please approve or reject the tool call {}() by responding with a FunctionResponse "
+    "with an expected ToolConfirmation payload."
+)
+EXPECTED |= {
+    # Four calls in one turn; their writes to state, each appending to a list.
+    "parallel_functions": [
+        f'{PARALLEL} fc / get_weather / {{"city": "New York"}}',
+        f'{PARALLEL} fc / get_weather / {{"city": "London"}}',
+        f'{PARALLEL} fc / calculate_distance / {{"city1": "New York", "city2": "London"}}',
+        f'{PARALLEL} fc / get_population / {{"cities": ["New York", "London"]}}',
+        f'{PARALLEL} fr / get_weather / {{"city": "New York", "condition": "sunny", '
+        '"humidity": 45, "temperature": 72}',
+        f'{PARALLEL} fr / get_weather / {{"city": "London", "condition": "cloudy", '
+        '"humidity": 80, "temperature": 60}',
+        f'{PARALLEL} fr / calculate_distance / {{"city1": "New York", "city2": "London", '
+        '"distance_km": 8287, "distance_miles": 5149}',
+        f'{PARALLEL} fr / get_population / {{"cities_count": 2, "populations": '
+        '{"London": 9648110, "New York": 8336817}, "total_population": 17984927}',
+        f"{PARALLEL} They are 8287 km apart; 17984927 people live there.",
+        "state weather cities: ['London', 'New York']",
+        "state distance requests: 1",
+        "state population cities: [['New York', 'London']]",
+    ],
+    # before_model_callback keeps the request from the second-to-last user-role content
+    # on (a function response is one): the last question, the answer before it.
+    "history_management": [
+        "** short_history_agent: Hello! Ask me to roll a die.",
+        *(
+            '** short_history_agent: fc / roll_die / {"sides": 1}',
+            '** short_history_agent: fr / roll_die / {"result": 1}',
+            "** short_history_agent: You rolled a 1.",
+        )
+        * 2,
+        "** short_history_agent: You rolled a 1 twice.",
+        "model saw 3 contents, user texts: ['What numbers?']",
+        "state rolls: [1, 1]",
+    ],
+    "human_tool_confirmation": [
+        '** time_off_agent: fc / reimburse / {"amount": 500}',
+        '** time_off_agent: fr / reimburse / {"status": "ok"}',
+        '** time_off_agent: Done: {"reimburse": {"status": "ok"}}',
+        '** time_off_agent: fc / reimburse / {"amount": 2000}',
+        "** time_off_agent: fc / adk_request_confirmation / "
+        f'{{"originalFunctionCall": {{"args": {{"amount": 2000}}, "id": "{ANY}", '
+        '"name": "reimburse"}, "toolConfirmation": {"confirmed": false, '
+        f'"hint": "{CONFIRM_HINT.format("reimburse")}"}}}}',
+        "** time_off_agent: fr / reimburse / "
+        '{"error": "This tool call requires confirmation, please approve or reject."}',
+        "asked: reimburse null",
+        '** time_off_agent: fr / reimburse / {"status": "ok"}',
+        '** time_off_agent: Done: {"reimburse": {"status": "ok"}}',
+        '** time_off_agent: fc / request_time_off / {"days": 5}',
+        "** time_off_agent: fc / adk_request_confirmation / "
+        f'{{"originalFunctionCall": {{"args": {{"days": 5}}, "id": "{ANY}", '
+        '"name": "request_time_off"}, "toolConfirmation": {"confirmed": false, '
+        f'"hint": "{CONFIRM_HINT.format("request_time_off")}", '
+        '"payload": {"approved_days": 0}}}',
+        '** time_off_agent: fr / request_time_off / {"status": "Manager approval is required."}',
+        "** time_off_agent: Done: "
+        '{"request_time_off": {"status": "Manager approval is required."}}',
+        'asked: request_time_off {"approved_days": 0}',
+        '** time_off_agent: fr / request_time_off / {"approved_days": 3, "status": "ok"}',
+        '** time_off_agent: Done: {"request_time_off": {"approved_days": 3, "status": "ok"}}',
+    ],
+    # Its main(): InMemoryRunner with the sample's plugin; the tool prints on a worker.
+    "plugin_basic": [
+        "[Plugin] Agent run count: 1",
+        "[Plugin] LLM request count: 1",
+        "** Got event from hello_world",
+        "Hello world: query is [hello world]",
+        "** Got event from hello_world",
+        "[Plugin] LLM request count: 2",
+        "** Got event from hello_world",
+    ],
+    # The manager transfers to a SequentialAgent: a ParallelAgent whose math branch is
+    # skipped by its before_agent_callback (its answer saved under output_key, as ADK
+    # does), then a summary agent with an instruction provider and no history.
+    "workflow_triage": [
+        '** execution_manager_agent: fc / update_execution_plan / {"execution_agents": '
+        '["code_agent"]}',
+        "** execution_manager_agent: fr / update_execution_plan / "
+        '{"result": "execution_agents updated."}',
+        '** execution_manager_agent: fc / transfer_to_agent / {"agent_name": '
+        '"plan_execution_agent"}',
+        '** execution_manager_agent: fr / transfer_to_agent / {"result": null}',
+        "** code_agent: ```python",
+        "def add(a, b):",
+        "    return a + b",
+        "```",
+        "** math_agent: Skipping execution agent math_agent as it is not relevant to the "
+        "current state.",
+        "** execution_summary_agent: The code agent wrote add().",
+        "summary saw 1 content(s); involved: code_agent",
+        'state execution_agents: ["code_agent"]',
+        'state code_agent_output: "```python\\ndef add(a, b):\\n    return a + b\\n```"',
+        'state math_agent_output: "Skipping execution agent math_agent as it is not relevant '
+        'to the current state."',
+    ],
+}
 # Model requests each group makes through the stand-in.
 REQUESTS = {
     GROUPS[0]: 3,
@@ -192,11 +298,21 @@ REQUESTS = {
     GROUPS[6]: 2,
     GROUPS[7]: 1,
     GROUPS[8]: 4,
+    GROUPS[10]: 6,
+    GROUPS[12]: 2,
+    GROUPS[13]: 4,
 }
 # Where toolfleet differs from ADK on a sample as written: the offline run shows it, so
 # these samples are not run through the stand-in again.
 DIFFERS = {
     "session_state_agent": "CallbackContext has no _invocation_context (ADK's private API)",
+    # Each call writes to a snapshot of the state; ADK's parallel calls share one dict,
+    # so both appends to weather_requests land there, where toolfleet keeps the last.
+    "parallel_functions": "parallel calls' in-place writes to one state key: the last wins",
+    # toolfleet parks a call that asks for confirmation: the model is not given the
+    # tool's interim response (ADK lets it answer it), a require_confirmation call shows
+    # no interim error response, and a tool that asked, once confirmed, asks again.
+    "human_tool_confirmation": "a call waiting for confirmation is parked, not answered",
 }
 # Through Gemini only.
 DIFFERS_ON_GEMINI: dict[str, str] = {}
