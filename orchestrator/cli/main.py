@@ -166,10 +166,11 @@ def cmd_worker(args: argparse.Namespace) -> None:
     """`toolfleet worker`: run a Celery worker in this process for the `--pool`s (default: the
     default pool), loading `--tools` or TOOLFLEET_TOOL_MODULES. Returns when the worker exits.
 
-    io pools run on Celery's threads pool (TOOLFLEET_IO_CONCURRENCY calls at once), cpu pools
-    on prefork (4 processes); `--concurrency` overrides either. The node name is `--name`,
-    else the pools and this process's pid, e.g. default.12345@host; a name a live worker
-    holds is refused (WorkerNameTakenError, a ToolfleetError)."""
+    io pools run on Celery's threads pool (TOOLFLEET_IO_CONCURRENCY calls at once, sync tools'
+    on TOOLFLEET_IO_THREADS threads), cpu pools on prefork (4 processes); `--concurrency`
+    overrides either. The node name is `--name`, else the pools and this process's pid,
+    e.g. default.12345@host; a name a live worker holds is refused (WorkerNameTakenError,
+    a ToolfleetError)."""
     settings = Settings()
     if args.tools:
         settings = settings.model_copy(update={"tool_modules": args.tools.split(",")})
@@ -207,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=int,
         default=4,
-        help="processes per embedded cpu-pool worker (io pools: TOOLFLEET_IO_CONCURRENCY threads)",
+        help="processes per embedded cpu-pool worker (io pools: TOOLFLEET_IO_CONCURRENCY calls)",
     )
     run.add_argument("--no-wait", action="store_true", help="do not wait for pending tickets")
     run.add_argument("--wait", type=float, default=3600, help="seconds to wait for tickets")
@@ -247,8 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-c",
         type=int,
         default=None,
-        help=f"calls at once: threads of an io pool (default TOOLFLEET_IO_CONCURRENCY), "
-        f"processes of a cpu pool (default {CPU_CONCURRENCY})",
+        help=f"calls at once: of an io pool (default TOOLFLEET_IO_CONCURRENCY; sync tools' "
+        f"on TOOLFLEET_IO_THREADS threads), processes of a cpu pool (default {CPU_CONCURRENCY})",
     )
     worker.add_argument(
         "--name",

@@ -166,7 +166,7 @@ def test_toolfleet_commands_are_valid_cli_invocations(services: dict[str, Any]) 
     for name, pool in workers.items():
         assert parsed[name].command == "worker" and parsed[name].pool == [pool], name
     assert parsed["worker"].concurrency == 4  # WORKER_CONCURRENCY's default
-    assert parsed["worker-io"].concurrency is None  # TOOLFLEET_IO_CONCURRENCY threads
+    assert parsed["worker-io"].concurrency is None  # TOOLFLEET_IO_CONCURRENCY calls
     assert Settings().pool_kind("io") == "io" and Settings().pool_kind("default") == "cpu"
     assert parsed["orchestrator"].command == "serve"
 
