@@ -33,9 +33,10 @@ def with_confirmation_calls(event: Event) -> Event:
                     "name": request["tool"],
                     "args": request.get("args", {}),
                 },
+                # As ADK dumps it: a payload of None is left out.
                 "toolConfirmation": ToolConfirmation(
                     hint=request.get("hint", ""), payload=request.get("payload")
-                ).model_dump(mode="json"),
+                ).model_dump(mode="json", exclude_none=True),
             },
         )
         for request in event.confirmation_requests

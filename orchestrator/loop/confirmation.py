@@ -42,8 +42,9 @@ async def ask_confirmation(
         )
     if not needed:
         return None
-    asked = ToolConfirmation(
-        hint=f"Please approve or reject the call of {tool.name!r} with these arguments."
+    asked = ToolConfirmation(  # ADK's words
+        hint=f"Please approve or reject the tool call {tool.name}() by responding with a "
+        "FunctionResponse with an expected ToolConfirmation payload."
     )
     actions = ToolActions(requested_confirmation=asked.model_dump(mode="json"))
     return answered_result(

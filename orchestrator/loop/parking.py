@@ -12,6 +12,7 @@ sent (again) with the person's answer; rejected, it gets an error response.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -64,7 +65,13 @@ async def park_turn(
             if p.kind == "confirmation"
         ],
     )
-    await held.append(inv, event, pending=requests)
+    # The results stream forgets the turn's results in the step that parks them (kept
+    # in ParkedTurns), as it does when it stores responses: a call sent again once
+    # confirmed must not be answered by its first run's result, still on the stream,
+    # when a new reader (another Runner, after a restart) reads it from the start. A
+    # ParallelAgent's branch leaves that to the workflow (loop/workflow.py).
+    settle = None if inv.branch else functools.partial(inv.runner.stage_settle, inv.session.key)
+    await held.append(inv, event, pending=requests, also=settle)
     return event
 
 

@@ -310,8 +310,8 @@ DIFFERS = {
     # so both appends to weather_requests land there, where toolfleet keeps the last.
     "parallel_functions": "parallel calls' in-place writes to one state key: the last wins",
     # toolfleet parks a call that asks for confirmation: the model is not given the
-    # tool's interim response (ADK lets it answer it), a require_confirmation call shows
-    # no interim error response, and a tool that asked, once confirmed, asks again.
+    # tool's interim response (ADK lets it answer it), and a require_confirmation call
+    # shows no interim error response. The answers after confirming are ADK's.
     "human_tool_confirmation": "a call waiting for confirmation is parked, not answered",
 }
 # Through Gemini only.

@@ -101,3 +101,41 @@ async def test_adks_runner_takes_plugins(
     texts = ["".join(p.text or "" for p in e.content.parts or ()) for e in events if e.content]
     assert texts[-1] == "result: {'blocked': 'transfer_checked'}"
     assert not counter.exists()  # the plugin answered: no worker ran it
+
+
+async def test_a_tool_that_asked_runs_again_with_the_answer_through_adks_client(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The confirmed call's second run answers it: each run_async reads the results
+    stream afresh, and the first run's result (which asked) is no longer there."""
+    counter = tmp_path / "trips"
+    script = [
+        call(Call("book_trip", {"city": "Oslo", "counter_file": str(counter)})),
+        say(lambda v: f"booked: {v.response('book_trip')}"),
+    ]
+    agent = Agent(name="trips", tools=[confirm_tools.book_trip_tool], model=ScriptedModel(script))
+    service = RedisSessionService(settings)
+    session = await service.create_session(app_name="trips", user_id="u1")
+    runner = Runner(agent=agent, app_name="trips", session_service=service)
+    ask = types.Content(role="user", parts=[types.Part(text="book Oslo")])
+    first = [
+        e async for e in runner.run_async(user_id="u1", session_id=session.id, new_message=ask)
+    ]
+    (request,) = [
+        c for e in first for c in e.get_function_calls() if c.name == "adk_request_confirmation"
+    ]
+
+    answer = types.FunctionResponse(
+        id=request.id,
+        name="adk_request_confirmation",
+        response={"confirmed": True, "payload": {"city": "Oslo", "nights": 3}},
+    )
+    reply = types.Content(role="user", parts=[types.Part(function_response=answer)])
+    after = [
+        e async for e in runner.run_async(user_id="u1", session_id=session.id, new_message=reply)
+    ]
+
+    assert not [c for e in after for c in e.get_function_calls()]  # not asked again
+    texts = ["".join(p.text or "" for p in e.content.parts or ()) for e in after if e.content]
+    assert texts[-1] == "booked: {'booked': {'city': 'Oslo', 'nights': 3}, 'runs': 1}"
+    assert counter.read_text() == "1"
