@@ -224,6 +224,23 @@ async def human_tool_confirmation(s: Sample) -> None:
     await confirm(await s.say("Request 5 days off"), confirmed=True, payload={"approved_days": 3})
 
 
+async def pydantic_argument(s: Sample) -> None:
+    await s.say("Create a user account for Alice, 30")
+    await s.say("Create an account for Bob, 41, bob@example.com, dark theme")
+    await s.say("Create a profile for the company Acme")
+
+
+async def runner_debug_example(s: Sample) -> None:
+    """As its main.py's example_with_tools: run_debug prints, quiet and verbose."""
+    await s.runner.run_debug(["What's the weather in Tokyo?", "Calculate (42 * 3.14) + 10"])
+    await s.runner.run_debug(["What's the weather in Paris?", "Calculate 100 / 5"], verbose=True)
+    session = await s.runner.session_service.get_session(
+        app_name=s.name, user_id="debug_user_id", session_id="debug_session_id"
+    )
+    assert session is not None
+    print(f"state weather_queries: {_show(session.state.get('weather_queries'))}")
+
+
 def in_branch_order(events: list[Event]) -> list[Event]:
     """A ParallelAgent's branches finish in any order (in ADK too): each run of branch
     events in the order of their branches, the rest as they came."""
@@ -265,7 +282,9 @@ DRIVERS: dict[str, Callable[[Sample], Awaitable[None]]] = {
         parallel_functions,
         history_management,
         human_tool_confirmation,
+        pydantic_argument,
         quickstart,
+        runner_debug_example,
         session_state_agent,
         simple_sequential_agent,
         workflow_agent_seq,

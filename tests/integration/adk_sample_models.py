@@ -37,6 +37,11 @@ def _roll_and_check() -> list[ScriptEntry]:
     ]
 
 
+def _profiled(view: ScriptView) -> Step:
+    ((_, answer),) = view.responses
+    return say(f"{answer['status']}: {answer['message']}")
+
+
 def _done(view: ScriptView) -> Step:
     return say(f"Done: {json.dumps(dict(view.responses), sort_keys=True)}")
 
@@ -161,4 +166,59 @@ MODELS: dict[str, ScriptedModel] = {
     "code_agent": ScriptedModel([say(CODE)]),
     "math_agent": ScriptedModel([say("2")]),
     "execution_summary_agent": ScriptedModel([say("The code agent wrote add().")]),
+    # pydantic_argument: arguments the tools get as pydantic models.
+    "profile_agent": ScriptedModel(
+        by_message={
+            "company": [
+                call(
+                    Call(
+                        "create_entity_profile",
+                        {
+                            "entity": {
+                                "company_name": "Acme",
+                                "industry": "tools",
+                                "employee_count": 12,
+                            }
+                        },
+                    )
+                ),
+                _profiled,
+            ],
+            "dark": [
+                call(
+                    Call(
+                        "create_full_user_account",
+                        {
+                            "profile": {"name": "Bob", "age": 41, "email": "bob@example.com"},
+                            "preferences": {"theme": "dark"},
+                        },
+                    )
+                ),
+                _profiled,
+            ],
+            "alice": [
+                call(Call("create_full_user_account", {"profile": {"name": "Alice", "age": 30}})),
+                _profiled,
+            ],
+        }
+    ),
+    # runner_debug_example (its agent is named "agent").
+    "agent": ScriptedModel(
+        by_message={
+            "weather in": [
+                call(
+                    Call(
+                        "get_weather", lambda v: {"city": v.user_text.split("weather in ")[1][:-1]}
+                    )
+                ),
+                lambda v: say(f"Here you go: {v.response('get_weather')['result']}"),
+            ],
+            "calculate": [
+                call(
+                    Call("calculate", lambda v: {"expression": v.user_text.split("Calculate ")[1]})
+                ),
+                lambda v: say(f"Here you go: {v.response('calculate')['result']}"),
+            ],
+        }
+    ),
 }

@@ -40,6 +40,8 @@ GROUPS = [
     ("human_tool_confirmation",),
     ("plugin_basic",),
     ("workflow_triage",),
+    ("pydantic_argument",),
+    ("runner_debug_example",),
 ]
 ROLL_AND_CHECK = [
     '** {agent}: fc / roll_die / {{"sides": 1}}',
@@ -287,6 +289,52 @@ EXPECTED |= {
         'to the current state."',
     ],
 }
+# What create_full_user_account says of the conversions (json.dumps escapes the arrow).
+CONVERTED = (
+    '{"preferences_converted": "JSON dict \\u2192 UserPreferences instance", '
+    '"profile_converted": "JSON dict \\u2192 UserProfile instance"}'
+)
+ACCOUNT = "** profile_agent: fr / create_full_user_account / "
+EXPECTED |= {
+    # Tools taking pydantic models (one Optional, one a Union of two) get instances.
+    "pydantic_argument": [
+        "** profile_agent: fc / create_full_user_account / "
+        '{"profile": {"age": 30, "name": "Alice"}}',
+        f'{ACCOUNT}{{"conversion_demo": {CONVERTED}, "message": "Full account created for '
+        'Alice!", "preferences": {"language": "English", "notifications_enabled": true, '
+        '"preferences_type": "UserPreferences", "theme": "light"}, "profile": {"age": 30, '
+        '"email": "Not provided", "name": "Alice", "profile_type": "UserProfile"}, '
+        '"status": "account_created"}',
+        "** profile_agent: account_created: Full account created for Alice!",
+        '** profile_agent: fc / create_full_user_account / {"preferences": {"theme": "dark"}, '
+        '"profile": {"age": 41, "email": "bob@example.com", "name": "Bob"}}',
+        f'{ACCOUNT}{{"conversion_demo": {CONVERTED}, "message": "Full account created for '
+        'Bob!", "preferences": {"language": "English", "notifications_enabled": true, '
+        '"preferences_type": "UserPreferences", "theme": "dark"}, "profile": {"age": 41, '
+        '"email": "bob@example.com", "name": "Bob", "profile_type": "UserProfile"}, '
+        '"status": "account_created"}',
+        "** profile_agent: account_created: Full account created for Bob!",
+        '** profile_agent: fc / create_entity_profile / {"entity": {"company_name": "Acme", '
+        '"employee_count": 12, "industry": "tools"}}',
+        '** profile_agent: fr / create_entity_profile / {"entity_type": "company", "message": '
+        '"Company profile created for Acme!", "profile": {"company_name": "Acme", '
+        '"employee_count": 12, "industry": "tools", "model_type": "CompanyProfile", '
+        '"website": "Not provided"}, "status": "company_profile_created"}',
+        "** profile_agent: company_profile_created: Company profile created for Acme!",
+    ],
+    # run_debug prints as ADK's does: the answers, and with verbose=True the calls too.
+    "runner_debug_example": [
+        "agent > Here you go: Clear, 25\u00b0C (77\u00b0F)",
+        "agent > Here you go: Result: 141.88",
+        "agent > [Calling tool: get_weather({'city': 'Paris'})]",
+        "agent > [Tool result: {'result': 'Cloudy, 18\u00b0C (64\u00b0F)'}]",
+        "agent > Here you go: Cloudy, 18\u00b0C (64\u00b0F)",
+        "agent > [Calling tool: calculate({'expression': '100 / 5'})]",
+        "agent > [Tool result: {'result': 'Result: 20.0'}]",
+        "agent > Here you go: Result: 20.0",
+        'state weather_queries: ["Tokyo", "Paris"]',
+    ],
+}
 # Model requests each group makes through the stand-in.
 REQUESTS = {
     GROUPS[0]: 3,
@@ -301,6 +349,8 @@ REQUESTS = {
     GROUPS[10]: 6,
     GROUPS[12]: 2,
     GROUPS[13]: 4,
+    GROUPS[14]: 6,
+    GROUPS[15]: 8,
 }
 # Where toolfleet differs from ADK on a sample as written: the offline run shows it, so
 # these samples are not run through the stand-in again.
