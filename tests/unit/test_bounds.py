@@ -63,6 +63,24 @@ def test_the_defaults_run_a_turn_of_ten_thousand_calls_in_one_wave() -> None:
     assert default["io_threads"] == 200  # sync tools' threads stay few
 
 
+async def test_a_turn_one_call_over_the_default_cap_runs_all_the_others_at_once(
+    store: SessionStore,
+) -> None:
+    """Every turn size up to the default cap runs, in one dispatch: the model's 10,001st
+    call is the only one refused, and its answer says the limit."""
+    cap = Settings.model_fields["max_calls_per_turn"].default
+    made = [Call("add", {"a": i, "b": 1}) for i in range(cap + 1)]
+    agent, _ = make_agent(call(*made), say("ok"))
+    updates, runner, _ = await run(store, agent, "go")
+
+    answered = responses(updates)
+    assert [r.response for r in answered[:cap]] == [{"result": i + 1} for i in range(cap)]
+    assert len(runner.batches) == 1 and len(runner.batches[0]) == cap
+    last = answered[cap].response
+    assert last is not None and last["error_type"] == "TooManyCalls"
+    assert f"at most {cap:,} calls of one turn" in last["error_message"]
+
+
 # --- the listener's per-session locks ----------------------------------------------------
 
 
