@@ -44,6 +44,8 @@ def as_context(
     agent wrote, and a user's or completion's response to a call another agent made
     (then quoted as the user's). `authors` stays aligned: a presented response keeps the
     name of the agent whose call it answers."""
+    if set(authors) <= {agent_name, *_NOT_AGENTS}:  # no other agent's turn: most sessions
+        return list(authors), list(contents)
     kept_authors: list[str] = []
     kept: list[types.Content] = []
     callers: dict[str, str] | None = None  # call id -> the agent that made it, when needed
