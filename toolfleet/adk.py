@@ -20,6 +20,7 @@ that uses them loads neither the HTTP stack nor the loop.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import toolfleet
@@ -248,11 +249,52 @@ __all__ = [
 ]
 
 
+# ADK's modules that programs import as modules (`from google.adk.agents import
+# sequential_agent`, then `sequential_agent.SequentialAgent`): with the import line
+# changed, each is a view of this module's names (see _AdkModule).
+_ADK_MODULES = frozenset(
+    {
+        "agents", "tools", "models", "runners", "sessions", "events", "artifacts", "memory",
+        "plugins", "planners", "apps", "code_executors", "examples",
+        "llm_agent", "sequential_agent", "parallel_agent", "loop_agent", "base_agent",
+        "callback_context", "readonly_context", "invocation_context", "run_config",
+        "tool_context", "function_tool", "agent_tool", "long_running_tool", "base_tool",
+        "base_toolset", "exit_loop_tool", "load_artifacts_tool", "load_memory_tool",
+        "preload_memory_tool", "google_search_tool", "url_context_tool",
+        "get_user_choice_tool", "example_tool", "tool_confirmation", "mcp_tool",
+        "mcp_toolset", "openapi_tool", "lite_llm", "base_llm", "llm_request",
+        "llm_response", "session", "in_memory_session_service", "base_session_service",
+        "event", "event_actions", "in_memory_artifact_service", "base_artifact_service",
+        "in_memory_memory_service", "base_memory_service", "base_plugin",
+        "built_in_planner", "plan_re_act_planner", "base_planner", "app",
+        "built_in_code_executor", "example", "base_example_provider",
+    }
+)  # fmt: skip
+
+
+class _AdkModule(ModuleType):
+    """One of ADK's modules as a program imported it: its names are toolfleet.adk's."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return __getattr__(name)
+        except AttributeError:
+            adk_name = self.__name__.rpartition(".")[2]
+            raise AttributeError(
+                f"toolfleet.adk.{adk_name} (ADK's module {adk_name}) has no attribute "
+                f"{name!r}: toolfleet.adk has ADK's names that port (dir(toolfleet.adk))"
+            ) from None
+
+
 def __getattr__(name: str) -> Any:
     if name in _FROM_FACADE:
         value = getattr(toolfleet, name)
     elif name in _MODULES:
         value = getattr(importlib.import_module(_MODULES[name]), name)
+    elif name in _ADK_MODULES:
+        value = _AdkModule(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module 'toolfleet.adk' has no attribute {name!r}")
     globals()[name] = value  # later lookups skip this function

@@ -46,3 +46,15 @@ def test_app_takes_adks_configs_with_adks_checks() -> None:
         EventsCompactionConfig(compaction_interval=2)
     with pytest.raises(ValidationError, match="At least one compaction trigger"):
         EventsCompactionConfig()
+
+
+def test_adks_modules_imported_as_modules_give_toolfleet_adks_names() -> None:
+    """`from google.adk.agents import sequential_agent` with its import line changed."""
+    from toolfleet.adk import SequentialAgent, ToolContext, agents, sequential_agent, tool_context
+
+    assert sequential_agent.SequentialAgent is SequentialAgent
+    assert tool_context.ToolContext is ToolContext and agents.Agent is Agent
+    with pytest.raises(AttributeError, match=r"toolfleet.adk.sequential_agent .* 'Nope'"):
+        _ = sequential_agent.Nope
+    with pytest.raises(ImportError):
+        from toolfleet.adk import not_an_adk_module  # type: ignore[attr-defined]  # noqa: F401
