@@ -241,6 +241,11 @@ async def runner_debug_example(s: Sample) -> None:
     print(f"state weather_queries: {_show(session.state.get('weather_queries'))}")
 
 
+async def json_passing_agent(s: Sample) -> None:
+    await s.say("I'd like a large pizza with pepperoni and mushrooms on a thin crust.")
+    await s.state("pizza_order")
+
+
 def in_branch_order(events: list[Event]) -> list[Event]:
     """A ParallelAgent's branches finish in any order (in ADK too): each run of branch
     events in the order of their branches, the rest as they came."""
@@ -282,6 +287,7 @@ DRIVERS: dict[str, Callable[[Sample], Awaitable[None]]] = {
         parallel_functions,
         history_management,
         human_tool_confirmation,
+        json_passing_agent,
         pydantic_argument,
         quickstart,
         runner_debug_example,

@@ -221,4 +221,30 @@ MODELS: dict[str, ScriptedModel] = {
             ],
         }
     ),
+    # json_passing_agent: as ADK's model answers an output_schema agent with tools (off
+    # Vertex AI): its final answer is a call of ADK's set_model_response.
+    "order_intake_agent": ScriptedModel(
+        [
+            call(
+                Call("get_available_sizes", {}),
+                Call("get_available_crusts", {}),
+                Call("get_available_toppings", {}),
+            ),
+            call(
+                Call(
+                    "set_model_response",
+                    {"size": "large", "crust": "thin", "toppings": ["pepperoni", "mushrooms"]},
+                )
+            ),
+        ]
+    ),
+    "order_confirmation_agent": ScriptedModel(
+        [
+            call(Call("calculate_price", {})),
+            lambda v: say(
+                "A large thin crust pizza with pepperoni and mushrooms. "
+                f"{v.response('calculate_price')['result']}"
+            ),
+        ]
+    ),
 }
