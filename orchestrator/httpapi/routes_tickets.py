@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 import redis
 from fastapi import APIRouter, Path, Query
@@ -19,6 +20,7 @@ from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.routes_confirmations import ticket_for_post
+from toolfleet.orchestrator.httpapi.ticket_story import TicketStory, story_of
 from toolfleet.orchestrator.httpapi.wire import (
     ID_PATTERN,
     Accepted,
@@ -29,7 +31,9 @@ from toolfleet.orchestrator.httpapi.wire import (
     SuppliedCredential,
     Ticket,
 )
-from toolfleet.shared.errors import CompletionError
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.errors import CompletionError, SessionNotFoundError
+from toolfleet.shared.keys import SessionKey
 from toolfleet.shared.messages import PendingCall
 
 CallId = Annotated[str, Path(pattern=ID_PATTERN, description="The pending call's id.")]
@@ -45,8 +49,31 @@ def tickets_router(api: HttpApi) -> APIRouter:
     router = APIRouter(prefix="/tickets", tags=["tickets"], responses=documented(*COMMON_ERRORS))
     names = api.settings.secret_arg_names
 
-    def ticket_out(call: PendingCall, caller: Caller, now: float | None = None) -> Ticket:
-        return Ticket.of(call, names, now).model_copy(update={"actions": caller.actions(call)})
+    async def ticket_out(
+        call: PendingCall,
+        caller: Caller,
+        now: float | None = None,
+        sessions: dict[SessionKey, Session | None] | None = None,
+    ) -> Ticket:
+        """The API view of `call` for `caller`: its actions, the words around it in its
+        session, and its timeline's link when the caller may see the session.
+        `sessions`: the sessions read already for this answer."""
+        sessions = {} if sessions is None else sessions
+        key = call.session_key
+        if key not in sessions:
+            try:
+                sessions[key] = await api.store.get(key)
+            except SessionNotFoundError:
+                sessions[key] = None
+        session = sessions[key]
+        story = story_of(session, call) if session is not None else TicketStory()
+        update: dict[str, Any] = {
+            "actions": caller.actions(call),
+            "asked": story.asked,
+            "agent_said": story.agent_said,
+            "timeline": timeline_link(call) if caller.owns(call.user_id) else None,
+        }
+        return Ticket.of(call, names, now).model_copy(update=update)
 
     @router.get("", response_model=list[Ticket], summary="Pending long-running calls, oldest first")
     async def list_tickets(
@@ -56,8 +83,9 @@ def tickets_router(api: HttpApi) -> APIRouter:
         tool: Annotated[str | None, Query(description="Only tools whose name contains it.")] = None,
     ) -> list[Ticket]:
         now = time.time()
+        sessions: dict[SessionKey, Session | None] = {}
         return [
-            ticket_out(c, caller, now)
+            await ticket_out(c, caller, now, sessions)
             for c in await api.store.pending_calls()
             if caller.sees(c)
             and (app is None or c.app_name == app)
@@ -71,7 +99,8 @@ def tickets_router(api: HttpApi) -> APIRouter:
     async def get_ticket(call_id: CallId, caller: Who) -> Ticket:
         call = await api.ticket(caller, call_id)
         waiting = await asyncio.to_thread(api.completions.waiting, call)
-        return ticket_out(call, caller).model_copy(update={"waiting_completions": waiting})
+        shown = await ticket_out(call, caller)
+        return shown.model_copy(update={"waiting_completions": waiting})
 
     async def authorize(
         caller: Caller,
@@ -216,6 +245,12 @@ def _decision_route(
         return await post(call_id, response, True, known)
 
     return decide
+
+
+def timeline_link(call: PendingCall) -> str:
+    """The timeline page of `call`'s session, relative to the API's root."""
+    query = urlencode({"app": call.app_name, "user": call.user_id, "session": call.session_id})
+    return f"timeline?{query}"
 
 
 def health_router(api: HttpApi) -> APIRouter:

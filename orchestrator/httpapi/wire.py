@@ -160,6 +160,22 @@ class Ticket(BaseModel):
         "(filled by GET /tickets/{call_id}). Once one is applied the ticket is gone, and "
         "GET answers 404 saying which completion was applied, and when.",
     )
+    asked: str | None = Field(
+        default=None,
+        description="The user's message that started the invocation which opened the ticket "
+        "(filled by the /tickets routes; None when the session no longer holds it).",
+    )
+    agent_said: str | None = Field(
+        default=None,
+        description="What the agent said when it made the call: the model's text in that "
+        "turn, else its last text before it, else what it told the user while waiting "
+        "(filled by the /tickets routes).",
+    )
+    timeline: str | None = Field(
+        default=None,
+        description="The session's timeline page, relative to the API's root; only for a "
+        "caller that may see the session (its user, or admin).",
+    )
 
     @classmethod
     def of(cls, call: PendingCall, secret_names: Sequence[str], now: float | None = None) -> Ticket:

@@ -187,6 +187,11 @@ async def test_every_caller_gets_exactly_what_its_roles_allow(
         assert (approval_id in by_id) == sees_approval, name
         assert (credential_id in by_id) == sees_credential, name
         if sees_approval:
+            # Who may see the ticket reads what the user asked; the timeline's link only
+            # for who may see the session.
+            assert by_id[approval_id]["asked"] == "Reimburse $250 for a team meal.", name
+            has_link = by_id[approval_id]["timeline"] is not None
+            assert has_link == (name in ALLOWED["see_timeline"]), name
             may = set(by_id[approval_id]["actions"])
             assert ("approve" in may) == (name in ALLOWED["approve"]), name
             assert ("result" in may) == (name in ALLOWED["post_result"]), name
@@ -195,6 +200,9 @@ async def test_every_caller_gets_exactly_what_its_roles_allow(
             assert may == ({"credential"} if name == ALICE else set()), name
         shown = await probe("see_approval", name, "GET", f"/tickets/{approval_id}")
         assert shown == (200 if sees_approval else 404)
+        if sees_approval:
+            one = (await c.get(f"/tickets/{approval_id}")).json()
+            assert (one["timeline"] is not None) == (name in ALLOWED["see_timeline"]), name
         shown = await probe("see_credential_request", name, "GET", f"/tickets/{credential_id}")
         assert shown == (200 if sees_credential else 404)
 
