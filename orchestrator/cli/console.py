@@ -28,6 +28,28 @@ def short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# Below this much tool time (seconds) a turn's parallel factor says nothing: it is left out.
+MEANINGFUL_TOOL_S = 0.01
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`1 call`, `2 calls`; `many` where the plural is not `one` + "s"."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def turn_line(calls: int, processes: int, wall_s: float, tool_s: float) -> str:
+    """A turn's calls, the processes that ran them, wall against tool time, and the
+    parallel factor when there is tool time enough for it to mean something."""
+    where = plural(processes, "worker process", "worker processes")
+    line = (
+        f"turn: {plural(calls, 'call')} on {where}, "
+        f"wall {wall_s * 1000:.0f} ms vs {tool_s * 1000:.0f} ms of tool time"
+    )
+    if wall_s > 0 and tool_s >= MEANINGFUL_TOOL_S:
+        line += f" (x{tool_s / wall_s:.1f} parallel)"
+    return line
+
+
 @dataclass(frozen=True)
 class TurnStats:
     """One model turn whose calls ran on workers, for the `toolfleet demo` summary.
@@ -184,10 +206,7 @@ class ConsolePrinter:
         total = sum(r.duration_s for r in ran)
         processes = len({(r.worker, r.pid) for r in ran})
         self.turns.append(TurnStats(len(ran), processes, wall, total))
-        self._line(
-            f"  turn: {len(ran)} calls on {processes} worker processes, wall {wall * 1000:.0f} ms "
-            f"vs {total * 1000:.0f} ms of tool time (x{total / wall if wall else 0:.1f} parallel)"
-        )
+        self._line("  " + turn_line(len(ran), processes, wall, total))
 
     def _shown(self, value: Any) -> Any:
         return redact_deep(value, self._secret_names)
