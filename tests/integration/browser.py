@@ -35,11 +35,16 @@ FLAGS = [
     "--remote-debugging-port=0",
 ]
 START_TIMEOUT_S = 30
-# Where page tests save their screenshots.
-ARTIFACTS = Path(
-    os.environ.get("TOOLFLEET_TEST_ARTIFACTS")
-    or Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
-)
+
+
+def artifacts_dir(tmp_path: Path) -> Path:
+    """Where a page test saves its screenshots: TOOLFLEET_TEST_ARTIFACTS (CI keeps that
+    folder), else the test's own `tmp_path`."""
+    configured = os.environ.get("TOOLFLEET_TEST_ARTIFACTS")
+    folder = Path(configured) if configured else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
 
 # Resolves once cond() is true, re-checked on every change of the document.
 _WAIT_JS = """(cond, timeoutMs, what) => new Promise((resolve, reject) => {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.tools import LongRunningFunctionTool, tool
@@ -74,6 +75,14 @@ def open_case(name: str) -> dict[str, str]:
 
 
 open_case_tool = LongRunningFunctionTool(open_case)
+
+
+def purchase_approval(order: dict[str, Any], api_key: str) -> dict[str, str]:
+    """Asks for the approval of a purchase order (nested arguments, one of them secret)."""
+    return {"status": "pending", "vendor": str(order.get("vendor", ""))}
+
+
+purchase_approval_tool = LongRunningFunctionTool(purchase_approval)
 
 
 @tool

@@ -1,7 +1,7 @@
 """The session timeline page in a real browser (headless Chromium): a turn's fan-out
 across worker processes, a ticket and its completion, and who may see it.
 
-Screenshots go to TOOLFLEET_TEST_ARTIFACTS (default build/test-artifacts/).
+Screenshots go to TOOLFLEET_TEST_ARTIFACTS (default: the test's tmp_path).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.integration import fleet_tools
-from tests.integration.browser import ARTIFACTS, chromium_page
+from tests.integration.browser import Page, artifacts_dir, chromium_page
 from tests.integration.http_support import TOKEN, bearer
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
@@ -66,21 +66,31 @@ def bars(selector: str) -> str:
     return f"document.querySelectorAll('{selector}').length"
 
 
+async def placed(page: Page, selector: str) -> tuple[float, float]:
+    """A bar's left and width, in percent of the turn's time axis."""
+    left, width = await page.evaluate(
+        f"(() => {{ const b = document.querySelector('{selector}');"
+        " return [parseFloat(b.style.left), parseFloat(b.style.width)]; })()"
+    )
+    return float(left), float(width)
+
+
 async def test_the_timeline_draws_the_fanout_and_the_ticket_for_its_owner_only(
     served: RunningHttp, chromium: str, tmp_path: Path
 ) -> None:
     user = "tl-owner"
+    artifacts = artifacts_dir(tmp_path)
     async with httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as client:
         session_id = (await client.post(f"/apps/{APP}/users/{user}/sessions")).json()["id"]
         answered = await client.post(
             f"/apps/{APP}/users/{user}/sessions/{session_id}/messages", json={"text": "go"}
         )
         (ticket,) = answered.json()["pending"]
-        timeline = (
-            await client.get(f"/apps/{APP}/users/{user}/sessions/{session_id}/timeline")
-        ).json()
+        timeline_url = f"/apps/{APP}/users/{user}/sessions/{session_id}/timeline"
+        timeline = (await client.get(timeline_url)).json()
         (turn,) = timeline["turns"]
         lanes = {c["lane"] for c in turn["calls"] if c["tool"] == "nap"}
+        lanes_all = {c["lane"] for c in turn["calls"]}
         assert len(lanes) >= 2  # the fan-out reached several worker processes
 
         page_url = f"{served.url}/timeline?app={APP}&user={user}&session={session_id}"
@@ -107,7 +117,11 @@ async def test_the_timeline_draws_the_fanout_and_the_ticket_for_its_owner_only(
                 })()"""
             )
             assert overlapping >= 1
-            await page.screenshot(ARTIFACTS / "timeline-ticket-open.png")
+            heading = await page.evaluate("document.querySelector('section.turn h2').textContent")
+            assert heading.startswith(
+                f"Turn 1: {NAPS + 1} calls on {len(lanes_all)} processes, 1 ticket"
+            )
+            await page.screenshot(artifacts / "timeline-ticket-open.png")
 
             # Completed elsewhere: the page follows, saying by whom.
             done = await client.post(f"/tickets/{ticket['call_id']}/approve", json={})
@@ -120,7 +134,21 @@ async def test_the_timeline_draws_the_fanout_and_the_ticket_for_its_owner_only(
             assert "completed after" in await page.evaluate(
                 f"document.querySelector('{opened}').textContent"
             )
-            await page.screenshot(ARTIFACTS / "timeline.png")
+            # Drawn to scale: the ticket runs from its call's end to its completion, on the
+            # calls' time axis.
+            done_turn = (await client.get(timeline_url)).json()["turns"][0]
+            ((opened, completed),) = [
+                (t["opened_at"], t["completed_at"]) for t in done_turn["tickets"]
+            ]
+            start = min([done_turn["asked_at"], *(c["started_at"] for c in done_turn["calls"])])
+            last = max([completed, *(c["finished_at"] for c in done_turn["calls"])])
+            left, width = await placed(page, f'[data-ticket="{ticket["call_id"]}"]')
+            span = (last - start) * 1.02  # the page leaves 2% of room at the right
+            assert abs(left - 100 * (opened - start) / span) < 1.0
+            assert abs(left + width - 100 * (completed - start) / span) < 1.0
+            case_left, case_width = await placed(page, f'[data-call-id="{ticket["call_id"]}"]')
+            assert abs(case_left + case_width - left) < 0.01  # opened as its call answered
+            await page.screenshot(artifacts / "timeline.png")
 
             # Another user gets no timeline: the session is not theirs.
             await page.goto("about:blank")
@@ -142,4 +170,4 @@ async def test_the_timeline_draws_the_fanout_and_the_ticket_for_its_owner_only(
             headers=bearer(key("tl-other")),
         )
         assert other.status_code == 404
-    assert (ARTIFACTS / "timeline.png").stat().st_size > 1000
+    assert (artifacts / "timeline.png").stat().st_size > 1000

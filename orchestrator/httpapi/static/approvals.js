@@ -12,7 +12,8 @@ const decided = new Map(); // call id -> "approved" | "rejected", sent from this
 function age(seconds) {
   if (seconds < 120) return Math.round(seconds) + " s";
   if (seconds < 7200) return Math.round(seconds / 60) + " min";
-  return (seconds / 3600).toFixed(1) + " h";
+  if (seconds < 172800) return (seconds / 3600).toFixed(1) + " h";
+  return (seconds / 86400).toFixed(1) + " d";
 }
 
 function cell(row, className, text) {
@@ -22,15 +23,81 @@ function cell(row, className, text) {
   return td;
 }
 
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// The arguments as a form: one row per value, a nested object's or list's values
+// indented under its name. Only text: nothing of a value is read as HTML. Secret-named
+// values arrive masked (***) from the server.
+function argRows(value, depth = 0, into = element("div", "args-form")) {
+  const entries = Array.isArray(value) ? value.map((v, i) => ["#" + (i + 1), v]) : Object.entries(value);
+  for (const [name, inner] of entries) {
+    const row = element("div", "arg");
+    row.style.setProperty("--depth", String(depth));
+    row.append(element("span", "key", name));
+    const nested = inner !== null && typeof inner === "object";
+    if (nested && Object.keys(inner).length > 0) {
+      row.classList.add("nested");
+      row.append(element("span", "value", Array.isArray(inner) ? `${inner.length} item${inner.length === 1 ? "" : "s"}` : ""));
+      into.append(row);
+      argRows(inner, depth + 1, into);
+      continue;
+    }
+    const shown = nested ? (Array.isArray(inner) ? "(none)" : "(empty)") : inner === null ? "—" : String(inner);
+    const cellNode = element("span", "value", shown);
+    if (inner === "***") cellNode.classList.add("masked");
+    row.append(cellNode);
+    into.append(row);
+  }
+  if (entries.length === 0 && depth === 0) into.append(element("span", "none", "no arguments"));
+  return into;
+}
+
+// Who asked for what: the app and agent, the tool, the user's message that started it,
+// and what the agent said when it made the call.
+function story(ticket) {
+  const box = element("div", "story");
+  const heading = element("div", "what");
+  heading.append(element("strong", "tool", ticket.tool));
+  // The app, and the agent of it that made the call when it is another than the root.
+  const app = ticket.agent === ticket.app_name ? ticket.app_name : `${ticket.app_name} › ${ticket.agent}`;
+  const where = element("div", "app", app);
+  where.title = `app ${ticket.app_name}, agent ${ticket.agent}`;
+  heading.append(where);
+  box.append(heading);
+  if (ticket.asked) {
+    const asked = element("blockquote", "asked");
+    asked.append(element("span", "speaker", ticket.user_id + " asked"), element("q", "", ticket.asked));
+    box.append(asked);
+  }
+  if (ticket.agent_said) {
+    const said = element("blockquote", "said");
+    said.append(element("span", "speaker", ticket.agent + " said"), element("q", "", ticket.agent_said));
+    box.append(said);
+  }
+  return box;
+}
+
 function newRow(ticket) {
   const row = document.createElement("tr");
   row.dataset.callId = ticket.call_id;
-  cell(row, "tool", ticket.tool);
-  const args = document.createElement("pre");
-  args.textContent = JSON.stringify(ticket.args, null, 1);
-  cell(row, "args").append(args);
-  cell(row, "age");
-  cell(row, "who", ticket.session_id + " · " + ticket.user_id);
+  cell(row, "request").append(story(ticket));
+  cell(row, "args").append(argRows(ticket.args));
+  const opened = cell(row, "age");
+  opened.title = "opened " + new Date(ticket.created_at * 1000).toLocaleString();
+  const who = cell(row, "who");
+  const session = element("div", "session", "session " + ticket.session_id);
+  session.title = ticket.session_id;
+  who.append(element("div", "user", ticket.user_id), session);
+  if (ticket.timeline) {
+    const link = element("a", "timeline", "timeline ›");
+    link.href = ticket.timeline; // built by the server from the ids, relative to this page
+    who.append(link);
+  }
   const decision = cell(row, "decision");
   if (ticket.kind === "credential") {
     // The user's secret is never typed into this page: it goes through the CLI.

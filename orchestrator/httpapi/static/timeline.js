@@ -21,12 +21,34 @@ function element(tag, className, text) {
   return node;
 }
 
+// "1 call", "2 calls"; `many` when the plural is not the word and an "s".
+function count(n, one, many = one + "s") {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+// A bar from `from` to `to` on the axis [start, start + span]: at least MIN_BAR_PX wide
+// (see timeline.css), its label inside when it fits, else beside it (fitLabels), and
+// the whole story in its tooltip.
 function bar(kind, from, to, start, span, label, title) {
-  const node = element("div", "bar " + kind, label);
+  const node = element("div", "bar " + kind);
   node.style.left = ((100 * (from - start)) / span).toFixed(3) + "%";
   node.style.width = ((100 * Math.max(to - from, 0)) / span).toFixed(3) + "%";
   node.title = title;
+  node.append(element("span", "label", label));
   return node;
+}
+
+// Once laid out: a label that does not fit in its bar goes beside it, on the side with
+// room, so a call of a few milliseconds still reads "reimburse", not "re".
+function fitLabels(root) {
+  for (const label of root.querySelectorAll(".bar > .label")) {
+    const node = label.parentElement;
+    label.classList.remove("beside", "before");
+    if (label.scrollWidth <= node.clientWidth - 2) continue;
+    const laneWidth = node.parentElement.clientWidth;
+    const roomAfter = laneWidth - (node.offsetLeft + node.offsetWidth);
+    label.classList.add(roomAfter >= label.scrollWidth + 8 || roomAfter >= node.offsetLeft ? "beside" : "before");
+  }
 }
 
 function lane(gantt, name) {
@@ -41,12 +63,20 @@ function drawTurn(turn, index, now) {
   const section = element("section", "turn");
   section.dataset.invocationId = turn.invocation_id;
   const start = Math.min(turn.asked_at, ...turn.calls.map((c) => c.started_at));
-  const last = Math.max(start + 0.001, ...turn.calls.map((c) => c.finished_at));
+  // A ticket is drawn to scale, on the calls' axis: from opened to completed (or now).
+  const ticketEnd = (t) => Math.max(t.opened_at, t.completed_at ?? now);
+  const last = Math.max(
+    start + 0.001,
+    ...turn.calls.map((c) => c.finished_at),
+    ...turn.tickets.map(ticketEnd),
+  );
   const end = last + (last - start) * 0.02; // room for the last bars at the edge
   const span = end - start;
   const lanes = [...new Set(turn.calls.map((c) => c.lane))].sort();
-  const heading = element("h2", "", `Turn ${index + 1}: ${turn.calls.length} calls on ${lanes.length} processes `);
-  heading.append(element("small", "", `${seconds(span)} · ${new Date(start * 1000).toLocaleString()}`));
+  const what = `${count(turn.calls.length, "call")} on ${count(lanes.length, "process", "processes")}`;
+  const tickets = turn.tickets.length ? ", " + count(turn.tickets.length, "ticket") : "";
+  const heading = element("h2", "", `Turn ${index + 1}: ${what}${tickets} `);
+  heading.append(element("small", "", `${seconds(last - start)} · ${new Date(start * 1000).toLocaleString()}`));
   section.append(heading);
   const gantt = element("div", "gantt");
   const rows = new Map(lanes.map((name) => [name, lane(gantt, name)]));
@@ -59,20 +89,18 @@ function drawTurn(turn, index, now) {
     rows.get(call.lane).append(node);
   }
   for (const ticket of turn.tickets) {
-    // A ticket outlives its turn (hours, days): its bar runs to the chart's edge, and its
-    // label says when it was completed, and by whom.
     const row = lane(gantt, "ticket · " + ticket.tool);
     const done = ticket.completed_at;
     const label = done === null
       ? `open for ${seconds(now - ticket.opened_at)}`
       : `completed after ${seconds(done - ticket.opened_at)} by ${ticket.completed_by}`;
-    const progress = ticket.progress ? `, ${ticket.progress} progress updates` : "";
+    const progress = ticket.progress ? `, ${count(ticket.progress, "progress update")}` : "";
     const title = `${ticket.tool} (${ticket.call_id}): ${label}${progress}`;
-    row.append(bar("ticket", ticket.opened_at, end, start, span, "", title));
-    const note = element("span", "note", label + progress);
-    note.dataset.ticket = ticket.call_id;
-    note.dataset.completed = String(done !== null);
-    row.append(note);
+    const node = bar("ticket" + (done === null ? " open" : ""), ticket.opened_at, ticketEnd(ticket),
+      start, span, label + progress, title);
+    node.dataset.ticket = ticket.call_id;
+    node.dataset.completed = String(done !== null);
+    row.append(node);
   }
   const axis = element("div", "axis");
   for (const share of [0, 0.25, 0.5, 0.75, 1]) axis.append(element("span", "", "+" + seconds(share * span)));
@@ -101,7 +129,9 @@ async function refresh() {
     const path = ["apps", app, "users", user, "sessions", session, "timeline"].map(encodeURIComponent).join("/");
     const timeline = await api(path);
     const now = Date.now() / 1000;
-    document.getElementById("turns").replaceChildren(...timeline.turns.map((t, i) => drawTurn(t, i, now)));
+    const turns = document.getElementById("turns");
+    turns.replaceChildren(...timeline.turns.map((t, i) => drawTurn(t, i, now)));
+    fitLabels(turns);
     document.getElementById("empty").hidden = timeline.turns.length > 0;
     showStatus("updated " + new Date().toLocaleTimeString());
   } catch (error) {
@@ -117,4 +147,5 @@ document.getElementById("pick").addEventListener("submit", (event) => {
   history.replaceState(null, "", "?" + query);
   refresh();
 });
+window.addEventListener("resize", () => fitLabels(document.getElementById("turns")));
 startPage(refresh, REFRESH_MS);
