@@ -285,8 +285,9 @@ def table(
         "group 100 at a time and acknowledged.",
         "HTTP turn: one new session's first message to a replica (`POST .../messages`, "
         f"median of {params['probes']}) with that many tickets pending; reference: the same "
-        "with none. The route reads every pending record (`SessionStore.pending_calls` "
-        "loads the whole pending hash to filter one session's) after each turn.",
+        "with none. The route reads the session's pending records after each turn "
+        "(`SessionStore.pending_calls`: the session's set of pending call ids, then only "
+        "those records).",
         f"Timing under: {loads}.",
     ]
     return out

@@ -31,7 +31,7 @@ from toolfleet.shared.errors import (
     InvalidCompletionError,
 )
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, dropped, too_deep, value_depth
-from toolfleet.shared.keys import Keys, applied_record
+from toolfleet.shared.keys import Keys, SessionKey, applied_record
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
 from toolfleet.shared.outages import APPLIED_TTL_S, resilient_client
 from toolfleet.shared.pending import PendingCalls
@@ -329,10 +329,10 @@ class Completions:
         """Whether the orchestrator answered the call already: a worker must not run it."""
         return self._pending.is_closed(self._redis, call.session_key, call.call_id)
 
-    def withdraw(self, call_id: str) -> None:
-        """The long-running tool failed: there is nothing to complete."""
+    def withdraw(self, session: SessionKey, call_id: str) -> None:
+        """The long-running tool of `session`'s call failed: there is nothing to complete."""
         batch = WriteBatch()
-        self._pending.stage_drop(batch, call_id)
+        self._pending.stage_drop(batch, session, call_id)
         batch.run_sync(self._redis)
 
     def _not_pending(self, call_id: str) -> AlreadyCompletedError | CallNotPendingError:

@@ -121,6 +121,17 @@ class Keys:
         sessions' calls one."""
         return f"{self.prefix}:pending"
 
+    def session_pending(self, session: SessionKey) -> str:
+        """Set of the call ids of one session's records in `pending`, changed in the same
+        step as the hash: one session's pending calls are read without the whole hash. It
+        lives as long as the session's other keys."""
+        return f"{self.prefix}:pending-of:{session}"
+
+    def pending_indexed(self) -> str:
+        """Set once every record in `pending` is in its session's `session_pending` set:
+        records written before those sets existed are added on the first read without it."""
+        return f"{self.prefix}:pending-indexed"
+
     def applied(self, call_id: str) -> str:
         """Set once when a call's final result is applied (the apply-once guard)."""
         return f"{self.prefix}:applied:{call_id}"

@@ -1,9 +1,17 @@
-"""The pending-call records: one Redis hash, call id -> PendingCall JSON.
+"""The pending-call records: one Redis hash, call id -> PendingCall JSON, and per
+session the set of its calls' ids in that hash (`Keys.session_pending`).
 
 Every read and write of those records goes through `PendingCalls`. Writes are staged
 on the caller's WriteBatch, so a record appears or goes in the same step as what makes
 it true (the session event that answers the call). A worker opens a ticket only for a
 call that is not closed, checked in the same step (`open`).
+
+A record and its id in its session's set are written and removed in the same step (here,
+and in the scripts that apply or claim completions), so one session's calls are read
+without the whole hash (`asession`). The set lives as long as the session's other keys:
+a session that expires takes it along, and the records it leaves are refused and
+removed when a completion for them comes. Records written before the sets existed are
+added to them once, by the first read that finds `Keys.pending_indexed` unset.
 
 Records are stored with secret-named values masked at any depth; sealed arguments are
 kept (a credential request's call is sent again from its record).
@@ -11,6 +19,7 @@ kept (a credential request's call is sent again from its record).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,13 +35,70 @@ from toolfleet.shared.scripts import LuaScript
 # A closed call's marker outlives any redelivery or late post of it, then goes.
 CLOSED_TTL_S = 7 * 24 * 3600
 
-# KEYS: closed marker, pending hash. ARGV: call id, record. 1 if recorded, 0 if closed.
+# KEYS: closed marker, pending hash, the session's pending set, the session hash.
+# ARGV: call id, record. 1 if recorded, 0 if closed. The set takes the session's time to
+# live (the session's writes restart both together).
 _OPEN_LUA = """
 if redis.call('exists', KEYS[1]) == 1 then return 0 end
 redis.call('hset', KEYS[2], ARGV[1], ARGV[2])
+redis.call('sadd', KEYS[3], ARGV[1])
+local ttl = redis.call('pttl', KEYS[4])
+if ttl > 0 then redis.call('pexpire', KEYS[3], ttl) end
 return 1
 """
 _OPEN = LuaScript(_OPEN_LUA)
+
+# KEYS: the session's pending set, pending hash, the indexed marker. The records of the
+# set's ids (one snapshot); nil while the marker is unset (records may be missing from
+# the sets). HMGET in parts: Lua unpacks at most about 8,000 values into one call.
+_SESSION_LUA = """
+if redis.call('exists', KEYS[3]) == 0 then return false end
+local ids = redis.call('smembers', KEYS[1])
+local out = {}
+for i = 1, #ids, 1000 do
+  local part = {unpack(ids, i, math.min(i + 999, #ids))}
+  local values = redis.call('hmget', KEYS[2], unpack(part))
+  for j = 1, #part do
+    if values[j] then out[#out + 1] = values[j] end
+  end
+end
+return out
+"""
+_SESSION = LuaScript(_SESSION_LUA)
+
+# KEYS: pending hash, then per session its pending set and its session hash. ARGV: pairs
+# of call id and the number of its session (1, 2, ...). Adds each call still recorded to
+# its session's set, which takes the session's time to live; a session gone (expired)
+# gets none: its records are refused and removed when a completion for them comes.
+_INDEX_LUA = """
+for i = 1, #ARGV, 2 do
+  local n = tonumber(ARGV[i + 1])
+  local set, session = KEYS[2 * n], KEYS[2 * n + 1]
+  local ttl = redis.call('pttl', session)
+  if ttl ~= -2 and redis.call('hexists', KEYS[1], ARGV[i]) == 1 then
+    redis.call('sadd', set, ARGV[i])
+    if ttl > 0 then redis.call('pexpire', set, ttl) end
+  end
+end
+return 1
+"""
+_INDEX = LuaScript(_INDEX_LUA)
+# Records read (HSCAN) and indexed per step.
+INDEX_CHUNK = 1000
+
+# KEYS: the session's pending set, pending hash, then the session's keys to delete.
+# ARGV: the prefix of its calls' closed markers, closed TTL. Every call of the session
+# still pending is closed (a late result for it is refused) and its record removed.
+_DROP_SESSION_LUA = """
+local ids = redis.call('smembers', KEYS[1])
+for _, id in ipairs(ids) do
+  redis.call('hdel', KEYS[2], id)
+  redis.call('set', ARGV[1] .. id, 1, 'EX', ARGV[2])
+end
+redis.call('del', KEYS[1], unpack(KEYS, 3))
+return #ids
+"""
+_DROP_SESSION = LuaScript(_DROP_SESSION_LUA)
 
 
 class PendingCalls:
@@ -42,6 +108,7 @@ class PendingCalls:
         self.key = keys.pending()
         self._keys = keys
         self._secrets = secret_name_set(secret_names)
+        self._indexing = asyncio.Lock()  # one indexing at a time, not one per reader
 
     def record(self, call: PendingCall) -> str:
         """The JSON stored for `call`: secret-named values masked, sealed arguments kept."""
@@ -62,20 +129,35 @@ class PendingCalls:
         return call.model_copy(update=update).model_dump_json()
 
     def stage_put(self, batch: WriteBatch, calls: Iterable[PendingCall]) -> None:
-        """Record (or update) `calls` in the caller's atomic step."""
+        """Record (or update) `calls` in the caller's atomic step, each in its session's
+        set."""
+        by_session: dict[SessionKey, list[str]] = {}
         for call in calls:
             batch.hset(self.key, call.call_id, self.record(call))
+            by_session.setdefault(call.session_key, []).append(call.call_id)
+        for session, ids in by_session.items():
+            batch.sadd(self._keys.session_pending(session), *ids)
 
-    def stage_drop(self, batch: WriteBatch, *call_ids: str) -> None:
-        """Remove the records of `call_ids` in the caller's atomic step."""
+    def stage_drop(self, batch: WriteBatch, session: SessionKey, *call_ids: str) -> None:
+        """Remove the records of `session`'s calls `call_ids` in the caller's atomic step."""
         if call_ids:
             batch.hdel(self.key, *call_ids)
+            batch.srem(self._keys.session_pending(session), *call_ids)
 
     def open(self, client: redis.Redis, call: PendingCall) -> bool:
         """Record a ticket for `call` unless the orchestrator closed the call already
         (it timed out, say): then False, and the call must not run."""
-        closed = self._keys.closed(call.session_key, call.call_id)
-        opened = _OPEN.run_sync(client, 2, closed, self.key, call.call_id, self.record(call))
+        session = call.session_key
+        opened = _OPEN.run_sync(
+            client,
+            4,
+            self._keys.closed(session, call.call_id),
+            self.key,
+            self._keys.session_pending(session),
+            self._keys.session(session),
+            call.call_id,
+            self.record(call),
+        )
         return bool(opened)
 
     def is_closed(self, client: redis.Redis, session: SessionKey, call_id: str) -> bool:
@@ -88,7 +170,7 @@ class PendingCalls:
         ids = list(call_ids)
         for call_id in ids:
             batch.set(self._keys.closed(session, call_id), 1, ex=CLOSED_TTL_S)
-        self.stage_drop(batch, *ids)
+        self.stage_drop(batch, session, *ids)
 
     def get(self, client: redis.Redis, call_id: str) -> PendingCall | None:
         """The record of `call_id`, or None when it is not pending."""
@@ -105,6 +187,57 @@ class PendingCalls:
     async def aall(self, client: aioredis.Redis) -> list[PendingCall]:
         """`all` on an asyncio client."""
         return _sorted(await client.hgetall(self.key))
+
+    async def asession(self, client: aioredis.Redis, session: SessionKey) -> list[PendingCall]:
+        """The pending calls of `session`, oldest first: only its records are read."""
+        keys = (self._keys.session_pending(session), self.key, self._keys.pending_indexed())
+        raw = await _SESSION.run(client, 3, *keys)
+        if raw is None:  # records from before the sets: index them once
+            async with self._indexing:
+                if not await client.exists(self._keys.pending_indexed()):
+                    await self.aindex_all(client)
+            raw = await _SESSION.run(client, 3, *keys)
+        calls = [PendingCall.model_validate_json(value) for value in raw or ()]
+        mine = [call for call in calls if call.session_key == session]
+        return sorted(mine, key=lambda call: call.created_at)
+
+    async def aindex_all(self, client: aioredis.Redis) -> None:
+        """Add every record to its session's set, a part of the hash per step (a record
+        written or removed meanwhile is kept in step by its own write), then mark the
+        hash as indexed. Safe to run again, and from several processes at once."""
+        cursor = 0
+        while True:
+            cursor, found = await client.hscan(self.key, cursor, count=INDEX_CHUNK)
+            # A dict, or a flat list of fields and values from a client that parses less.
+            values = found.values() if isinstance(found, dict) else found[1::2]
+            calls = [PendingCall.model_validate_json(value) for value in values]
+            if calls:
+                await self._index(client, calls)
+            if cursor == 0:
+                break
+        await client.set(self._keys.pending_indexed(), 1)
+
+    async def _index(self, client: aioredis.Redis, calls: list[PendingCall]) -> None:
+        numbers: dict[SessionKey, int] = {}
+        keys: list[str] = [self.key]
+        args: list[str | int] = []
+        for call in calls:
+            session = call.session_key
+            if session not in numbers:
+                numbers[session] = len(numbers) + 1
+                keys += [self._keys.session_pending(session), self._keys.session(session)]
+            args += [call.call_id, numbers[session]]
+        await _INDEX.run(client, len(keys), *keys, *args)
+
+    async def adrop_session(self, client: aioredis.Redis, session: SessionKey, *also: str) -> int:
+        """Close and remove every pending call of `session`, and delete its set and the
+        keys `also` (the session's own), in one step; how many calls were pending."""
+        closed_prefix = self._keys.closed(session, "")
+        index = self._keys.session_pending(session)
+        dropped = await _DROP_SESSION.run(
+            client, 2 + len(also), index, self.key, *also, closed_prefix, CLOSED_TTL_S
+        )
+        return int(dropped)
 
 
 def _parsed(raw: Any) -> PendingCall | None:

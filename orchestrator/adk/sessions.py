@@ -28,6 +28,7 @@ from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import ToolActions
+from toolfleet.shared.pending import PendingCalls
 
 # How long append_event waits for a running invocation to release the session.
 APPEND_WAIT_S = 30.0
@@ -170,11 +171,14 @@ class BaseSessionService:
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session: its events, its session-scoped state and its bookkeeping
-        (user and app state stay, as in ADK)."""
+        (user and app state stay, as in ADK). Its pending calls are closed with it: a
+        result posted for one later is refused, even to a new session of the same id."""
         key = session_key(app_name, user_id, session_id)
         async with self._replica() as replica:
             keys = replica.keys
-            await replica.redis.delete(
+            await PendingCalls(keys).adrop_session(
+                replica.redis,
+                key,
                 keys.session(key),
                 keys.events(key),
                 keys.session_state(key),

@@ -56,7 +56,8 @@ GROUP = COMPLETIONS_GROUP
 APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
 
 # KEYS: 1 lease, 2 pending hash, 3 applied claim, 4 events, 5 resume set, 6 stream,
-#       7 order list, 8 closed marker, 9 session hash, 10 dead letters.
+#       7 order list, 8 closed marker, 9 session hash, 10 dead letters, 11 the session's
+#       pending set (its record's id goes in and out of it with the record).
 # ARGV: 1 token, 2 call id, 3 entry id, 4 event JSON, 5 session id, 6 group,
 #       7 applied TTL, 8 claim JSON, 9 posted JSON, 10 now, 11 dead-letter maxlen,
 #       12 closed TTL, 13 "final", "closed" (final, without resuming the agent) or the
@@ -81,6 +82,7 @@ local function refuse(reason)
 end
 if redis.call('exists', KEYS[9]) == 0 then
   redis.call('hdel', KEYS[2], ARGV[2])
+  redis.call('srem', KEYS[11], ARGV[2])
   redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
   return refuse('session ' .. ARGV[5] .. ' is gone; its ticket was removed')
 end
@@ -104,9 +106,11 @@ if ARGV[13] == 'final' or ARGV[13] == 'closed' then
   redis.call('set', KEYS[3], ARGV[8], 'EX', ARGV[7])
   redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
   redis.call('hdel', KEYS[2], ARGV[2])
+  redis.call('srem', KEYS[11], ARGV[2])
   if ARGV[13] == 'final' then redis.call('sadd', KEYS[5], ARGV[5]) end
 else
   redis.call('hset', KEYS[2], ARGV[2], ARGV[13])
+  redis.call('sadd', KEYS[11], ARGV[2])
 end
 consume()
 return {'applied', n}
@@ -337,7 +341,7 @@ class CompletionApplier:
         span = completion_span(pending, completion) if pending is not None else None
         reply: Any = await _APPLY.run(
             self._redis,
-            10,
+            11,
             hold.fence.key,
             keys.pending(),
             keys.applied(completion.call_id),
@@ -348,6 +352,7 @@ class CompletionApplier:
             keys.closed(session, completion.call_id),
             keys.session(session),
             keys.dead_letters(),
+            keys.session_pending(session),
             hold.fence.token,
             completion.call_id,
             entry_id,

@@ -77,7 +77,9 @@ class WaitingCalls:
             )
             await self._resumer.notify(session.key, event)
             return False
-        ordered = await runner.store.parked.complete(pending.turn_id or "", result, hold.fence)
+        ordered = await runner.store.parked.complete(
+            pending.turn_id or "", result, hold.fence, pending.session_key
+        )
         if ordered is None:  # another call of the turn still waits
             batch = WriteBatch()
             consume(batch)

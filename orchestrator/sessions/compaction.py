@@ -64,6 +64,7 @@ def stage_ttl(batch: WriteBatch, keys: Keys, session: Session, ttl_s: int) -> No
         keys.events(session.key),
         keys.session_state(session.key),
         keys.results(session.key),
+        keys.session_pending(session.key),
         keys.user_sessions(session.app_name, session.user_id),
     )
 

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.sessions.fencing import Fence, write
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
@@ -65,12 +65,12 @@ class ParkedTurns:
         await write(self._redis, batch, fence)
 
     async def complete(
-        self, turn_id: str, result: ToolResult, fence: Fence | None
+        self, turn_id: str, result: ToolResult, fence: Fence | None, session: SessionKey
     ) -> list[ToolResult] | None:
         """Add a call's result (run again with its credential or confirmation, or
         rejected): every result of the turn
         in call order once none is missing (the record is then gone), else None (and
-        the call no longer waits)."""
+        the call no longer waits; `session`: the call's)."""
         key = self._keys.parked(turn_id)
         batch = WriteBatch()
         batch.hset(key, result.call_id, self._record(result))
@@ -82,7 +82,7 @@ class ParkedTurns:
         order: list[str] = json.loads(fields[ORDER_FIELD])
         batch = WriteBatch()
         if any(call_id not in fields for call_id in order):
-            self._pending.stage_drop(batch, result.call_id)
+            self._pending.stage_drop(batch, session, result.call_id)
             await write(self._redis, batch, fence)
             return None
         batch.delete(key)

@@ -437,7 +437,7 @@ class SessionStore:
                 batch.hset(hash_key, key, json.dumps(hashed[key]))
         self._pending.stage_put(batch, pending)
         if resolved is not None:
-            self._pending.stage_drop(batch, resolved.call_id)
+            self._pending.stage_drop(batch, resolved.session_key, resolved.call_id)
         self._pending.stage_close(batch, session.key, closed)
         if resolved is not None or owes_turn:
             batch.sadd(self._keys.resume(), session.key)
@@ -491,9 +491,11 @@ class SessionStore:
         return self._keys.session_state(session.key)
 
     async def pending_calls(self, key: SessionKey | None = None) -> list[PendingCall]:
-        """Calls waiting for a final result or a credential (of one session, if given)."""
-        calls = await self._pending.aall(self._redis)
-        return [c for c in calls if key is None or c.session_key == key]
+        """Calls waiting for a final result or a credential (of one session, if given:
+        only its records are read), oldest first."""
+        if key is not None:
+            return await self._pending.asession(self._redis, key)
+        return await self._pending.aall(self._redis)
 
     async def sessions_to_resume(self) -> list[SessionKey]:
         """Keys of the sessions owing the model a turn (see `append`), sorted."""

@@ -18,7 +18,7 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolCall, ToolResult
 from toolfleet.shared.redaction import MASK, SEALED, redact_deep
 from toolfleet.shared.reporting import ResultReporter
@@ -172,7 +172,10 @@ async def test_a_parked_turn_keeps_state_writes_sealed_until_it_resumes() -> Non
     await parked.park("turn1", [done, waiting], None)
     assert not any(c.encode() in everything(server) for c in CLEAR)
     resumed = await parked.complete(
-        "turn1", worker_result({}).model_copy(update={"call_id": "c2"}), None
+        "turn1",
+        worker_result({}).model_copy(update={"call_id": "c2"}),
+        None,
+        session_key("app", "ann", "s1"),
     )
     assert resumed is not None
     assert sealer.unseal(resumed[0].state_delta) == WRITTEN  # applied with the real values

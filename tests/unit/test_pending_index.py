@@ -1,0 +1,258 @@
+"""The per-session sets of pending call ids (Keys.session_pending) on fakeredis: every
+path that writes or removes a pending record changes its session's set in the same
+step, a session's calls are read from its set alone, and records written before the
+sets existed are indexed on the first read."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any, cast
+
+import fakeredis
+import pytest
+
+from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
+from toolfleet.orchestrator.mcpserve.final_results import FinalResults
+from toolfleet.orchestrator.sessions.compaction import SessionLimits
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.leases import LeaseHold
+from toolfleet.orchestrator.sessions.parked import ParkedTurns
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.confirmation import SERVED_AGENT
+from toolfleet.shared.keys import Keys, SessionKey, session_key
+from toolfleet.shared.messages import (
+    COMPLETION_FIELD,
+    CallStatus,
+    Completion,
+    PendingCall,
+    ToolActions,
+    ToolResult,
+)
+from toolfleet.shared.pending import PendingCalls
+
+KEYS = Keys("t")
+TTL_S = 3600
+ANN, BOB = session_key("app", "ann", "s1"), session_key("app", "bob", "s2")
+
+
+def call(call_id: str, session: SessionKey = ANN, **update: Any) -> PendingCall:
+    app, user, session_id = session.split("/")
+    fields: dict[str, Any] = {
+        "call_id": call_id, "tool": "open_ticket", "session_id": session_id,
+        "app_name": app, "user_id": user, "agent": "root", "invocation_id": "i",
+        "ticket": {"status": "pending"}, "created_at": time.time(),
+    }  # fmt: skip
+    return PendingCall(**(fields | update))
+
+
+def event() -> Event:
+    return Event(invocation_id="i", author="root")
+
+
+async def consistent(client: fakeredis.FakeAsyncRedis) -> dict[str, set[str]]:
+    """Each session's pending ids, after checking the hash and the sets hold the same
+    ids: every record in its session's set, every id of a set recorded."""
+    by_session: dict[str, set[str]] = {}
+    for raw in (await client.hgetall(KEYS.pending())).values():
+        record = PendingCall.model_validate_json(raw)
+        by_session.setdefault(record.session_key, set()).add(record.call_id)
+    sets: dict[str, set[str]] = {}
+    async for name in client.scan_iter(match=KEYS.session_pending(SessionKey("*"))):
+        session = name.decode().removeprefix(KEYS.session_pending(SessionKey("")))
+        sets[session] = {m.decode() for m in await client.smembers(name)}
+    assert sets == by_session
+    return by_session
+
+
+@pytest.fixture
+def store(fake_redis: fakeredis.FakeAsyncRedis) -> SessionStore:
+    return SessionStore(fake_redis, KEYS, limits=SessionLimits(ttl_s=TTL_S))
+
+
+async def test_appends_record_update_resolve_and_close_calls_in_their_sessions_sets(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    ann, bob = await store.create("app", "ann", "s1"), await store.create("app", "bob", "s2")
+    await store.append(ann, event(), pending=[call("a1"), call("a2"), call("a3")])
+    await store.append(bob, event(), pending=[call("b1", BOB)])
+    assert await consistent(fake_redis) == {ANN: {"a1", "a2", "a3"}, BOB: {"b1"}}
+    assert [c.call_id for c in await store.pending_calls(ANN)] == ["a1", "a2", "a3"]
+    assert [c.call_id for c in await store.pending_calls(BOB)] == ["b1"]
+    # The set lives as long as the session's other keys.
+    assert 0 < await fake_redis.ttl(KEYS.session_pending(ANN)) <= TTL_S
+
+    progressed = call("a1", progress=[{"done": 50}])
+    await store.append(ann, event(), pending=[progressed])  # an update, not a new call
+    await store.append(ann, event(), resolved=call("a2"), closed=["a3"])
+    assert await consistent(fake_redis) == {ANN: {"a1"}, BOB: {"b1"}}
+    (left,) = await store.pending_calls(ANN)
+    assert left.progress == [{"done": 50}]
+
+    await store.append(ann, event(), closed=["a1"])
+    assert await consistent(fake_redis) == {BOB: {"b1"}}
+    assert await store.pending_calls(ANN) == []
+    assert not await fake_redis.exists(KEYS.session_pending(ANN))  # an empty set goes
+
+
+async def test_one_sessions_read_does_not_read_the_whole_hash(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ann, bob = await store.create("app", "ann", "s1"), await store.create("app", "bob", "s2")
+    await store.append(bob, event(), pending=[call(f"b{n}", BOB) for n in range(500)])
+    await store.append(ann, event(), pending=[call("a1")])
+    await store.pending_calls(ANN)  # indexes once (an empty hash here) and marks it
+
+    async def whole_hash(*_: object) -> None:
+        raise AssertionError("read every pending record for one session")
+
+    monkeypatch.setattr(PendingCalls, "aall", whole_hash)
+    monkeypatch.setattr(PendingCalls, "aindex_all", whole_hash)
+    assert [c.call_id for c in await store.pending_calls(ANN)] == ["a1"]
+    assert len(await store.pending_calls(BOB)) == 500
+    assert await store.pending_calls(session_key("app", "ann", "none")) == []
+
+
+def test_a_worker_opens_and_withdraws_a_ticket_with_its_session_set() -> None:
+    client = fakeredis.FakeRedis()
+    client.hset(KEYS.session(ANN), "app_name", "app")
+    client.expire(KEYS.session(ANN), TTL_S)
+    completions = Completions(client, KEYS)
+
+    assert completions.register(call("a1"))
+    assert client.smembers(KEYS.session_pending(ANN)) == {b"a1"}
+    assert 0 < client.pttl(KEYS.session_pending(ANN)) <= TTL_S * 1000  # the session's TTL
+    completions.withdraw(ANN, "a1")
+    assert client.hlen(KEYS.pending()) == 0
+    assert not client.exists(KEYS.session_pending(ANN))
+
+    client.set(KEYS.closed(ANN, "a2"), 1)  # answered (timed out) before the worker ran it
+    assert not completions.register(call("a2"))
+    assert client.hlen(KEYS.pending()) == 0
+    assert not client.exists(KEYS.session_pending(ANN))
+
+
+async def test_a_parked_call_answered_leaves_its_record_and_its_set(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    batch = WriteBatch()
+    waiting = [call(c, kind="credential", turn_id="t1") for c in ("c2", "c3")]
+    PendingCalls(KEYS).stage_put(batch, waiting)
+    await batch.run(fake_redis)
+    done = ToolResult(
+        call_id="c1", tool="t", session_id="s1", invocation_id="i",
+        status=CallStatus.SUCCESS, response={},
+    )  # fmt: skip
+    asks = ToolActions(requested_auth={"auth_scheme": "x"})
+    turn = [done, *(done.model_copy(update={"call_id": c, "actions": asks}) for c in ("c2", "c3"))]
+    parked = ParkedTurns(fake_redis, KEYS)
+    await parked.park("t1", turn, None)
+    # c2 ran again with its credential; c3 still waits: c2 no longer does.
+    assert await parked.complete("t1", done.model_copy(update={"call_id": "c2"}), None, ANN) is None
+    assert await consistent(fake_redis) == {ANN: {"c3"}}
+
+
+async def test_an_applied_completion_changes_the_record_and_the_set_together(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    sync = fakeredis.FakeRedis(server=fake_redis.connection_pool.connection_kwargs["server"])
+    store = SessionStore(fake_redis, KEYS)
+    await store.create("app", "ann", "s1")
+    await store.create("app", "bob", "s2")
+    completions = Completions(sync, KEYS)
+    for pending in (call("a1"), call("a2"), call("b1", BOB)):
+        assert completions.register(pending)
+    sync.xgroup_create(KEYS.completions("app"), GROUP, id="0", mkstream=True)
+    sync.set("lease", "token")
+    hold = cast(LeaseHold, SimpleNamespace(fence=SimpleNamespace(key="lease", token="token")))
+    applier = CompletionApplier({}, fake_redis, KEYS, cast(Any, None), "replica-1")
+
+    async def apply(call_id: str, final: bool) -> None:
+        entry_id = completions.post_result(call_id, {"done": final}, final=final)
+        raw = sync.xrange(KEYS.completions("app"), entry_id, entry_id)[0][1]
+        completion = Completion.model_validate_json(raw[COMPLETION_FIELD.encode()])
+        pending = completions.get(call_id)
+        stream = KEYS.completions("app")
+        raw_completion = raw[COMPLETION_FIELD.encode()]
+        await applier._script(
+            cast(Any, None), stream, entry_id, raw_completion, completion, pending, hold
+        )
+
+    await apply("a1", final=False)  # progress: the record stays, updated
+    assert await consistent(fake_redis) == {ANN: {"a1", "a2"}, BOB: {"b1"}}
+    assert completions.get("a1").progress == [{"done": False}]
+    await apply("a1", final=True)
+    assert await consistent(fake_redis) == {ANN: {"a2"}, BOB: {"b1"}}
+    await fake_redis.delete(KEYS.session(ANN))  # the session is gone: its ticket goes
+    await apply("a2", final=True)
+    assert await consistent(fake_redis) == {BOB: {"b1"}}
+    assert await store.pending_calls(BOB) == [completions.get("b1")]
+
+
+def test_a_served_calls_claimed_result_leaves_its_record_and_its_set() -> None:
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    assert completions.register(call("m1", agent=SERVED_AGENT))
+    completions.post_result("m1", {"answer": 42})
+    results = FinalResults(client, KEYS, completions, "app")
+    assert results.fetch("m1") == {"answer": 42}
+    assert client.hlen(KEYS.pending()) == 0
+    assert not client.exists(KEYS.session_pending(ANN))
+
+
+async def test_records_written_before_the_sets_are_indexed_on_the_first_read(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    await store.create("app", "ann", "s1")
+    await store.create("app", "bob", "s2")
+    gone = session_key("app", "cy", "expired")
+    old = [call(f"a{n}", created_at=n) for n in range(2500)] + [call("b1", BOB), call("g1", gone)]
+    for pending in old:  # as a deployment before the sets wrote them: the hash alone
+        await fake_redis.hset(KEYS.pending(), pending.call_id, pending.model_dump_json())
+
+    assert [c.call_id for c in await store.pending_calls(ANN)] == [f"a{n}" for n in range(2500)]
+    assert await fake_redis.exists(KEYS.pending_indexed())
+    assert [c.call_id for c in await store.pending_calls(BOB)] == ["b1"]
+    assert 0 < await fake_redis.ttl(KEYS.session_pending(BOB)) <= TTL_S
+    # A session gone before the upgrade gets no set: its records are refused on apply.
+    assert not await fake_redis.exists(KEYS.session_pending(gone))
+    # Indexing again (another replica at the same time) changes nothing.
+    await PendingCalls(KEYS).aindex_all(fake_redis)
+    assert len(await fake_redis.smembers(KEYS.session_pending(ANN))) == 2500
+
+
+async def test_deleting_a_session_closes_and_removes_its_pending_calls(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    ann, bob = await store.create("app", "ann", "s1"), await store.create("app", "bob", "s2")
+    await store.append(ann, event(), pending=[call("a1"), call("a2")])
+    await store.append(bob, event(), pending=[call("b1", BOB)])
+    dropped = await PendingCalls(KEYS).adrop_session(
+        fake_redis, ANN, KEYS.session(ANN), KEYS.events(ANN)
+    )
+    assert dropped == 2
+    assert await consistent(fake_redis) == {BOB: {"b1"}}
+    assert await fake_redis.exists(KEYS.closed(ANN, "a1"), KEYS.closed(ANN, "a2")) == 2
+    assert not await fake_redis.exists(KEYS.session(ANN), KEYS.events(ANN))
+
+
+async def test_readers_at_once_before_the_sets_index_the_records_once(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.create("app", "ann", "s1")
+    old = call("a1")
+    await fake_redis.hset(KEYS.pending(), old.call_id, old.model_dump_json())
+    runs: list[int] = []
+    index_all = PendingCalls.aindex_all
+
+    async def counted(self: PendingCalls, client: fakeredis.FakeAsyncRedis) -> None:
+        runs.append(1)
+        await index_all(self, client)
+
+    monkeypatch.setattr(PendingCalls, "aindex_all", counted)
+    reads = await asyncio.gather(*(store.pending_calls(ANN) for _ in range(8)))
+    assert [[c.call_id for c in read] for read in reads] == [["a1"]] * 8
+    assert len(runs) == 1
