@@ -82,7 +82,6 @@ class Admitted:
     span: Span | None
     attempt: int
     worker: str
-    redelivered: bool = False  # the broker's flag: this message was delivered before
 
 
 # Raises Celery's Retry for a call: its countdown in seconds and the tool's exception.
@@ -186,14 +185,7 @@ class ToolRuns:
             return None
         settings = self._deps.settings
         span = run_span(self.tool.name, envelope, request, self._pool, settings.secret_arg_names)
-        delivery_info = getattr(request, "delivery_info", None) or {}
-        return Admitted(
-            envelope,
-            span,
-            request.retries + 1,
-            request.hostname or "unknown",
-            bool(delivery_info.get("redelivered")),
-        )
+        return Admitted(envelope, span, request.retries + 1, request.hostname or "unknown")
 
     def _open(self, admitted: Admitted) -> Admitted | ToolResult:
         """The admitted call with its secrets opened; or the refusal posted when one does
@@ -207,20 +199,13 @@ class ToolRuns:
             refused = error_result(envelope, "SealedArgumentError", SEAL_REFUSAL, worker=worker)
             deps.reporter.post(envelope.reply_to, refused)
             return refused
-        return Admitted(
-            envelope, admitted.span, admitted.attempt, admitted.worker, admitted.redelivered
-        )
+        return Admitted(envelope, admitted.span, admitted.attempt, admitted.worker)
 
     def _count(self, admitted: Admitted) -> Delivery:
         guard = self._deps.deliveries
         if guard is None:
             return None
-        return guard.count(
-            admitted.envelope,
-            admitted.attempt - 1,
-            admitted.worker,
-            redelivered=admitted.redelivered,
-        )
+        return guard.count(admitted.envelope, admitted.attempt - 1, admitted.worker)
 
     def _settle(self, admitted: Admitted, delivery: Delivery) -> Admitted | ToolResult | None:
         """The admitted call, given its delivery's count (None: not counted): or the answer

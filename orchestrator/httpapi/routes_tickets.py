@@ -49,6 +49,27 @@ def tickets_router(api: HttpApi) -> APIRouter:
     router = APIRouter(prefix="/tickets", tags=["tickets"], responses=documented(*COMMON_ERRORS))
     names = api.settings.secret_arg_names
 
+    # A call's story is fixed once the agent has spoken around it: kept by call id (for
+    # the calls still pending), so a page reading the list every few seconds does not
+    # read every ticket's session every time.
+    stories: dict[str, TicketStory] = {}
+
+    async def story(call: PendingCall, sessions: dict[SessionKey, Session | None]) -> TicketStory:
+        known = stories.get(call.call_id)
+        if known is not None:
+            return known
+        key = call.session_key
+        if key not in sessions:
+            try:
+                sessions[key] = await api.store.get(key)
+            except SessionNotFoundError:
+                sessions[key] = None
+        session = sessions[key]
+        told = story_of(session, call) if session is not None else TicketStory()
+        if told.agent_said is not None:
+            stories[call.call_id] = told
+        return told
+
     async def ticket_out(
         call: PendingCall,
         caller: Caller,
@@ -58,19 +79,11 @@ def tickets_router(api: HttpApi) -> APIRouter:
         """The API view of `call` for `caller`: its actions, the words around it in its
         session, and its timeline's link when the caller may see the session.
         `sessions`: the sessions read already for this answer."""
-        sessions = {} if sessions is None else sessions
-        key = call.session_key
-        if key not in sessions:
-            try:
-                sessions[key] = await api.store.get(key)
-            except SessionNotFoundError:
-                sessions[key] = None
-        session = sessions[key]
-        story = story_of(session, call) if session is not None else TicketStory()
+        told = await story(call, {} if sessions is None else sessions)
         update: dict[str, Any] = {
             "actions": caller.actions(call),
-            "asked": story.asked,
-            "agent_said": story.agent_said,
+            "asked": told.asked,
+            "agent_said": told.agent_said,
             "timeline": timeline_link(call) if caller.owns(call.user_id) else None,
         }
         return Ticket.of(call, names, now).model_copy(update=update)
@@ -84,9 +97,12 @@ def tickets_router(api: HttpApi) -> APIRouter:
     ) -> list[Ticket]:
         now = time.time()
         sessions: dict[SessionKey, Session | None] = {}
+        pending = await api.store.pending_calls()
+        for gone in stories.keys() - {c.call_id for c in pending}:
+            del stories[gone]  # completed: its story is not asked for again
         return [
             await ticket_out(c, caller, now, sessions)
-            for c in await api.store.pending_calls()
+            for c in pending
             if caller.sees(c)
             and (app is None or c.app_name == app)
             and (session_id is None or c.session_id == session_id)
