@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from toolfleet.orchestrator.connections import blocking_client, command_client, reader_client
 from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
+from toolfleet.orchestrator.fleet.outbox import OutboxRelay, outbox_key
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.fleet.read_batching import ReadBatching
@@ -72,8 +73,18 @@ class Replica:
             batching=ReadBatching.of(settings),
         )
         self._stopper = CallStopper(settings)
+        # Tool queues on RabbitMQ: calls go through the outbox, and this replica relays it.
+        self.relay: OutboxRelay | None = None
+        if settings.broker_is_amqp and tool_runner is None:
+            self.relay = OutboxRelay(self.redis, self.keys, settings.require_broker_url())
         self.fleet: ToolRunner = tool_runner or CeleryFleet(
-            CeleryPublisher(self.redis, settings.secret_arg_names, Sealer.of(settings)),
+            CeleryPublisher(
+                self.redis,
+                settings.secret_arg_names,
+                Sealer.of(settings),
+                outbox=outbox_key(self.keys) if self.relay is not None else None,
+                on_outbox=self.relay.wake if self.relay is not None else None,
+            ),
             self.waiter,
             settings,
             self.keys,
@@ -103,6 +114,8 @@ class Replica:
 
     async def __aenter__(self) -> Replica:
         await self.waiter.start()
+        if self.relay is not None:
+            self.relay.start()
         if isinstance(self.fleet, CeleryFleet):
             warn_without_fleet_key(self.settings)  # secrets would travel in clear
         return self
@@ -114,6 +127,8 @@ class Replica:
         tb: TracebackType | None,
     ) -> None:
         await self.waiter.stop()
+        if self.relay is not None:
+            await self.relay.stop()
         self._stopper.close()
         for client in self._blocking:
             await client.aclose()

@@ -63,8 +63,11 @@ def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, An
     """The configuration of a worker's Celery app serving `tools`.
 
     Tasks are acked late, so a dead worker's task is redelivered once the visibility
-    timeout (above the longest time limit) passes; JSON only; no result backend.
+    timeout (above the longest time limit) passes (on RabbitMQ: once its connection
+    drops); JSON only; no result backend.
     """
+    if settings.broker_is_amqp:
+        return {**_common_config(settings), **amqp_broker_config(settings)}
     visibility_timeout = broker_visibility_timeout_s(settings, tools)
     # A Sentinel URL becomes kombu's list of sentinel:// URLs and the master's name.
     broker_url, sentinel_options = broker_connection(settings.require_redis_url())
@@ -83,6 +86,34 @@ def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, An
             "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
             **sentinel_options,
         },
+        **_common_config(settings),
+    }
+
+
+# The arguments every tool queue on RabbitMQ is declared with (workers and the outbox
+# relay must agree, or the second declaration fails): replicated and durable.
+QUORUM_QUEUE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum"}
+
+
+def amqp_broker_config(settings: Settings) -> dict[str, Any]:
+    """The broker settings of a worker whose tool queues are on RabbitMQ: quorum queues
+    (`tools.<pool>` are made on first use as quorum ones) and publisher confirms for what
+    workers publish (retries, jobs). A worker that dies holding unacked messages loses its
+    connection, and RabbitMQ redelivers them at once: no visibility timeout."""
+    return {
+        "broker_url": settings.require_broker_url(),
+        "broker_use_ssl": None,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {"confirm_publish": True},
+        "task_default_queue_type": "quorum",
+        "task_create_missing_queue_type": "quorum",
+        "worker_detect_quorum_queues": True,
+    }
+
+
+def _common_config(settings: Settings) -> dict[str, Any]:
+    """What every broker's workers share: JSON only, acks late, one message prefetched."""
+    return {
         "task_serializer": "json",
         "accept_content": ["json"],
         "result_accept_content": ["json"],

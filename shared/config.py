@@ -16,6 +16,10 @@ from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, HIGHEST_MAX_JSON
 PoolKind = Literal["io", "cpu"]
 
 
+# The URL schemes of a RabbitMQ broker.
+AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
+
+
 class Settings(BaseSettings):
     """One object, read once per entry point and passed down."""
 
@@ -40,6 +44,12 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="How long a write waits for those replicas; past it, it is acknowledged "
         "all the same and a warning logged (no replica connected, or one far behind).",
+    )
+    broker_url: str | None = Field(
+        default=None,
+        description="Where the tool queues live. Unset: on Redis, at `redis_url`. An "
+        "`amqp://user:password@host:5672/vhost` URL puts them on RabbitMQ (quorum queues, "
+        "publisher confirms); sessions, results and completions stay in Redis.",
     )
     key_prefix: str = Field(default="toolfleet", description="Prefix of every Redis key.")
     tool_modules: Annotated[list[str], NoDecode] = Field(
@@ -251,6 +261,21 @@ class Settings(BaseSettings):
     def pool_kind(self, pool: str) -> PoolKind:
         """`io` for the io pools (and the default io pool), `cpu` for every other pool."""
         return "io" if pool in self.io_pools or pool == self.default_io_pool else "cpu"
+
+    @property
+    def broker_is_amqp(self) -> bool:
+        """Whether the tool queues are on RabbitMQ (`broker_url` is an amqp:// URL)."""
+        url = self.broker_url
+        return url is not None and url.split("://", 1)[0] in AMQP_SCHEMES
+
+    def require_broker_url(self) -> str:
+        """The URL of the tool queues: `broker_url`, else the Redis URL."""
+        if self.broker_url and not self.broker_is_amqp:
+            raise ConfigError(
+                f"TOOLFLEET_BROKER_URL must be an amqp:// or amqps:// URL (RabbitMQ), not "
+                f"{self.broker_url.split('://', 1)[0]!r}: unset it to keep the queues on Redis."
+            )
+        return self.broker_url or self.require_redis_url()
 
     def require_redis_url(self) -> str:
         """The Redis URL; raises ConfigError saying how to provide one when it is unset."""

@@ -59,7 +59,7 @@ def create_app(settings: Settings) -> Celery:
     found = load_definitions(settings.tool_modules)
     app = Celery("toolfleet", set_as_current=False)
     app.conf.update(celery_config(settings, list(found.tools.values())))
-    app.conf.broker_transport = broker_transport(settings.require_redis_url())
+    app.conf.broker_transport = broker_transport(settings.require_broker_url())
     app.conf.worker_consumer = consumer_class()  # task events in batches
     # Results survive a Redis restart; an io worker's threads share WORKER_CONNECTIONS.
     client = resilient_client(settings.require_redis_url(), WORKER_CONNECTIONS)
@@ -83,7 +83,8 @@ def create_app(settings: Settings) -> Celery:
         credentials=CredentialStore(client, keys, settings.credential_key),
         post_result=result_poster(completions, "worker"),
     )
-    guard = DeliveryGuard(client, keys, settings.max_deliveries)
+    # On RabbitMQ the outbox relay may publish a call twice: the first delivery claims it.
+    guard = DeliveryGuard(client, keys, settings.max_deliveries, claims=settings.broker_is_amqp)
     # A dead worker's slots come back within a few of its heartbeats.
     gate = Gate(client, keys, SLOT_LEASE_BEATS * settings.worker_heartbeat_s)
     deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer, gate)

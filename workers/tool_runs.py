@@ -82,6 +82,7 @@ class Admitted:
     span: Span | None
     attempt: int
     worker: str
+    redelivered: bool = False  # the broker's flag: this message was delivered before
 
 
 # Raises Celery's Retry for a call: its countdown in seconds and the tool's exception.
@@ -185,7 +186,14 @@ class ToolRuns:
             return None
         settings = self._deps.settings
         span = run_span(self.tool.name, envelope, request, self._pool, settings.secret_arg_names)
-        return Admitted(envelope, span, request.retries + 1, request.hostname or "unknown")
+        delivery_info = getattr(request, "delivery_info", None) or {}
+        return Admitted(
+            envelope,
+            span,
+            request.retries + 1,
+            request.hostname or "unknown",
+            bool(delivery_info.get("redelivered")),
+        )
 
     def _open(self, admitted: Admitted) -> Admitted | ToolResult:
         """The admitted call with its secrets opened; or the refusal posted when one does
@@ -199,13 +207,20 @@ class ToolRuns:
             refused = error_result(envelope, "SealedArgumentError", SEAL_REFUSAL, worker=worker)
             deps.reporter.post(envelope.reply_to, refused)
             return refused
-        return Admitted(envelope, admitted.span, admitted.attempt, admitted.worker)
+        return Admitted(
+            envelope, admitted.span, admitted.attempt, admitted.worker, admitted.redelivered
+        )
 
     def _count(self, admitted: Admitted) -> Delivery:
         guard = self._deps.deliveries
         if guard is None:
             return None
-        return guard.count(admitted.envelope, admitted.attempt - 1, admitted.worker)
+        return guard.count(
+            admitted.envelope,
+            admitted.attempt - 1,
+            admitted.worker,
+            redelivered=admitted.redelivered,
+        )
 
     def _settle(self, admitted: Admitted, delivery: Delivery) -> Admitted | ToolResult | None:
         """The admitted call, given its delivery's count (None: not counted): or the answer

@@ -136,6 +136,7 @@ class WorkerGroup:
         env = {
             **os.environ,
             "TOOLFLEET_REDIS_URL": self.settings.require_redis_url(),
+            "TOOLFLEET_BROKER_URL": self.settings.broker_url or "",
             "TOOLFLEET_KEY_PREFIX": self.settings.key_prefix,
             "TOOLFLEET_TOOL_MODULES": ",".join(self.settings.tool_modules),
             "TOOLFLEET_DEFAULT_POOL": self.settings.default_pool,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +53,14 @@ class CeleryPublisher:
         client: aioredis.Redis,
         secret_arg_names: Sequence[str] = (),
         sealer: Sealer | None = None,
+        outbox: str | None = None,
+        on_outbox: Callable[[], None] | None = None,
     ) -> None:
+        """`outbox`: the list the messages go on instead of their queues (the tool queues
+        are on RabbitMQ: a relay moves them there); `on_outbox` is told after each write."""
         self._redis = client
+        self._outbox = outbox
+        self._on_outbox = on_outbox
         self._secret_names = secret_name_set(secret_arg_names)
         self._sealer = sealer
         # Used only to build messages (pure); it never connects anywhere.
@@ -124,11 +130,13 @@ class CeleryPublisher:
         # (the responses held back for this write, loop/held.py) that this adds to.
         written = also(batch) if also is not None else None
         for dispatch in dispatches:
-            batch.lpush(dispatch.queue, self.encode(dispatch))
+            batch.lpush(self._outbox or dispatch.queue, self.encode(dispatch))
         batch.sadd(record_in, *(d.call.call_id for d in dispatches))
         batch.expire(record_in, DISPATCHED_TTL_S)
         # Sent once, lease or not: a message pushed twice would run its call twice.
         replies = await write(self._redis, batch, fence, unfenced_once=f"{record_in}:applied")
+        if self._on_outbox is not None:
+            self._on_outbox()
         if written is not None:
             await written(replies)
 

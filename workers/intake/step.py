@@ -65,6 +65,14 @@ def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
 
         def start(self, parent: Any) -> None:
             queues = intake_queues(parent, settings)
+            if queues and settings.broker_is_amqp:
+                log.info(
+                    "the io queues %s are on RabbitMQ: Celery's consumer takes them "
+                    "(prefetch window of the pool's concurrency); the batched intake reads "
+                    "Redis lists only",
+                    ", ".join(queues),
+                )
+                queues = []
             if queues and self.intake is None and not _server_supports_intake(settings):
                 queues = []  # Celery's consumer keeps them
             for name in queues:  # again after a reconnection, which consumes them anew

@@ -1,0 +1,214 @@
+"""The tool queues on RabbitMQ (`TOOLFLEET_BROKER_URL=amqp://...`): per function call id,
+exactly one final function response reaches the model, through the outbox relay.
+
+Real RabbitMQ on 127.0.0.1:5672 (guest/guest), in a vhost of the module's own made with
+`rabbitmqctl` and deleted after; real redis-server and `celery worker` processes; the
+orchestrator (a Runner) in this process. Skipped, with the reason, where RabbitMQ is not
+there, except under CI=true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from tests.faults import probe
+from tests.faults.conftest import fault_settings
+from tests.faults.fault_tools import step
+from tests.faults.servers import RedisServer
+from tests.faults.test_worker_faults import (
+    PATIENT_GRACE_S,
+    next_start,
+    patient,
+    running,
+)
+from tests.faults.worker_fault_tools import wf_hang_once
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.fleet import outbox
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import CallStatus
+
+pytestmark = pytest.mark.integration
+
+RABBIT_HOST, RABBIT_PORT = "127.0.0.1", 5672
+RABBITMQCTL_TIMEOUT_S = 60
+PARALLEL_CALLS = 8
+DUPLICATED_CALLS = 4
+
+
+def _rabbit_missing() -> str | None:
+    """Why these tests cannot run here, or None."""
+    if shutil.which("rabbitmqctl") is None:
+        return "rabbitmqctl is not installed (it makes the tests' own vhost)"
+    try:
+        socket.create_connection((RABBIT_HOST, RABBIT_PORT), timeout=2).close()
+    except OSError as exc:
+        return f"RabbitMQ is not listening on {RABBIT_HOST}:{RABBIT_PORT} ({exc})"
+    return None
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(
+        ["rabbitmqctl", *args], check=True, capture_output=True, timeout=RABBITMQCTL_TIMEOUT_S
+    )
+
+
+@pytest.fixture(scope="module")
+def vhost() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ, deleted after."""
+    missing = _rabbit_missing()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"RabbitMQ is required under CI=true: {missing}")
+        pytest.skip(missing)
+    name = f"toolfleet-test-{uuid.uuid4().hex[:8]}"
+    _rabbitmqctl("add_vhost", name)
+    try:
+        _rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+        yield name
+    finally:
+        _rabbitmqctl("delete_vhost", name)
+
+
+@pytest.fixture
+def settings(redis_server: RedisServer, vhost: str) -> Settings:
+    """The fault rig's settings with the tool queues on RabbitMQ."""
+    broker = f"amqp://guest:guest@{RABBIT_HOST}:{RABBIT_PORT}/{vhost}"
+    return fault_settings(redis_server.url(), broker_url=broker)
+
+
+@pytest.fixture
+def workers(settings: Settings) -> Iterator[WorkerGroup]:
+    with WorkerGroup(settings) as group:
+        yield group
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.require_redis_url())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(settings.require_redis_url())
+    yield client
+    await client.aclose()
+
+
+def steps_agent(n: int, seconds: float) -> Agent:
+    """One turn of `n` parallel `step` calls, then text."""
+    calls = [Call("step", {"n": i, "seconds": seconds}) for i in range(n)]
+    model = ScriptedModel(by_message={"": [call(*calls), say("done")]})
+    return Agent(name="amqp_steps", tools=[step], model=model)
+
+
+async def assert_each_answered_once(run: Any, call_ids: list[str]) -> None:
+    for call_id in call_ids:
+        ((_, result),) = run.finished(call_id)
+        assert result.status is CallStatus.SUCCESS, result
+        assert await run.responses(call_id) == [result.response]
+        assert run.model_saw(call_id) == [result.response]
+
+
+def started_ids(run: Any) -> list[str]:
+    return sorted({u.result.call_id for _, u in run.updates if hasattr(u, "result")})
+
+
+async def test_a_turn_of_parallel_calls_on_rabbitmq_is_answered_exactly_once(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    workers.start(["default"], concurrency=4)
+    async with running(settings, steps_agent(PARALLEL_CALLS, 0.0), "go") as run:
+        await run.finish()
+        call_ids = started_ids(run)
+        assert len(call_ids) == PARALLEL_CALLS, run.updates
+        await assert_each_answered_once(run, call_ids)
+    for call_id in call_ids:
+        assert probe.executions(client, settings.key_prefix, call_id) == 1
+    # Every message left the outbox for RabbitMQ; none went on a Redis list.
+    assert client.llen(outbox.outbox_key(Keys(settings.key_prefix))) == 0
+    assert client.llen("tools.default") == 0
+
+
+class _DiesBeforeRemoval:
+    """The outbox's removal script, failing once: the relay dies after the broker
+    confirmed a batch and before it removed it from the outbox."""
+
+    def __init__(self, script: Any) -> None:
+        self.script = script
+        self.failed = 0
+
+    async def run(self, client: aioredis.Redis, numkeys: int, *args: Any) -> Any:
+        if not self.failed:
+            self.failed += 1
+            raise ConnectionError("the relay died between the confirm and the removal")
+        return await self.script.run(client, numkeys, *args)
+
+
+async def test_a_relay_that_dies_between_confirm_and_removal_runs_each_call_once(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dying = _DiesBeforeRemoval(outbox._REMOVE)
+    monkeypatch.setattr(outbox, "_REMOVE", dying)
+    # Twice the processes as calls, and calls longer than the relay's retry: each copy
+    # is taken by a process of its own while the first one still runs (not closed yet).
+    workers.start(["default"], concurrency=2 * DUPLICATED_CALLS)
+    async with running(settings, steps_agent(DUPLICATED_CALLS, 1.0), "go") as run:
+        await run.finish()
+        call_ids = started_ids(run)
+        assert len(call_ids) == DUPLICATED_CALLS, run.updates
+        await assert_each_answered_once(run, call_ids)
+    assert dying.failed == 1  # every message was published twice
+    for call_id in call_ids:
+        assert probe.executions(client, settings.key_prefix, call_id) == 1, call_id
+    assert client.llen(outbox.outbox_key(Keys(settings.key_prefix))) == 0
+
+
+async def test_a_worker_killed_holding_unacked_messages_has_them_redelivered_and_answered_once(
+    settings: Settings,
+    workers: WorkerGroup,
+    client: redis.Redis,
+    aclient: aioredis.Redis,
+) -> None:
+    calls = [Call("wf_hang_once") for _ in range(3)]
+    model = ScriptedModel(by_message={"": [call(*calls), say("done")]})
+    agent = Agent(name="amqp_hang", tools=[wf_hang_once], model=model)
+    victim = workers.start(["default"], concurrency=3)
+    async with running(patient(settings, PATIENT_GRACE_S), agent, "go") as run:
+        firsts = [await next_start(aclient, settings.key_prefix, "wf_hang_once", run)]
+        firsts += [await next_start(aclient, settings.key_prefix, "wf_hang_once", run)]
+        firsts += [await next_start(aclient, settings.key_prefix, "wf_hang_once", run)]
+        assert {f["ppid"] for f in firsts} == {victim.process.pid}
+        victim.kill()  # SIGKILL, main process and pool: its connection drops
+        # Off the event loop: the wait for its first heartbeat must not stall the lease.
+        survivor = await asyncio.to_thread(workers.start, ["default"], concurrency=3)
+        await run.finish()
+        call_ids = sorted(f["call_id"] for f in firsts)
+        assert started_ids(run) == call_ids
+        await assert_each_answered_once(run, call_ids)
+        for call_id in call_ids:
+            ((_, result),) = run.finished(call_id)
+            assert result.worker == survivor.hostname
+            assert result.response["execution"] == 2
+    for call_id in call_ids:
+        assert probe.executions(client, settings.key_prefix, call_id) == 2
+    wait_for(lambda: survivor.alive(), 1, "the survivor to live")
