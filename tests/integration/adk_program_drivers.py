@@ -1,0 +1,114 @@
+"""Run the ADK-style programs of examples/adk_programs with InMemoryRunner on each
+program's `root_agent`, printing each event's text, function calls and responses,
+then what the program left in the session.
+
+    python -m tests.integration.adk_example_run tests.integration.adk_program_drivers \
+        --models tests.integration.adk_program_models:MODELS [PROGRAM...]
+
+The same drivers run the programs on google-adk itself when `toolfleet.adk` resolves to
+ADK's names and PREPARE gives every agent a model that plays adk_program_models' scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from google.genai import types
+
+from toolfleet.adk import Event, InMemoryRunner
+
+USER = "user1"
+PACKAGE = "examples.adk_programs"
+# Set by a run on ADK itself: called on each program's root agent before it runs.
+PREPARE: Callable[[Any], None] | None = None
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def print_event(event: Event) -> None:
+    """One line per part: its text, or its function call or response."""
+    for part in event.content.parts or () if event.content else ():
+        if part.text and not part.thought:
+            print(f"** {event.author}: {part.text}")
+        elif part.function_call:
+            print(
+                f"** {event.author}: fc / {part.function_call.name} / "
+                f"{_show(part.function_call.args)}"
+            )
+        elif part.function_response:
+            print(
+                f"** {event.author}: fr / {part.function_response.name} / "
+                f"{_show(part.function_response.response)}"
+            )
+
+
+class Program:
+    """One program's runner and session."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.module = importlib.import_module(f"{PACKAGE}.{name}.agent")
+        agent = self.module.root_agent
+        if PREPARE is not None:
+            PREPARE(agent)
+        plugins = list(getattr(self.module, "plugins", ()))
+        self.runner = InMemoryRunner(agent=agent, app_name=name, plugins=plugins or None)
+        self.session_id = ""
+
+    async def new_session(self) -> None:
+        session = await self.runner.session_service.create_session(app_name=self.name, user_id=USER)
+        self.session_id = session.id
+
+    async def send(self, message: types.Content, *, show: bool = True) -> list[Event]:
+        events = []
+        async for event in self.runner.run_async(
+            user_id=USER, session_id=self.session_id, new_message=message
+        ):
+            if show:
+                print_event(event)
+            events.append(event)
+        return events
+
+    async def say(self, text: str, *, show: bool = True) -> list[Event]:
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        return await self.send(message, show=show)
+
+    async def session_state(self) -> dict[str, Any]:
+        session = await self.runner.session_service.get_session(
+            app_name=self.name, user_id=USER, session_id=self.session_id
+        )
+        assert session is not None
+        return dict(session.state)
+
+    async def state(self, *keys: str) -> None:
+        state = await self.session_state()
+        for key in keys:
+            print(f"state {key}: {_show(state.get(key))}")
+
+
+async def pantry(p: Program) -> None:
+    await p.say("Check the top shelf and restock what is low")
+    await p.state("restock_log", "orders_placed")
+
+
+DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {f.__name__: f for f in (pantry,)}
+
+
+async def main(names: list[str]) -> None:
+    """Run the named programs (all by default), each under a `=== name` header."""
+    for name in names or sorted(DRIVERS):
+        print(f"=== {name}")
+        program = Program(name)
+        await program.new_session()
+        await DRIVERS[name](program)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))

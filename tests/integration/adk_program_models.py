@@ -1,0 +1,24 @@
+"""The scripted model turns of the programs in examples/adk_programs, by agent name.
+
+The same scripts play the model on google-adk when the programs are run there, so
+what toolfleet prints can be checked against what ADK prints for the same turns.
+"""
+
+from __future__ import annotations
+
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+
+MODELS: dict[str, ScriptedModel] = {
+    "pantry_clerk": ScriptedModel(
+        [
+            call(Call("count_items", {"shelf": "top"})),
+            lambda v: call(
+                *(
+                    Call("restock", {"item": i, "quantity": 2})
+                    for i in v.response("count_items")["low"]
+                )
+            ),
+            lambda v: say(f"Ordered more: {v.response('restock')['ordered']}."),
+        ]
+    ),
+}

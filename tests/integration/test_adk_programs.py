@@ -1,0 +1,105 @@
+"""The ADK-style programs of examples/adk_programs, run with InMemoryRunner on the
+offline model and through the real google-genai SDK against the Gemini REST stand-in.
+
+Each expected line is what google-adk 2.13 prints when the same drivers run the same
+program, its imports resolved to ADK's, with a BaseLlm playing the same model turns
+(adk_program_models). Programs run in a few processes, not one: the local fleet of one
+process serves one module's tools per pool, so each process holds at most one program
+with tools of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from tests.integration.test_adk_examples import STAND_IN_LINE, run_program
+
+pytestmark = pytest.mark.integration
+
+MODELS = "--models=tests.integration.adk_program_models:MODELS"
+DRIVERS = "tests.integration.adk_program_drivers"
+# ANY in an expected line matches anything there.
+ANY = "<any>"
+
+# Programs run together in one process: tool-less ones ride with one that has tools.
+GROUPS: list[tuple[str, ...]] = [
+    ("pantry",),
+]
+EXPECTED: dict[str, list[str]] = {
+    # Tools write the session state through tool_context.state; a planner is set.
+    "pantry": [
+        '** pantry_clerk: fc / count_items / {"shelf": "top"}',
+        "** pantry_clerk: fr / count_items / "
+        '{"items": {"lentils": 4, "rice": 1}, "low": ["rice"], "shelf": "top"}',
+        '** pantry_clerk: fc / restock / {"item": "rice", "quantity": 2}',
+        '** pantry_clerk: fr / restock / {"ordered": "rice", "orders_so_far": 1, "quantity": 2}',
+        "** pantry_clerk: Ordered more: rice.",
+        'state restock_log: ["2 x rice"]',
+        "state orders_placed: 1",
+    ],
+}
+# Model requests each group makes through the stand-in.
+REQUESTS: dict[tuple[str, ...], int] = {
+    ("pantry",): 3,
+}
+# Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
+DIFFERS: dict[str, str] = {}
+
+
+def sections(lines: list[str]) -> dict[str, list[str]]:
+    """The printed lines under each `=== program` header."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        if line.startswith("=== "):
+            current = found.setdefault(line[4:], [])
+        elif current is not None:
+            current.append(line)
+    return found
+
+
+def check(program: str, got: list[str]) -> None:
+    want = EXPECTED[program]
+    assert len(got) == len(want), "\n".join(got)
+    for line, expected in zip(got, want, strict=True):
+        pattern = ".*".join(re.escape(part) for part in expected.split(ANY))
+        assert re.fullmatch(pattern, line), f"{line!r} is not {expected!r}"
+
+
+def group_param(group: tuple[str, ...]) -> object:
+    marks = [pytest.mark.xfail(strict=True, reason=DIFFERS[p]) for p in group if p in DIFFERS]
+    return pytest.param(group, id="+".join(group), marks=marks)
+
+
+@pytest.mark.parametrize("group", [group_param(g) for g in GROUPS])
+def test_on_the_offline_model(group: tuple[str, ...]) -> None:
+    found = sections(run_program(f"{MODELS} {DRIVERS} {' '.join(group)}"))
+    assert list(found) == list(group)
+    for program in group:
+        check(program, found[program])
+
+
+@pytest.mark.parametrize("group", [group_param(g) for g in GROUPS if not set(g) & set(DIFFERS)])
+def test_through_google_genai_against_the_gemini_stand_in(group: tuple[str, ...]) -> None:
+    *lines, summary = run_program(f"{MODELS} {DRIVERS} {' '.join(group)}", "--gemini")
+    found = sections(lines)
+    assert list(found) == list(group)
+    for program in group:
+        check(program, found[program])
+    counted = STAND_IN_LINE.match(summary)
+    assert counted is not None, summary
+    # Every model call went over HTTP, each carrying the key the SDK was given.
+    assert int(counted[1]) == int(counted[2]) == REQUESTS[group]
+
+
+def test_every_program_is_run_here() -> None:
+    """A program added under examples/adk_programs/ without a test fails here."""
+    written = {
+        name
+        for name in os.listdir("examples/adk_programs")
+        if os.path.isdir(f"examples/adk_programs/{name}") and not name.startswith("_")
+    }
+    assert written == set(EXPECTED) == {p for g in GROUPS for p in g}
