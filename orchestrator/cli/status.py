@@ -13,7 +13,7 @@ from typing import Any
 from toolfleet.orchestrator.cli.launch import redis_url_or_embedded_file
 from toolfleet.orchestrator.fleet.pool_view import PoolView, pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
-from toolfleet.orchestrator.fleet.queues import QueueState, queue_states
+from toolfleet.orchestrator.fleet.queues import QueueState, broker_queue_states
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
@@ -21,14 +21,15 @@ from toolfleet.shared.redis_check import check_redis
 from toolfleet.shared.redis_clients import async_client
 
 
-async def _read(url: str, keys: Keys) -> dict[str, Any]:
-    """The fleet's state as one JSON-ready object."""
+async def _read(url: str, keys: Keys, broker_url: str | None = None) -> dict[str, Any]:
+    """The fleet's state as one JSON-ready object; queue depths from RabbitMQ with an
+    amqp `broker_url`."""
     client = async_client(url)
     try:
         workers = await live_workers(client, keys)
         pending = await SessionStore(client, keys).pending_calls()
         views = pool_views(workers)
-        queues = await queue_states(client, [v.pool for v in views])
+        queues = await broker_queue_states(client, [v.pool for v in views], broker_url)
     finally:
         await client.aclose()
     now = time.time()
@@ -98,7 +99,8 @@ def cmd_status(args: argparse.Namespace) -> None:
     settings = Settings()
     url = redis_url_or_embedded_file(settings)
     check_redis(url)
-    state = asyncio.run(_read(url, Keys(settings.key_prefix)))
+    broker = settings.require_broker_url() if settings.broker_is_amqp else None
+    state = asyncio.run(_read(url, Keys(settings.key_prefix), broker))
     if getattr(args, "json", False):
         print(json.dumps(state, indent=2))
     else:

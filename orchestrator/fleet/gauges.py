@@ -11,12 +11,14 @@ import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.fleet.pool_view import pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
-from toolfleet.orchestrator.fleet.queues import queue_states
+from toolfleet.orchestrator.fleet.queues import broker_queue_states
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.metrics import AGE_BANDS, age_band, metrics
 
 
-async def refresh_fleet_gauges(client: aioredis.Redis, keys: Keys, pools: Iterable[str]) -> None:
+async def refresh_fleet_gauges(
+    client: aioredis.Redis, keys: Keys, pools: Iterable[str], broker_url: str | None = None
+) -> None:
     """Set, per pool (`pools` and those a worker serves), the calls waiting in its queue
     and the age of the oldest, its live workers, their slots and the calls they run; the
     pending tickets by age, and the dead-letter count: four round trips, whatever the
@@ -24,7 +26,7 @@ async def refresh_fleet_gauges(client: aioredis.Redis, keys: Keys, pools: Iterab
     workers = await live_workers(client, keys)
     views = {view.pool: view for view in pool_views(workers)}
     named = sorted(set(pools) | set(views))
-    queues = await queue_states(client, named)
+    queues = await broker_queue_states(client, named, broker_url)
     pipe = client.pipeline(transaction=False)
     pipe.xlen(keys.dead_letters())
     pipe.hvals(keys.pending())

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
+from kombu import Connection
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from toolfleet.shared.keys import queue_name
@@ -70,4 +74,39 @@ async def queue_states(client: aioredis.Redis, pools: Sequence[str]) -> list[Que
         sent = [t for t in tails if t is not None]
         oldest = max(0.0, now - min(sent)) if sent else None
         states.append(QueueState(pool, waiting, oldest))
+    return states
+
+
+# How long reading RabbitMQ's queue depths may wait for the broker.
+AMQP_DEPTH_TIMEOUT_S = 5.0
+
+
+async def broker_queue_states(
+    client: aioredis.Redis, pools: Sequence[str], broker_url: str | None = None
+) -> list[QueueState]:
+    """`queue_states` of the queues where they are: Redis lists, or RabbitMQ's queues for
+    an amqp `broker_url` (see amqp_queue_states)."""
+    if broker_url is None:
+        return await queue_states(client, pools)
+    return await asyncio.to_thread(amqp_queue_states, broker_url, pools)
+
+
+def amqp_queue_states(broker_url: str, pools: Sequence[str]) -> list[QueueState]:
+    """The pools' queues on RabbitMQ: the messages ready in each (a passive declare; those
+    delivered and not yet acknowledged are not counted), 0 for a queue not declared yet.
+    The age of the oldest is not known there (None)."""
+    states = []
+    with Connection(broker_url, connect_timeout=AMQP_DEPTH_TIMEOUT_S) as connection:
+        connection.ensure_connection(max_retries=1)
+        for pool in pools:
+            channel: Any = connection.channel()  # py-amqp's Channel (kombu types it StdChannel)
+            try:
+                ok = channel.queue_declare(queue_name(pool), passive=True)
+                waiting = int(ok.message_count)
+            except connection.channel_errors:  # NOT_FOUND: no worker or relay declared it
+                waiting = 0
+            finally:
+                with contextlib.suppress(Exception):
+                    channel.close()
+            states.append(QueueState(pool, waiting, None))
     return states

@@ -15,12 +15,13 @@ def metrics_router(api: HttpApi) -> APIRouter:
     names and counts. The access rules of an open API (loopback only) still apply."""
     router = APIRouter()
     pools = sorted(api.tools.needed_pools())
+    broker = api.settings.require_broker_url() if api.settings.broker_is_amqp else None
 
     @router.get("/metrics", include_in_schema=False)
     async def prometheus_metrics() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        await refresh_fleet_gauges(api.redis, api.keys, pools)
+        await refresh_fleet_gauges(api.redis, api.keys, pools, broker)
         return Response(generate_latest(metrics().registry), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -33,13 +33,16 @@ from tests.faults.test_worker_faults import (
     running,
 )
 from tests.faults.worker_fault_tools import wf_hang_once
+from tests.support import tool_call
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.fleet import outbox
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.queues import amqp_queue_states, broker_queue_states
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import CallStatus
 
 pytestmark = pytest.mark.integration
@@ -212,3 +215,27 @@ async def test_a_worker_killed_holding_unacked_messages_has_them_redelivered_and
     for call_id in call_ids:
         assert probe.executions(client, settings.key_prefix, call_id) == 2
     wait_for(lambda: survivor.alive(), 1, "the survivor to live")
+
+
+async def test_the_relay_moves_the_outbox_to_rabbitmq_where_status_counts_the_queue(
+    settings: Settings, client: redis.Redis, aclient: aioredis.Redis
+) -> None:
+    keys = Keys(settings.key_prefix)
+    pool = f"amqp-depth-{uuid.uuid4().hex[:6]}"  # a queue no worker takes
+    publisher = CeleryPublisher(aclient, outbox=outbox.outbox_key(keys))
+    stream = keys.results(session_key("app", "u", "depth"))
+    calls = [tool_call(f"depth-{i}", "step", "depth", stream) for i in range(3)]
+    await publisher.publish([Dispatch(c, queue_name(pool)) for c in calls], record_in="depth:sent")
+    broker = settings.require_broker_url()
+    assert [s.waiting for s in amqp_queue_states(broker, [pool])] == [0]  # not declared yet
+    assert client.llen(outbox.outbox_key(keys)) == 3
+    relay = outbox.OutboxRelay(aclient, keys, broker)
+    try:
+        assert await relay.relay_once() == 3
+        assert await relay.relay_once() == 0
+    finally:
+        await relay.stop()
+    assert client.llen(outbox.outbox_key(keys)) == 0
+    assert client.llen(queue_name(pool)) == 0  # nothing on a Redis list
+    (state,) = await broker_queue_states(aclient, [pool], broker)
+    assert (state.pool, state.waiting, state.oldest_age_s) == (pool, 3, None)
