@@ -98,7 +98,19 @@ async def pantry(p: Program) -> None:
     await p.state("restock_log", "orders_placed")
 
 
-DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {f.__name__: f for f in (pantry,)}
+async def thermostat(p: Program) -> None:
+    await p.say("What is the kitchen at? Set it to 21 and the study to 35")
+    await p.say("Emergency: I smell smoke")
+    await p.state("targets", "visits")
+
+
+DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
+    f.__name__: f
+    for f in (
+        pantry,
+        thermostat,
+    )
+}
 
 
 async def main(names: list[str]) -> None:

@@ -21,4 +21,18 @@ MODELS: dict[str, ScriptedModel] = {
             lambda v: say(f"Ordered more: {v.response('restock')['ordered']}."),
         ]
     ),
+    # thermostat: a reading, an allowed target, a refused one, one call a turn.
+    "thermostat": ScriptedModel(
+        [
+            call(Call("read_temperature", {"room": "kitchen"})),
+            lambda v: call(
+                Call(
+                    "set_target",
+                    {"room": "kitchen", "celsius": v.response("read_temperature")["celsius"] + 2},
+                )
+            ),
+            call(Call("set_target", {"room": "study", "celsius": 35})),
+            lambda v: say(f"Kitchen set; study refused: {v.response('set_target')['error']}"),
+        ]
+    ),
 }

@@ -1,17 +1,18 @@
 """The ADK-style programs of examples/adk_programs, run with InMemoryRunner on the
 offline model and through the real google-genai SDK against the Gemini REST stand-in.
 
-Each expected line is what google-adk 2.13 prints when the same drivers run the same
-program, its imports resolved to ADK's, with a BaseLlm playing the same model turns
-(adk_program_models). Programs run in a few processes, not one: the local fleet of one
-process serves one module's tools per pool, so each process holds at most one program
-with tools of its own.
+Each expected line (adk_programs_expected/<program>.txt) is what google-adk 2.13
+printed when the same drivers ran the same program, its imports resolved to ADK's, with
+a BaseLlm playing the same model turns (adk_program_models). Programs run in a few
+processes, not one: the local fleet of one process serves one module's tools per pool,
+so each process holds at most one program with tools of its own.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -24,26 +25,17 @@ DRIVERS = "tests.integration.adk_program_drivers"
 # ANY in an expected line matches anything there.
 ANY = "<any>"
 
+# What google-adk printed for each program, one file a program.
+RECORDED = Path(__file__).parent / "adk_programs_expected"
 # Programs run together in one process: tool-less ones ride with one that has tools.
 GROUPS: list[tuple[str, ...]] = [
     ("pantry",),
+    ("thermostat",),
 ]
-EXPECTED: dict[str, list[str]] = {
-    # Tools write the session state through tool_context.state; a planner is set.
-    "pantry": [
-        '** pantry_clerk: fc / count_items / {"shelf": "top"}',
-        "** pantry_clerk: fr / count_items / "
-        '{"items": {"lentils": 4, "rice": 1}, "low": ["rice"], "shelf": "top"}',
-        '** pantry_clerk: fc / restock / {"item": "rice", "quantity": 2}',
-        '** pantry_clerk: fr / restock / {"ordered": "rice", "orders_so_far": 1, "quantity": 2}',
-        "** pantry_clerk: Ordered more: rice.",
-        'state restock_log: ["2 x rice"]',
-        "state orders_placed: 1",
-    ],
-}
 # Model requests each group makes through the stand-in.
 REQUESTS: dict[tuple[str, ...], int] = {
     ("pantry",): 3,
+    ("thermostat",): 4,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
 DIFFERS: dict[str, str] = {}
@@ -61,12 +53,17 @@ def sections(lines: list[str]) -> dict[str, list[str]]:
     return found
 
 
+def expected(program: str) -> list[str]:
+    """The lines google-adk printed running this program."""
+    return (RECORDED / f"{program}.txt").read_text().splitlines()
+
+
 def check(program: str, got: list[str]) -> None:
-    want = EXPECTED[program]
+    want = expected(program)
     assert len(got) == len(want), "\n".join(got)
-    for line, expected in zip(got, want, strict=True):
-        pattern = ".*".join(re.escape(part) for part in expected.split(ANY))
-        assert re.fullmatch(pattern, line), f"{line!r} is not {expected!r}"
+    for line, wanted in zip(got, want, strict=True):
+        pattern = ".*".join(re.escape(part) for part in wanted.split(ANY))
+        assert re.fullmatch(pattern, line), f"{line!r} is not {wanted!r}"
 
 
 def group_param(group: tuple[str, ...]) -> object:
@@ -102,4 +99,5 @@ def test_every_program_is_run_here() -> None:
         for name in os.listdir("examples/adk_programs")
         if os.path.isdir(f"examples/adk_programs/{name}") and not name.startswith("_")
     }
-    assert written == set(EXPECTED) == {p for g in GROUPS for p in g}
+    recorded = {name.removesuffix(".txt") for name in os.listdir(RECORDED)}
+    assert written == recorded == {p for g in GROUPS for p in g}
