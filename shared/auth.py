@@ -18,7 +18,17 @@ from toolfleet.shared.keys import Keys
 
 
 class AuthConfig(BaseModel):
-    """What credential a tool needs; shown to the person asked to supply it."""
+    """What credential a tool needs; shown to the person asked to supply it.
+
+    Attributes:
+        key: Names the credential, e.g. `"weather_api"`; one stored per app and user.
+        scheme: The credential's kind: `"bearer"` (the default), `"api_key"`, `"oauth2"`;
+            remote toolsets send an api key in its own header, the others as a bearer token.
+        description: Shown to the person asked for the credential.
+        authorization_url: OAuth2: where to log in; None for other schemes.
+        scopes: OAuth2 scopes; empty by default.
+        ttl_s: How long a supplied credential lasts; None: until deleted.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

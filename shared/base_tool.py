@@ -33,6 +33,14 @@ class BaseTool:
     `run_async` returns the response: a dict, or any JSON value (wrapped as
     {"result": value}). With `is_long_running`, it starts the work and returns at once
     (the final result is posted later, as for LongRunningFunctionTool).
+
+    Args:
+        name: The tool's name for the model.
+        description: What the tool does, for the model.
+        is_long_running: `run_async` starts the work and returns at once; the final
+            result is posted later.
+        custom_metadata: Any data the tool's author keeps with it; toolfleet does not
+            read it.
     """
 
     # Class-level defaults, in case a subclass does not call super().__init__().

@@ -105,6 +105,16 @@ class Completions:
 
     Posted results are kept with secret-named values masked (TOOLFLEET_SECRET_ARG_NAMES):
     they reach the model from the stored session, where they are masked anyway.
+
+    Args:
+        client: The Redis the orchestrators use.
+        keys: The key names under the deployment's prefix.
+        secret_names: Argument names whose values are masked at any depth in what is posted.
+        maxlen: Most unapplied entries a completions stream holds; a post beyond it is
+            refused (TOOLFLEET_COMPLETIONS_MAXLEN).
+        max_json_depth: Deepest nesting a posted value may have; deeper is refused.
+        replication: How many replicas must have a post before it is acknowledged;
+            default: none waited for.
     """
 
     def __init__(
@@ -411,6 +421,26 @@ def post_result(
 
     The one-call form of `Completions.post_result` for scripts and other services:
     `post_result(call_id, {"status": "approved"}, settings=Settings())`.
+
+    Args:
+        call_id: The id of the pending call's function call.
+        response: The result, a JSON object; values under secret names are masked.
+        final: True: the call's final result, which closes it; False: progress, and the
+            call stays pending.
+        settings: Whose Redis, key prefix, secret names and limits are used.
+        source: Who posts, kept with the completion (and in a dead letter if refused).
+
+    Returns:
+        The id of the entry added to the completions stream.
+
+    Raises:
+        ConfigError: `settings` has no Redis URL.
+        InvalidCompletionError: `response` is not a JSON object or nests too deep.
+        CallNotPendingError: No call `call_id` is pending.
+        AlreadyCompletedError: The call already has its final result.
+        AwaitingCredentialError: The call waits for a user's credential, not a result.
+        AwaitingConfirmationError: The call waits for a person's confirmation.
+        CompletionsFullError: The stream holds `maxlen` results not applied yet.
     """
     with resilient_client(settings.require_redis_url()) as client:
         completions = Completions.of(client, Keys(settings.key_prefix), settings)

@@ -23,7 +23,13 @@ SERVED_AGENT = "mcp serve"
 
 class ToolConfirmation(BaseModel):
     """What a person is asked (`hint`, `payload`) and what they answered (`confirmed`,
-    the payload as they edited it)."""
+    the payload as they edited it).
+
+    Attributes:
+        hint: Tells the person what they are confirming.
+        confirmed: The answer: True lets the call run; False (the default) rejects it.
+        payload: Any JSON value offered with the question; the person's answer may edit it.
+    """
 
     model_config = ConfigDict(extra="forbid")
 

@@ -36,7 +36,15 @@ class ToolServices:
 
 
 class ToolContext:
-    """Injected into a tool that declares a `tool_context: ToolContext` parameter."""
+    """Injected into a tool that declares a `tool_context: ToolContext` parameter.
+
+    Args:
+        call: The call being run: its ids, session, agent, state snapshot and, once
+            confirmed, the person's answer (`tool_confirmation`).
+        services: What the worker offers its tools (settings, jobs, artifacts, memory,
+            credentials, posting results); default: none, and a method that needs a
+            missing one raises ToolfleetError.
+    """
 
     def __init__(self, call: ToolCall, services: ToolServices | None = None) -> None:
         self.function_call_id = call.call_id

@@ -17,7 +17,11 @@ class ConfigError(ToolfleetError):
 
 
 class ToolDefinitionError(ToolfleetError):
-    """A function cannot be turned into a tool; raised at definition time."""
+    """A function cannot be turned into a tool; raised at definition time.
+
+    Args:
+        problems: What is wrong, one sentence each; the message joins them with "; ".
+    """
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems

@@ -26,7 +26,13 @@ _FENCE, _FENCE_END = "```\n", "\n```\n"
 
 
 class Example(BaseModel):
-    """A few-shot example: the user's input and the contents that answer it."""
+    """A few-shot example: the user's input and the contents that answer it.
+
+    Attributes:
+        input: The user's message.
+        output: The contents that answer it, in order: the model's text and function
+            calls, and the function responses.
+    """
 
     input: types.Content
     output: list[types.Content]
@@ -74,7 +80,20 @@ def _part_text(part: types.Part) -> str:
 
 
 class ExampleTool(BaseTool):
-    """ADK's ExampleTool: adds (few-shot) examples to each model request."""
+    """ADK's ExampleTool: adds (few-shot) examples to each model request.
+
+    Before each model call it appends the examples to the system instruction, when the
+    user's message has content; the model is never offered it as a tool.
+
+    Args:
+        examples: The examples (Example, or dicts of its fields, validated here), or a
+            provider that chooses them for the text of the user's message (not asked when
+            that text is empty).
+
+    Raises:
+        TypeError: `examples` is neither a list nor a BaseExampleProvider.
+        pydantic.ValidationError: An item of the list is not an Example.
+    """
 
     def __init__(self, examples: list[Example] | list[dict[str, Any]] | BaseExampleProvider):
         super().__init__(name="example_tool", description="example tool")

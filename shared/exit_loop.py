@@ -9,6 +9,11 @@ def exit_loop(tool_context: ToolContext) -> None:
     """Exits the loop.
 
     Call this function only when you are instructed to do so.
+
+    Args:
+        tool_context: The call's context, passed in by the worker: the call sets its
+            actions' `escalate` (the LoopAgent stops after this agent) and
+            `skip_summarization`.
     """
     # ADK's: the LoopAgent stops after this agent; its response is the agent's answer.
     tool_context.actions.escalate = True

@@ -22,7 +22,16 @@ JOB_TASK_PREFIX = "job."
 class Job:
     """A function run in the background as the Celery task `job.<name>` on `pool`'s queue.
 
-    Made with `@job(pool=...)`; the name defaults to the function's and must be an identifier.
+    Made with `@job(pool=...)`.
+
+    Attributes:
+        func: The function; it runs on a worker of `pool` with the keyword arguments the
+            tool scheduled it with.
+        pool: The pool whose workers run it; default `"default"`.
+        name: The task's name after `job.`; default: the function's name.
+
+    Raises:
+        ToolDefinitionError: The name is not an identifier.
     """
 
     func: Callable[..., Any]
@@ -51,7 +60,14 @@ class Job:
 
 
 def job(pool: str = "default") -> Callable[[Callable[..., Any]], Job]:
-    """`@job(pool="tickets")` makes a function schedulable from tools."""
+    """`@job(pool="tickets")` makes a function schedulable from tools.
+
+    Args:
+        pool: The pool whose workers run the job; default `"default"`.
+
+    Returns:
+        A decorator that makes the function a `Job` named after it.
+    """
 
     def wrap(func: Callable[..., Any]) -> Job:
         return Job(func, pool)
@@ -77,6 +93,11 @@ class PostResult(Protocol):
 
 @dataclass(frozen=True)
 class JobContext:
-    """Given to a job that asks for it: post results for pending calls."""
+    """Given to a job that asks for it: post results for pending calls.
+
+    Attributes:
+        post_result: Posts a response for a pending long-running call:
+            `post_result(call_id, response, final=True)`; progress when `final` is False.
+    """
 
     post_result: PostResult

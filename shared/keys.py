@@ -49,6 +49,10 @@ class Keys:
     """The names of toolfleet's own Redis keys, each under `prefix` (TOOLFLEET_KEY_PREFIX).
 
     Celery's queues (see `queue_name`) are not under the prefix.
+
+    Attributes:
+        prefix: The first part of every key, before a ":"; default `"toolfleet"`.
+            Deployments sharing one Redis keep apart by giving each its own.
     """
 
     prefix: str = "toolfleet"

@@ -17,7 +17,13 @@ FEED_STREAM_FIELD, FEED_ENTRY_FIELD = "stream", "entry"
 
 
 class CallStatus(StrEnum):
-    """A call's outcome: success, error, or pending (a long-running call's first answer)."""
+    """A call's outcome: success, error, or pending (a long-running call's first answer).
+
+    Attributes:
+        SUCCESS: The tool returned; `response` is what it returned.
+        ERROR: The call failed or was refused; `response` is an error response.
+        PENDING: A long-running tool's initial answer; the final one is posted later.
+    """
 
     SUCCESS = "success"
     ERROR = "error"
@@ -26,7 +32,19 @@ class CallStatus(StrEnum):
 
 
 class ToolActions(BaseModel):
-    """Effects a tool asks of the loop, as in ADK's EventActions."""
+    """Effects a tool asks of the loop, as in ADK's EventActions.
+
+    Attributes:
+        skip_summarization: Do not call the model on the function response: it ends the
+            agent's turn as is.
+        transfer_to_agent: The name of the agent to hand the conversation to.
+        escalate: End the enclosing LoopAgent after this agent.
+        requested_auth: An AuthConfig as JSON: the call needs a credential the user has
+            not supplied; the call waits for it.
+        requested_confirmation: A ToolConfirmation as JSON: the call waits for a person's
+            yes or no.
+        artifact_delta: Each artifact the call saved, by filename, and its new version.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -47,7 +65,24 @@ class ToolActions(BaseModel):
 
 
 class ToolCall(BaseModel):
-    """The envelope of one function call, the single argument of a `tool.<name>` task."""
+    """The envelope of one function call, the single argument of a `tool.<name>` task.
+
+    Attributes:
+        call_id: The function call's id; the result carries it back.
+        tool: The tool's name.
+        args: The model's arguments, as JSON.
+        session_id: The session's id, within its app and user.
+        app_name: The session's app.
+        user_id: The session's user.
+        invocation_id: The invocation (one user message's run) that made the call.
+        agent: The name of the agent whose model made the call.
+        state: A snapshot of the session's state, all scopes, when the call was sent.
+        reply_to: The Redis stream the ToolResult is posted to.
+        dispatched_at: Epoch seconds when the orchestrator sent it.
+        depth: How deep in agent tools the calling agent runs; 0 at the top.
+        confirmation: A ToolConfirmation as JSON: a person's answer, for a call sent once
+            it was confirmed; None otherwise.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -73,7 +108,26 @@ class ToolCall(BaseModel):
 
 
 class ToolResult(BaseModel):
-    """The outcome of one call, posted with XADD to the session's results stream."""
+    """The outcome of one call, posted with XADD to the session's results stream.
+
+    Attributes:
+        call_id: The id of the function call answered.
+        tool: The tool's name.
+        session_id: The session's id, within its app and user.
+        invocation_id: The invocation that made the call.
+        status: Success, error, or pending (a long-running call's initial answer).
+        response: The function response the model gets.
+        wrapped: The tool returned a value that is not a dict: `response` is
+            `{"result": value}`, and after_tool callbacks get the value itself.
+        state_delta: The state writes the tool made.
+        actions: The effects the tool asked of the loop.
+        worker: Hostname of the worker (or `"orchestrator"`).
+        pid: The process id that ran the tool; 0 when unknown.
+        started_at: Epoch seconds when the tool started; 0 when unknown.
+        finished_at: Epoch seconds when the tool returned; 0 when unknown.
+        attempt: 1 for the first delivery, more after retries.
+        traceparent: W3C traceparent of the worker's span of the run (tracing on).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -160,7 +214,29 @@ class RunningCall(BaseModel):
 
 
 class PendingCall(BaseModel):
-    """A long-running call whose final result has not been applied yet."""
+    """A long-running call whose final result has not been applied yet.
+
+    Attributes:
+        call_id: The id of the function call.
+        tool: The tool's name.
+        session_id: The session's id, within its app and user.
+        app_name: The session's app.
+        user_id: The session's user.
+        agent: The name of the agent whose model made the call.
+        invocation_id: The invocation that made the call.
+        args: The call's arguments.
+        ticket: The initial (pending) response; for a credential request the AuthConfig,
+            for a confirmation request the ToolConfirmation asked.
+        created_at: Epoch seconds when the record was made.
+        progress: The progress responses posted so far, in order.
+        kind: What the call waits for: its result (`"result"`), a user's credential
+            (`"credential"`: the call runs again once supplied), or a person's answer
+            (`"confirmation"`).
+        turn_id: The parked turn whose other results wait with this one; None if none.
+        envelope: The call to send again once a credential is supplied; None otherwise.
+        traceparent: The W3C traceparent of the call's run, which the completion's span
+            links to.
+    """
 
     model_config = ConfigDict(extra="forbid")
 

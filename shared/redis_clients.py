@@ -198,9 +198,21 @@ def sync_client(
 
 
 def redis_client(url: str) -> redis.Redis:
-    """A synchronous client of the Redis at `url` (TOOLFLEET_REDIS_URL): one server, or
-    the master Sentinel names when a command connects. For scripts and health checks:
-    `redis_client(Settings().require_redis_url())`."""
+    """A synchronous client of the Redis at `url` (TOOLFLEET_REDIS_URL).
+
+    For scripts and health checks: `redis_client(Settings().require_redis_url())`.
+
+    Args:
+        url: One server (`redis://`, `rediss://`, `unix://`), or a Sentinel-managed master
+            (`redis+sentinel://...`), whose address the client asks the sentinels for on
+            each new connection.
+
+    Returns:
+        A redis-py client; it connects on its first command.
+
+    Raises:
+        ConfigError: `url` is a `redis+sentinel://` URL of the wrong form, saying the form.
+    """
     return sync_client(url)
 
 

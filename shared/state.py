@@ -16,6 +16,9 @@ class State(MutableMapping[str, Any]):
     Keys follow ADK's scopes: no prefix is this session, `user:` every session of
     the user, `app:` every session of the app, `temp:` this invocation only.
     Deleting a key is recorded as setting it to None, as ADK does.
+
+    Args:
+        snapshot: The state as the call saw it; copied, never written to.
     """
 
     def __init__(self, snapshot: Mapping[str, Any]) -> None:

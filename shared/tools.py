@@ -29,7 +29,22 @@ LONG_RUNNING_NOTE = (
 
 @dataclass(frozen=True)
 class ToolOptions:
-    """How the fleet runs a tool."""
+    """How the fleet runs a tool.
+
+    Attributes:
+        pool: The pool (Celery queue `tools.<pool>`) whose workers run it; None: the
+            settings' default pool of the tool's kind.
+        timeout_s: Time limit of one call; None: the settings' default.
+        retry_on: Exceptions after which the worker runs the call again.
+        max_retries: Most retries after the first run.
+        retry_backoff_s: Wait before the first retry, doubled for each next one.
+        kind: `"io"` or `"cpu"`; None: a coroutine function is io, a plain one cpu. It
+            chooses the default pool of that kind when `pool` is None.
+        max_concurrency: Most calls of the tool running at once across the fleet; None:
+            no limit.
+        rate_limit: Most calls started per period across the fleet (`"100/m"`, `"5/s"`);
+            None: no limit. A call over a limit waits its turn.
+    """
 
     pool: str | None = None  # None: the settings' default pool
     timeout_s: float | None = None  # None: the settings' default time limit
@@ -52,7 +67,24 @@ class ToolOptions:
 
 @dataclass(frozen=True, eq=False)
 class FunctionTool:
-    """A function offered to the model. Build with `FunctionTool(func)` or `@tool`."""
+    """A function offered to the model. Build with `FunctionTool(func)` or `@tool`.
+
+    Attributes:
+        func: The function; its name, Google-style docstring and type hints are the
+            declaration the model sees. A worker imports it by its module-level name.
+        name: The tool's name for the model; default: the function's name.
+        options: How the fleet runs it (pool, time limit, retries, limits).
+        is_long_running: The function returns at once and its final result is posted
+            later; the model is told not to call it again.
+        require_confirmation: True, or a function of the call's arguments (and
+            `tool_context`, if it takes one) saying whether a call needs a person's yes
+            before it is sent.
+
+    Raises:
+        ToolDefinitionError: The function cannot be a tool (not callable, not importable
+            by a worker, a name that is not an identifier, a parameter type with no JSON
+            schema, limits out of range), saying which and why.
+    """
 
     func: Callable[..., Any]
     name: str = ""
@@ -137,7 +169,22 @@ def LongRunningFunctionTool(  # named like ADK's class on purpose
     options: ToolOptions | None = None,
     require_confirmation: bool | Callable[..., Any] = False,
 ) -> FunctionTool:
-    """A tool that starts work and returns at once, typically {'status': 'pending', ...}."""
+    """A tool that starts work and returns at once, typically {'status': 'pending', ...}.
+
+    Args:
+        func: The function that starts the work; the final result is posted later
+            (`post_result`, or a job's `job_context.post_result`).
+        name: The tool's name for the model; default: the function's name.
+        options: How the fleet runs it; default: `ToolOptions()`.
+        require_confirmation: True, or a function of the call's arguments saying whether
+            a call needs a person's yes before it is sent.
+
+    Returns:
+        A FunctionTool with `is_long_running` set.
+
+    Raises:
+        ToolDefinitionError: The function cannot be a tool, saying why.
+    """
     return FunctionTool(
         func,
         name,
@@ -248,7 +295,18 @@ class ConvertsToTool(Protocol):
 
 
 def as_tool(obj: FunctionTool | ConvertsToTool | Callable[..., Any]) -> FunctionTool:
-    """Wrap a plain function, convert a BaseTool; pass a FunctionTool through."""
+    """Wrap a plain function, convert a BaseTool; pass a FunctionTool through.
+
+    Args:
+        obj: A FunctionTool, an object with `as_function_tool()` (a BaseTool), or a
+            function.
+
+    Returns:
+        `obj` itself if a FunctionTool, else the FunctionTool made of it.
+
+    Raises:
+        ToolDefinitionError: A function cannot be a tool, saying why.
+    """
     if isinstance(obj, FunctionTool):
         return obj
     if isinstance(obj, ConvertsToTool):

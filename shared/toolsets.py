@@ -15,7 +15,16 @@ from toolfleet.shared.tools import FunctionTool, as_tool
 
 @dataclass(frozen=True)
 class ReadonlyContext:
-    """What a toolset may look at when choosing tools for an invocation."""
+    """What a toolset may look at when choosing tools for an invocation.
+
+    Attributes:
+        agent_name: The agent whose tools are chosen.
+        invocation_id: The invocation (one user message's run).
+        session_id: The session's id, within its app and user.
+        user_id: The session's user.
+        app_name: The session's app.
+        state: The session's state, read-only.
+    """
 
     agent_name: str
     invocation_id: str
@@ -37,6 +46,10 @@ class BaseToolset:
     "calculator" gives "calculator_add_numbers"). Workers must know every tool a
     toolset can ever return: `all_tools()` asks `get_tools` with no context; override
     it if that does not list them all.
+
+    Args:
+        tool_filter: Only these tool names (before the prefix) are offered; None: all.
+        tool_name_prefix: Offer each tool as "<prefix>_<name>"; None: under its own name.
     """
 
     # Class-level defaults: ADK's examples subclass without calling super().__init__().

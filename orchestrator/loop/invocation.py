@@ -95,7 +95,12 @@ class Invocation:
 
 @dataclass(frozen=True)
 class CallsDispatched:
-    """Progress: the calls of a turn left for the fleet."""
+    """Progress: the calls of a turn left for the fleet.
+
+    Attributes:
+        invocation_id: The invocation whose turn made the calls.
+        calls: The calls sent, in the model's order.
+    """
 
     invocation_id: str
     calls: list[ToolCall]
@@ -103,14 +108,29 @@ class CallsDispatched:
 
 @dataclass(frozen=True)
 class CallFinished:
-    """Progress: one call's result arrived (in arrival order, not call order)."""
+    """Progress: one call's result arrived (in arrival order, not call order).
+
+    Attributes:
+        invocation_id: The invocation whose turn made the call.
+        result: The call's result as the worker posted it.
+    """
 
     invocation_id: str
     result: ToolResult
 
 
 class EndReason(StrEnum):
-    """Why an invocation ended."""
+    """Why an invocation ended.
+
+    Attributes:
+        ANSWERED: The model replied without calls.
+        SKIPPED_SUMMARY: The tools' responses are the answer (skip_summarization).
+        ESCALATED: The root agent gave up its turn.
+        AWAITING_CREDENTIAL: A tool asked the user for a credential.
+        AWAITING_CONFIRMATION: A call waits for a person's yes or no.
+        CANCELLED: The session was cancelled: what was in flight was stopped.
+        MAX_STEPS: The loop stopped after `max_steps` model calls.
+    """
 
     ANSWERED = "answered"  # the model replied without calls
     SKIPPED_SUMMARY = "skipped_summary"  # the tools' responses are the answer
@@ -125,7 +145,10 @@ class EndReason(StrEnum):
 class InvocationEnded:
     """The last update of every invocation that ends normally (one that fails raises).
 
-    `error` is set when the ending is a failure the user should see (max_steps).
+    Attributes:
+        invocation_id: The invocation that ended.
+        reason: Why it ended.
+        error: A failure the user should see (max_steps); None otherwise.
     """
 
     invocation_id: str

@@ -27,7 +27,14 @@ from toolfleet.shared.errors import ModelError
 
 @dataclass(frozen=True)
 class ScriptView:
-    """What a scripted step may look at."""
+    """What a scripted step may look at.
+
+    Attributes:
+        user_text: The text of the user's last message to this agent.
+        responses: The last turn's function responses, as (tool name, response) pairs in
+            call order; empty when the last turn was not the tools' answer.
+        step: The number of this agent's model turns since that message (0 for the first).
+    """
 
     user_text: str
     responses: Sequence[tuple[str, dict[str, Any]]]  # the last function responses, in call order
@@ -44,7 +51,13 @@ class ScriptView:
 
 @dataclass(frozen=True)
 class Call:
-    """A function call of a scripted step; `args` may be computed from the ScriptView."""
+    """A function call of a scripted step; `args` may be computed from the ScriptView.
+
+    Attributes:
+        name: The tool called.
+        args: The arguments, or a function of the ScriptView that computes them; default:
+            none.
+    """
 
     name: str
     args: Mapping[str, Any] | Callable[[ScriptView], Mapping[str, Any]] = field(
@@ -54,7 +67,13 @@ class Call:
 
 @dataclass(frozen=True)
 class Step:
-    """One scripted model turn: text, function calls, or both."""
+    """One scripted model turn: text, function calls, or both.
+
+    Attributes:
+        text: The model's text, or a function of the ScriptView that computes it; None:
+            no text.
+        calls: The function calls made together in the turn; default: none.
+    """
 
     text: str | Callable[[ScriptView], str] | None = None
     calls: Sequence[Call] = ()
@@ -65,17 +84,43 @@ Script = Sequence[ScriptEntry]
 
 
 def say(text: str | Callable[[ScriptView], str]) -> Step:
-    """A step that answers with `text` (fixed, or computed from the ScriptView)."""
+    """A step that answers with `text` (fixed, or computed from the ScriptView).
+
+    Args:
+        text: The answer, or a function of the ScriptView that computes it.
+
+    Returns:
+        A Step with that text and no calls.
+    """
     return Step(text=text)
 
 
 def call(*calls: Call) -> Step:
-    """A step that makes these function calls, together in one turn."""
+    """A step that makes these function calls, together in one turn.
+
+    Args:
+        calls: The function calls, in order.
+
+    Returns:
+        A Step with those calls and no text.
+    """
     return Step(calls=calls)
 
 
 class ScriptedModel:
-    """Deterministic offline model. `scripts` maps a regex on the user's text to a script."""
+    """Deterministic offline model: each turn plays the next step of a script.
+
+    A script is a sequence of Steps (or functions of the ScriptView that return one);
+    step N answers the agent's Nth model turn since the user's last message.
+
+    Args:
+        script: The script for any message no `by_message` rule matches.
+        by_message: Scripts by a regular expression searched for (ignoring case) in the
+            user's text; the first that matches wins.
+
+    Raises:
+        ValueError: Neither `script` nor `by_message` is given.
+    """
 
     def __init__(
         self, script: Script | None = None, *, by_message: Mapping[str, Script] | None = None

@@ -47,6 +47,27 @@ class Event(BaseModel):
 
     `author` is "user", an agent's name, or "completion" (a long-running call's final
     result). Stored as JSON without temp: deltas, with secret-named values masked.
+
+    Attributes:
+        id: The event's id, 32 hex digits; new by default.
+        invocation_id: The invocation that made it.
+        author: "user", an agent's name, or "completion".
+        branch: Set on the events of a ParallelAgent's sub-agent; that branch's model sees
+            only the events of its branch and above. None: no branch.
+        timestamp: Epoch seconds when it was made.
+        content: The message (text, function calls, function responses); None: none.
+        state_delta: The state writes it carries.
+        actions: The effects its tools asked of the loop.
+        calls: Where and how each call whose response it carries ran.
+        error: A failure to show the user; None: none.
+        progress: An intermediate result of a long-running call: shown, not sent to the
+            model.
+        credential_requests: Tools waiting for a user's credential: shown, not sent.
+        confirmation_requests: Calls waiting for a person's confirmation: shown, not sent.
+        long_running_tool_ids: The ids of its calls of long-running tools, filled in by
+            the ADK Runner; not stored.
+        partial: None, as on ADK's events of a run that does not stream; not stored.
+        turn_complete: None, as `partial`; not stored.
     """
 
     id: str = Field(default_factory=unique_hex)  # 32 hex digits, as uuid4().hex
