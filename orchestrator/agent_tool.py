@@ -75,6 +75,21 @@ def AgentTool(
 
     With `skip_summarization`, the agent's answer goes to the user as is: the calling
     model is not asked to summarize it.
+
+    Args:
+        agent: The agent the tool runs; the tool is named after it and takes one
+            argument, `request`, the text the agent is asked.
+        skip_summarization: The agent's answer ends the calling agent's turn as is.
+        pool: The pool whose workers run it; default `"agents"`.
+        timeout_s: Time limit of the whole run of the agent; default 300 seconds.
+
+    Returns:
+        The FunctionTool (an AgentToolSpec, which keeps the agent so that workers
+        register its tools too).
+
+    Raises:
+        ToolDefinitionError: The agent's name is not an identifier, or a limit is out of
+            range.
     """
     return AgentToolSpec(
         _runner_function(agent),

@@ -65,6 +65,45 @@ class Agent:
     with every model call; `output_key` saves the final text answer to that state key.
     ADK's LlmAgent fields toolfleet does not run are refused with what to use instead
     (orchestrator.agents.adk_fields).
+
+    Attributes:
+        name: The agent's name, an identifier; transfers and events name it.
+        instruction: The system instruction, or a function of a ReadonlyContext (sync or
+            async) that makes it for each model call.
+        description: What the agent does; other agents' models read it when choosing
+            whom to transfer to.
+        tools: Functions, FunctionTools (AgentTool included), BaseTools, toolsets and
+            Gemini's built-in tools.
+        model: A Model, a Gemini model id, or None (see above).
+        offline_script: What the offline model plays when no Gemini model is chosen.
+        sub_agents: Agents the model may transfer the conversation to.
+        output_schema: A pydantic model; the final text is JSON of it.
+        disallow_transfer_to_parent: The model may not transfer back to the parent.
+        disallow_transfer_to_peers: The model may not transfer to the parent's other
+            sub-agents.
+        before_model_callback: One callback or a list; see above for each callback.
+        after_model_callback: One callback or a list.
+        before_tool_callback: One callback or a list.
+        after_tool_callback: One callback or a list.
+        on_tool_error_callback: One callback or a list.
+        on_model_error_callback: One callback or a list.
+        before_agent_callback: One callback or a list.
+        after_agent_callback: One callback or a list.
+        generate_content_config: Sent with every model call; None: the model's defaults.
+        output_key: The state key the final text answer is saved to; None: not saved.
+        global_instruction: The root agent's goes before every agent's instruction.
+        static_instruction: Set: it is the system instruction (text only), and
+            `instruction` is sent as the last user turn.
+        include_contents: `"default"`: the model sees the session's history; `"none"`:
+            only the current turn.
+        planner: BuiltInPlanner (Gemini's thinking config) or PlanReActPlanner.
+        code_executor: BuiltInCodeExecutor: Gemini runs the code it writes.
+
+    Raises:
+        ValueError: The name is not an identifier, or a sub-agent has another parent.
+        TypeError: `model` is neither a model id nor a Model.
+        ConfigError: A field has a value toolfleet cannot run, saying what to use.
+        ToolDefinitionError: A tool cannot be a tool, or two tools share a name.
     """
 
     name: str

@@ -30,7 +30,16 @@ class BuiltInTool:
 
 
 class GoogleSearchTool(BuiltInTool):
-    """ADK's `google_search`: Gemini searches Google (`types.Tool(google_search=...)`)."""
+    """ADK's `google_search`: Gemini searches Google (`types.Tool(google_search=...)`).
+
+    Args:
+        bypass_multi_tools_limit: Refused when True: give a sub-agent `google_search`
+            and offer it as an AgentTool instead.
+        model: Refused when set: the search runs with the agent's own model.
+
+    Raises:
+        ConfigError: `bypass_multi_tools_limit` or `model` is given, saying what to do.
+    """
 
     def __init__(self, *, bypass_multi_tools_limit: bool = False, model: str | None = None):
         super().__init__("google_search", "google_search")

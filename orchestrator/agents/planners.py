@@ -42,7 +42,12 @@ class BasePlanner(ABC):
 
 
 class BuiltInPlanner(BasePlanner):
-    """The model's own thinking: `thinking_config` goes with every model call."""
+    """The model's own thinking: `thinking_config` goes with every model call.
+
+    Args:
+        thinking_config: Gemini's thinking config (or a dict of its fields); it replaces
+            the one in the agent's generate_content_config.
+    """
 
     def __init__(self, *, thinking_config: types.ThinkingConfig) -> None:
         if isinstance(thinking_config, dict):

@@ -39,14 +39,40 @@ class WorkflowAgent(Agent):
 @dataclass(eq=False, init=False)
 class SequentialAgent(WorkflowAgent):
     """Runs its sub-agents one after the other; each sees what the earlier ones wrote
-    (events and state)."""
+    (events and state).
+
+    Args:
+        name: The agent's name, an identifier.
+        description: What the agent does, for other agents' models.
+        sub_agents: The agents it runs (LLM agents or workflow agents), in order.
+        before_agent_callback: One callback or a list: `(callback_context)`, returning a
+            Content that answers in the agent's place.
+        after_agent_callback: One callback or a list: `(callback_context)`, returning a
+            Content added after the agent's answer.
+
+    Raises:
+        ValueError: The name is not an identifier, or a sub-agent has another parent.
+    """
 
 
 @dataclass(eq=False, init=False)
 class ParallelAgent(WorkflowAgent):
     """Runs its sub-agents at the same time, each on a branch of its own
     ("parallel.sub"): a branch's model sees the events before the ParallelAgent ran and
-    its own, not the other branches'. Their tool calls share the fleet's workers."""
+    its own, not the other branches'. Their tool calls share the fleet's workers.
+
+    Args:
+        name: The agent's name, an identifier.
+        description: What the agent does, for other agents' models.
+        sub_agents: The agents it runs (LLM agents or workflow agents).
+        before_agent_callback: One callback or a list: `(callback_context)`, returning a
+            Content that answers in the agent's place.
+        after_agent_callback: One callback or a list: `(callback_context)`, returning a
+            Content added after the agent's answer.
+
+    Raises:
+        ValueError: The name is not an identifier, or a sub-agent has another parent.
+    """
 
 
 @dataclass(eq=False, init=False)
@@ -54,7 +80,22 @@ class LoopAgent(WorkflowAgent):
     """Runs its sub-agents in order, again and again: `max_iterations` times, or until
     one of them escalates (the `exit_loop` tool, or `tool_context.actions.escalate`).
     The iteration stops after the sub-agent that escalated. Without `max_iterations` it
-    loops until an escalation, as ADK's does."""
+    loops until an escalation, as ADK's does.
+
+    Args:
+        name: The agent's name, an identifier.
+        description: What the agent does, for other agents' models.
+        sub_agents: The agents it runs (LLM agents or workflow agents), in order.
+        max_iterations: Most passes over the sub-agents; None: until one escalates.
+        before_agent_callback: One callback or a list: `(callback_context)`, returning a
+            Content that answers in the agent's place.
+        after_agent_callback: One callback or a list: `(callback_context)`, returning a
+            Content added after the agent's answer.
+
+    Raises:
+        ValueError: The name is not an identifier, or a sub-agent has another parent.
+        TypeError: `max_iterations` is not an int or None.
+    """
 
     max_iterations: int | None = None
 

@@ -46,6 +46,26 @@ class Runner:
     Alone, a runner is a replica of its own: it connects from `settings` and closes
     its connections at the end. Inside an Orchestrator, runners share its `replica`.
     `plugins` (BasePlugin) run around every model and tool call of every agent.
+
+    Args:
+        agent: The root agent; its name is the app's by default.
+        settings: Where to connect (Redis, fleet) and the loop's limits; needed unless
+            `replica` is given, whose settings are used then.
+        replica: The replica to run on (an Orchestrator's); None: a replica of its own,
+            made from `settings` and closed with the runner.
+        model: The model of the first LLM agent in the tree, in place of the one its
+            `model` field chooses; None: that choice.
+        tool_runner: Runs the calls instead of the Celery fleet (tests, benchmarks); only
+            for a replica of its own.
+        replica_id: The id of a replica of its own; None: a new random one.
+        depth: How deep in agent tools this runner runs; 0 at the top.
+        app_name: The app whose sessions it runs; None: the root agent's name.
+        plugins: Run around every model and tool call of every agent, before each
+            agent's own callbacks.
+
+    Raises:
+        TypeError: Neither `settings` nor `replica` is given.
+        ConfigError: The first LLM agent's model cannot be chosen, saying what to set.
     """
 
     def __init__(

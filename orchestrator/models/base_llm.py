@@ -28,6 +28,23 @@ class LlmResponse:
 
     A BaseLlm yields these; a before_model callback that returns one answers in the
     model's place, and an after_model callback may return another to replace it.
+
+    Attributes:
+        content: The model's turn (text, function calls); None with an error.
+        error_code: Set (or `error_message`): the model failed, and the call raises
+            ModelError with both.
+        error_message: What went wrong, with `error_code`.
+        usage_metadata: Token counts; reported as the model's usage when set.
+        partial: True on a streamed fragment; only a response that is not partial counts.
+        turn_complete: ADK's streaming flag; not read.
+        finish_reason: Why the model stopped; named in the error of an empty turn.
+        model_version: The model that answered, reported with the usage.
+        custom_metadata: Any data a model or callback attaches; not read.
+        grounding_metadata: ADK's; kept on the response, not stored with the turn.
+        citation_metadata: ADK's; kept on the response, not stored with the turn.
+        interrupted: ADK's; kept on the response, not stored with the turn.
+        avg_logprobs: ADK's; kept on the response, not stored with the turn.
+        logprobs_result: ADK's; kept on the response, not stored with the turn.
     """
 
     content: types.Content | None = None
@@ -61,6 +78,9 @@ class BaseLlm(BaseModel):
     An instance is an agent's `model` (`Agent(model=MyLlm(model="my-model"))`), on the
     orchestrator and for an AgentTool's agent on a worker alike. One instance serves
     the concurrent turns of many sessions.
+
+    Attributes:
+        model: The model's name, e.g. "openai/gpt-4o"; passed on in each request.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

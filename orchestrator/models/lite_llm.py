@@ -47,7 +47,13 @@ _OWN_ARGS = ("model", "messages", "tools", "stream")
 class LiteLlm(BaseLlm):
     """A model served through litellm: any provider it knows, or an OpenAI-compatible
     server (`api_base`). Keyword arguments go to every `litellm.acompletion` call
-    (api_key, api_base, timeout, num_retries, extra_headers, ...)."""
+    (api_key, api_base, timeout, num_retries, extra_headers, ...).
+
+    Args:
+        model: litellm's model name, e.g. "openai/gpt-4o".
+        **kwargs: Passed to every `acompletion` call, after the request's own settings;
+            `model`, `messages`, `tools` and `stream` are the request's and dropped here.
+    """
 
     _additional_args: dict[str, Any] = PrivateAttr(default_factory=dict)
 

@@ -102,6 +102,18 @@ class ModelRequest:
     Not frozen: a before_model callback may change it (ADK's LlmRequest) before it is sent.
     Every field has a default, so `LlmRequest(model=..., contents=[...])` builds one as
     ADK's does.
+
+    Attributes:
+        agent_name: The agent whose turn it is.
+        instruction: The system instruction.
+        contents: The conversation so far, oldest first.
+        tools: The function tools on offer.
+        authors: Who wrote each content ("user", an agent's name, "completion"), aligned
+            with `contents` (setting `contents` realigns it); may be empty.
+        config: The agent's generate_content_config (a copy), with its planner's thinking
+            config and Gemini's built-in tools set; the model adds the instruction and
+            the function tools. None: no config.
+        model: The model's name (ADK's `llm_request.model`): set for a BaseLlm's call.
     """
 
     agent_name: str = ""

@@ -18,7 +18,14 @@ from toolfleet.shared.tools import FunctionTool
 
 class BasePlugin:
     """Subclass and override the callbacks you need; each returns None to let the call
-    go on as it is. All run on the orchestrator, never on a worker."""
+    go on as it is. All run on the orchestrator, never on a worker.
+
+    Args:
+        name: The plugin's name; must not be empty.
+
+    Raises:
+        ValueError: `name` is empty.
+    """
 
     def __init__(self, name: str) -> None:
         if not name:

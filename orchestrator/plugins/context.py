@@ -22,6 +22,14 @@ class CallbackContext:
 
     `state` is a snapshot of the session's state; what a callback writes is stored with
     the model's turn (as that event's state delta), so the next steps see it.
+
+    Args:
+        state: The session's state; copied into a State that records writes.
+        agent_name: The agent whose model call it is.
+        invocation_id: The invocation (one user message's run).
+        session_id: The session's id, within its app and user.
+        user_id: The session's user.
+        app_name: The session's app.
     """
 
     def __init__(
@@ -44,7 +52,13 @@ class CallbackContext:
 
 class ToolCallError(Exception):
     """A call's error response, as the exception on_tool_error callbacks receive (the
-    tool raised on a worker; only its type name and message crossed over)."""
+    tool raised on a worker; only its type name and message crossed over).
+
+    Args:
+        error_type: The name of the exception's type the tool raised.
+        error_message: Its message.
+        response: The error response the model would get.
+    """
 
     def __init__(self, error_type: str, error_message: str, response: dict[str, Any]) -> None:
         super().__init__(f"{error_type}: {error_message}")

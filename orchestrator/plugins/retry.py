@@ -20,6 +20,14 @@ class ReflectAndRetryToolPlugin(BasePlugin):
 
     Counts are kept on the orchestrator running the invocation (an invocation that
     another replica resumes starts counting again) and dropped when it ends.
+
+    Args:
+        name: The plugin's name.
+        max_retries: Most errors of one tool in one invocation answered with guidance;
+            0: none.
+
+    Raises:
+        ValueError: `max_retries` is negative.
     """
 
     def __init__(self, name: str = "reflect_retry_tool_plugin", max_retries: int = 3) -> None:

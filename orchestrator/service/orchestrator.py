@@ -21,7 +21,24 @@ from toolfleet.shared.keys import SessionKey
 
 
 class Orchestrator:
-    """`async with Orchestrator([agent], settings) as orch:` - `toolfleet serve` and `run`."""
+    """`async with Orchestrator([agent], settings) as orch:` - `toolfleet serve` and `run`.
+
+    One replica serving the apps of `agents`: a runner for each, and a listener that
+    applies posted completions and resumes the sessions they answer.
+
+    Args:
+        agents: The root agents, one app each, named by the agent's name.
+        settings: Where to connect, the loop's limits and the completions' timings.
+        on_update: Called with the session key and each update of a session that a
+            completion resumed (sync or async); None: not told.
+        models: Models by agent name, in place of what each agent's `model` chooses.
+        claim_idle_ms: How long a completion stays unacknowledged before another replica
+            claims it; None: TOOLFLEET_COMPLETION_CLAIM_IDLE_S.
+        plugins: Run around every model and tool call of every app's agents.
+
+    Raises:
+        ConfigError: An agent's model cannot be chosen, saying what to set.
+    """
 
     def __init__(
         self,

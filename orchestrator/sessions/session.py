@@ -18,6 +18,14 @@ class Session:
     A snapshot: `SessionStore.append` updates it; others' writes need a new `get`.
     `id` is the user's name for it, unique only within its app and user; `key` names it
     everywhere inside (Redis keys, leases, the fleet's envelopes, cancellations).
+
+    Attributes:
+        id: The session's id, unique within its app and user.
+        app_name: The app it belongs to.
+        user_id: The user it belongs to.
+        events: Its history, oldest first.
+        state: Its state, all scopes merged.
+        active_agent: The agent answering it after a transfer; None: the root agent.
     """
 
     id: str
