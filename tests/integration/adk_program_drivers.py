@@ -20,6 +20,7 @@ from typing import Any
 
 from google.genai import types
 
+from tests.integration.adk_program_models import MODELS
 from toolfleet.adk import Event, InMemoryRunner
 
 USER = "user1"
@@ -104,11 +105,29 @@ async def thermostat(p: Program) -> None:
     await p.state("targets", "visits")
 
 
+def what_it_saw(agent: str) -> None:
+    """The texts of the last request the agent's model got, one line each."""
+    request = MODELS[agent].requests[-1]
+    for content in request.contents:
+        for part in content.parts or ():
+            if part.text:
+                print(f"{agent} saw {content.role}: {json.dumps(part.text)}")
+
+
+async def front_desk(p: Program) -> None:
+    await p.say("I need a room for two nights")
+    what_it_saw("booking_clerk")
+    await p.say("When is breakfast?")
+    what_it_saw("concierge")
+    await p.state("reserved_nights")
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
         pantry,
         thermostat,
+        front_desk,
     )
 }
 

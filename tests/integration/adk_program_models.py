@@ -35,4 +35,21 @@ MODELS: dict[str, ScriptedModel] = {
             lambda v: say(f"Kitchen set; study refused: {v.response('set_target')['error']}"),
         ]
     ),
+    # front_desk: the desk transfers; the clerk books, then hands over to a sibling.
+    "front_desk": ScriptedModel([call(Call("transfer_to_agent", {"agent_name": "booking_clerk"}))]),
+    "booking_clerk": ScriptedModel(
+        by_message={
+            "breakfast": [call(Call("transfer_to_agent", {"agent_name": "concierge"}))],
+            "room": [
+                call(Call("reserve_room", {"nights": 2})),
+                lambda v: say(f"Booked: {v.response('reserve_room')['confirmation']}."),
+            ],
+        }
+    ),
+    "concierge": ScriptedModel(
+        [
+            call(Call("opening_hours", {"place": "breakfast room"})),
+            lambda v: say(f"Breakfast is served {v.response('opening_hours')['result']}."),
+        ]
+    ),
 }

@@ -31,11 +31,13 @@ RECORDED = Path(__file__).parent / "adk_programs_expected"
 GROUPS: list[tuple[str, ...]] = [
     ("pantry",),
     ("thermostat",),
+    ("front_desk",),
 ]
 # Model requests each group makes through the stand-in.
 REQUESTS: dict[tuple[str, ...], int] = {
     ("pantry",): 3,
     ("thermostat",): 4,
+    ("front_desk",): 6,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
 DIFFERS: dict[str, str] = {}
