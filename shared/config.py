@@ -21,7 +21,16 @@ AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
 
 
 class Settings(BaseSettings):
-    """One object, read once per entry point and passed down."""
+    """One object, read once per entry point and passed down.
+
+    Each field is read from the variable TOOLFLEET_<FIELD> (its name in upper case), or
+    given as a keyword argument, which wins; the field's description says what it sets
+    and what unset means. `Settings.model_fields[name].description` holds it.
+
+    Raises:
+        pydantic.ValidationError: A value is out of range or of the wrong type, naming
+            the field.
+    """
 
     model_config = SettingsConfigDict(env_prefix="TOOLFLEET_", extra="ignore")
 

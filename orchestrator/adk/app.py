@@ -17,7 +17,11 @@ _VALID_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]*$")
 class ResumabilityConfig(BaseModel):
     """ADK's `ResumabilityConfig(is_resumable=)`, taken by App and changing nothing:
     toolfleet stores every step, so an invocation waiting for a long-running call, a
-    confirmation or a credential always resumes where it stopped."""
+    confirmation or a credential always resumes where it stopped.
+
+    Attributes:
+        is_resumable: Taken and not read.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -26,7 +30,18 @@ class ResumabilityConfig(BaseModel):
 
 class EventsCompactionConfig(BaseModel):
     """ADK's `EventsCompactionConfig`, with ADK's fields and checks, taken by App and
-    changing nothing: toolfleet's own settings (TOOLFLEET_*) decide compaction."""
+    changing nothing: toolfleet's own settings (TOOLFLEET_*) decide compaction.
+
+    Attributes:
+        summarizer: Taken and not used.
+        compaction_interval: ADK's sliding-window trigger; set with `overlap_size`.
+        overlap_size: Set with `compaction_interval`.
+        token_threshold: ADK's token trigger; set with `event_retention_size`.
+        event_retention_size: Set with `token_threshold`.
+
+    Raises:
+        pydantic.ValidationError: Neither trigger pair is set, or one is half set.
+    """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -55,7 +70,20 @@ class EventsCompactionConfig(BaseModel):
 class App(BaseModel):
     """`App(name=, root_agent=, plugins=[...])`, as ADK's. The compaction, cache and
     resumability configs are taken as ADK takes them; toolfleet's own settings
-    (TOOLFLEET_*) decide those."""
+    (TOOLFLEET_*) decide those.
+
+    Attributes:
+        name: The app's name: a letter, then letters, digits, "_" and "-"; not "user".
+        root_agent: The agent that answers the app's sessions; required.
+        plugins: BasePlugins run around every model and tool call of its agents.
+        events_compaction_config: Taken and not used.
+        context_cache_config: Taken and not used.
+        resumability_config: Taken and not used.
+
+    Raises:
+        pydantic.ValidationError: The name is not valid, `root_agent` is missing or not an
+            Agent, or a plugin is not a BasePlugin.
+    """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 

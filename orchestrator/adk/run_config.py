@@ -42,7 +42,43 @@ def _default_max_llm_calls() -> int:
 
 
 class RunConfig(BaseModel):
-    """ADK's RunConfig: its fields, checked for names as ADK checks them."""
+    """ADK's RunConfig: its fields, checked for names as ADK checks them.
+
+    Attributes:
+        max_llm_calls: Model calls one run may make; 0 or less: no limit (as ADK).
+            Default: ADK_MAX_LLM_CALLS, else 500.
+        streaming_mode: Taken; a run yields whole events in every mode.
+        custom_metadata: Taken and not used.
+        model_input_context: Taken and not used.
+        include_thoughts_from_other_agents: Taken and not used.
+        support_cfc: Taken and not used.
+        save_input_blobs_as_artifacts: Taken and not used.
+        save_live_blob: Taken and not used.
+        save_live_audio: Taken and not used.
+        explicit_vad_signal: Taken and not used.
+        enable_affective_dialog: Taken and not used.
+        labels: Taken and not used.
+        response_modalities: Taken and not used.
+        speech_config: Taken and not used.
+        http_options: Taken and not used.
+        service_tier: Taken and not used.
+        avatar_config: Taken and not used.
+        output_audio_transcription: Taken and not used.
+        input_audio_transcription: Taken and not used.
+        realtime_input_config: Taken and not used.
+        translation_config: Taken and not used.
+        proactivity: Taken and not used.
+        session_resumption: Taken and not used.
+        history_config: Taken and not used.
+        context_window_compression: Taken and not used.
+        tool_thread_pool_config: Taken and not used.
+        telemetry: Taken and not used.
+        get_session_config: Taken and not used.
+
+    Raises:
+        pydantic.ValidationError: A field ADK's RunConfig does not have, or
+            `max_llm_calls` of sys.maxsize or more.
+    """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 

@@ -41,7 +41,27 @@ class Runner:
     """`Runner(app=App(...), session_service=)` or `Runner(agent=, app_name=,
     session_service=)`, as ADK's: one invocation per `run_async`, run by toolfleet's
     loop with the tools on the session service's fleet and the app's plugins around
-    every model and tool call."""
+    every model and tool call.
+
+    Args:
+        app: The App to run (its name, root agent and plugins); or give `agent` and
+            `app_name` instead.
+        app_name: The app's name with `agent`; with `app`, it replaces the app's name.
+        agent: The root agent, when no `app` is given.
+        plugins: With `agent`: run around every model and tool call; with `app`, refused
+            (the app's own are used).
+        artifact_service: Toolfleet's artifact service; None: the session service's Redis.
+        session_service: Where the sessions are stored and whose fleet runs the tools.
+        memory_service: Toolfleet's memory service; None: the session service's Redis.
+        plugin_close_timeout: Seconds `close` gives each plugin's `close`.
+        auto_create_session: `run_async` creates a session it does not find, instead of
+            raising ValueError.
+
+    Raises:
+        TypeError: A service is not toolfleet's, saying what to pass instead.
+        ValueError: Both or neither of `app` and `agent` are given, `agent` comes without
+            `app_name`, or `plugins` come with `app`.
+    """
 
     def __init__(
         self,
@@ -249,7 +269,19 @@ class Runner:
 class InMemoryRunner(Runner):
     """ADK's InMemoryRunner: a Runner on the local default services (a private server
     and local workers unless TOOLFLEET_REDIS_URL is set), app name "InMemoryRunner"
-    unless given."""
+    unless given.
+
+    Args:
+        agent: The root agent, when no `app` is given.
+        app_name: The app's name; default "InMemoryRunner" when no `app` is given.
+        plugins: With `agent`: run around every model and tool call.
+        app: The App to run, instead of `agent`.
+        plugin_close_timeout: Seconds `close` gives each plugin's `close`.
+
+    Raises:
+        ValueError: Both or neither of `app` and `agent` are given, or `plugins` come
+            with `app`.
+    """
 
     def __init__(
         self,

@@ -102,7 +102,12 @@ class BaseMemoryService:
 
 
 class RedisArtifactService(_OnRedis, BaseArtifactService):
-    """Artifacts in the fleet's Redis, the ones tools' `save_artifact`/`load_artifact` use."""
+    """Artifacts in the fleet's Redis, the ones tools' `save_artifact`/`load_artifact` use.
+
+    Args:
+        settings: Whose Redis it uses; None: the Redis of the session service of the
+            Runner it is given to.
+    """
 
     async def save_artifact(
         self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: types.Part
@@ -137,7 +142,12 @@ class RedisArtifactService(_OnRedis, BaseArtifactService):
 
 class RedisMemoryService(_OnRedis, BaseMemoryService):
     """Memory in the fleet's Redis: every stored session of a user, as tools'
-    `search_memory` reads it (a word match, like ADK's in-memory service)."""
+    `search_memory` reads it (a word match, like ADK's in-memory service).
+
+    Args:
+        settings: Whose Redis it uses; None: the Redis of the session service of the
+            Runner it is given to.
+    """
 
     async def add_session_to_memory(self, session: Session) -> None:
         """Nothing to copy: a user's stored sessions are their memory already (as long as

@@ -190,7 +190,14 @@ class BaseSessionService:
 
 
 class RedisSessionService(BaseSessionService):
-    """Sessions on the fleet's Redis (`settings`), run by the workers serving it."""
+    """Sessions on the fleet's Redis (`settings`), run by the workers serving it.
+
+    Args:
+        settings: The fleet's settings; None: read from the TOOLFLEET_* variables.
+
+    Raises:
+        ConfigError: The settings name no Redis (TOOLFLEET_REDIS_URL).
+    """
 
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__()
@@ -221,7 +228,12 @@ class InMemorySessionService(BaseSessionService):
     """ADK's local default: TOOLFLEET_REDIS_URL when set, else a private server and local
     workers started on first use and stopped at exit. The services a process makes
     without settings share that server and its workers; sessions are told apart by app,
-    user and id (a new service's `create_session` with a used id starts it afresh)."""
+    user and id (a new service's `create_session` with a used id starts it afresh).
+
+    Args:
+        settings: Settings of a local fleet of this service's own (its Redis when they
+            name one, else a private server); None: the process's shared one.
+    """
 
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__()
