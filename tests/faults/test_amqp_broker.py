@@ -10,10 +10,6 @@ there, except under CI=true.
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -25,6 +21,7 @@ import redis.asyncio as aioredis
 from tests.faults import probe
 from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
+from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from tests.faults.test_worker_faults import (
     PATIENT_GRACE_S,
@@ -47,51 +44,21 @@ from toolfleet.shared.messages import CallStatus
 
 pytestmark = pytest.mark.integration
 
-RABBIT_HOST, RABBIT_PORT = "127.0.0.1", 5672
-RABBITMQCTL_TIMEOUT_S = 60
 PARALLEL_CALLS = 8
 DUPLICATED_CALLS = 4
 
 
-def _rabbit_missing() -> str | None:
-    """Why these tests cannot run here, or None."""
-    if shutil.which("rabbitmqctl") is None:
-        return "rabbitmqctl is not installed (it makes the tests' own vhost)"
-    try:
-        socket.create_connection((RABBIT_HOST, RABBIT_PORT), timeout=2).close()
-    except OSError as exc:
-        return f"RabbitMQ is not listening on {RABBIT_HOST}:{RABBIT_PORT} ({exc})"
-    return None
-
-
-def _rabbitmqctl(*args: str) -> None:
-    subprocess.run(
-        ["rabbitmqctl", *args], check=True, capture_output=True, timeout=RABBITMQCTL_TIMEOUT_S
-    )
-
-
 @pytest.fixture(scope="module")
-def vhost() -> Iterator[str]:
-    """A vhost of this module's own on the local RabbitMQ, deleted after."""
-    missing = _rabbit_missing()
-    if missing is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"RabbitMQ is required under CI=true: {missing}")
-        pytest.skip(missing)
-    name = f"toolfleet-test-{uuid.uuid4().hex[:8]}"
-    _rabbitmqctl("add_vhost", name)
-    try:
-        _rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
-        yield name
-    finally:
-        _rabbitmqctl("delete_vhost", name)
+def broker_url() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ."""
+    with rabbit_vhost() as url:
+        yield url
 
 
 @pytest.fixture
-def settings(redis_server: RedisServer, vhost: str) -> Settings:
+def settings(redis_server: RedisServer, broker_url: str) -> Settings:
     """The fault rig's settings with the tool queues on RabbitMQ."""
-    broker = f"amqp://guest:guest@{RABBIT_HOST}:{RABBIT_PORT}/{vhost}"
-    return fault_settings(redis_server.url(), broker_url=broker)
+    return fault_settings(redis_server.url(), broker_url=broker_url)
 
 
 @pytest.fixture

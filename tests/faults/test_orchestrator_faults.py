@@ -38,6 +38,7 @@ def toolfleet_env(settings: Settings) -> dict[str, str]:
     return {
         **os.environ,
         "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
+        "TOOLFLEET_BROKER_URL": settings.broker_url or "",
         "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
         "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
         "TOOLFLEET_DEFAULT_TIMEOUT_S": str(settings.default_timeout_s),

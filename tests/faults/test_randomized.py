@@ -3,7 +3,8 @@
 Many sessions, each one turn of two normal calls, a ticket and an agent tool (whose
 child session runs its own call on the fleet), started with
 `toolfleet run` processes; two `toolfleet serve` replicas apply completions and sweep.
-Each ticket's result is posted 0 to 3 times. With faults, at random moments: `run`
+Each ticket's result is posted 0 to 3 times. The tool queues are on Redis, or on
+RabbitMQ (through the outbox each replica relays). With faults, at random moments: `run`
 replicas are SIGKILLed mid-turn, a worker is SIGKILLed and replaced, a `serve` replica
 is SIGKILLed and replaced, and Redis is restarted once. Without faults the same load
 must already hold the promise. At the end, whatever happened:
@@ -35,6 +36,7 @@ import pytest
 import redis
 
 from tests.faults.conftest import fault_settings
+from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from tests.faults.test_orchestrator_faults import toolfleet
 from tests.support import until
@@ -164,13 +166,32 @@ async def kill_some_runs_mid_turn(run: Run, rng: random.Random, count: int) -> N
         run.kill(run.runs[session_id])
 
 
+@pytest.fixture(scope="module")
+def rabbit() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
+    with rabbit_vhost() as url:
+        yield url
+
+
+@pytest.fixture(params=["redis", "amqp"])
+def broker_url(request: pytest.FixtureRequest) -> str | None:
+    """Where the tool queues are: Redis (None), or RabbitMQ through the outbox relay."""
+    return None if request.param == "redis" else str(request.getfixturevalue("rabbit"))
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("faults", [False, True], ids=["no-faults", "faults"])
 async def test_randomized_sessions_keep_the_exactly_once_promise(
-    chaos_server: RedisServer, tmp_path: Path, faults: bool, report_figure: Figure
+    chaos_server: RedisServer,
+    tmp_path: Path,
+    faults: bool,
+    broker_url: str | None,
+    report_figure: Figure,
 ) -> None:
     rng = random.Random(SEED)
-    settings = fault_settings(chaos_server.url(), completion_claim_idle_s=2.0)
+    settings = fault_settings(
+        chaos_server.url(), completion_claim_idle_s=2.0, broker_url=broker_url
+    )
     client = redis.Redis.from_url(settings.require_redis_url())
     run = Run(settings, client, tmp_path)
     with WorkerGroup(settings) as workers:
