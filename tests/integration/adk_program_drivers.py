@@ -122,12 +122,35 @@ async def front_desk(p: Program) -> None:
     await p.state("reserved_nights")
 
 
+def in_branch_order(events: list[Event]) -> list[Event]:
+    """A ParallelAgent's branches finish in any order (in ADK too): each run of branch
+    events in the order of their branches, the rest as they came."""
+    ordered: list[Event] = []
+    run: list[Event] = []
+    for event in [*events, None]:
+        if event is not None and event.branch and "." in event.branch:
+            run.append(event)
+            continue
+        ordered += sorted(run, key=lambda e: e.branch or "")
+        run = []
+        if event is not None:
+            ordered.append(event)
+    return ordered
+
+
+async def newsletter(p: Program) -> None:
+    for event in in_branch_order(await p.say("Bees", show=False)):
+        print_event(event)
+    await p.state("facts", "quotes", "draft", "notes", "issue")
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
         pantry,
         thermostat,
         front_desk,
+        newsletter,
     )
 }
 

@@ -52,4 +52,25 @@ MODELS: dict[str, ScriptedModel] = {
             lambda v: say(f"Breakfast is served {v.response('opening_hours')['result']}."),
         ]
     ),
+    # newsletter: the loop runs twice; the editor ends it the second time.
+    "fact_finder": ScriptedModel([say("Bees see ultraviolet. Hives hold 50,000 bees.")]),
+    "quote_finder": ScriptedModel([say("'The bee is more honored.' - Chrysostom")]),
+    "writer": ScriptedModel(
+        [
+            say("Bees see colours we cannot. A hive can hold 50,000 of them."),
+            say("BUSY BEES: Bees see colours we cannot. A hive can hold 50,000 of them."),
+        ]
+    ),
+    "editor": ScriptedModel(
+        [
+            say("Add a headline."),
+            call(Call("word_count", {"text": "Busy bees"})),
+            lambda v: (
+                call(Call("exit_loop", {}))
+                if v.response("word_count")["result"] == 2
+                else say("Too long.")
+            ),
+        ]
+    ),
+    "publisher": ScriptedModel([say("Issue 1 is laid out.")]),
 }

@@ -32,12 +32,14 @@ GROUPS: list[tuple[str, ...]] = [
     ("pantry",),
     ("thermostat",),
     ("front_desk",),
+    ("newsletter",),
 ]
 # Model requests each group makes through the stand-in.
 REQUESTS: dict[tuple[str, ...], int] = {
     ("pantry",): 3,
     ("thermostat",): 4,
     ("front_desk",): 6,
+    ("newsletter",): 7,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
 DIFFERS: dict[str, str] = {}
