@@ -1,15 +1,22 @@
 """The public API's contract: the facade's exported names change only on purpose, a type
-checker sees every one of them, and it knows what `@tool` makes of a function."""
+checker sees every one of them, it knows what `@tool` makes of a function, and every
+public name documents what it takes and gives."""
 
 from __future__ import annotations
 
 import ast
+import enum
+import inspect
 from pathlib import Path
+from typing import Any
 
+import docstring_parser
 import pytest
 from mypy import api as mypy_api
+from pydantic import BaseModel
 
 import toolfleet
+import toolfleet.adk
 
 FACADE = Path(toolfleet.__file__)
 
@@ -87,3 +94,116 @@ def test_a_type_checker_knows_what_tool_makes(tmp_path: Path) -> None:
     )
     assert 'Incompatible types in assignment (expression has type "FunctionTool"' in out, out
     assert status == 1
+
+
+# Return annotations that say the callable gives nothing back (annotations are strings
+# under `from __future__ import annotations`).
+_GIVES_NOTHING = {None, "None", "NoReturn", inspect.Signature.empty}
+
+
+def _parameters(signature: inspect.Signature) -> list[str]:
+    """The parameters a docstring must describe: not self/cls, private ones (a settings
+    class's `_env_file`) or a bare `*args, **kwargs` that takes anything."""
+    return [
+        name
+        for name, p in signature.parameters.items()
+        if name not in ("self", "cls")
+        and not name.startswith("_")
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+def _documented(docstrings: list[str]) -> set[str]:
+    """The names the Google-style `Args:` and `Attributes:` sections describe."""
+    names: set[str] = set()
+    for doc in docstrings:
+        parsed = docstring_parser.parse(doc, docstring_parser.Style.GOOGLE)
+        names |= {p.arg_name.lstrip("*") for p in parsed.params}
+    return names
+
+
+def _all_fields_described(cls: type) -> bool:
+    """A pydantic model (Settings) whose every field carries its own description."""
+    return issubclass(cls, BaseModel) and all(
+        field.description for field in cls.model_fields.values()
+    )
+
+
+def _contract_problems(name: str, obj: Any) -> list[str]:
+    """What the docstring of one public name lacks; empty when it has it all."""
+    if inspect.isclass(obj):
+        # mkdocstrings merges __init__'s docstring into the class's (merge_init_into_class).
+        init = obj.__dict__.get("__init__")
+        docstrings = [obj.__dict__.get("__doc__") or "", getattr(init, "__doc__", None) or ""]
+        if not "".join(docstrings).strip():
+            return [f"{name}: no docstring"]
+        if issubclass(obj, enum.Enum):
+            return []
+        try:
+            signature = inspect.signature(obj)
+        except (TypeError, ValueError):
+            return []
+        if _all_fields_described(obj) and "Attributes:" not in "".join(docstrings):
+            return []
+        missing = [p for p in _parameters(signature) if p not in _documented(docstrings)]
+        if missing:
+            return [f"{name}: Args:/Attributes: lacks {', '.join(missing)}"]
+        return []
+    if inspect.isfunction(obj):
+        doc = obj.__doc__ or ""
+        problems = []
+        if not doc.strip():
+            return [f"{name}: no docstring"]
+        signature = inspect.signature(obj)
+        missing = [p for p in _parameters(signature) if p not in _documented([doc])]
+        if missing:
+            problems.append(f"{name}: Args: lacks {', '.join(missing)}")
+        if signature.return_annotation not in _GIVES_NOTHING and "Returns:" not in doc:
+            problems.append(f"{name}: no Returns:")
+        return problems
+    return []  # an instance (google_search, a FunctionTool) or a type alias (Update)
+
+
+@pytest.mark.parametrize("module", [toolfleet, toolfleet.adk], ids=lambda m: m.__name__)
+def test_every_public_name_documents_what_it_takes_and_gives(module: Any) -> None:
+    """Each class documents its constructor's parameters (Args:, or Attributes: for a
+    dataclass or pydantic model; a settings model may describe each field instead), each
+    function its parameters (Args:) and, unless it returns None, its result (Returns:)."""
+    checked = [n for n in module.__all__ if not n.startswith("__")]
+    problems = [p for n in checked for p in _contract_problems(n, getattr(module, n))]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_contract_check_catches_a_missing_section() -> None:
+    def undocumented(city: str) -> str:
+        """Say the city."""
+        return city
+
+    def documented(city: str) -> str:
+        """Say the city.
+
+        Args:
+            city: The city.
+
+        Returns:
+            The city.
+        """
+        return city
+
+    assert _contract_problems("undocumented", undocumented) == [
+        "undocumented: Args: lacks city",
+        "undocumented: no Returns:",
+    ]
+    assert _contract_problems("documented", documented) == []
+
+    class Half:
+        """A thing.
+
+        Args:
+            a: The first.
+        """
+
+        def __init__(self, a: int, b: int) -> None:
+            self.total = a + b
+
+    assert _contract_problems("Half", Half) == ["Half: Args:/Attributes: lacks b"]
