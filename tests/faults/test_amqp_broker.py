@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from tests.faults import probe
 from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
-from tests.faults.rabbit import rabbit_vhost
+from tests.faults.rabbit import rabbit_vhost, rabbitmqctl
 from tests.faults.servers import RedisServer
 from tests.faults.test_worker_faults import (
     PATIENT_GRACE_S,
@@ -30,19 +30,22 @@ from tests.faults.test_worker_faults import (
     running,
 )
 from tests.faults.worker_fault_tools import wf_hang_once
-from tests.support import tool_call
+from tests.support import tool_call, until
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.fleet import outbox
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.queues import amqp_queue_states, broker_queue_states
+from toolfleet.orchestrator.loop.invocation import CallsDispatched
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import CallStatus
 
 pytestmark = pytest.mark.integration
+
+Report = Callable[[str, object], None]
 
 PARALLEL_CALLS = 8
 DUPLICATED_CALLS = 4
@@ -206,3 +209,36 @@ async def test_the_relay_moves_the_outbox_to_rabbitmq_where_status_counts_the_qu
     assert client.llen(queue_name(pool)) == 0  # nothing on a Redis list
     (state,) = await broker_queue_states(aclient, [pool], broker)
     assert (state.pool, state.waiting, state.oldest_age_s) == (pool, 3, None)
+
+
+def restart_rabbitmq() -> None:
+    """Stop and start the RabbitMQ application: every connection drops; the quorum queues
+    keep their messages, and what was delivered and not acknowledged is redelivered."""
+    rabbitmqctl("stop_app")
+    rabbitmqctl("start_app")
+    rabbitmqctl("await_startup")
+
+
+async def test_a_turn_across_a_rabbitmq_restart_is_answered_exactly_once(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, report_figure: Report
+) -> None:
+    workers.start(["default"], concurrency=2)
+    # Six calls of 1 s on two processes: some run, some wait in the queue at the restart.
+    async with running(patient(settings), steps_agent(6, 1.0), "go") as run:
+
+        def one_started() -> bool:
+            ids = [
+                c.call_id for _, u in run.updates if isinstance(u, CallsDispatched) for c in u.calls
+            ]
+            return any(probe.executions(client, settings.key_prefix, i) for i in ids)
+
+        await until(one_started, "a call to start", 30)
+        # Off the event loop: the replica keeps its lease and its relay retries meanwhile.
+        await asyncio.to_thread(restart_rabbitmq)
+        await run.finish()
+        call_ids = started_ids(run)
+        assert len(call_ids) == 6, run.updates
+        await assert_each_answered_once(run, call_ids)
+    executions = [probe.executions(client, settings.key_prefix, i) for i in call_ids]
+    assert all(n >= 1 for n in executions), executions
+    report_figure("executions per call across the restart", executions)
