@@ -144,6 +144,58 @@ async def newsletter(p: Program) -> None:
     await p.state("facts", "quotes", "draft", "notes", "issue")
 
 
+async def leave_request(p: Program) -> None:
+    events = await p.say("I'd like three days off to move house")
+    (asked,) = [c for e in events for c in e.get_function_calls() if c.name == "ask_manager"]
+    (pending,) = [
+        r.response for e in events for r in e.get_function_responses() if r.name == "ask_manager"
+    ]
+    print(f"long-running calls: {[e.long_running_tool_ids == {asked.id} for e in events]}")
+    assert pending is not None
+    decision = types.FunctionResponse(
+        id=asked.id, name=asked.name, response={**pending, "status": "approved"}
+    )
+    await p.send(types.Content(role="user", parts=[types.Part(function_response=decision)]))
+
+
+async def recipe_card(p: Program) -> None:
+    await p.say("Pancakes please")
+    await p.state("card")
+
+
+async def receipts(p: Program) -> None:
+    await p.say("File my receipts")
+    await p.say("Now read them back")
+    service = p.runner.artifact_service
+    keys = await service.list_artifact_keys(app_name=p.name, user_id=USER, session_id=p.session_id)
+    print(f"artifacts: {keys}")
+    for key in keys:
+        first, latest = [
+            await service.load_artifact(
+                app_name=p.name, user_id=USER, session_id=p.session_id, filename=key, version=v
+            )
+            for v in (0, None)
+        ]
+        assert first is not None and latest is not None
+        print(f"{key}: first {first.text!r}, latest {latest.text!r}")
+
+
+async def notebook(p: Program) -> None:
+    await p.say("My bike lock code is 4711")
+    session = await p.runner.session_service.get_session(
+        app_name=p.name, user_id=USER, session_id=p.session_id
+    )
+    assert session is not None
+    await p.runner.memory_service.add_session_to_memory(session)
+    await p.new_session()
+    await p.say("What was my bike lock code?")
+    found = await p.runner.memory_service.search_memory(
+        app_name=p.name, user_id=USER, query="bike lock"
+    )
+    texts = [part.text for m in found.memories for part in (m.content.parts or ()) if part.text]
+    print(f"memory search: {[m.author for m in found.memories]} {texts}")
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -151,6 +203,10 @@ DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
         thermostat,
         front_desk,
         newsletter,
+        leave_request,
+        recipe_card,
+        receipts,
+        notebook,
     )
 }
 

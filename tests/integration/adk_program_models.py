@@ -6,7 +6,21 @@ what toolfleet prints can be checked against what ADK prints for the same turns.
 
 from __future__ import annotations
 
-from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, Step, call, say
+
+
+def _leave_next(view: ScriptView) -> Step:
+    """What the leave desk does next, from the last responses alone: ADK sends the
+    manager's decision in place of the pending answer and may leave out or keep the
+    turn that said it was pending, so the step number does not tell."""
+    answers = dict(view.responses)
+    if "book_leave" in answers:
+        return say(f"Booked; {answers['book_leave']['remaining_allowance']} days left.")
+    asked = answers["ask_manager"]
+    if asked["status"] == "approved":
+        return call(Call("book_leave", {"days": asked["days"]}))
+    return say(f"Asked your manager (ticket {asked['ticket']}).")
+
 
 MODELS: dict[str, ScriptedModel] = {
     "pantry_clerk": ScriptedModel(
@@ -73,4 +87,40 @@ MODELS: dict[str, ScriptedModel] = {
         ]
     ),
     "publisher": ScriptedModel([say("Issue 1 is laid out.")]),
+    # leave_request: the manager's answer comes back as the call's FunctionResponse.
+    "leave_desk": ScriptedModel(
+        [call(Call("ask_manager", {"days": 3, "reason": "moving house"}))] + [_leave_next] * 3
+    ),
+    # recipe_card: the answer is the card's JSON.
+    "recipe_writer": ScriptedModel(
+        [say('{"title": "Pancakes", "servings": 4, "steps": ["Mix", "Fry"]}')]
+    ),
+    # receipts: two receipts from one store make two versions of one artifact.
+    "receipt_clerk": ScriptedModel(
+        by_message={
+            "read": [
+                call(Call("read_receipts", {})),
+                lambda v: say("; ".join(v.response("read_receipts")["receipts"])),
+            ],
+            "file": [
+                call(
+                    Call("file_receipt", {"store": "Bakery", "amount": 4.5}),
+                ),
+                call(Call("file_receipt", {"store": "Bakery", "amount": 6})),
+                call(Call("file_receipt", {"store": "Chemist", "amount": 12.25})),
+                lambda v: say(f"Filed {v.response('file_receipt')['filed']}."),
+            ],
+        }
+    ),
+    # notebook: the second session's question is answered from memory.
+    "notebook": ScriptedModel(
+        by_message={
+            "^what": [
+                call(Call("load_memory", {"query": "bike lock code"})),
+                # ADK's response holds its memories as an object, toolfleet's as JSON.
+                lambda v: say(f"Remembered: {'4711' in str(v.response('load_memory'))}"),
+            ],
+            "lock": [say("Noted.")],
+        }
+    ),
 }

@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_adk_examples import STAND_IN_LINE, run_program
+from toolfleet.adk import RedisArtifactService
 
 pytestmark = pytest.mark.integration
 
 MODELS = "--models=tests.integration.adk_program_models:MODELS"
 DRIVERS = "tests.integration.adk_program_drivers"
-# ANY in an expected line matches anything there.
+# ANY in an expected line matches anything there (a recorded load_memory response: ADK's
+# holds MemoryEntry objects, which print as their repr).
 ANY = "<any>"
 
 # What google-adk printed for each program, one file a program.
@@ -33,6 +35,9 @@ GROUPS: list[tuple[str, ...]] = [
     ("thermostat",),
     ("front_desk",),
     ("newsletter",),
+    ("leave_request", "recipe_card"),
+    ("receipts",),
+    ("notebook",),
 ]
 # Model requests each group makes through the stand-in.
 REQUESTS: dict[tuple[str, ...], int] = {
@@ -40,9 +45,13 @@ REQUESTS: dict[tuple[str, ...], int] = {
     ("thermostat",): 4,
     ("front_desk",): 6,
     ("newsletter",): 7,
+    ("leave_request", "recipe_card"): 5,
+    ("receipts",): 6,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
-DIFFERS: dict[str, str] = {}
+DIFFERS: dict[str, str] = {
+    "notebook": "search_memory also finds the current session's events, never added to memory",
+}
 
 
 def sections(lines: list[str]) -> dict[str, list[str]]:
@@ -105,3 +114,10 @@ def test_every_program_is_run_here() -> None:
     }
     recorded = {name.removesuffix(".txt") for name in os.listdir(RECORDED)}
     assert written == recorded == {p for g in GROUPS for p in g}
+
+
+@pytest.mark.xfail(strict=True, reason="toolfleet's artifact service has no list_versions")
+def test_the_artifact_service_lists_versions() -> None:
+    """ADK's BaseArtifactService.list_versions, which a program may call on the runner's
+    artifact_service (the receipts program reads versions by number instead)."""
+    assert callable(getattr(RedisArtifactService, "list_versions", None))
