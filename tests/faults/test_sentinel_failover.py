@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests.faults import probe
 from tests.faults.conftest import fault_settings
 from tests.faults.exactly_once_tools import ticketing
 from tests.faults.fault_tools import three_steps
@@ -51,10 +52,11 @@ def sentinel_redis() -> Iterator[SentinelRedis]:
 
 @pytest.fixture
 def settings(sentinel_redis: SentinelRedis) -> Settings:
-    # Leases outlive a failover (1-3 s here): a holder renews through it and keeps them.
+    # Leases outlive a failover (1-3 s here, more on a loaded machine) and the retries
+    # after it: a holder renews through it and keeps them.
     # A result posted during one waits for it, then for the replica that is not back yet
     # (TOOLFLEET_REDIS_WAIT_TIMEOUT_S): the calls' deadline leaves room for both.
-    return fault_settings(sentinel_redis.url(), lease_ttl_s=5, default_timeout_s=8)
+    return fault_settings(sentinel_redis.url(), lease_ttl_s=10, default_timeout_s=8)
 
 
 @pytest.fixture
@@ -83,6 +85,17 @@ def responses_to(events: list[Event], call_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def every_call_running(client: redis.Redis, settings: Settings, sessions: list[SessionKey]) -> bool:
+    """Whether every call of the sessions' turns has started on a worker. A prefork worker
+    pops a message before kombu records it as unacknowledged: a master killed between the
+    two loses the message (a known limit, in the README), which is not what is tested here."""
+    keys = Keys(settings.key_prefix)
+    calls = [c for s in sessions for c in calls_and_responses(events_of(client, keys, s))[0]]
+    return len(calls) == 3 * len(sessions) and all(
+        probe.executions(client, settings.key_prefix, c) > 0 for c in calls
+    )
+
+
 def fail_over(topology: SentinelRedis) -> float:
     """SIGKILL the master; seconds until every sentinel names the promoted replica."""
     killed_at = time.monotonic()
@@ -107,8 +120,7 @@ async def test_a_master_killed_mid_turn_is_replaced_and_every_call_answered_once
     sessions = [session_key(three_steps.name, "u", f"s{i}") for i in range(SESSIONS)]
 
     def all_calls_running() -> bool:
-        started = sum(len(calls_and_responses(events_of(client, keys, s))[0]) for s in sessions)
-        return started == 3 * SESSIONS and client.llen("tools.default") == 0
+        return every_call_running(client, settings, sessions)
 
     async with Runner(three_steps, settings) as runner:
         asks = [
@@ -227,8 +239,7 @@ async def test_leases_held_through_a_failover_keep_each_session_to_one_replica(
     sessions = [session_key(three_steps.name, "u", f"l{i}") for i in range(SESSIONS)]
 
     def all_calls_running() -> bool:
-        started = sum(len(calls_and_responses(events_of(client, keys, s))[0]) for s in sessions)
-        return started == 3 * SESSIONS and client.llen("tools.default") == 0
+        return every_call_running(client, settings, sessions)
 
     async with Runner(three_steps, settings) as one, Runner(three_steps, settings) as two:
 
