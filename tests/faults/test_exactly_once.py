@@ -1,6 +1,7 @@
 """Exactly once, where it used to break: a call answered before it started, a completion
 whose session is gone, two completions of one call read by two replicas, and an agent
-tool's child session running past the lease TTL while every replica sweeps.
+tool's child session running past the lease TTL while every replica sweeps. Each runs
+with the tool queues on Redis and on RabbitMQ (through the outbox relay).
 
 Invariant under test: per function call id exactly one final function response reaches
 the model, and every posted completion is applied or dead-lettered with its reason.
@@ -29,6 +30,7 @@ from tests.faults.exactly_once_tools import (
     ticketing,
 )
 from tests.faults.input_tools import gate_key
+from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from tests.faults.test_orchestrator_faults import call_ids, response_ids, toolfleet
 from tests.support import until
@@ -46,6 +48,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
 from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
+from toolfleet.orchestrator.fleet.outbox import outbox_key
 from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.models.protocol import function_calls
 from toolfleet.orchestrator.replica import Replica
@@ -57,6 +60,20 @@ from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
 Figure = Callable[[str, object], None]
 INTERRUPTED = "tests.faults.exactly_once_tools:interrupted"
+
+
+@pytest.fixture(scope="module")
+def rabbit() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
+    with rabbit_vhost() as url:
+        yield url
+
+
+@pytest.fixture(params=["redis", "amqp"])
+def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
+    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
+    broker = None if request.param == "redis" else str(request.getfixturevalue("rabbit"))
+    return fault_settings(redis_server.url(), broker_url=broker)
 
 
 @pytest.fixture
@@ -402,6 +419,7 @@ async def test_a_turn_whose_calls_cannot_be_sent_is_not_stored_and_nothing_is_le
         after_failure = stored_events(client, keys, of_u("interrupted", "failed"))
         assert [e.author for e in after_failure] == ["user"]  # no model turn, no call
         assert client.llen(queue_name("default")) == 0  # and nothing on the queue
+        assert client.llen(outbox_key(keys)) == 0  # nor bound for RabbitMQ's
         answer = await runner.ask(user_id="u", session_id="failed", message="next")
     events = stored_events(client, keys, of_u("interrupted", "failed"))
     assert not any(e.content and function_calls(e.content) for e in events)
