@@ -1,7 +1,11 @@
 """Read posted long-running results from the apps' completions streams and apply each
 once (consumer group `orchestrators`; every replica is one consumer).
 
-Per entry: parse it, then apply it under the session's lock (CompletionApplier).
+Per entry: parse it, then apply it under the session's lock (CompletionApplier). At
+most `max_applying` entries are applied at once (each may resume its session: a model
+turn held in memory); the listener reads more only once there is room, so the others
+wait in the stream, not in the replica's memory, and a backlog of any size costs the
+same.
 Entries a crashed replica left unacknowledged are taken over with XAUTOCLAIM; entries
 every consumer is done with are trimmed at the same pace. The
 listener also finishes the work of replicas that died: every `owed_scan_s` it
@@ -30,10 +34,15 @@ from toolfleet.shared.messages import COMPLETION_FIELD
 
 log = logging.getLogger(__name__)
 
+# Completion entries one replica applies at once (each may resume its session).
+MAX_APPLYING = 256
+# Entries read (or taken over) per request at most.
+READ_COUNT = 100
+
 
 class CompletionListener:
     """`await listener.start()` ... `await listener.stop()`: one task reading the
-    streams, one task per entry applying it."""
+    streams, one task per entry applying it, at most `max_applying` at a time."""
 
     def __init__(
         self,
@@ -49,7 +58,10 @@ class CompletionListener:
         block_ms: int = 2_000,
         lease_wait_s: float = 600.0,
         owed_scan_s: float = 10.0,
+        max_applying: int = MAX_APPLYING,
     ) -> None:
+        if max_applying < 1:
+            raise ValueError(f"max_applying is {max_applying}; it must be 1 or more")
         self._redis = client  # dedicated: it blocks in XREADGROUP
         self._consumer = consumer
         self._claim_idle_ms = claim_idle_ms
@@ -58,6 +70,9 @@ class CompletionListener:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._handlers: set[asyncio.Task[None]] = set()
+        self._max_applying = max_applying
+        self._applying = 0  # entries read and not yet handled
+        self._room = asyncio.Event()  # set when an entry is done
         self.resumer = SessionResumer(
             runners, self._start, on_update=on_update, lease_wait_s=lease_wait_s
         )
@@ -93,13 +108,21 @@ class CompletionListener:
                 if time.monotonic() - last_scan > self._owed_scan_s:
                     last_scan = time.monotonic()
                     await self.resumer.resume_owed()
+                await self._wait_for_room()
                 if time.monotonic() - last_claim > self._claim_idle_ms / 2000:
                     last_claim = time.monotonic()
                     await self._take_over_stale()
                     await self._trim()
+                room = self._max_applying - self._applying
+                if room <= 0:
+                    continue
                 streams: Any = dict.fromkeys(self.applier.streams, ">")
                 response: Any = await self._redis.xreadgroup(
-                    GROUP, self._consumer, streams, count=100, block=self._block_ms
+                    GROUP,
+                    self._consumer,
+                    streams,
+                    count=min(READ_COUNT, room),
+                    block=self._block_ms,
                 )
             except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
                 if self._stopping:
@@ -111,11 +134,29 @@ class CompletionListener:
                 for entry_id, fields in entries:
                     self._spawn(decoded(stream), decoded(entry_id), fields)
 
+    async def _wait_for_room(self) -> None:
+        """Return once there is room for a read's worth of entries (a quarter of
+        `max_applying`, at most READ_COUNT): a backlog is read in parts, not one entry
+        per request as each one finishes."""
+        wanted = max(1, min(READ_COUNT, self._max_applying // 4))
+        while self._max_applying - self._applying < wanted:
+            self._room.clear()
+            await self._room.wait()
+
     async def _take_over_stale(self) -> None:
-        """Claim entries another (crashed) replica read but never acknowledged."""
+        """Claim entries another (crashed) replica read but never acknowledged, as many
+        as there is room for (the rest at the next look)."""
         for stream in self.applier.streams:
+            room = self._max_applying - self._applying
+            if room <= 0:
+                return
             reply: Any = await self._redis.xautoclaim(
-                stream, GROUP, self._consumer, min_idle_time=self._claim_idle_ms, start_id="0-0"
+                stream,
+                GROUP,
+                self._consumer,
+                min_idle_time=self._claim_idle_ms,
+                start_id="0-0",
+                count=min(READ_COUNT, room),
             )
             for entry_id, fields in reply[1]:
                 if fields:  # None for entries trimmed away meanwhile
@@ -129,6 +170,7 @@ class CompletionListener:
             await TRIM_COMPLETIONS.run(self._redis, 1, stream, GROUP)
 
     def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        self._applying += 1
         self._start(self._handle_safely(stream, entry_id, fields))
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
@@ -143,6 +185,8 @@ class CompletionListener:
             # Left unacknowledged: a replica takes it over after claim_idle_ms.
             log.exception("completion %s on %s failed; it will be retried", entry_id, stream)
         finally:
+            self._applying -= 1
+            self._room.set()
             self.handled.set()
 
     async def _handle(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:

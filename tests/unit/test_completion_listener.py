@@ -1,0 +1,69 @@
+"""The completions listener on fakeredis: it applies at most `max_applying` entries at
+once and reads no more from the stream until one is done, however long the backlog."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any, cast
+
+import fakeredis
+import pytest
+
+from tests.support import until
+from toolfleet.orchestrator.completions.applier import GROUP
+from toolfleet.orchestrator.completions.listener import CompletionListener
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.shared.keys import Keys
+
+KEYS = Keys("t")
+
+
+async def test_a_backlog_is_applied_a_bounded_number_at_a_time_and_left_in_the_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = fakeredis.FakeAsyncRedis()
+    runner = SimpleNamespace(settings=SimpleNamespace(secret_arg_names=(), max_json_depth=64))
+    listener = CompletionListener(
+        {"app": cast(Runner, runner)}, client, KEYS, "replica-1",
+        block_ms=20, owed_scan_s=3600, claim_idle_ms=3_600_000, max_applying=4,
+    )  # fmt: skip
+    gate = asyncio.Event()
+    running, peak, done = 0, 0, []
+
+    async def handle(stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await gate.wait()
+        running -= 1
+        done.append(entry_id)
+
+    async def nothing_owed() -> None:
+        return None
+
+    monkeypatch.setattr(listener, "_handle", handle)
+    monkeypatch.setattr(listener.resumer, "resume_owed", nothing_owed)
+    stream = KEYS.completions("app")
+    await listener.start()
+    try:
+        for n in range(30):
+            await client.xadd(stream, {"completion": f"{n}"})
+        await until(lambda: running == 4, "four entries being applied", 10)
+        summary: Any = await client.xpending(stream, GROUP)
+        assert summary["pending"] == 4  # read by this replica: only those it applies
+        gate.set()
+        await until(lambda: len(done) == 30, "the whole backlog applied", 10)
+        assert peak == 4
+        assert len(set(done)) == 30
+    finally:
+        await listener.stop()
+        await client.aclose()
+
+
+def test_a_bound_below_one_is_refused_saying_so() -> None:
+    runner = SimpleNamespace(settings=SimpleNamespace(secret_arg_names=(), max_json_depth=64))
+    with pytest.raises(ValueError, match="max_applying is 0; it must be 1 or more"):
+        CompletionListener(
+            {"app": cast(Runner, runner)}, fakeredis.FakeAsyncRedis(), KEYS, "r", max_applying=0
+        )
