@@ -196,6 +196,26 @@ async def notebook(p: Program) -> None:
     print(f"memory search: {[m.author for m in found.memories]} {texts}")
 
 
+async def library(p: Program) -> None:
+    await p.say("Lend me Dune, then clear shelf B2")
+
+
+async def parcel_desk(p: Program) -> None:
+    await p.say("Quote a 1.5 kg parcel")
+    await p.say("Quote a fragile 2 kg parcel to Ghent, Belgium")
+    await p.say("Deliver it to locker L-19")
+
+
+async def trivia(p: Program) -> None:
+    await p.runner.run_debug(["What is the capital of Peru?", "And of Kenya?"])
+    await p.runner.run_debug(["What is the capital of Laos?"], verbose=True)
+    session = await p.runner.session_service.get_session(
+        app_name=p.name, user_id="debug_user_id", session_id="debug_session_id"
+    )
+    assert session is not None
+    print(f"state countries_asked: {_show(session.state.get('countries_asked'))}")
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -207,6 +227,9 @@ DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
         recipe_card,
         receipts,
         notebook,
+        library,
+        parcel_desk,
+        trivia,
     )
 }
 

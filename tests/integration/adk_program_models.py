@@ -123,4 +123,44 @@ MODELS: dict[str, ScriptedModel] = {
             "lock": [say("Noted.")],
         }
     ),
+    # library: the plugin blocks clear_shelf.
+    "librarian": ScriptedModel(
+        [
+            call(Call("lend_book", {"title": "Dune"})),
+            call(Call("clear_shelf", {"shelf": "B2"})),
+            lambda v: say(f"Lent Dune; {v.response('clear_shelf')['error']}"),
+        ]
+    ),
+    # parcel_desk: pydantic arguments, an optional one left out, a union.
+    "parcel_desk": ScriptedModel(
+        by_message={
+            "locker": [
+                call(Call("deliver_to", {"target": {"locker_id": "L-19"}})),
+                lambda v: say(f"Delivering to {v.response('deliver_to')['at']}."),
+            ],
+            "fragile": [
+                call(
+                    Call(
+                        "quote_shipping",
+                        {
+                            "parcel": {"weight_kg": 2, "fragile": True},
+                            "destination": {"city": "Ghent", "country": "BE"},
+                        },
+                    )
+                ),
+                lambda v: say(f"That is EUR {v.response('quote_shipping')['price_eur']}."),
+            ],
+            "quote": [
+                call(Call("quote_shipping", {"parcel": {"weight_kg": 1.5}})),
+                lambda v: say(f"That is EUR {v.response('quote_shipping')['price_eur']}."),
+            ],
+        }
+    ),
+    # trivia: the country is the message's last word.
+    "trivia": ScriptedModel(
+        [
+            call(Call("capital_of", lambda v: {"country": v.user_text.rstrip("?").split()[-1]})),
+            lambda v: say(f"It is {v.response('capital_of')['result']}."),
+        ]
+    ),
 }

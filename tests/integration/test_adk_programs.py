@@ -38,6 +38,9 @@ GROUPS: list[tuple[str, ...]] = [
     ("leave_request", "recipe_card"),
     ("receipts",),
     ("notebook",),
+    ("library",),
+    ("parcel_desk",),
+    ("trivia",),
 ]
 # Model requests each group makes through the stand-in.
 REQUESTS: dict[tuple[str, ...], int] = {
@@ -47,6 +50,9 @@ REQUESTS: dict[tuple[str, ...], int] = {
     ("newsletter",): 7,
     ("leave_request", "recipe_card"): 5,
     ("receipts",): 6,
+    ("library",): 3,
+    ("parcel_desk",): 6,
+    ("trivia",): 6,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
 DIFFERS: dict[str, str] = {
