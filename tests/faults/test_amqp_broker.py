@@ -23,6 +23,7 @@ from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
 from tests.faults.rabbit import rabbit_vhost, rabbitmqctl
 from tests.faults.servers import RedisServer
+from tests.faults.test_io_pools import agent_of, one_turn
 from tests.faults.test_worker_faults import (
     PATIENT_GRACE_S,
     next_start,
@@ -242,3 +243,22 @@ async def test_a_turn_across_a_rabbitmq_restart_is_answered_exactly_once(
     executions = [probe.executions(client, settings.key_prefix, i) for i in call_ids]
     assert all(n >= 1 for n in executions), executions
     report_figure("executions per call across the restart", executions)
+
+
+async def test_an_io_worker_on_rabbitmq_runs_a_wave_of_200_async_calls_at_once(
+    settings: Settings, workers: WorkerGroup, report_figure: Report
+) -> None:
+    worker = workers.start(["io"])  # the settings' io concurrency: its prefetch window
+    assert worker.kind == "io" and worker.concurrency == settings.io_concurrency >= 200
+    wave = uuid.uuid4().hex
+    calls = [Call("io_meet", {"wave": wave, "n": 200})] * 200
+    results = await one_turn(settings, agent_of(*calls))
+    assert len(results) == 200 and len({r.call_id for r in results}) == 200
+    assert all(r.status is CallStatus.SUCCESS for r in results), results[:3]
+    assert {r.worker for r in results} == {worker.hostname}
+    # All 200 were taken within one prefetch window and waited for each other.
+    assert all(r.response == {"met": True} for r in results), results[:3]
+    # Celery's consumer took them: the intake reads Redis lists only.
+    assert "Celery's consumer takes them" in worker.log()
+    spread = max(r.started_at for r in results) - min(r.started_at for r in results)
+    report_figure("first start -> last start (200 calls, one io process)", f"{spread:.2f} s")
