@@ -216,6 +216,23 @@ async def trivia(p: Program) -> None:
     print(f"state countries_asked: {_show(session.state.get('countries_asked'))}")
 
 
+CONFIRMATION = "adk_request_confirmation"
+
+
+async def payments(p: Program) -> None:
+    async def confirm(events: list[Event], **response: Any) -> None:
+        (asked,) = [c for e in events for c in e.get_function_calls() if c.name == CONFIRMATION]
+        assert asked.args is not None
+        original, confirmation = asked.args["originalFunctionCall"], asked.args["toolConfirmation"]
+        print(f"asked: {original['name']} {_show(confirmation.get('payload'))}")
+        answer = types.FunctionResponse(id=asked.id, name=CONFIRMATION, response=response)
+        await p.send(types.Content(role="user", parts=[types.Part(function_response=answer)]))
+
+    await p.say("Pay 40 to Ann")
+    await confirm(await p.say("Pay 250 to Bob"), confirmed=True)
+    await confirm(await p.say("Order 3 cards"), confirmed=True, payload={"cards": 2})
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -230,6 +247,7 @@ DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
         library,
         parcel_desk,
         trivia,
+        payments,
     )
 }
 

@@ -6,7 +6,13 @@ what toolfleet prints can be checked against what ADK prints for the same turns.
 
 from __future__ import annotations
 
+import json
+
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, Step, call, say
+
+
+def _done(view: ScriptView) -> Step:
+    return say(f"Done: {json.dumps(dict(view.responses), sort_keys=True)}")
 
 
 def _leave_next(view: ScriptView) -> Step:
@@ -162,5 +168,13 @@ MODELS: dict[str, ScriptedModel] = {
             call(Call("capital_of", lambda v: {"country": v.user_text.rstrip("?").split()[-1]})),
             lambda v: say(f"It is {v.response('capital_of')['result']}."),
         ]
+    ),
+    # payments: each answer repeats the last turn's responses.
+    "payments": ScriptedModel(
+        by_message={
+            r"pay 40": [call(Call("send_payment", {"amount": 40, "payee": "Ann"})), _done],
+            r"pay 250": [call(Call("send_payment", {"amount": 250, "payee": "Bob"})), _done],
+            "cards": [call(Call("order_cards", {"count": 3})), _done, _done],
+        }
     ),
 }
