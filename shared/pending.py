@@ -193,13 +193,29 @@ class PendingCalls:
         keys = (self._keys.session_pending(session), self.key, self._keys.pending_indexed())
         raw = await _SESSION.run(client, 3, *keys)
         if raw is None:  # records from before the sets: index them once
-            async with self._indexing:
-                if not await client.exists(self._keys.pending_indexed()):
-                    await self.aindex_all(client)
+            await self._indexed(client)
             raw = await _SESSION.run(client, 3, *keys)
         calls = [PendingCall.model_validate_json(value) for value in raw or ()]
         mine = [call for call in calls if call.session_key == session]
         return sorted(mine, key=lambda call: call.created_at)
+
+    async def acounts(self, client: aioredis.Redis, sessions: Iterable[SessionKey]) -> list[int]:
+        """How many calls each of `sessions` has pending, in their order (their sets'
+        sizes: no record is read)."""
+        await self._indexed(client)
+        pipe = client.pipeline(transaction=False)
+        for session in sessions:
+            pipe.scard(self._keys.session_pending(session))
+        return [int(count) for count in await pipe.execute()]
+
+    async def _indexed(self, client: aioredis.Redis) -> None:
+        """Index the records (`aindex_all`) unless that was done: once per process at a
+        time, not once per reader."""
+        if await client.exists(self._keys.pending_indexed()):
+            return
+        async with self._indexing:
+            if not await client.exists(self._keys.pending_indexed()):
+                await self.aindex_all(client)
 
     async def aindex_all(self, client: aioredis.Redis) -> None:
         """Add every record to its session's set, a part of the hash per step (a record

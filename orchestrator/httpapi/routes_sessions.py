@@ -117,10 +117,8 @@ def sessions_router(api: HttpApi) -> APIRouter:
             pipe.llen(api.keys.events(key))
             pipe.lindex(api.keys.events(key), -1)
         replies = await pipe.execute()
-        pending: dict[str, int] = {}  # by session id: of this app and user only
-        for call in await api.store.pending_calls():
-            if (call.app_name, call.user_id) == (app, user_id):
-                pending[call.session_id] = pending.get(call.session_id, 0) + 1
+        keys = [session_key(app, user_id, session_id) for session_id in ids]
+        pending = dict(zip(ids, await api.store.pending_counts(keys), strict=True))
         out, expired = [], []
         for i, session_id in enumerate(ids):
             created, count, last = replies[3 * i : 3 * i + 3]

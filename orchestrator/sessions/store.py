@@ -497,6 +497,10 @@ class SessionStore:
             return await self._pending.asession(self._redis, key)
         return await self._pending.aall(self._redis)
 
+    async def pending_counts(self, keys: Sequence[SessionKey]) -> list[int]:
+        """How many calls each session of `keys` has pending, in order (no record read)."""
+        return await self._pending.acounts(self._redis, keys)
+
     async def sessions_to_resume(self) -> list[SessionKey]:
         """Keys of the sessions owing the model a turn (see `append`), sorted."""
         owed = await self._redis.smembers(self._keys.resume())

@@ -130,6 +130,8 @@ async def test_an_approval_posted_through_the_api_resumes_the_agent_and_streams_
     assert ticket["args"] == {"purpose": "meals", "amount": 200.0}
     listed = (await client.get("/tickets", params={"session_id": session_id})).json()
     assert [t["call_id"] for t in listed] == [ticket["call_id"]]
+    sessions = (await client.get(f"/apps/{app}/users/emp-7/sessions")).json()
+    assert [(s["id"], s["pending"]) for s in sessions] == [(session_id, 1)]
 
     async with (
         asyncio.timeout(WAIT_S),

@@ -256,3 +256,23 @@ async def test_readers_at_once_before_the_sets_index_the_records_once(
     reads = await asyncio.gather(*(store.pending_calls(ANN) for _ in range(8)))
     assert [[c.call_id for c in read] for read in reads] == [["a1"]] * 8
     assert len(runs) == 1
+
+
+async def test_counts_per_session_come_from_the_sets_alone(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ann, bob = await store.create("app", "ann", "s1"), await store.create("app", "bob", "s2")
+    old = call("a0")  # from before the sets: counted once indexed
+    await fake_redis.hset(KEYS.pending(), old.call_id, old.model_dump_json())
+    await store.append(ann, event(), pending=[call("a1"), call("a2")])
+    await store.append(bob, event(), pending=[call("b1", BOB)])
+    none = session_key("app", "ann", "none")
+    assert await store.pending_counts([ANN, BOB, none]) == [3, 1, 0]
+
+    async def read(*_: object) -> None:
+        raise AssertionError("read pending records to count them")
+
+    monkeypatch.setattr(PendingCalls, "aall", read)
+    await store.append(ann, event(), closed=["a0", "a1"])
+    assert await store.pending_counts([ANN, BOB]) == [1, 1]
+    assert await store.pending_counts([]) == []
