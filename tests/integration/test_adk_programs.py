@@ -3,7 +3,8 @@ offline model and through the real google-genai SDK against the Gemini REST stan
 
 Each expected line (adk_programs_expected/<program>.txt) is what google-adk 2.13
 printed when the same drivers ran the same program, its imports resolved to ADK's, with
-a BaseLlm playing the same model turns (adk_program_models). Programs run in a few
+a BaseLlm playing the same model turns (adk_program_models); adk_program_record.py
+records them again. Programs run in a few
 processes, not one: the local fleet of one process serves one module's tools per pool,
 so each process holds at most one program with tools of its own.
 """
