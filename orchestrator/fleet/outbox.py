@@ -22,8 +22,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import amqp
 import redis.asyncio as aioredis
-from kombu import Connection, Exchange, Producer, Queue
+from kombu import Connection
 
 from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS
 from toolfleet.shared.keys import Keys
@@ -36,6 +37,9 @@ RELAY_BATCH = 500
 # How long a relay waits for new messages before it looks again without being woken
 # (messages another replica wrote, or a lease another replica let go).
 RELAY_POLL_S = 0.05
+# How long the relay waits for RabbitMQ's next confirm before it gives the batch up
+# (and publishes it again on a new connection).
+CONFIRM_TIMEOUT_S = 10.0
 # The relay's lease: another replica's relay takes over this long after one dies.
 RELAY_LEASE_MS = 3000
 # After a broker error the relay tries again this long later, then twice as long, up to
@@ -81,18 +85,6 @@ def relay_lease_key(keys: Keys) -> str:
     return f"{keys.prefix}:outbox:relay"
 
 
-def tool_queue(name: str) -> Queue:
-    """A tool queue on RabbitMQ, declared as Celery's workers declare it (a quorum queue
-    bound to a direct exchange of its name)."""
-    return Queue(
-        name,
-        Exchange(name, type="direct"),
-        routing_key=name,
-        durable=True,
-        queue_arguments=QUORUM_QUEUE_ARGUMENTS,
-    )
-
-
 def amqp_message(raw: bytes | str) -> tuple[str, dict[str, Any]]:
     """The queue of an outbox message and kombu's `Producer.publish` arguments for it."""
     message = json.loads(raw)
@@ -115,47 +107,72 @@ def amqp_message(raw: bytes | str) -> tuple[str, dict[str, Any]]:
 
 
 class AmqpPublisher:
-    """Publishes outbox messages to RabbitMQ, each confirmed before `publish` returns.
-    Synchronous (kombu): the relay runs it on a thread."""
+    """Publishes outbox messages to RabbitMQ, every one confirmed before `publish`
+    returns. A batch is published at once and its confirms awaited together (one broker
+    commit for many messages, not one round trip each). Synchronous (py-amqp): the relay
+    runs it on a thread."""
 
     def __init__(self, url: str) -> None:
         self._url = url
         self._connection: Connection | None = None
-        self._producer: Producer | None = None
-        self._channel: Any = None
+        self._channel: Any = None  # py-amqp's Channel, in confirm mode
         self._declared: set[str] = set()
+        self._published = 0  # delivery tags given on this channel (confirm mode counts)
+        self._confirmed = 0  # every tag up to this one is confirmed
+        self._refused: list[int] = []
 
     def publish(self, raws: Sequence[bytes | str]) -> None:
         """Publish `raws` in order; returns once the broker confirmed every one. Raises
-        on a connection error or a refusal (the connection is dropped: the next call
-        opens a new one)."""
+        on a connection error, a refusal (nack) or no confirm within CONFIRM_TIMEOUT_S
+        (the connection is dropped: the next call opens a new one)."""
         try:
-            producer = self._connect()
+            connection, channel = self._connect()
             for raw in raws:
                 queue, arguments = amqp_message(raw)
                 if queue not in self._declared:
-                    tool_queue(queue)(self._channel).declare()
+                    channel.queue_declare(
+                        queue, durable=True, auto_delete=False, arguments=QUORUM_QUEUE_ARGUMENTS
+                    )
                     self._declared.add(queue)
                 body = arguments.pop("body")
-                producer.publish(body, exchange="", routing_key=queue, retry=False, **arguments)
+                headers = arguments.pop("headers")
+                message = amqp.Message(body, application_headers=headers, **arguments)
+                channel.basic_publish(message, exchange="", routing_key=queue)
+                self._published += 1
+            while self._confirmed < self._published:
+                if self._refused:
+                    raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
+                connection.drain_events(timeout=CONFIRM_TIMEOUT_S)
+            if self._refused:
+                raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
         except Exception:
             self.close()
             raise
 
-    def _connect(self) -> Producer:
-        if self._producer is None:
-            connection = Connection(self._url, transport_options={"confirm_publish": True})
+    def _confirm(self, tag: int, multiple: bool) -> None:
+        # Confirms of one channel come in order; `multiple` covers every tag up to it.
+        self._confirmed = max(self._confirmed, tag)
+
+    def _refuse(self, tag: int, multiple: bool) -> None:
+        self._refused.append(tag)
+
+    def _connect(self) -> tuple[Connection, Any]:
+        if self._connection is None or self._channel is None:
+            connection = Connection(self._url)
             connection.ensure_connection(max_retries=1)
-            self._connection = connection
-            self._channel = connection.channel()
-            self._producer = Producer(self._channel)
+            channel: Any = connection.channel()
+            channel.events["basic_ack"].add(self._confirm)
+            channel.events["basic_nack"].add(self._refuse)
+            channel.confirm_select()
+            self._connection, self._channel = connection, channel
             self._declared.clear()
-        return self._producer
+            self._published = self._confirmed = 0
+            self._refused = []
+        return self._connection, self._channel
 
     def close(self) -> None:
         """Close the connection, if any."""
-        connection, self._connection, self._producer = self._connection, None, None
-        self._channel = None
+        connection, self._connection, self._channel = self._connection, None, None
         if connection is not None:
             with contextlib.suppress(Exception):
                 connection.release()
