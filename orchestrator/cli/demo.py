@@ -25,8 +25,8 @@ next (from the repository, where examples/ is):
   toolfleet run --agent examples.weather:agent "Weather in London, Paris and Tokyo?"
   toolfleet run --agent examples.reimbursement:agent "Please reimburse 200$ for meals"
       then, in another terminal: toolfleet tickets list / toolfleet tickets approve <call-id>
-  docker compose up --scale worker=8      scale tool workers (README: Scaling with compose)
-  toolfleet flower                        watch the fleet in Flower (README: Flower)"""
+  docker compose up --scale worker=8      scale tool workers (docs/guides/compose.md)
+  toolfleet flower                        watch the fleet in Flower (docs/guides/flower.md)"""
 
 
 async def _demo(settings: Settings, printer: ConsolePrinter, timeout_s: float) -> None:

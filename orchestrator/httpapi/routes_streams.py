@@ -38,7 +38,7 @@ SSE_EVENT = {
 }
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "Server-Sent Events: " + ", ".join(EVENT_NAMES) + " (see the README).",
+        "description": "Server-Sent Events: " + ", ".join(EVENT_NAMES) + " (docs/guides/http.md).",
         "content": {"text/event-stream": {"schema": SSE_EVENT}},
     }
 }

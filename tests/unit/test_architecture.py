@@ -236,6 +236,7 @@ def test_the_readme_the_examples_and_compose_import_from_the_facade() -> None:
         r"^\s*from (toolfleet\.(?!adk import)\S+|shared|orchestrator|workers)\b.* import", re.M
     )
     texts = {p.name: p.read_text() for p in [ROOT / "README.md", ROOT / "compose.yaml"]}
+    texts |= {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "docs").rglob("*.md")}
     texts |= {p.name: p.read_text() for p in (ROOT / "examples").glob("*.py")}
     offenders = {name: deep.findall(text) for name, text in texts.items() if deep.search(text)}
     assert offenders == {}

@@ -219,14 +219,6 @@ def test_every_setting_is_in_env_example() -> None:
     assert not missing, f"add to .env.example: {sorted(missing)}"
 
 
-def test_every_setting_is_in_the_readmes_configuration_table() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("## Configuration") : readme.index("### Bounds and retention")]
-    names = {f"TOOLFLEET_{field.upper()}" for field in Settings.model_fields}
-    missing = {name for name in names if f"| `{name}` |" not in table}
-    assert not missing, f"add to the README's configuration table: {sorted(missing)}"
-
-
 def test_worker_services_serve_every_pool_of_the_default_modules(
     services: dict[str, Any],
 ) -> None:
