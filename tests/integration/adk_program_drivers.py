@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -233,6 +234,24 @@ async def payments(p: Program) -> None:
     await confirm(await p.say("Order 3 cards"), confirmed=True, payload={"cards": 2})
 
 
+async def city_guide(p: Program) -> None:
+    await p.say("What is the weather in Oslo and in Atlantis?")
+    await p.say("And the population of Oslo?")
+    seen = MODELS["city_guide"].requests[-1]
+    texts = [part.text for c in seen.contents for part in c.parts or () if part.text]
+    print(f"model saw {len(seen.contents)} contents, texts: {texts}")
+    # toolfleet's request holds the instruction in `instruction`, ADK's in its config.
+    instruction = getattr(seen, "instruction", "") or str(seen.config.system_instruction)
+    provided = re.search(r"You are a city guide [^.]*\.", instruction)
+    print(f"instruction: {provided[0] if provided else None}")
+
+
+async def visit_log(p: Program) -> None:
+    await p.say("I went to the Louvre, the Prado and the Uffizi")
+    state = await p.session_state()
+    print(f"state visits: {sorted(state.get('visits', []))}")
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -248,6 +267,8 @@ DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
         parcel_desk,
         trivia,
         payments,
+        city_guide,
+        visit_log,
     )
 }
 

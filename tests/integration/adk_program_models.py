@@ -177,4 +177,29 @@ MODELS: dict[str, ScriptedModel] = {
             "cards": [call(Call("order_cards", {"count": 3})), _done, _done],
         }
     ),
+    # city_guide: two calls in one turn, one answered with the tool's error dict.
+    "city_guide": ScriptedModel(
+        by_message={
+            "weather": [
+                call(
+                    Call("weather_in", {"city": "Oslo"}),
+                    Call("weather_in", {"city": "Atlantis"}),
+                ),
+                lambda v: say(
+                    " / ".join(str(r.get("report", r.get("error_message"))) for _, r in v.responses)
+                ),
+            ],
+            "population": [
+                call(Call("population_of", {"city": "Oslo"})),
+                lambda v: say(f"About {v.response('population_of')['population']} people."),
+            ],
+        }
+    ),
+    # visit_log: three calls in one turn, each appending to one state list.
+    "visit_log": ScriptedModel(
+        [
+            call(*(Call("log_visit", {"museum": m}) for m in ("Louvre", "Prado", "Uffizi"))),
+            say("Logged three visits."),
+        ]
+    ),
 }

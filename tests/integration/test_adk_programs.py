@@ -4,9 +4,9 @@ offline model and through the real google-genai SDK against the Gemini REST stan
 Each expected line (adk_programs_expected/<program>.txt) is what google-adk 2.13
 printed when the same drivers ran the same program, its imports resolved to ADK's, with
 a BaseLlm playing the same model turns (adk_program_models); adk_program_record.py
-records them again. Programs run in a few
-processes, not one: the local fleet of one process serves one module's tools per pool,
-so each process holds at most one program with tools of its own.
+records them again. Programs run in a few processes, not one: the local fleet of one
+process serves one module's tools per pool, so each process holds at most one program
+with tools of its own.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ GROUPS: list[tuple[str, ...]] = [
     ("parcel_desk",),
     ("trivia",),
     ("payments",),
+    ("city_guide",),
+    ("visit_log",),
 ]
 # Model requests each group makes through the stand-in.
 REQUESTS: dict[tuple[str, ...], int] = {
@@ -55,6 +57,7 @@ REQUESTS: dict[tuple[str, ...], int] = {
     ("library",): 3,
     ("parcel_desk",): 6,
     ("trivia",): 6,
+    ("city_guide",): 4,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
 DIFFERS: dict[str, str] = {
@@ -62,6 +65,9 @@ DIFFERS: dict[str, str] = {
     # tool's interim response (ADK lets it answer it), and a require_confirmation call
     # shows no interim error response. The answers after confirming are ADK's.
     "payments": "a call waiting for confirmation is parked, not answered",
+    # Each call writes to a snapshot of the state; ADK's calls of one turn share one
+    # dict, so every append to the list lands there, where toolfleet keeps the last.
+    "visit_log": "calls of one turn appending to one state key: the last one wins",
     "notebook": "search_memory also finds the current session's events, never added to memory",
 }
 
