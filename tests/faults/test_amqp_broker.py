@@ -189,7 +189,7 @@ async def test_a_worker_killed_holding_unacked_messages_has_them_redelivered_and
 
 
 async def test_the_relay_moves_the_outbox_to_rabbitmq_where_status_counts_the_queue(
-    settings: Settings, client: redis.Redis, aclient: aioredis.Redis
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, aclient: aioredis.Redis
 ) -> None:
     keys = Keys(settings.key_prefix)
     pool = f"amqp-depth-{uuid.uuid4().hex[:6]}"  # a queue no worker takes
@@ -210,6 +210,10 @@ async def test_the_relay_moves_the_outbox_to_rabbitmq_where_status_counts_the_qu
     assert client.llen(queue_name(pool)) == 0  # nothing on a Redis list
     (state,) = await broker_queue_states(aclient, [pool], broker)
     assert (state.pool, state.waiting, state.oldest_age_s) == (pool, 3, None)
+    # A worker started after the relay declared the queue declares it alike, and runs them.
+    workers.start([pool], concurrency=1)
+    wait_for(lambda: client.xlen(stream) == 3, 30, "the three results")
+    assert [s.waiting for s in amqp_queue_states(broker, [pool])] == [0]
 
 
 def restart_rabbitmq() -> None:
