@@ -1,0 +1,58 @@
+"""The settings and Celery configuration of the tool queues on RabbitMQ, and the outbox
+message a relay publishes (no broker needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support import tool_call
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.outbox import amqp_message
+from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS, celery_config
+from toolfleet.shared.config import Settings
+from toolfleet.shared.errors import ConfigError
+
+REDIS = "redis://127.0.0.1:6379/0"
+AMQP = "amqp://guest:guest@127.0.0.1:5672/tests"
+
+
+def test_without_a_broker_url_the_queues_stay_on_redis() -> None:
+    settings = Settings(redis_url=REDIS)
+    assert not settings.broker_is_amqp
+    assert settings.require_broker_url() == REDIS
+    config = celery_config(settings, [])
+    assert config["broker_url"] == REDIS
+    assert "visibility_timeout" in config["broker_transport_options"]
+
+
+def test_an_amqp_broker_url_makes_quorum_queues_acked_late() -> None:
+    settings = Settings(redis_url=REDIS, broker_url=AMQP)
+    assert settings.broker_is_amqp
+    config = celery_config(settings, [])
+    assert config["broker_url"] == AMQP
+    assert config["task_create_missing_queue_type"] == "quorum"
+    assert config["task_default_queue_type"] == "quorum"
+    assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
+    assert config["worker_prefetch_multiplier"] == 1
+    assert QUORUM_QUEUE_ARGUMENTS == {"x-queue-type": "quorum"}
+
+
+def test_a_broker_url_that_is_not_amqp_says_what_to_change() -> None:
+    settings = Settings(redis_url=REDIS, broker_url="redis://elsewhere:6379/0")
+    with pytest.raises(ConfigError, match="TOOLFLEET_BROKER_URL must be an amqp"):
+        settings.require_broker_url()
+
+
+def test_an_outbox_message_becomes_the_celery_task_message_on_its_queue() -> None:
+    call = tool_call("c1", "step", "s1", "results", {"n": 1})
+    publisher = CeleryPublisher(None)  # type: ignore[arg-type]  # encodes only: no client
+    encoded = publisher.encode(Dispatch(call, "tools.default"))
+    queue, published = amqp_message(encoded)
+    assert queue == "tools.default"
+    assert published["content_type"] == "application/json"
+    assert published["delivery_mode"] == 2
+    assert published["headers"]["task"] == "tool.step"
+    _, kwargs, _ = json.loads(published["body"])
+    assert kwargs["call"]["call_id"] == "c1" and kwargs["call"]["args"] == {"n": 1}
