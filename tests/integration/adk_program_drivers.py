@@ -252,6 +252,19 @@ async def visit_log(p: Program) -> None:
     print(f"state visits: {sorted(state.get('visits', []))}")
 
 
+async def briefing(p: Program) -> None:
+    await p.say("Budget is up five percent and we launch in May")
+    seen = MODELS["summariser"].requests[-1]
+    texts = [part.text for c in seen.contents for part in c.parts or () if part.text]
+    print(f"summariser saw {len(seen.contents)} contents: {texts}")
+    await p.state("notes", "summary")
+
+
+async def order_desk(p: Program) -> None:
+    await p.say("Two cups of oolong, please")
+    await p.state("order")
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -269,6 +282,8 @@ DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
         payments,
         city_guide,
         visit_log,
+        briefing,
+        order_desk,
     )
 }
 

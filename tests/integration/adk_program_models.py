@@ -202,4 +202,15 @@ MODELS: dict[str, ScriptedModel] = {
             say("Logged three visits."),
         ]
     ),
+    # briefing: the summariser sees no history.
+    "note_taker": ScriptedModel([say("- budget up 5%\n- launch in May")]),
+    "summariser": ScriptedModel([say("Budget up 5%, launch in May.")]),
+    # order_desk: as ADK's model answers an output_schema agent with tools (off Vertex
+    # AI): its final answer is a call of ADK's set_model_response.
+    "order_desk": ScriptedModel(
+        [
+            call(Call("list_teas", {})),
+            call(Call("set_model_response", {"tea": "oolong", "cups": 2})),
+        ]
+    ),
 }
