@@ -100,7 +100,8 @@ def test_prometheus_scrapes_the_orchestrator_and_every_worker_service(
     for name, service in workers.items():
         bind = substitute(str(service["environment"]["TOOLFLEET_WORKER_METRICS_BIND"]))
         assert bind == f"0.0.0.0:{discovery['port']}", name
-        assert service["environment"]["TOOLFLEET_REDIS_URL"] == "redis://redis:6379/0", name
+        redis_url = substitute(str(service["environment"]["TOOLFLEET_REDIS_URL"]))
+        assert redis_url == "redis://redis:6379/0", name
 
 
 def test_observability_services_are_opt_in_on_loopback_with_their_files(
