@@ -265,6 +265,18 @@ async def order_desk(p: Program) -> None:
     await p.state("order")
 
 
+async def countdown(p: Program) -> None:
+    await p.say("Count down")
+
+
+async def short_memory(p: Program) -> None:
+    await p.say("Hi")
+    await p.say("Hi again")
+    seen = MODELS["short_memory"].requests[-1]
+    texts = [part.text for c in seen.contents for part in c.parts or () if part.text]
+    print(f"model saw {len(seen.contents)} contents, texts: {texts}")
+
+
 DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
     f.__name__: f
     for f in (
@@ -284,6 +296,8 @@ DRIVERS: dict[str, Callable[[Program], Awaitable[None]]] = {
         visit_log,
         briefing,
         order_desk,
+        countdown,
+        short_memory,
     )
 }
 

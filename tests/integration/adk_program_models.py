@@ -213,4 +213,8 @@ MODELS: dict[str, ScriptedModel] = {
             call(Call("set_model_response", {"tea": "oolong", "cups": 2})),
         ]
     ),
+    # countdown: one number a loop pass, then exit_loop.
+    "counter": ScriptedModel([say("3"), say("2"), say("1"), call(Call("exit_loop", {}))]),
+    # short_memory: the trimmed request starts at the latest message: always step one.
+    "short_memory": ScriptedModel([say("Hello.")]),
 }
