@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from toolfleet.shared.context import ToolContext
+from toolfleet.shared.tools import FunctionTool
 
 
 def exit_loop(tool_context: ToolContext) -> None:
@@ -18,3 +19,8 @@ def exit_loop(tool_context: ToolContext) -> None:
     # ADK's: the LoopAgent stops after this agent; its response is the agent's answer.
     tool_context.actions.escalate = True
     tool_context.actions.skip_summarization = True
+
+
+# What a worker that loads this module registers: agents take `exit_loop` as a plain
+# function and wrap it themselves, so the module offers the tool too.
+EXIT_LOOP_TOOL = FunctionTool(exit_loop)

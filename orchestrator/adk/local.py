@@ -24,8 +24,14 @@ CPU_CONCURRENCY = 2  # processes per cpu pool, as `toolfleet run` starts by defa
 
 
 def _defines(module: str, tool: object) -> bool:
-    """Whether `tool` itself is a module-level name of `module` (what workers register)."""
-    return any(value is tool for value in vars(sys.modules[module]).values())
+    """Whether `module` registers `tool` on a worker: `tool` itself is a module-level name
+    of it, or a module-level FunctionTool of it runs the same function (a built-in given
+    as a plain function, as ADK's `exit_loop` is, is wrapped anew by each agent)."""
+    func = getattr(tool, "func", None)
+    return any(
+        value is tool or (func is not None and getattr(value, "func", None) is func)
+        for value in vars(sys.modules[module]).values()
+    )
 
 
 def tool_modules_of(agent: Agent) -> tuple[list[str], list[str]]:

@@ -171,7 +171,7 @@ _OWN_TURNS = ("user", "completion", INSTRUCTION_AUTHOR)
 def _view(request: ModelRequest) -> ScriptView:
     """The step is the number of this agent's model turns since the user's last text."""
     contents = request.contents
-    authors = list(request.authors) or [request.agent_name] * len(contents)
+    authors = request.aligned_authors() or [request.agent_name] * len(contents)
     # The agent's instruction and what tools added for this call only, sent last.
     while authors and authors[-1] in (INSTRUCTION_AUTHOR, TRANSIENT_AUTHOR):
         contents, authors = contents[:-1], authors[:-1]

@@ -140,6 +140,26 @@ class ModelRequest:
             value = list(value)
             object.__setattr__(self, "authors", self._realigned(value))
         object.__setattr__(self, name, value)
+        if name in ("contents", "authors"):
+            # Who wrote which content object, as set: the list itself may then be changed
+            # in place (`del llm_request.contents[:2]`), which no setter sees.
+            contents, authors = self.__dict__.get("contents", ()), self.__dict__.get("authors", ())
+            pairs = zip(contents, authors, strict=False)  # authors may be empty
+            object.__setattr__(self, "_authored", {id(c): a for c, a in pairs})
+
+    def aligned_authors(self) -> list[str]:
+        """`authors` for `contents` as they are now, even after a callback changed the
+        list in place: a content kept keeps its author; a new one is the user's, or this
+        agent's if the model wrote it. Empty when `authors` is."""
+        if not self.authors:
+            return []
+        if len(self.authors) == len(self.contents):
+            return list(self.authors)
+        authored: dict[int, str] = self.__dict__.get("_authored", {})
+        return [
+            authored.get(id(c), self.agent_name if c.role == "model" else "user")
+            for c in self.contents
+        ]
 
     def _realigned(self, contents: list[types.Content]) -> list[str]:
         """The authors of `contents`: a content kept from before keeps its author; in a

@@ -61,6 +61,8 @@ REQUESTS: dict[tuple[str, ...], int] = {
     ("parcel_desk",): 6,
     ("trivia",): 6,
     ("city_guide",): 4,
+    ("countdown",): 4,
+    ("short_memory",): 2,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
 DIFFERS: dict[str, str] = {
@@ -74,13 +76,6 @@ DIFFERS: dict[str, str] = {
     # ADK (off Vertex AI) offers an agent with output_schema and tools the function
     # set_model_response, whose call is its final answer; toolfleet does not offer it.
     "order_desk": "output_schema with tools: no set_model_response function",
-    # No local worker is started for a program whose only tools are ADK built-ins given
-    # as functions (exit_loop), so the call fails: no live worker serves its pool.
-    "countdown": "exit_loop as an agent's only tool: no local worker serves it",
-    # A callback that deletes from llm_request.contents in place leaves the request's
-    # authors as they were (assigning a new list realigns them); the offline model
-    # then fails on the misaligned pair.
-    "short_memory": "llm_request.contents trimmed in place: authors not realigned",
     "notebook": "search_memory also finds the current session's events, never added to memory",
 }
 
