@@ -92,12 +92,14 @@ def test_the_workers_import_the_agents_modules_and_a_script_by_its_file(
 
 
 def test_the_workers_import_the_built_in_tools_an_agent_runs_on_the_fleet() -> None:
-    """ADK's memory sample has only load_memory (and preload_memory, which runs on the
-    orchestrator): its workers must still register load_memory."""
+    """An agent whose tools are all built-ins (load_memory; exit_loop, given as a plain
+    function; preload_memory, which runs on the orchestrator): its workers must still
+    register the ones that run on the fleet."""
     from toolfleet.adk import Agent, exit_loop, load_memory, preload_memory
 
     agent = Agent(name="memory_agent", tools=[load_memory, preload_memory, exit_loop])
-    assert tool_modules_of(agent) == (["toolfleet.shared.memory_tools"], [])
+    modules = ["toolfleet.shared.exit_loop", "toolfleet.shared.memory_tools"]
+    assert tool_modules_of(agent) == (modules, [])
 
 
 def test_module_level_client_code_does_nothing_while_its_module_is_imported_for_tools() -> None:
