@@ -9,7 +9,6 @@ server's URL, the fleet and credential keys its workers use, and what it serves.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import signal
@@ -25,14 +24,22 @@ from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.dev_record import (
     DevFleet,
     alive,
+    log_file,
     record_file,
     running_dev_fleet,
     write_record,
 )
-from toolfleet.orchestrator.cli.embedded import state_dir, wait_for
-from toolfleet.orchestrator.cli.launch import load_agent, pools_of, specs_for, start_local_fleet
+from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.launch import (
+    load_agent,
+    specs_for,
+    start_local_fleet,
+    stop_on_signals,
+)
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
+from toolfleet.shared.discovery import load_definitions
 from toolfleet.shared.errors import ConfigError, ToolfleetError
 
 START_TIMEOUT_S = 60.0
@@ -59,7 +66,7 @@ def start_dev_fleet(args: argparse.Namespace) -> None:
             f"a dev fleet is running already (pid {running.pid}, {running.redis_url}): "
             "`toolfleet dev stop` first"
         )
-    log = state_dir() / "dev.log"
+    log = log_file()
     command = [sys.executable, "-m", "toolfleet", "dev", "--foreground"]
     for spec in args.agent or ():
         command += ["--agent", spec]
@@ -119,9 +126,7 @@ def run_dev_fleet(agent_specs: list[str], tools: str | None) -> None:
     modules = [*settings.tool_modules, *(tools.split(",") if tools else [])]
     modules += [spec.partition(":")[0] for spec in agent_specs]
     settings = settings.model_copy(update={"tool_modules": list(dict.fromkeys(modules))})
-    pools = sorted({p for agent in agents for p in pools_of(agent, settings)})
-    if not agents:
-        pools = pools_of_modules(settings)
+    pools = pools_to_serve(agents, settings)
     with ExitStack() as stack:
         specs = specs_for(pools, settings, CPU_CONCURRENCY)
         settings = start_local_fleet(stack, settings, specs)
@@ -132,7 +137,7 @@ def run_dev_fleet(agent_specs: list[str], tools: str | None) -> None:
                 redis_url=settings.require_redis_url(),
                 fleet_key=str(settings.fleet_key),
                 credential_key=str(settings.credential_key),
-                log=str(state_dir() / "dev.log"),
+                log=str(log_file()),
                 agents=agent_specs,
                 tool_modules=settings.tool_modules,
                 pools=pools,
@@ -141,23 +146,18 @@ def run_dev_fleet(agent_specs: list[str], tools: str | None) -> None:
         event_loop.run(hold(agents, settings), settings)
 
 
-def pools_of_modules(settings: Settings) -> list[str]:
-    """Pools of the tools and jobs defined in the settings' tool modules."""
-    from toolfleet.shared.celery_config import tool_pool
-    from toolfleet.shared.discovery import load_definitions
-
+def pools_to_serve(agents: list[Agent], settings: Settings) -> list[str]:
+    """Pools of the agents' tools and of the tools and jobs in the settings' tool modules,
+    read in one pass over the modules."""
     found = load_definitions(settings.tool_modules)
-    pools = {tool_pool(t, settings) for t in found.tools.values()}
-    pools |= {j.pool for j in found.jobs.values()}
+    tools = [*found.tools.values(), *(t for agent in agents for t in agent.all_tools())]
+    pools = {tool_pool(t, settings) for t in tools} | {j.pool for j in found.jobs.values()}
     return sorted(pools or {settings.default_pool})
 
 
 async def hold(agents: list[Agent], settings: Settings) -> None:
     """Serve `agents` (their sessions resume as tickets complete) until SIGTERM or SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     printer = ConsolePrinter(sys.stdout, settings.secret_arg_names)
 
     def show(session: Any, update: Any) -> None:

@@ -44,6 +44,11 @@ def record_file() -> Path:
     return state_dir() / "dev.json"
 
 
+def log_file() -> Path:
+    """Where the dev fleet's output goes: resumed conversations, the workers' output."""
+    return state_dir() / "dev.log"
+
+
 def running_dev_fleet() -> DevFleet | None:
     """The record of the dev fleet running now; None if none is (a stale record is removed)."""
     path = record_file()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
+import signal
 from collections.abc import Sequence
 from contextlib import ExitStack
 
@@ -153,3 +155,13 @@ def check_dev_serves(dev: DevFleet, agent: Agent, spec: str, settings: Settings)
             f"restart it with them, `toolfleet dev stop && toolfleet dev --agent {spec}`, "
             "or set TOOLFLEET_REDIS_URL to a fleet that does"
         )
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM, for a command that serves until stopped (call it
+    on the running event loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop

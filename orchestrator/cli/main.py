@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
-import signal
 import sys
 import uuid
 from collections.abc import Sequence
@@ -32,6 +30,7 @@ from toolfleet.orchestrator.cli.launch import (
     pools_of,
     specs_for,
     start_local_fleet,
+    stop_on_signals,
 )
 from toolfleet.orchestrator.cli.mcp import add_mcp_commands
 from toolfleet.orchestrator.cli.status import cmd_status
@@ -112,10 +111,7 @@ async def _serve(
     def log_update(session_id: str, update: Update) -> None:
         log.info("session %s: %s", session_id, type(update).__name__)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     if bind is None:
         async with Orchestrator(agents, settings, on_update=log_update, plugins=plugins) as orch:
             print_models(orch)
