@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.leftovers import assert_nothing_left
+
 pytestmark = pytest.mark.integration
 
 
@@ -55,8 +57,4 @@ def test_demo_runs_to_completion_and_leaves_no_process_or_temp_file(tmp_path: Pa
         or any(w in line for w in workers)
     ]
     assert leftovers == []
-    # Server dir, worker logs, URL file: all gone. The user's private state folder stays
-    # (made once, 0700, reused by every command), empty.
-    state = tmp_path / f"toolfleet-{os.getuid()}"
-    assert [p for p in tmp_path.iterdir() if p != state] == []
-    assert not state.exists() or list(state.iterdir()) == []
+    assert_nothing_left(tmp_path)  # server dir, worker logs, URL file: all gone

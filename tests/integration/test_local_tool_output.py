@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.printing_tools import LINES
+from tests.leftovers import assert_nothing_left
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,4 @@ def test_run_shows_what_the_tool_printed_before_the_answer(tmp_path: Path) -> No
     # Celery's own lines (log records, banner, shutdown notes) stay in the worker's log.
     for line in out + errors:
         assert "celery" not in line.lower() and "shutdown" not in line.lower(), line
-    # The worker logs went with the command; the user's private state folder stays, empty.
-    state = tmp_path / f"toolfleet-{os.getuid()}"
-    assert [p for p in tmp_path.iterdir() if p != state] == []
-    assert not state.exists() or list(state.iterdir()) == []
+    assert_nothing_left(tmp_path)  # server dir, worker logs, URL file: all gone
