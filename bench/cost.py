@@ -3,8 +3,9 @@ replica memory per 1,000 sessions, and the time to apply 10,000 completions, eac
 sizes, with two `toolfleet serve --http` replicas as separate processes.
 
 `python -m bench.cost [--quick]` runs it alone (a private Redis, the replicas, one io
-worker), prints the table, writes the JSON and draws the plot (bench/cost_plot.py);
-`python -m bench.run --only cost` runs it within the suite.
+worker), prints the table, writes the JSON and draws the plot (bench/cost_plot.py); at
+full sizes those are bench/figures/cost.json and cost.png, and bench/RESULTS.md is
+rewritten from them. `python -m bench.run --only cost` runs it within the suite.
 
 Replicas keep no session between invocations (sessions live in Redis; a replica holds
 one only while it runs a turn or applies a completion), so replica memory is measured as
@@ -297,6 +298,7 @@ def table(
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench import results_page
     from bench.cost_plot import plot
     from bench.run import cleanup, redis_server
 
@@ -324,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         "cost_settle_s": args.settle_s,
     }
     sizes = dataclasses.replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
-    json_path = args.json or OUT_DIR / ("cost-quick.json" if args.quick else "cost.json")
+    saved = results_page.saved_path("cost")
+    json_path = args.json or (OUT_DIR / "cost-quick.json" if args.quick else saved)
     started = time.perf_counter()
     with redis_server(args.redis_url) as url:
         settings = bench_settings(url)
@@ -347,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     json_path.write_text(json.dumps(result, indent=2, default=str))
     plot(result, png)
     print(f"wrote {json_path} and {png}")
+    if json_path.resolve() == saved.resolve():
+        print(f"wrote {results_page.write()}")
     return 0
 
 

@@ -2,7 +2,9 @@
 
 Starts a private Redis unless --redis-url is given (use a database of its own), starts
 the worker processes each benchmark needs, prints one markdown table per figure with
-its reference and ratio, and writes everything measured as JSON. See bench/RESULTS.md.
+its reference and ratio, and writes everything measured as JSON. At full sizes each
+figure measured is also saved as bench/figures/NAME.json and bench/RESULTS.md is
+rewritten from those files (`--results-only` rewrites it without measuring).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import importlib
 import json
 import logging
+import os
 import sys
 import time
 import traceback
@@ -22,6 +25,8 @@ from typing import Any
 
 import redis
 
+from bench import results_page
+from bench.catalog import BY_KEY
 from bench.context import FULL, SMOKE, Context
 from bench.harness import bench_settings, machine_info
 from bench.report import Table, machine_markdown
@@ -48,18 +53,6 @@ FIGURES = {
 NAMES = list(FIGURES)
 # Run only when named in --only: the full sizes take tens of minutes.
 OPT_IN = {"cost"}
-ORDER = {
-    "per_call": 1,
-    "fanout": 2,
-    "throughput": 3,
-    "scale": 4,
-    "resume": 5,
-    "adk": 6,
-    "io": 7,
-    "io_defaults": 7.5,
-    "mcp": 8,
-    "cost": 9,
-}
 
 
 def _figure(name: str) -> Callable[[Context], Table]:
@@ -98,7 +91,7 @@ def cleanup(url: str, prefix: str) -> None:
 def render(result: dict[str, Any]) -> str:
     """The markdown of a run, from its JSON."""
     tables = [Table(**t) for t in result["tables"].values()]
-    tables.sort(key=lambda t: ORDER[t.key])
+    tables.sort(key=lambda t: BY_KEY[t.key].rank)
     body = [
         machine_markdown(result["machine"], result["sizes"]),
         *(t.to_markdown() for t in tables),
@@ -117,6 +110,16 @@ def main(argv: list[str] | None = None) -> int:
         "--render", type=Path, metavar="JSON", help="only print the tables of a JSON written before"
     )
     parser.add_argument(
+        "--results-only",
+        action="store_true",
+        help="only rewrite bench/RESULTS.md from the saved bench/figures/*.json",
+    )
+    parser.add_argument(
+        "--no-save",
+        action="store_true",
+        help="leave bench/figures/ and bench/RESULTS.md as they are (smoke runs always do)",
+    )
+    parser.add_argument(
         "--adk-python",
         help="an interpreter with google-adk for figure 6 (default: this one if it has "
         "google-adk, else $TOOLFLEET_BENCH_ADK_PYTHON, else bench/out/adk-venv/bin/python)",
@@ -126,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         print(render(json.loads(args.render.read_text())))
         return 0
+    if args.results_only:
+        print(f"wrote {results_page.write()}")
+        return 0
 
     sizes = SMOKE if args.smoke else FULL
     selected = [n for n in NAMES if n in (args.only or set(NAMES) - OPT_IN)]
@@ -133,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     tables: list[Table] = []
     errors: dict[str, str] = {}
+    moments: dict[str, dict[str, str]] = {}  # each figure's own start: date, load average
     with redis_server(args.redis_url) as url:
         settings = bench_settings(url)
         info = machine_info(url)
@@ -145,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for name in selected:
                     figure_started = time.perf_counter()
+                    moments[name] = _moment()
                     try:
                         table = _figure(name)(ctx)
                     except Exception:
@@ -157,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 ctx.stop_baseline()
         cleanup(url, settings.key_prefix)
-    tables.sort(key=lambda t: ORDER[t.key])
+    tables.sort(key=lambda t: BY_KEY[t.key].rank)
     elapsed = time.perf_counter() - started
     result: dict[str, Any] = {
         "machine": info,
@@ -172,7 +180,69 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(render(result))
     print(f"wrote {json_path} ({elapsed:.0f} s)")
+    if not (args.smoke or args.no_save):
+        save_figures(tables, info, moments, result["sizes"])
     return 1 if errors else 0
+
+
+def save_figures(
+    tables: list[Table],
+    machine: dict[str, Any],
+    moments: dict[str, dict[str, str]],
+    sizes: dict[str, Any],
+    figures_dir: Path = results_page.FIGURES_DIR,
+    page: Path = results_page.PAGE,
+) -> list[Path]:
+    """Save each measured figure as its own JSON (with its image, if it has one) and
+    rewrite the results page from every figure's saved JSON.
+
+    Args:
+        tables: the figures measured.
+        machine: the run's machine info.
+        moments: each figure's date and load average at its start, by key.
+        sizes: the run's sizes.
+        figures_dir: the folder of saved results.
+        page: the results page to rewrite.
+
+    Returns:
+        The JSON files written, then the page.
+    """
+    written: list[Path] = []
+    for table in tables:
+        result = results_page.figure_result(table, {**machine, **moments.get(table.key, {})}, sizes)
+        written.append(results_page.save(result, table.key, figures_dir))
+        print(f"saved {written[-1]}")
+        _draw(table.key, result, figures_dir)
+    written.append(results_page.write(figures_dir, page))
+    print(f"wrote {written[-1]}")
+    return written
+
+
+def _moment() -> dict[str, str]:
+    """The date and load average now, as `machine_info` writes them."""
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "loadavg_at_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def _draw(key: str, result: dict[str, Any], figures_dir: Path) -> None:
+    """Draw a figure's image beside its saved JSON, if it has one; without matplotlib
+    say that the image saved before no longer matches."""
+    entry = BY_KEY[key].plot
+    if not entry:
+        return
+    png = results_page.saved_path(key, figures_dir).with_suffix(".png")
+    try:
+        module, function = entry.split(":")
+        draw: Callable[[dict[str, Any], Path], None] = getattr(
+            importlib.import_module(module), function
+        )
+        draw(result, png)
+    except ImportError as exc:
+        print(f"{png} not drawn ({exc}): it no longer matches its JSON", file=sys.stderr)
+        return
+    print(f"drew {png}")
 
 
 if __name__ == "__main__":
