@@ -6,11 +6,29 @@ others to the session, as in ADK. Versions count from 0.
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import redis
 from google.genai import types
 
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.state import USER_PREFIX
+
+
+@dataclass(frozen=True)
+class ArtifactVersion:
+    """One saved version of an artifact.
+
+    Attributes:
+        version: Its number, from 0.
+        saved_at: When it was saved (epoch seconds); 0.0 when not recorded.
+        mime_type: The MIME type of its inline data; None for text.
+    """
+
+    version: int
+    saved_at: float
+    mime_type: str | None
 
 
 class ArtifactStore:
@@ -31,8 +49,9 @@ class ArtifactStore:
         scope = self._scope(app, user, session, filename)
         pipe = self._redis.pipeline(transaction=True)
         pipe.rpush(self._keys.artifact(scope, filename), part.model_dump_json(exclude_none=True))
+        pipe.rpush(self._keys.artifact_times(scope, filename), repr(time.time()))
         pipe.sadd(self._keys.artifact_names(scope), filename)
-        length, _ = pipe.execute()
+        length, _, _ = pipe.execute()
         return int(length) - 1
 
     def load(
@@ -49,3 +68,37 @@ class ArtifactStore:
         for scope in (f"{app}:{user}:{session}", f"{app}:{user}"):
             names |= self._redis.smembers(self._keys.artifact_names(scope))  # type: ignore[arg-type]
         return sorted(n.decode() for n in names)
+
+    def versions(
+        self, app: str, user: str, session: str, filename: str
+    ) -> tuple[ArtifactVersion, ...]:
+        """Every saved version of `filename`, oldest first; empty when there is none."""
+        scope = self._scope(app, user, session, filename)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.lrange(self._keys.artifact(scope, filename), 0, -1)
+        pipe.lrange(self._keys.artifact_times(scope, filename), 0, -1)
+        parts, times = pipe.execute()
+        saved = [float(t) for t in times]
+        return tuple(
+            ArtifactVersion(
+                version=version,
+                saved_at=saved[version] if version < len(saved) else 0.0,
+                mime_type=_mime_type(types.Part.model_validate_json(raw)),
+            )
+            for version, raw in enumerate(parts)
+        )
+
+    def delete(self, app: str, user: str, session: str, filename: str) -> None:
+        """Forget `filename` and every version of it (nothing when there is none)."""
+        scope = self._scope(app, user, session, filename)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.delete(
+            self._keys.artifact(scope, filename), self._keys.artifact_times(scope, filename)
+        )
+        pipe.srem(self._keys.artifact_names(scope), filename)
+        pipe.execute()
+
+
+def _mime_type(part: types.Part) -> str | None:
+    data = part.inline_data or part.file_data
+    return data.mime_type if data is not None else None

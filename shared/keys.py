@@ -156,6 +156,10 @@ class Keys:
         """List of an artifact's versions (JSON Parts); scope is app:user[:session]."""
         return f"{self.prefix}:artifact:{scope}:{filename}"
 
+    def artifact_times(self, scope: str, filename: str) -> str:
+        """List of when each version of an artifact was saved (epoch seconds), by version."""
+        return f"{self.prefix}:artifact-times:{scope}:{filename}"
+
     def artifact_names(self, scope: str) -> str:
         """Set of the artifact filenames saved in one scope (app:user[:session])."""
         return f"{self.prefix}:artifacts:{scope}"

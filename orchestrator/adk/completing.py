@@ -55,25 +55,8 @@ async def _complete(
     more follow (`will_continue`). Then apply them through the apply-once path, with an
     intermediate response sent to the model as ADK does, and yield the agent's events."""
     completions = Completions.of(runner.replica.sync_client(), runner.keys, runner.settings)
-    entries = []
-    for response in responses:
-        await asyncio.to_thread(_check_pending_here, completions, session, response)
-        confirming = confirmation_answer(response)
-        if confirming is not None:  # a person's answer to adk_request_confirmation
-            call_id, confirmed, payload = confirming
-            entry_id = await asyncio.to_thread(
-                completions.confirm, call_id, confirmed, payload=payload, source=SOURCE
-            )
-            entries.append(entry_id)
-            continue
-        entry_id = await asyncio.to_thread(
-            completions.post_result,
-            response.id or "",
-            dict(response.response or {}),
-            final=not response.will_continue,
-            source=SOURCE,
-        )
-        entries.append(entry_id)
+    posted = await post_responses(completions, session, responses)
+    entries = [entry_id for _, entry_id in posted]
     updates: asyncio.Queue[Update | None] = asyncio.Queue()
 
     def on_update(_session_id: str, update: Update) -> None:
@@ -107,6 +90,39 @@ async def _complete(
         applying.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await applying
+
+
+async def post_responses(
+    completions: Completions, session: SessionKey, responses: list[types.FunctionResponse]
+) -> list[tuple[str, str]]:
+    """Post each response for its call of `session`, as ADK's client sends it: final unless
+    it says more follow (`will_continue`); a response to `adk_request_confirmation` is the
+    person's answer. Returns each call's id and its completion's stream entry, in order.
+
+    Raises:
+        CallNotPendingError: A response answers no call pending in this session.
+        CompletionError: A response is refused (kept as a dead letter).
+        ValueError: A confirmation's response does not carry the id of its request."""
+    posted = []
+    for response in responses:
+        await asyncio.to_thread(_check_pending_here, completions, session, response)
+        confirming = confirmation_answer(response)
+        if confirming is not None:  # a person's answer to adk_request_confirmation
+            call_id, confirmed, payload = confirming
+            entry_id = await asyncio.to_thread(
+                completions.confirm, call_id, confirmed, payload=payload, source=SOURCE
+            )
+        else:
+            call_id = response.id or ""
+            entry_id = await asyncio.to_thread(
+                completions.post_result,
+                call_id,
+                dict(response.response or {}),
+                final=not response.will_continue,
+                source=SOURCE,
+            )
+        posted.append((call_id, entry_id))
+    return posted
 
 
 def _check_pending_here(

@@ -19,6 +19,12 @@ from typing import Any
 from toolfleet.orchestrator.adk.coroutines import SessionCreation, coroutine_function
 from toolfleet.orchestrator.adk.events import with_adk_actions
 from toolfleet.orchestrator.adk.local import LocalFleet
+from toolfleet.orchestrator.adk.session_ops import (
+    append_under_lease,
+    create_with_state,
+    delete_session,
+    list_user_sessions,
+)
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.sessions.events import Event
@@ -28,10 +34,6 @@ from toolfleet.shared.definition_imports import skipped_at_import
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import ToolActions
-from toolfleet.shared.pending import PendingCalls
-
-# How long append_event waits for a running invocation to release the session.
-APPEND_WAIT_S = 30.0
 
 
 @dataclass
@@ -106,14 +108,7 @@ class BaseSessionService:
     ) -> Session:
         self._unawaited.pop((app_name, user_id, session_id), None)
         async with self._replica() as replica:
-            session = await replica.store.create(app_name, user_id, session_id)
-            if state:
-                # Stored as ADK stores it: an event carrying the state delta, so the
-                # scopes (app:, user:, temp:) apply as for any tool's write.
-                await replica.store.append(
-                    session, Event(invocation_id="", author="user", state_delta=dict(state))
-                )
-            return session
+            return await create_with_state(replica, app_name, user_id, session_id, state)
 
     async def get_session(
         self, *, app_name: str, user_id: str, session_id: str, config: Any = None
@@ -139,15 +134,11 @@ class BaseSessionService:
         actions = event.actions.model_dump(exclude={"state_delta"})
         delta = {**event.state_delta, **getattr(event.actions, "state_delta", {})}
         stored = event.model_copy(update={"state_delta": delta, "actions": ToolActions(**actions)})
-        async with (
-            self._replica() as replica,
-            replica.leases.hold(session.key, APPEND_WAIT_S) as hold,
-        ):
+        async with self._replica() as replica:
             try:
-                current = await replica.store.get(session.key)
+                current = await append_under_lease(replica, session.key, stored)
             except SessionNotFoundError:
                 raise ValueError(f"Session {session.id} not found.") from None  # ADK's
-            await replica.store.append(current, stored, fence=hold.fence)
         session.events, session.state = current.events, current.state
         return event
 
@@ -157,36 +148,17 @@ class BaseSessionService:
     async def list_sessions(self, *, app_name: str, user_id: str) -> ListSessionsResponse:
         """The user's sessions of the app, without their events."""
         async with self._replica() as replica:
-            ids = await replica.redis.smembers(replica.keys.user_sessions(app_name, user_id))
-            sessions = []
-            for raw in sorted(ids):
-                session_id = raw.decode() if isinstance(raw, bytes) else str(raw)
-                try:
-                    session = await replica.store.get(session_key(app_name, user_id, session_id))
-                except SessionNotFoundError:
-                    continue  # expired since
-                session.events = []
-                sessions.append(session)
+            sessions = await list_user_sessions(replica, app_name, user_id)
+        for session in sessions:
+            session.events = []
         return ListSessionsResponse(sessions=sessions)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session: its events, its session-scoped state and its bookkeeping
         (user and app state stay, as in ADK). Its pending calls are closed with it: a
         result posted for one later is refused, even to a new session of the same id."""
-        key = session_key(app_name, user_id, session_id)
         async with self._replica() as replica:
-            keys = replica.keys
-            await PendingCalls(keys).adrop_session(
-                replica.redis,
-                key,
-                keys.session(key),
-                keys.events(key),
-                keys.session_state(key),
-                keys.results(key),
-                keys.dispatched(key),
-                keys.completion_order(key),
-            )
-            await replica.redis.srem(keys.user_sessions(app_name, user_id), session_id)
+            await delete_session(replica, app_name, user_id, session_id)
 
 
 class RedisSessionService(BaseSessionService):

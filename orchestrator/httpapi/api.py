@@ -7,6 +7,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
+
+from google.genai import types
 
 from toolfleet.orchestrator.connections import stop_task
 from toolfleet.orchestrator.httpapi.callers import Caller
@@ -132,15 +135,22 @@ class HttpApi:
         return self.streams.take(caller)
 
     def start_invocation(
-        self, runner: Runner, user_id: str, session_id: str, text: str
+        self,
+        runner: Runner,
+        user_id: str,
+        session_id: str,
+        message: str | types.Content,
+        state_delta: dict[str, Any] | None = None,
     ) -> asyncio.Queue[RunItem]:
-        """Run one invocation in the background; its updates go to the queue and the hub.
+        """Run one invocation for `message` (text, or the user's Content) in the background,
+        `state_delta` written with it; its updates go to the queue and the hub.
 
         It goes on when the client that asked for it disconnects.
         """
         out: asyncio.Queue[RunItem] = asyncio.Queue()
         task = asyncio.create_task(
-            self._invoke(runner, user_id, session_id, text, out), name=f"http-{session_id}"
+            self._invoke(runner, user_id, session_id, message, state_delta, out),
+            name=f"http-{session_id}",
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -160,12 +170,16 @@ class HttpApi:
         runner: Runner,
         user_id: str,
         session_id: str,
-        text: str,
+        message: str | types.Content,
+        state_delta: dict[str, Any] | None,
         out: asyncio.Queue[RunItem],
     ) -> None:
         key = session_key(runner.app_name, user_id, session_id)
+        run = runner.run(
+            user_id=user_id, session_id=session_id, message=message, state_delta=state_delta
+        )
         try:
-            async for update in runner.run(user_id=user_id, session_id=session_id, message=text):
+            async for update in run:
                 self.hub.publish(key, update)
                 out.put_nowait(update)
         except asyncio.CancelledError:

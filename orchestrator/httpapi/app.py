@@ -8,6 +8,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from toolfleet.orchestrator.httpapi.adk_dev_ui import install_dev_ui
 from toolfleet.orchestrator.httpapi.api import HttpApi
 from toolfleet.orchestrator.httpapi.errors import install_error_handlers
 from toolfleet.orchestrator.httpapi.guards import (
@@ -16,6 +17,8 @@ from toolfleet.orchestrator.httpapi.guards import (
     TrustedProxies,
     current_caller,
 )
+from toolfleet.orchestrator.httpapi.routes_adk import adk_public_router, adk_sessions_router
+from toolfleet.orchestrator.httpapi.routes_adk_run import adk_run_router
 from toolfleet.orchestrator.httpapi.routes_cancel import cancel_router
 from toolfleet.orchestrator.httpapi.routes_confirmations import confirmations_router
 from toolfleet.orchestrator.httpapi.routes_metrics import metrics_router
@@ -48,7 +51,11 @@ def build_app(api: HttpApi) -> FastAPI:
     app.include_router(tickets_router(api), dependencies=auth)
     app.include_router(confirmations_router(api), dependencies=auth)
     app.include_router(cancel_router(api), dependencies=auth)
+    app.include_router(adk_sessions_router(api), dependencies=auth)
+    app.include_router(adk_run_router(api), dependencies=auth)
     app.include_router(health_router(api))
+    app.include_router(adk_public_router())
+    install_dev_ui(app, api)
     app.include_router(metrics_router(api))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import Any
 
 from google.genai import types
 from redis.exceptions import RedisError
@@ -139,14 +140,32 @@ class Runner:
     ) -> None:
         await self._exit.aclose()
 
-    async def run(self, *, user_id: str, session_id: str, message: str) -> AsyncIterator[Update]:
-        """Run one invocation, creating the session on first use; yield what happens."""
+    async def run(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        message: str | types.Content,
+        state_delta: dict[str, Any] | None = None,
+    ) -> AsyncIterator[Update]:
+        """Run one invocation, creating the session on first use; yield what happens.
+
+        `message`: the user's text, or their Content (its role made "user").
+        `state_delta`: state written with the user's message, before the agent runs."""
         # Taken with the session read. The session is this user's: another's of the same id
         # is another session (its own key, lease and history).
         claim = self.leases.claim(session_key(self.app_name, user_id, session_id))
-        content = contents.content("user", [contents.text_part(message)])
+        if isinstance(message, str):
+            content = contents.content("user", [contents.text_part(message)])
+        else:
+            content = message.model_copy(update={"role": "user"})
         # Appended in the round trip of the read when it can be (SessionStore.get_and_append).
-        user_event = Event(invocation_id=new_invocation_id(), author="user", content=content)
+        user_event = Event(
+            invocation_id=new_invocation_id(),
+            author="user",
+            content=content,
+            state_delta=dict(state_delta or {}),
+        )
         session, stored = await self.store.get_and_append(
             self.app_name, user_id, session_id, lease=claim, message=user_event,
             owes_turn=True,

@@ -4,7 +4,8 @@ completions listener that applies long-running results and resumes sessions."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Collection, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 
@@ -18,6 +19,9 @@ from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.keys import SessionKey
+
+# How often a wait for an answer checks the store when no completion wakes it.
+ANSWER_POLL_S = 1.0
 
 
 class Orchestrator:
@@ -108,6 +112,38 @@ class Orchestrator:
         }
         for toolset in toolsets.values():  # each once, even when shared by agents
             await toolset.close()
+
+    async def wait_until_answered(
+        self, session: SessionKey, call_ids: Collection[str], timeout_s: float
+    ) -> bool:
+        """Wait until none of `call_ids` is pending in the session and the session owes
+        the model no turn: their results were applied and the agent, if resumed, answered.
+        False when `timeout_s` passed first.
+
+        Checked after each completion this replica's listener handles, and at least every
+        second (a result applied elsewhere, or a confirmed call's run, wakes no listener
+        here)."""
+        store = self.replica.store
+        wanted = set(call_ids)
+
+        async def answered() -> bool:
+            if session in await store.sessions_to_resume():
+                return False
+            return not any(c.call_id in wanted for c in await store.pending_calls(session))
+
+        async def wait() -> None:
+            while True:
+                self.listener.handled.clear()
+                if await answered():
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.listener.handled.wait(), ANSWER_POLL_S)
+
+        try:
+            await asyncio.wait_for(wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
     async def wait_until_settled(self, session: SessionKey, timeout_s: float | None) -> bool:
         """Wait until the session (`session_key` of its app, user and id) has no pending

@@ -1,0 +1,99 @@
+"""ADK's dev UI on the fleet: the Angular app shipped in the google-adk package (the
+`adk-web` extra), served at ADK_PREFIX/dev-ui/ and pointed at ADK's routes under
+ADK_PREFIX, with the few development routes it reads (telemetry consent, the agent graph,
+traces) answered for the fleet."""
+
+from __future__ import annotations
+
+import importlib.util
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX, AppName
+from toolfleet.orchestrator.httpapi.wire import SessionId
+
+DEV_UI = ADK_PREFIX + "/dev-ui/"
+NO_STORE = {"Cache-Control": "no-store"}
+NO_DEV_UI = "ADK's dev UI comes with google-adk: pip install 'toolfleet[adk-web]'"
+
+
+def dev_ui_folder() -> Path | None:
+    """The dev UI's files in the installed google-adk package; None without it."""
+    if importlib.util.find_spec("google.adk") is None:
+        return None
+    folder = Path(str(resources.files("google.adk") / "cli" / "browser"))
+    return folder if (folder / "index.html").is_file() else None
+
+
+def install_dev_ui(app: FastAPI, api: HttpApi) -> None:
+    """Serve the dev UI when google-adk is installed; without it, its address answers 404
+    saying which extra to install."""
+    folder = dev_ui_folder()
+
+    @app.get("/dev-ui", include_in_schema=False)
+    @app.get("/dev-ui/", include_in_schema=False)
+    @app.get(ADK_PREFIX + "/dev-ui", include_in_schema=False)
+    async def to_dev_ui() -> Any:
+        if folder is None:
+            return JSONResponse({"detail": NO_DEV_UI, "status": 404}, status_code=404)
+        return RedirectResponse(DEV_UI)
+
+    if folder is None:
+        return
+
+    @app.get(DEV_UI + "assets/config/runtime-config.json", include_in_schema=False)
+    async def runtime_config() -> JSONResponse:
+        # The UI calls its backend at backendUrl + ADK's paths.
+        return JSONResponse({"backendUrl": ADK_PREFIX, "telemetry": False}, headers=NO_STORE)
+
+    @app.get(DEV_UI + "config", include_in_schema=False)
+    async def ui_config() -> dict[str, None]:
+        return {"logo_text": None, "logo_image_url": None}
+
+    @app.get(ADK_PREFIX + "/config/telemetry", include_in_schema=False)
+    async def telemetry_consent() -> dict[str, bool]:
+        # The dev UI asks before it sends usage data to Google; toolfleet never does.
+        return {"telemetry": False}
+
+    @app.get(ADK_PREFIX + "/dev/apps/{app_name}/build_graph", include_in_schema=False)
+    async def build_graph(app_name: AppName) -> dict[str, Any]:
+        return {"name": app_name, "root_agent": agent_graph(api.runner(app_name).agent)}
+
+    @app.get(
+        ADK_PREFIX + "/dev/apps/{app_name}/debug/trace/session/{session_id}",
+        include_in_schema=False,
+    )
+    async def session_trace(app_name: AppName, session_id: SessionId) -> list[Any]:
+        # Spans go to the operator's OpenTelemetry collector, not to this server.
+        api.runner(app_name)
+        return []
+
+    app.mount(DEV_UI, StaticFiles(directory=folder, html=True), name="adk-dev-ui")
+
+
+def agent_graph(agent: Agent) -> dict[str, Any]:
+    """An agent and its sub-agents as ADK's dev UI draws them: names, model, instruction
+    and tools."""
+    model = agent.model
+    return {
+        "name": agent.name,
+        "description": agent.description,
+        "sub_agents": [agent_graph(a) for a in agent.sub_agents],
+        "model": model if isinstance(model, str) else getattr(model, "model", None),
+        "instruction": agent.instruction if isinstance(agent.instruction, str) else "",
+        "tools": [{"name": name, "type": "tool"} for name in _tool_names(agent)],
+        "disallow_transfer_to_parent": agent.disallow_transfer_to_parent,
+        "disallow_transfer_to_peers": agent.disallow_transfer_to_peers,
+        "include_contents": agent.include_contents,
+    }
+
+
+def _tool_names(agent: Agent) -> list[str]:
+    return [str(getattr(t, "name", None) or getattr(t, "__name__", t)) for t in agent.tools]

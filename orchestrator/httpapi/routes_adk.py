@@ -1,0 +1,291 @@
+"""ADK api_server's routes for apps, sessions, state and artifacts, at ADK_PREFIX: the
+paths, bodies and status codes ADK's clients and dev UI use, on the fleet's sessions."""
+
+# No `from __future__ import annotations`: FastAPI reads the route signatures.
+
+import asyncio
+import platform
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse, Response
+
+from toolfleet.orchestrator.adk.session_ops import (
+    append_under_lease,
+    create_with_state,
+    delete_session,
+    list_user_sessions,
+)
+from toolfleet.orchestrator.httpapi.adk_wire import (
+    CreateSessionRequest,
+    UpdateSessionRequest,
+    adk_artifact_version,
+    adk_session,
+)
+from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.errors import ApiError
+from toolfleet.orchestrator.httpapi.guards import Who
+from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, SessionId, User
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.artifacts import ArtifactStore
+from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
+from toolfleet.shared.ids import unique_hex
+from toolfleet.shared.version import version
+
+# Where ADK's routes are served: toolfleet's own routes share some of ADK's paths with
+# other bodies, and ADK's clients and dev UI take a base URL (ADK's own --url_prefix).
+ADK_PREFIX = "/adk"
+# ADK's app names are its agent folders' names: any id-like name this replica serves.
+AppName = Annotated[str, Path(pattern=ID_PATTERN, description="The app (agent) name.")]
+
+
+def adk_public_router() -> APIRouter:
+    """ADK's routes that need no caller: health and version."""
+    router = APIRouter(prefix=ADK_PREFIX, tags=["adk"])
+
+    @router.get("/health", summary="ADK's health check")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/version", summary="The server's version, as ADK's api_server says it")
+    async def server_version() -> dict[str, str]:
+        return {
+            "version": version(),
+            "language": "python",
+            "language_version": platform.python_version(),
+        }
+
+    return router
+
+
+def adk_sessions_router(api: HttpApi) -> APIRouter:
+    """ADK's routes for apps, sessions, state and artifacts, for the caller's own sessions
+    (another user's answer 404, as if they did not exist)."""
+    router = APIRouter(prefix=ADK_PREFIX, tags=["adk"])
+    base = "/apps/{app_name}/users/{user_id}/sessions"
+    replica = api.orch.replica
+    names = api.settings.secret_arg_names
+
+    def long_running(app_name: str) -> set[str]:
+        return {t.name for t in api.tools.of(app_name) if t.is_long_running}
+
+    def shaped(session: Session) -> dict[str, Any]:
+        return adk_session(session, long_running(session.app_name), names)
+
+    def artifacts() -> ArtifactStore:
+        return ArtifactStore(replica.sync_client(), api.keys)
+
+    async def owned(caller: Who, app_name: str, user_id: str, session_id: str) -> Session:
+        try:
+            return await api.session(caller, app_name, user_id, session_id)
+        except ApiError:
+            raise ApiError(404, "Session not found") from None  # ADK's words
+
+    @router.get("/list-apps", summary="The apps this replica serves")
+    async def list_apps(detailed: bool = False) -> Any:
+        if not detailed:
+            return sorted(api.orch.runners)
+        apps = [
+            {
+                "name": name,
+                "rootAgentName": runner.agent.name,
+                "description": runner.agent.description,
+                "language": "python",
+                "isComputerUse": False,
+            }
+            for name, runner in sorted(api.orch.runners.items())
+        ]
+        return {"apps": apps}
+
+    @router.get(base + "/{session_id}", summary="A session, as ADK's Session")
+    async def get_session(
+        app_name: AppName, user_id: User, session_id: SessionId, caller: Who
+    ) -> JSONResponse:
+        return JSONResponse(shaped(await owned(caller, app_name, user_id, session_id)))
+
+    @router.get(base, summary="A user's sessions, without their events")
+    async def list_sessions(app_name: AppName, user_id: User, caller: Who) -> JSONResponse:
+        api.runner(app_name)
+        api.user(caller, user_id)
+        out = []
+        for session in await list_user_sessions(replica, app_name, user_id):
+            listed = shaped(session)  # ADK lists sessions without their events
+            out.append({**listed, "events": []})
+        return JSONResponse(out)
+
+    async def create(
+        caller: Who,
+        app_name: str,
+        user_id: str,
+        session_id: str | None,
+        state: dict[str, Any] | None,
+    ) -> JSONResponse:
+        api.runner(app_name)
+        api.user(caller, user_id)
+        try:
+            session = await create_with_state(replica, app_name, user_id, session_id, state)
+        except SessionExistsError:
+            raise ApiError(409, f"Session already exists: {session_id}") from None
+        if state:
+            session = await replica.store.get(session.key)
+        return JSONResponse(shaped(session))
+
+    @router.post(base, summary="Create a session with an initial state")
+    async def create_session(
+        app_name: AppName, user_id: User, caller: Who, req: CreateSessionRequest | None = None
+    ) -> JSONResponse:
+        req = req or CreateSessionRequest()
+        if req.events:
+            raise ApiError(422, "creating a session with events is not supported; send state")
+        if req.session_id is not None and not _is_id(req.session_id):
+            raise ApiError(422, f"a session id must match {ID_PATTERN}")
+        return await create(caller, app_name, user_id, req.session_id, req.state)
+
+    @router.post(base + "/{session_id}", summary="Create a session of this id (ADK: deprecated)")
+    async def create_session_with_id(
+        app_name: AppName,
+        user_id: User,
+        session_id: SessionId,
+        caller: Who,
+        state: dict[str, Any] | None = None,
+    ) -> JSONResponse:
+        return await create(caller, app_name, user_id, session_id, state)
+
+    @router.delete(base + "/{session_id}", summary="Delete a session and its pending calls")
+    async def remove_session(
+        app_name: AppName, user_id: User, session_id: SessionId, caller: Who
+    ) -> Response:
+        api.runner(app_name)
+        api.user(caller, user_id)
+        await delete_session(replica, app_name, user_id, session_id)
+        return JSONResponse(None)
+
+    @router.patch(base + "/{session_id}", summary="Write state without running the agent")
+    async def update_session(
+        app_name: AppName,
+        user_id: User,
+        session_id: SessionId,
+        req: UpdateSessionRequest,
+        caller: Who,
+    ) -> JSONResponse:
+        session = await owned(caller, app_name, user_id, session_id)
+        event = Event(invocation_id="p-" + unique_hex(), author="user", state_delta=req.state_delta)
+        try:
+            stored = await append_under_lease(replica, session.key, event)
+        except SessionNotFoundError:
+            raise ApiError(404, "Session not found") from None
+        return JSONResponse(shaped(stored))
+
+    artifact_base = base + "/{session_id}/artifacts"
+
+    @router.get(artifact_base, summary="The session's (and the user's) artifact names")
+    async def list_artifact_names(
+        app_name: AppName, user_id: User, session_id: SessionId, caller: Who
+    ) -> list[str]:
+        await owned(caller, app_name, user_id, session_id)
+        return await asyncio.to_thread(artifacts().list, app_name, user_id, session_id)
+
+    @router.get(artifact_base + "/{artifact_name:path}/versions/metadata")
+    async def list_artifact_versions_metadata(
+        app_name: AppName, user_id: User, session_id: SessionId, artifact_name: str, caller: Who
+    ) -> list[dict[str, Any]]:
+        await owned(caller, app_name, user_id, session_id)
+        found = await asyncio.to_thread(
+            artifacts().versions, app_name, user_id, session_id, artifact_name
+        )
+        uri = _artifact_uri(app_name, user_id, session_id, artifact_name)
+        return [adk_artifact_version(v, f"{uri}/versions/{v.version}") for v in found]
+
+    @router.get(artifact_base + "/{artifact_name:path}/versions/{version_id}/metadata")
+    async def get_artifact_version_metadata(
+        app_name: AppName,
+        user_id: User,
+        session_id: SessionId,
+        artifact_name: str,
+        version_id: str,
+        caller: Who,
+    ) -> dict[str, Any]:
+        await owned(caller, app_name, user_id, session_id)
+        found = await asyncio.to_thread(
+            artifacts().versions, app_name, user_id, session_id, artifact_name
+        )
+        wanted = _version_of(version_id)
+        chosen = found[-1:] if wanted is None else [v for v in found if v.version == wanted]
+        if not chosen:
+            raise ApiError(404, "Artifact version not found")
+        uri = _artifact_uri(app_name, user_id, session_id, artifact_name)
+        return adk_artifact_version(chosen[0], f"{uri}/versions/{chosen[0].version}")
+
+    @router.get(artifact_base + "/{artifact_name:path}/versions")
+    async def list_artifact_versions(
+        app_name: AppName, user_id: User, session_id: SessionId, artifact_name: str, caller: Who
+    ) -> list[int]:
+        await owned(caller, app_name, user_id, session_id)
+        found = await asyncio.to_thread(
+            artifacts().versions, app_name, user_id, session_id, artifact_name
+        )
+        return [v.version for v in found]
+
+    async def load(
+        app_name: str, user_id: str, session_id: str, name: str, version: int | None
+    ) -> JSONResponse:
+        part = await asyncio.to_thread(
+            artifacts().load, app_name, user_id, session_id, name, version
+        )
+        if part is None or (version is not None and version < 0):
+            raise ApiError(404, "Artifact not found")
+        return JSONResponse(part.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    @router.get(artifact_base + "/{artifact_name:path}/versions/{version_id}")
+    async def load_artifact_version(
+        app_name: AppName,
+        user_id: User,
+        session_id: SessionId,
+        artifact_name: str,
+        version_id: str,
+        caller: Who,
+    ) -> JSONResponse:
+        await owned(caller, app_name, user_id, session_id)
+        return await load(app_name, user_id, session_id, artifact_name, _version_of(version_id))
+
+    @router.get(artifact_base + "/{artifact_name:path}")
+    async def load_artifact(
+        app_name: AppName,
+        user_id: User,
+        session_id: SessionId,
+        artifact_name: str,
+        caller: Who,
+        version: Annotated[int | None, Query()] = None,
+    ) -> JSONResponse:
+        await owned(caller, app_name, user_id, session_id)
+        return await load(app_name, user_id, session_id, artifact_name, version)
+
+    @router.delete(artifact_base + "/{artifact_name:path}")
+    async def delete_artifact(
+        app_name: AppName, user_id: User, session_id: SessionId, artifact_name: str, caller: Who
+    ) -> JSONResponse:
+        await owned(caller, app_name, user_id, session_id)
+        await asyncio.to_thread(artifacts().delete, app_name, user_id, session_id, artifact_name)
+        return JSONResponse(None)
+
+    return router
+
+
+def _is_id(value: str) -> bool:
+    return re.fullmatch(ID_PATTERN, value) is not None
+
+
+def _version_of(version_id: str) -> int | None:
+    """A version path segment: "latest" (None) or a version number; 422 otherwise."""
+    if version_id == "latest":
+        return None
+    try:
+        return int(version_id)
+    except ValueError:
+        raise ApiError(422, "Invalid version ID") from None
+
+
+def _artifact_uri(app_name: str, user_id: str, session_id: str, name: str) -> str:
+    return f"{ADK_PREFIX}/apps/{app_name}/users/{user_id}/sessions/{session_id}/artifacts/{name}"

@@ -1,0 +1,178 @@
+"""ADK api_server's `/run` and `/run_sse` at ADK_PREFIX: one message to a session's agent,
+answered with the invocation's events as ADK's Events (a JSON list, or `data:` frames).
+
+A message's FunctionResponse parts complete the session's pending calls (a long-running
+tool's final result, or a person's answer to `adk_request_confirmation`); its events are
+the resumed agent's. Its other parts are the user's message, run as any other."""
+
+# No `from __future__ import annotations`: FastAPI reads the route signatures.
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, StreamingResponse
+from google.genai import types
+
+from toolfleet.orchestrator.adk.completing import post_responses
+from toolfleet.orchestrator.adk.session_ops import append_under_lease
+from toolfleet.orchestrator.httpapi.adk_wire import RunAgentRequest, adk_event
+from toolfleet.orchestrator.httpapi.api import HttpApi, RunItem
+from toolfleet.orchestrator.httpapi.errors import ApiError, detail_of, status_of
+from toolfleet.orchestrator.httpapi.guards import Who
+from toolfleet.orchestrator.httpapi.hub import HubItem, InvocationFailed, StreamClosed
+from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX
+from toolfleet.orchestrator.loop.invocation import InvocationEnded
+from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.errors import ToolfleetError
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def adk_run_router(api: HttpApi) -> APIRouter:
+    """`/run` and `/run_sse`: a message to the agent of one of the caller's sessions."""
+    router = APIRouter(prefix=ADK_PREFIX, tags=["adk"])
+    names = api.settings.secret_arg_names
+
+    async def session_of(req: RunAgentRequest, caller: Who) -> Session:
+        api.runner(req.app_name)
+        try:
+            return await api.session(caller, req.app_name, req.user_id, req.session_id)
+        except ApiError:
+            raise ApiError(404, f"Session not found: {req.session_id}") from None
+
+    def shown(req: RunAgentRequest, event: Event) -> bool:
+        """ADK's Runner's events: the agents' (not the user's message, nor a completion
+        the client sent), each with content, an escalation or a request for the user."""
+        if event.author in ("user", "completion"):
+            return False
+        return bool(
+            event.content
+            or event.actions.escalate
+            or event.confirmation_requests
+            or event.credential_requests
+        )
+
+    async def events_of(req: RunAgentRequest, session: Session) -> AsyncIterator[Event]:
+        """The events the message makes, as they are stored; ApiError for a failure."""
+        runner = api.runner(req.app_name)
+        message = req.new_message or types.Content(role="user", parts=[])
+        parts = message.parts or []
+        responses = [p.function_response for p in parts if p.function_response]
+        rest = [p for p in parts if not p.function_response]
+        if responses:
+            if req.state_delta and not rest:
+                delta = Event(invocation_id="", author="user", state_delta=req.state_delta)
+                await append_under_lease(api.orch.replica, session.key, delta)
+            async for event in completed(session, responses):
+                yield event
+        if rest or not responses:
+            content = message.model_copy(update={"parts": rest, "role": "user"})
+            queue = api.start_invocation(
+                runner, req.user_id, req.session_id, content, req.state_delta
+            )
+            async for event in until_ended(queue):
+                yield event
+
+    async def completed(
+        session: Session, responses: list[types.FunctionResponse]
+    ) -> AsyncIterator[Event]:
+        """Post the responses, then the events of applying them (on this replica) until
+        their calls are answered, within the server's longest wait."""
+        subscription = api.hub.subscribe(session.key)
+        try:
+            try:
+                posted = await post_responses(api.completions, session.key, responses)
+            except (ToolfleetError, ValueError) as exc:
+                raise ApiError(status_of(exc), detail_of(exc)) from exc
+            call_ids = [call_id for call_id, _ in posted]
+            waiting = asyncio.create_task(
+                api.orch.wait_until_answered(session.key, call_ids, api.http.max_wait_s)
+            )
+            try:
+                async for item in _items_until(subscription.queue, waiting):
+                    if isinstance(item, Event):
+                        yield item
+            finally:
+                waiting.cancel()
+        finally:
+            api.hub.unsubscribe(subscription)
+
+    async def until_ended(queue: "asyncio.Queue[RunItem]") -> AsyncIterator[Event]:
+        api.track(queue)
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, InvocationFailed):
+                    raise ApiError(item.status, item.detail)
+                if isinstance(item, StreamClosed):
+                    raise ApiError(503, item.reason)
+                if isinstance(item, InvocationEnded):
+                    return
+                if isinstance(item, Event):
+                    yield item
+        finally:
+            api.untrack(queue)
+
+    @router.post("/run", summary="Run the agent on a message; its events as ADK's Events")
+    async def run_agent(req: RunAgentRequest, caller: Who) -> JSONResponse:
+        session = await session_of(req, caller)
+        long_running = _long_running(api, req.app_name)
+        events = [
+            adk_event(e, long_running, names)
+            async for e in events_of(req, session)
+            if shown(req, e)
+        ]
+        return JSONResponse(events)
+
+    @router.post("/run_sse", summary="Run the agent on a message; its events as `data:` frames")
+    async def run_agent_sse(req: RunAgentRequest, caller: Who) -> StreamingResponse:
+        session = await session_of(req, caller)
+        long_running = _long_running(api, req.app_name)
+
+        async def frames() -> AsyncIterator[str]:
+            try:
+                async for event in events_of(req, session):
+                    if not shown(req, event):
+                        continue
+                    for data in _split_artifacts(adk_event(event, long_running, names)):
+                        yield f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+            except ApiError as exc:  # the stream has started: said in a frame, as ADK does
+                yield f"data: {json.dumps({'error': exc.detail})}\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    return router
+
+
+def _long_running(api: HttpApi, app_name: str) -> set[str]:
+    return {t.name for t in api.tools.of(app_name) if t.is_long_running}
+
+
+def _split_artifacts(event: dict[str, object]) -> list[dict[str, object]]:
+    """An event with content and saved artifacts streamed as ADK's dev UI reads it: the
+    content with `artifactDelta` cleared, then the same event with only its actions."""
+    actions = event["actions"]
+    assert isinstance(actions, dict)
+    if not actions.get("artifactDelta") or "content" not in event:
+        return [event]
+    content_only = {**event, "actions": {**actions, "artifactDelta": {}}}
+    actions_only = {k: v for k, v in event.items() if k != "content"}
+    return [content_only, actions_only]
+
+
+async def _items_until(
+    queue: "asyncio.Queue[HubItem]", done: "asyncio.Task[bool]"
+) -> AsyncIterator[HubItem]:
+    """The queue's items as they come until `done` finishes, then those already queued."""
+    while not done.done():
+        getter = asyncio.ensure_future(queue.get())
+        finished, _ = await asyncio.wait({getter, done}, return_when=asyncio.FIRST_COMPLETED)
+        if getter in finished:
+            yield getter.result()
+        else:
+            getter.cancel()
+    while not queue.empty():
+        yield queue.get_nowait()
