@@ -10,6 +10,7 @@ the resumed agent's. Its other parts are the user's message, run as any other.""
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -151,7 +152,7 @@ def _long_running(api: HttpApi, app_name: str) -> set[str]:
     return {t.name for t in api.tools.of(app_name) if t.is_long_running}
 
 
-def _split_artifacts(event: dict[str, object]) -> list[dict[str, object]]:
+def _split_artifacts(event: dict[str, Any]) -> list[dict[str, Any]]:
     """An event with content and saved artifacts streamed as ADK's dev UI reads it: the
     content with `artifactDelta` cleared, then the same event with only its actions."""
     actions = event["actions"]
