@@ -352,6 +352,6 @@ def scale(ctx: Context) -> Table:
         table.notes.append(
             f"{outcome.stuck} sessions made no progress for {STALL_S:g} s and were cancelled; "
             f"every task's stack: {outcome.stall_dump} (a stuck session awaits "
-            "`Runner._renew_lease` left 'cancelling': see bench/RESULTS.md, lease renewer)"
+            "`Runner._renew_lease` left 'cancelling': see bench/HISTORY.md, lease renewer)"
         )
     return table
