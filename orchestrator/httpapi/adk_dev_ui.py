@@ -6,11 +6,12 @@ traces) answered for the fleet."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI, params
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -32,9 +33,10 @@ def dev_ui_folder() -> Path | None:
     return folder if (folder / "index.html").is_file() else None
 
 
-def install_dev_ui(app: FastAPI, api: HttpApi) -> None:
+def install_dev_ui(app: FastAPI, api: HttpApi, auth: Sequence[params.Depends]) -> None:
     """Serve the dev UI when google-adk is installed; without it, its address answers 404
-    saying which extra to install."""
+    saying which extra to install. Its files and settings are public; what it reads of the
+    agents (their graph, traces) needs a caller, as ADK's other routes do (`auth`)."""
     folder = dev_ui_folder()
 
     @app.get("/dev-ui", include_in_schema=False)
@@ -62,18 +64,19 @@ def install_dev_ui(app: FastAPI, api: HttpApi) -> None:
         # The dev UI asks before it sends usage data to Google; toolfleet never does.
         return {"telemetry": False}
 
-    @app.get(ADK_PREFIX + "/dev/apps/{app_name}/build_graph", include_in_schema=False)
+    reads = APIRouter(prefix=ADK_PREFIX, include_in_schema=False, dependencies=list(auth))
+
+    @reads.get("/dev/apps/{app_name}/build_graph")
     async def build_graph(app_name: AppName) -> dict[str, Any]:
         return {"name": app_name, "root_agent": agent_graph(api.runner(app_name).agent)}
 
-    @app.get(
-        ADK_PREFIX + "/dev/apps/{app_name}/debug/trace/session/{session_id}",
-        include_in_schema=False,
-    )
+    @reads.get("/dev/apps/{app_name}/debug/trace/session/{session_id}")
     async def session_trace(app_name: AppName, session_id: SessionId) -> list[Any]:
         # Spans go to the operator's OpenTelemetry collector, not to this server.
         api.runner(app_name)
         return []
+
+    app.include_router(reads)
 
     app.mount(DEV_UI, StaticFiles(directory=folder, html=True), name="adk-dev-ui")
 

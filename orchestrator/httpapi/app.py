@@ -55,7 +55,7 @@ def build_app(api: HttpApi) -> FastAPI:
     app.include_router(adk_run_router(api), dependencies=auth)
     app.include_router(health_router(api))
     app.include_router(adk_public_router())
-    install_dev_ui(app, api)
+    install_dev_ui(app, api, auth)
     app.include_router(metrics_router(api))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 

@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+import redis
+from google.genai import types as genai_types
 
 from examples import bank_account, reimbursement
 from tests.integration.bank_api import BankApi
@@ -26,8 +28,9 @@ from tests.integration.http_support import bearer
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.httpapi.settings import ApiKey
+from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import session_key
+from toolfleet.shared.keys import Keys, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -412,3 +415,123 @@ async def test_another_users_session_id_is_neither_revealed_nor_blocked(
     assert "Approved and paid: $250.00" in json.dumps(after["events"][-1])
     bobs = (await bob.get(his)).json()
     assert "team meal" in json.dumps(bobs) and "Approved" not in json.dumps(bobs)
+
+
+# ADK's routes (under /adk): the user's own sessions for the owners, 404 for everyone else,
+# 401 without a key; health, version and the dev UI's files and settings are public, the
+# apps and what the dev UI reads of them are for any caller with a key.
+ADK_PUBLIC = {
+    ("GET", "/adk/health"),
+    ("GET", "/adk/version"),
+    ("GET", "/adk/dev-ui"),
+    ("GET", "/adk/dev-ui/config"),
+    ("GET", "/adk/config/telemetry"),
+    ("GET", "/adk/dev-ui/assets/config/runtime-config.json"),
+}
+ADK_ANY_CALLER = {
+    ("GET", "/adk/list-apps"),
+    ("GET", "/adk/dev/apps/{app_name}/build_graph"),
+    ("GET", "/adk/dev/apps/{app_name}/debug/trace/session/{session_id}"),
+}
+
+
+def adk_routes(served: RunningHttp) -> set[tuple[str, str]]:
+    """(method, path) of every ADK route the server has (the dev UI's only with google-adk)."""
+    app: Any = served.server.config.app
+    return {
+        (method, route.path)
+        for route in app.routes
+        if getattr(route, "path", "").startswith("/adk") and hasattr(route, "methods")
+        for method in route.methods - {"HEAD"}
+    }
+
+
+async def test_adk_routes_reach_only_the_callers_own_sessions(
+    clients: Clients, served: RunningHttp, settings: Settings
+) -> None:
+    alice = clients[ALICE]
+    base = f"/adk/apps/{REIMBURSE}/users/{ALICE}/sessions"
+    created = await alice.post(base, json={"state": {"tier": "gold"}})
+    assert created.status_code == 200, created.text
+    adk_session = created.json()["id"]
+    waiting_session, ticket = await pending_approval(alice)
+    ArtifactStore(
+        redis.Redis.from_url(settings.require_redis_url()), Keys(settings.key_prefix)
+    ).save(REIMBURSE, ALICE, adk_session, "note.txt", genai_types.Part(text="hers"))
+    one = f"{base}/{adk_session}"
+    art = f"{one}/artifacts/note.txt"
+    message = {"role": "user", "parts": [{"text": "Reimburse $5 for coffee."}]}
+    run = {"appName": REIMBURSE, "userId": ALICE, "sessionId": adk_session, "newMessage": message}
+    answer = {"id": ticket, "name": "ask_for_approval", "response": {"status": "approved"}}
+    completing = {
+        "appName": REIMBURSE, "userId": ALICE, "sessionId": waiting_session,
+        "newMessage": {"role": "user", "parts": [{"functionResponse": answer}]},
+    }  # fmt: skip
+    sessions_route = "/adk/apps/{app_name}/users/{user_id}/sessions"
+    one_route = sessions_route + "/{session_id}"
+    art_route = one_route + "/artifacts/{artifact_name:path}"
+
+    def owned(who: str) -> list[tuple[str, str, str, Any]]:
+        """(method, route, url, body) of every ADK route on alice's resources; the ones that
+        end something (the ticket, the artifact, the session) only for `who` == ALICE."""
+        probes: list[tuple[str, str, str, Any]] = [
+            ("GET", sessions_route, base, None),
+            ("GET", one_route, one, None),
+            ("GET", one_route + "/artifacts", f"{one}/artifacts", None),
+            ("GET", art_route, art, None),
+            ("GET", art_route + "/versions", f"{art}/versions", None),
+            ("GET", art_route + "/versions/{version_id}", f"{art}/versions/0", None),
+            ("GET", art_route + "/versions/metadata", f"{art}/versions/metadata", None),
+            ("GET", art_route + "/versions/{version_id}/metadata", f"{art}/versions/0/metadata", None),  # noqa: E501
+            ("PATCH", one_route, one, {"stateDelta": {"tier": "x"}}),
+            ("POST", "/adk/run", "/adk/run", run),
+            ("POST", "/adk/run_sse", "/adk/run_sse", run),
+            ("POST", sessions_route, base, {"sessionId": f"new-{who}"}),
+            ("POST", one_route, f"{base}/newer-{who}", None),
+        ]  # fmt: skip
+        if who == ALICE:
+            probes += [
+                ("POST", "/adk/run", "/adk/run", completing),
+                ("DELETE", art_route, art, None),
+                ("DELETE", one_route, one, None),
+            ]
+        return probes
+
+    probed: set[tuple[str, str]] = set()
+    async with httpx.AsyncClient(base_url=clients.url, timeout=WAIT_S) as anonymous:
+        for method, route, url, body in owned(ALICE):
+            probed.add((method, route))
+            assert (await anonymous.request(method, url, json=body)).status_code == 401, url
+            for name in EVERYONE - OWNER:
+                denied = await clients[name].request(method, url, json=body)
+                assert denied.status_code == 404, (name, method, url, denied.text)
+        # Nothing a denied caller sent changed alice's session, artifact or ticket.
+        session = (await alice.get(one)).json()
+        assert session["state"]["tier"] == "gold"
+        listed = (await alice.get(base)).json()
+        ids = {s["id"] for s in listed}
+        assert {adk_session, waiting_session} <= ids
+        assert not {f"new-{ALICE}", f"newer-{ALICE}"} & ids  # none made by another
+        assert (await alice.get(art)).json() == {"text": "hers"}
+        assert ticket in {t["call_id"] for t in (await clients["admin"].get("/tickets")).json()}
+        for name in ("admin", ALICE):  # admin acting as alice, then alice, who ends them
+            for method, _, url, body in owned(name):
+                allowed = await clients[name].request(method, url, json=body)
+                assert allowed.status_code == 200, (name, method, url, allowed.text)
+        decided = session_key(REIMBURSE, ALICE, waiting_session)
+        assert await served.orch.wait_until_settled(decided, WAIT_S)
+        assert (await alice.get(one)).status_code == 404  # deleted by its owner
+        present = adk_routes(served)
+        for method, route in ADK_PUBLIC & present:
+            probed.add((method, route))
+            public = await anonymous.request(method, route)
+            assert public.status_code in (200, 307, 404), route  # 404: the dev UI is not installed
+            assert public.status_code != 404 or "adk-web" in public.text, route
+        for method, route in ADK_ANY_CALLER & present:
+            probed.add((method, route))
+            url = route.format(app_name=REIMBURSE, session_id=adk_session)
+            assert (await anonymous.request(method, url)).status_code == 401, url
+            for name in EVERYONE:
+                assert (await clients[name].request(method, url)).status_code == 200, (name, url)
+    # Every ADK route the server has was probed.
+    assert present <= probed, present - probed
