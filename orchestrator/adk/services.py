@@ -86,6 +86,18 @@ class BaseArtifactService:
         """The filenames of the session's and the user's (`user:`) artifacts."""
         raise NotImplementedError
 
+    async def list_versions(
+        self, *, app_name: str, user_id: str, session_id: str, filename: str
+    ) -> list[int]:
+        """The versions of `filename`, oldest first; empty when there is none."""
+        raise NotImplementedError
+
+    async def delete_artifact(
+        self, *, app_name: str, user_id: str, session_id: str, filename: str
+    ) -> None:
+        """Forget `filename` and every version of it."""
+        raise NotImplementedError
+
 
 class BaseMemoryService:
     """ADK's memory service interface."""
@@ -137,6 +149,23 @@ class RedisArtifactService(_OnRedis, BaseArtifactService):
         """The filenames of the session's and the user's (`user:`) artifacts."""
         return await self._on_redis(
             lambda r, k: ArtifactStore(r, k).list(app_name, user_id, session_id)
+        )
+
+    async def list_versions(
+        self, *, app_name: str, user_id: str, session_id: str, filename: str
+    ) -> list[int]:
+        """The versions of `filename`, oldest first; empty when there is none."""
+        found = await self._on_redis(
+            lambda r, k: ArtifactStore(r, k).versions(app_name, user_id, session_id, filename)
+        )
+        return [v.version for v in found]
+
+    async def delete_artifact(
+        self, *, app_name: str, user_id: str, session_id: str, filename: str
+    ) -> None:
+        """Forget `filename` and every version of it."""
+        await self._on_redis(
+            lambda r, k: ArtifactStore(r, k).delete(app_name, user_id, session_id, filename)
         )
 
 

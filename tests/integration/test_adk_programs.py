@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 
 import pytest
+from google.genai import types
 
 from tests.integration.test_adk_examples import STAND_IN_LINE, run_program
 from toolfleet.adk import RedisArtifactService
+from toolfleet.shared.config import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -142,8 +145,16 @@ def test_every_program_is_run_here() -> None:
     assert written == recorded == {p for g in GROUPS for p in g}
 
 
-@pytest.mark.xfail(strict=True, reason="toolfleet's artifact service has no list_versions")
-def test_the_artifact_service_lists_versions() -> None:
-    """ADK's BaseArtifactService.list_versions, which a program may call on the runner's
-    artifact_service (the receipts program reads versions by number instead)."""
-    assert callable(getattr(RedisArtifactService, "list_versions", None))
+async def test_the_artifact_service_lists_and_deletes_versions(settings: Settings) -> None:
+    """ADK's BaseArtifactService.list_versions and delete_artifact, which a program may
+    call on the runner's artifact_service (the receipts program reads versions by number)."""
+    service = RedisArtifactService(settings)
+    where = {"app_name": "receipts", "user_id": "u", "session_id": uuid.uuid4().hex}
+    for text in ("first", "second"):
+        await service.save_artifact(**where, filename="r.txt", artifact=types.Part(text=text))
+    assert await service.list_versions(**where, filename="r.txt") == [0, 1]
+    assert await service.list_versions(**where, filename="other.txt") == []
+    await service.delete_artifact(**where, filename="r.txt")
+    assert await service.list_versions(**where, filename="r.txt") == []
+    assert await service.load_artifact(**where, filename="r.txt") is None
+    assert await service.list_artifact_keys(**where) == []
