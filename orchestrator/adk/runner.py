@@ -12,7 +12,6 @@ from google.genai import types
 
 from toolfleet.orchestrator.adk.app import App, resolved_app
 from toolfleet.orchestrator.adk.completing import run_message
-from toolfleet.orchestrator.adk.confirming import with_confirmation_calls
 from toolfleet.orchestrator.adk.debug import print_event
 from toolfleet.orchestrator.adk.events import with_adk_actions
 from toolfleet.orchestrator.adk.run_config import LlmCallLimit, RunConfig, checked_run_config
@@ -27,6 +26,7 @@ from toolfleet.orchestrator.adk.services import (
 )
 from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
 from toolfleet.orchestrator.adk.unsupported import run_live as not_ported_run_live
+from toolfleet.orchestrator.adkwire.confirming import with_confirmation_calls
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import worker_output
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner

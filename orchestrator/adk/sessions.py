@@ -19,7 +19,7 @@ from typing import Any
 from toolfleet.orchestrator.adk.coroutines import SessionCreation, coroutine_function
 from toolfleet.orchestrator.adk.events import with_adk_actions
 from toolfleet.orchestrator.adk.local import LocalFleet
-from toolfleet.orchestrator.adk.session_ops import (
+from toolfleet.orchestrator.adkwire.session_ops import (
     append_under_lease,
     create_with_state,
     delete_session,

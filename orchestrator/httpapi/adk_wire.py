@@ -11,7 +11,7 @@ from google.genai import types
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from toolfleet.orchestrator.adk.confirming import with_confirmation_calls
+from toolfleet.orchestrator.adkwire.confirming import with_confirmation_calls
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.artifacts import ArtifactVersion

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse, Response
 
-from toolfleet.orchestrator.adk.session_ops import (
+from toolfleet.orchestrator.adkwire.session_ops import (
     append_under_lease,
     create_with_state,
     delete_session,

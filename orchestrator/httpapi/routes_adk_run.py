@@ -16,8 +16,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 from google.genai import types
 
-from toolfleet.orchestrator.adk.completing import post_responses
-from toolfleet.orchestrator.adk.session_ops import append_under_lease
+from toolfleet.orchestrator.adkwire.posting import post_responses
+from toolfleet.orchestrator.adkwire.session_ops import append_under_lease
 from toolfleet.orchestrator.httpapi.adk_wire import RunAgentRequest, adk_event
 from toolfleet.orchestrator.httpapi.api import HttpApi, RunItem
 from toolfleet.orchestrator.httpapi.errors import ApiError, detail_of, status_of
