@@ -18,6 +18,7 @@ from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.keys import SessionKey
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
@@ -51,7 +52,10 @@ async def _complete(
     more follow (`will_continue`). Then apply them through the apply-once path, with an
     intermediate response sent to the model as ADK does, and yield the agent's events."""
     completions = Completions.of(runner.replica.sync_client(), runner.keys, runner.settings)
-    posted = await post_responses(completions, session, responses)
+    credentials = CredentialStore(
+        runner.replica.sync_client(), runner.keys, runner.settings.credential_key
+    )
+    posted = await post_responses(completions, session, responses, credentials)
     entries = [entry_id for _, entry_id in posted]
     updates: asyncio.Queue[Update | None] = asyncio.Queue()
 

@@ -27,6 +27,7 @@ from toolfleet.orchestrator.adk.services import (
 from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
 from toolfleet.orchestrator.adk.unsupported import run_live as not_ported_run_live
 from toolfleet.orchestrator.adkwire.confirming import with_confirmation_calls
+from toolfleet.orchestrator.adkwire.credentials import with_credential_calls
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import worker_output
 from toolfleet.orchestrator.loop.runner import Runner as FleetRunner
@@ -145,7 +146,12 @@ class Runner:
                 # The client's own message (and a result it sent) is not echoed, as in ADK.
                 if event.author in ("user", "completion"):
                     continue
-                if event.content or event.actions.escalate or event.confirmation_requests:
+                if (
+                    event.content
+                    or event.actions.escalate
+                    or event.confirmation_requests
+                    or event.credential_requests
+                ):
                     worker_output.drain()  # a local tool's lines before what follows its call
                     yield self._shaped(event)
 
@@ -256,8 +262,9 @@ class Runner:
 
     def _shaped(self, event: Event) -> Event:
         """ADK's view of `event`: its calls of long-running tools named, its state writes
-        in its actions, a confirmation request as `adk_request_confirmation` calls."""
-        event = with_adk_actions(with_confirmation_calls(event))
+        in its actions, a confirmation request as `adk_request_confirmation` calls and a
+        credential request as `adk_request_credential` calls."""
+        event = with_adk_actions(with_credential_calls(with_confirmation_calls(event)))
         long_running = self._long_running or set()
         ids = {c.id or "" for c in event.get_function_calls() if c.name in long_running}
         ids |= set(event.long_running_tool_ids or ())

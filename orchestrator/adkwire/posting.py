@@ -9,6 +9,8 @@ import asyncio
 from google.genai import types
 
 from toolfleet.orchestrator.adkwire.confirming import confirmation_answer
+from toolfleet.orchestrator.adkwire.credentials import credential_answer
+from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import CallNotPendingError, CompletionError
@@ -18,24 +20,36 @@ SOURCE = "adk-message"  # the completion's source, as `toolfleet tickets show` l
 
 
 async def post_responses(
-    completions: Completions, session: SessionKey, responses: list[types.FunctionResponse]
+    completions: Completions,
+    session: SessionKey,
+    responses: list[types.FunctionResponse],
+    credentials: CredentialStore,
 ) -> list[tuple[str, str]]:
     """Post each response for its call of `session`, as ADK's client sends it: final unless
     it says more follow (`will_continue`); a response to `adk_request_confirmation` is the
-    person's answer. Returns each call's id and its completion's stream entry, in order.
+    person's answer, one to `adk_request_credential` the user's credential (stored in
+    `credentials`, the call then runs again). Returns each call's id and its completion's
+    stream entry, in order.
 
     Raises:
         CallNotPendingError: A response answers no call pending in this session.
         CompletionError: A response is refused (kept as a dead letter).
-        ValueError: A confirmation's response does not carry the id of its request."""
+        ValueError: A confirmation's or credential's response does not carry the id of its
+            request, or a credential's carries no credential."""
     posted = []
     for response in responses:
         await asyncio.to_thread(_check_pending_here, completions, session, response)
         confirming = confirmation_answer(response)
+        credential = credential_answer(response)
         if confirming is not None:  # a person's answer to adk_request_confirmation
             call_id, confirmed, payload = confirming
             entry_id = await asyncio.to_thread(
                 completions.confirm, call_id, confirmed, payload=payload, source=SOURCE
+            )
+        elif credential is not None:  # the user's credential, for adk_request_credential
+            call_id, secret = credential
+            entry_id = await asyncio.to_thread(
+                completions.supply_credential, call_id, secret, credentials, source=SOURCE
             )
         else:
             call_id = response.id or ""
@@ -56,8 +70,8 @@ def _check_pending_here(
     """CallNotPendingError, as for a call that does not exist, when the call `response`
     answers is pending in another session (another user's, whatever its id). A call not
     pending at all is left to the post, which refuses it and keeps it as a dead letter."""
-    confirming = confirmation_answer(response)
-    call_id = confirming[0] if confirming is not None else response.id or ""
+    answered = confirmation_answer(response) or credential_answer(response)
+    call_id = answered[0] if answered is not None else response.id or ""
     try:
         call = completions.get(call_id)
     except CompletionError:

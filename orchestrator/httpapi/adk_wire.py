@@ -12,13 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from toolfleet.orchestrator.adkwire.confirming import with_confirmation_calls
+from toolfleet.orchestrator.adkwire.credentials import adk_auth_config, with_credential_calls
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.artifacts import ArtifactVersion
 from toolfleet.shared.redaction import redact_deep
-
-# ADK's function call that asks the client for a credential, as its clients know it.
-REQUEST_CREDENTIAL = "adk_request_credential"
 
 # ADK's request bodies: camelCase on the wire, snake_case accepted, unknown fields ignored
 # (ADK's clients send fields of newer ADK versions too).
@@ -88,7 +86,8 @@ def adk_actions(event: Event) -> dict[str, Any]:
         "stateDelta": dict(event.state_delta),
         "artifactDelta": dict(actions.artifact_delta),
         "requestedAuthConfigs": {
-            r["call_id"]: r.get("auth_config") or {} for r in event.credential_requests
+            r["call_id"]: adk_auth_config(r.get("auth_config") or {})
+            for r in event.credential_requests
         },
         "requestedToolConfirmations": {
             r["call_id"]: {
@@ -106,24 +105,6 @@ def adk_actions(event: Event) -> dict[str, Any]:
     if actions.escalate:
         out["escalate"] = True
     return out
-
-
-def with_credential_calls(event: Event) -> Event:
-    """`event` as ADK's client sees a call waiting for a credential: one
-    `adk_request_credential` call per such call, marked long-running."""
-    if not event.credential_requests:
-        return event
-    calls = [
-        types.FunctionCall(
-            id=f"adk-credential-{r['call_id']}",
-            name=REQUEST_CREDENTIAL,
-            args={"functionCallId": r["call_id"], "authConfig": r.get("auth_config") or {}},
-        )
-        for r in event.credential_requests
-    ]
-    content = types.Content(role="model", parts=[types.Part(function_call=c) for c in calls])
-    ids = {c.id or "" for c in calls}
-    return event.model_copy(update={"content": content, "long_running_tool_ids": ids})
 
 
 def adk_event(
@@ -191,6 +172,6 @@ def adk_artifact_version(version: ArtifactVersion, uri: str) -> dict[str, Any]:
         "customMetadata": {},
         "createTime": version.saved_at,
     }
-    if version.mime_type:
-        out["mimeType"] = version.mime_type
+    # The store names no type for text; ADK's artifact services call a text part text/plain.
+    out["mimeType"] = version.mime_type or "text/plain"
     return out

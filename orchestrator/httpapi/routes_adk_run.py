@@ -27,7 +27,7 @@ from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX
 from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.errors import SessionNotFoundError, ToolfleetError
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -80,14 +80,20 @@ def adk_run_router(api: HttpApi) -> APIRouter:
     async def completed(
         session: Session, responses: list[types.FunctionResponse]
     ) -> AsyncIterator[Event]:
-        """Post the responses, then the events of applying them (on this replica) until
-        their calls are answered, within the server's longest wait."""
+        """Post the responses, then the events of applying them until their calls are
+        answered, within the server's longest wait: as this replica applies them, then
+        those the store has that were not seen."""
+        known = {e.id for e in session.events}
         subscription = api.hub.subscribe(session.key)
         try:
             try:
-                posted = await post_responses(api.completions, session.key, responses)
-            except (ToolfleetError, ValueError) as exc:
+                posted = await post_responses(
+                    api.completions, session.key, responses, api.credentials
+                )
+            except ToolfleetError as exc:
                 raise ApiError(status_of(exc), detail_of(exc)) from exc
+            except ValueError as exc:  # a response that names no request or no credential
+                raise ApiError(422, str(exc)) from exc
             call_ids = [call_id for call_id, _ in posted]
             waiting = asyncio.create_task(
                 api.orch.wait_until_answered(session.key, call_ids, api.http.max_wait_s)
@@ -95,11 +101,21 @@ def adk_run_router(api: HttpApi) -> APIRouter:
             try:
                 async for item in _items_until(subscription.queue, waiting):
                     if isinstance(item, Event):
+                        known.add(item.id)
                         yield item
             finally:
                 waiting.cancel()
         finally:
             api.hub.unsubscribe(subscription)
+        # Another replica's listener may have applied them (its hub saw the events), and
+        # an invocation's last event is stored a moment before it is published.
+        try:
+            stored = await api.orch.replica.store.get(session.key)
+        except SessionNotFoundError:
+            return  # deleted meanwhile
+        for event in stored.events:
+            if event.id not in known:
+                yield event
 
     async def until_ended(queue: "asyncio.Queue[RunItem]") -> AsyncIterator[Event]:
         api.track(queue)

@@ -5,10 +5,11 @@ ADK's clients read with ADK's models (camelCase, None left out, only ADK's field
 from __future__ import annotations
 
 import fakeredis
+import pytest
 from google.genai import types
 
+from toolfleet.orchestrator.adkwire.credentials import REQUEST_CREDENTIAL, credential_answer
 from toolfleet.orchestrator.httpapi.adk_wire import (
-    REQUEST_CREDENTIAL,
     CreateSessionRequest,
     RunAgentRequest,
     adk_event,
@@ -76,16 +77,34 @@ def test_a_confirmation_request_is_adks_request_confirmation_call_and_action() -
     assert shaped["actions"]["requestedToolConfirmations"]["c1"]["hint"] == "Pay 5?"
 
 
-def test_a_credential_request_is_adks_request_credential_call_and_action() -> None:
-    auth = {"authScheme": {"type": "apiKey"}}
+def test_a_credential_request_is_adks_request_credential_call_with_adks_auth_config() -> None:
+    auth = {"key": "bank_api", "scheme": "bearer", "description": "Your bank token."}
     request = {"call_id": "c2", "tool": "balance", "auth_config": auth}
     event = Event(invocation_id="inv", author="bank", credential_requests=[request])
     shaped = adk_event(event, set(), ())
     (part,) = shaped["content"]["parts"]
-    assert part["functionCall"]["name"] == REQUEST_CREDENTIAL
-    assert part["functionCall"]["args"] == {"functionCallId": "c2", "authConfig": auth}
-    assert shaped["actions"]["requestedAuthConfigs"] == {"c2": auth}
-    assert shaped["longRunningToolIds"] == [part["functionCall"]["id"]]
+    call = part["functionCall"]
+    assert call["name"] == REQUEST_CREDENTIAL and call["args"]["functionCallId"] == "c2"
+    adk_auth = call["args"]["authConfig"]
+    assert adk_auth["authScheme"] == {
+        "type": "http", "scheme": "bearer", "description": "Your bank token."
+    }  # fmt: skip
+    assert adk_auth["credentialKey"] == "bank_api"
+    assert shaped["actions"]["requestedAuthConfigs"] == {"c2": adk_auth}
+    assert shaped["longRunningToolIds"] == [call["id"]]
+
+    # ADK's client answers with the same AuthConfig, its credential filled in.
+    filled = {**adk_auth, "exchangedAuthCredential": {"authType": "http", "http": {
+        "scheme": "bearer", "credentials": {"token": "tok-1"}}}}  # fmt: skip
+    answer = types.FunctionResponse(id=call["id"], name=REQUEST_CREDENTIAL, response=filled)
+    assert credential_answer(answer) == ("c2", "tok-1")
+    keyed = {"rawAuthCredential": {"authType": "apiKey", "apiKey": "k-2"}}
+    assert credential_answer(answer.model_copy(update={"response": keyed})) == ("c2", "k-2")
+    assert credential_answer(types.FunctionResponse(id="x", name="other", response={})) is None
+    with pytest.raises(ValueError, match="carries no credential"):
+        credential_answer(answer.model_copy(update={"response": adk_auth}))
+    with pytest.raises(ValueError, match="must carry the id"):
+        credential_answer(answer.model_copy(update={"id": "c2"}))
 
 
 def test_secret_named_arguments_and_state_are_masked() -> None:

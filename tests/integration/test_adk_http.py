@@ -1,0 +1,189 @@
+"""ADK's routes of `toolfleet serve --http` with real workers, where only toolfleet can be
+asked: a confirmation and a credential answered by ADK's function responses through
+`/adk/run`, and what bad input gets (an unknown call, another user's call, a malformed
+body, a response without its credential): a clear status, and nothing posted."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from examples import bank_account
+from tests.integration import confirm_tools
+from tests.integration.bank_api import BankApi
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
+from toolfleet.shared.config import Settings
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 30
+
+
+def moved(view: ScriptView) -> str:
+    return f"moved: {view.response('transfer_money')}"
+
+
+@pytest.fixture
+async def served(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], tmp_path: Path
+) -> AsyncIterator[RunningHttp]:
+    counter = tmp_path / "transfers"
+    script = [
+        call(Call("transfer_money", {"amount": 70, "counter_file": str(counter)})),
+        say(moved),
+    ]
+    payer = Agent(
+        name="payer", tools=[confirm_tools.transfer_money_tool], model=ScriptedModel(script)
+    )
+    async with serve_http(
+        [payer, bank_account.agent], settings, HttpSettings(), "127.0.0.1", 0
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(served: RunningHttp) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=served.url + "/adk", timeout=WAIT_S) as opened:
+        yield opened
+
+
+async def new_session(client: httpx.AsyncClient, app: str, user: str) -> str:
+    created = await client.post(f"/apps/{app}/users/{user}/sessions", json={})
+    assert created.status_code == 200, created.text
+    session_id: str = created.json()["id"]
+    return session_id
+
+
+def run_body(app: str, user: str, session_id: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "appName": app, "userId": user, "sessionId": session_id,
+        "newMessage": {"role": "user", "parts": list(parts)},
+    }  # fmt: skip
+
+
+def calls_named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [
+        p["functionCall"]
+        for e in events
+        for p in e.get("content", {}).get("parts", [])
+        if "functionCall" in p and p["functionCall"]["name"] == name
+    ]
+
+
+def texts(events: list[dict[str, Any]]) -> list[str]:
+    return [p["text"] for e in events for p in e.get("content", {}).get("parts", []) if "text" in p]
+
+
+async def test_a_confirmation_is_asked_and_answered_as_on_adks_server(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    session_id = await new_session(client, "payer", user)
+    asked = await client.post("/run", json=run_body("payer", user, session_id, {"text": "pay 70"}))
+    assert asked.status_code == 200, asked.text
+    (request,) = calls_named(asked.json(), "adk_request_confirmation")
+    assert request["args"]["originalFunctionCall"]["args"]["amount"] == 70
+    assert any(request["id"] in e.get("longRunningToolIds", []) for e in asked.json())
+    assert not (tmp_path / "transfers").exists()  # nothing runs before the answer
+
+    answer = {
+        "id": request["id"],
+        "name": "adk_request_confirmation",
+        "response": {"confirmed": True},
+    }
+    answered = await client.post(
+        "/run", json=run_body("payer", user, session_id, {"functionResponse": answer})
+    )
+    assert answered.status_code == 200, answered.text
+    assert texts(answered.json())[-1] == "moved: {'moved': 70, 'runs': 1, 'confirmed': True}"
+    assert (tmp_path / "transfers").read_text() == "1"
+    again = await client.post(
+        "/run", json=run_body("payer", user, session_id, {"functionResponse": answer})
+    )
+    assert again.status_code == 409, again.text  # answered already
+    assert (tmp_path / "transfers").read_text() == "1"
+
+
+async def test_a_credential_is_asked_and_supplied_as_on_adks_server(
+    client: httpx.AsyncClient, bank_api: BankApi
+) -> None:
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    token = f"tok-{uuid.uuid4().hex}"
+    bank_api.valid_tokens.add(token)
+    session_id = await new_session(client, "bank_agent", user)
+    asked = await client.post(
+        "/run", json=run_body("bank_agent", user, session_id, {"text": "Balance of ACC-9?"})
+    )
+    assert asked.status_code == 200, asked.text
+    (request,) = calls_named(asked.json(), "adk_request_credential")
+    auth = request["args"]["authConfig"]
+    assert auth["authScheme"]["type"] == "http" and auth["credentialKey"] == "bank_api"
+    assert token not in bank_api.seen_tokens
+
+    # ADK's client fills in the AuthConfig it was given.
+    filled = {**auth, "exchangedAuthCredential": {"authType": "http", "http": {
+        "scheme": "bearer", "credentials": {"token": token}}}}  # fmt: skip
+    answer = {"id": request["id"], "name": "adk_request_credential", "response": filled}
+    answered = await client.post(
+        "/run", json=run_body("bank_agent", user, session_id, {"functionResponse": answer})
+    )
+    assert answered.status_code == 200, answered.text
+    assert "ACC-9 holds" in texts(answered.json())[-1]
+    assert token in bank_api.seen_tokens
+    session = (await client.get(f"/apps/bank_agent/users/{user}/sessions/{session_id}")).text
+    assert token not in session  # the credential never enters the session
+
+
+async def test_bad_function_responses_get_a_clear_status_and_post_nothing(
+    client: httpx.AsyncClient, served: RunningHttp
+) -> None:
+    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    hers = await new_session(client, "payer", alice)
+    asked = await client.post("/run", json=run_body("payer", alice, hers, {"text": "pay 70"}))
+    (request,) = calls_named(asked.json(), "adk_request_confirmation")
+    his = await new_session(client, "payer", bob)
+    yes = {"confirmed": True}
+
+    unknown = {"id": "tf-nope", "name": "transfer_money", "response": {"ok": True}}
+    got = await client.post(
+        "/run", json=run_body("payer", alice, hers, {"functionResponse": unknown})
+    )
+    assert got.status_code == 404 and "tf-nope" in got.json()["detail"]
+    # Alice's call answered from bob's session: no such call there.
+    theirs = {"id": request["id"], "name": "adk_request_confirmation", "response": yes}
+    got = await client.post("/run", json=run_body("payer", bob, his, {"functionResponse": theirs}))
+    assert got.status_code == 404
+    # A confirmation's answer without the id of its request.
+    bare = {"id": "x", "name": "adk_request_confirmation", "response": yes}
+    got = await client.post("/run", json=run_body("payer", alice, hers, {"functionResponse": bare}))
+    assert got.status_code == 422 and "adk-confirm-" in got.json()["detail"]
+    # A credential's answer with no credential in it.
+    empty = {"id": "adk-credential-c", "name": "adk_request_credential", "response": {}}
+    got = await client.post(
+        "/run", json=run_body("payer", alice, hers, {"functionResponse": empty})
+    )
+    assert got.status_code in (404, 422)
+    # Malformed bodies and unknown apps and sessions.
+    assert (await client.post("/run", json={"appName": "payer"})).status_code == 422
+    assert (await client.post("/run", content=b"{not json")).status_code == 422
+    missing = run_body("nobody", alice, hers, {"text": "hi"})
+    assert (await client.post("/run", json=missing)).status_code == 404
+    gone = run_body("payer", alice, "no-such-session", {"text": "hi"})
+    got = await client.post("/run_sse", json=gone)
+    assert got.status_code == 404 and got.json()["detail"] == "Session not found: no-such-session"
+
+    # Alice's call still waits, and her answer still works.
+    still = {t.call_id for t in await served.orch.replica.store.pending_calls()}
+    assert request["args"]["originalFunctionCall"]["id"] in still
+    mine = await client.post(
+        "/run", json=run_body("payer", alice, hers, {"functionResponse": theirs})
+    )
+    assert mine.status_code == 200 and texts(mine.json())[-1].startswith("moved:")
