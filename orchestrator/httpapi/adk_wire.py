@@ -79,6 +79,18 @@ class UpdateSessionRequest(BaseModel):
     state_delta: dict[str, Any] = Field(default_factory=dict)
 
 
+class UpdateMemoryRequest(BaseModel):
+    """The body of a memory update: the session to remember.
+
+    Attributes:
+        session_id: The user's session to add to memory.
+    """
+
+    model_config = ADK_REQUEST
+
+    session_id: str = ""
+
+
 def adk_actions(event: Event) -> dict[str, Any]:
     """The event's actions as ADK's EventActions serialise (its four maps always there)."""
     actions = event.actions

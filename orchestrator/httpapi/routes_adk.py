@@ -19,6 +19,7 @@ from toolfleet.orchestrator.adkwire.session_ops import (
 )
 from toolfleet.orchestrator.httpapi.adk_wire import (
     CreateSessionRequest,
+    UpdateMemoryRequest,
     UpdateSessionRequest,
     adk_artifact_version,
     adk_session,
@@ -177,6 +178,27 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         except SessionNotFoundError:
             raise ApiError(404, "Session not found") from None
         return JSONResponse(shaped(stored))
+
+    @router.patch("/apps/{app_name}/users/{user_id}/memory", summary="Add a session to memory")
+    async def add_session_to_memory(
+        app_name: AppName, user_id: User, req: UpdateMemoryRequest, caller: Who
+    ) -> JSONResponse:
+        # A user's stored sessions are their memory already: the session must exist.
+        if not req.session_id:
+            raise ApiError(400, "Update memory request is invalid.")
+        await owned(caller, app_name, user_id, req.session_id)
+        return JSONResponse(None)
+
+    @router.get("/apps/{app_name}/app-info", summary="The app's root agent")
+    async def app_info(app_name: AppName) -> dict[str, Any]:
+        agent = api.runner(app_name).agent
+        return {
+            "name": app_name,
+            "rootAgentName": agent.name,
+            "description": agent.description,
+            "language": "python",
+            "isComputerUse": False,
+        }
 
     artifact_base = base + "/{session_id}/artifacts"
 

@@ -430,6 +430,7 @@ ADK_PUBLIC = {
 }
 ADK_ANY_CALLER = {
     ("GET", "/adk/list-apps"),
+    ("GET", "/adk/apps/{app_name}/app-info"),
     ("GET", "/adk/dev/apps/{app_name}/build_graph"),
     ("GET", "/adk/dev/apps/{app_name}/debug/trace/session/{session_id}"),
 }
@@ -468,6 +469,8 @@ async def test_adk_routes_reach_only_the_callers_own_sessions(
         "newMessage": {"role": "user", "parts": [{"functionResponse": answer}]},
     }  # fmt: skip
     sessions_route = "/adk/apps/{app_name}/users/{user_id}/sessions"
+    memory_route = "/adk/apps/{app_name}/users/{user_id}/memory"
+    memory = f"/adk/apps/{REIMBURSE}/users/{ALICE}/memory"
     one_route = sessions_route + "/{session_id}"
     art_route = one_route + "/artifacts/{artifact_name:path}"
 
@@ -488,6 +491,7 @@ async def test_adk_routes_reach_only_the_callers_own_sessions(
             ("POST", "/adk/run_sse", "/adk/run_sse", run),
             ("POST", sessions_route, base, {"sessionId": f"new-{who}"}),
             ("POST", one_route, f"{base}/newer-{who}", None),
+            ("PATCH", memory_route, memory, {"sessionId": adk_session}),
         ]  # fmt: skip
         if who == ALICE:
             probes += [
