@@ -127,9 +127,11 @@ class Orchestrator:
         wanted = set(call_ids)
 
         async def answered() -> bool:
-            if session in await store.sessions_to_resume():
+            # Pending first: a result's apply drops its call and marks the turn owed in
+            # one step, so the owed mark read after it is never older than the drop.
+            if any(c.call_id in wanted for c in await store.pending_calls(session)):
                 return False
-            return not any(c.call_id in wanted for c in await store.pending_calls(session))
+            return session not in await store.sessions_to_resume()
 
         async def wait() -> None:
             while True:
@@ -151,8 +153,9 @@ class Orchestrator:
         store = self.replica.store
 
         async def settled() -> bool:
-            owed = session in await store.sessions_to_resume()
-            return not owed and not await store.pending_calls(session)
+            if await store.pending_calls(session):  # before the owed mark, as above
+                return False
+            return session not in await store.sessions_to_resume()
 
         async def wait() -> None:
             while True:
