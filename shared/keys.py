@@ -95,6 +95,10 @@ class Keys:
         """Set of session ids of one user."""
         return f"{self.prefix}:sessions:{app}:{user}"
 
+    def memory_sessions(self, app: str, user: str) -> str:
+        """Set of the ids of the sessions one user's memory holds (add_session_to_memory)."""
+        return f"{self.prefix}:memory:{app}:{user}"
+
     def lease(self, session: SessionKey) -> str:
         """Which replica runs a session now (SET NX with a TTL)."""
         return f"{self.prefix}:lease:{session}"

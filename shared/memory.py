@@ -44,8 +44,10 @@ class SearchMemoryResponse:
 class MemoryStore:
     """Word-match search over the stored events of a user's sessions (search_memory).
 
-    Each search reads every event of every session of the user: fine for demos and small
-    histories, slow for large ones. It returns at most `limit` entries.
+    A user's memory is the sessions added to it (`add`, ADK's add_session_to_memory);
+    until the first is added, every stored session of theirs. Each search reads every
+    event of those sessions: fine for demos and small histories, slow for large ones. It
+    returns at most `limit` entries.
     """
 
     def __init__(self, client: redis.Redis, keys: Keys, limit: int = 20) -> None:
@@ -53,11 +55,17 @@ class MemoryStore:
         self._keys = keys
         self._limit = limit
 
+    def add(self, app: str, user: str, session_id: str) -> None:
+        """Add the session to the user's memory: searches read its events from now on."""
+        self._redis.sadd(self._keys.memory_sessions(app, user), session_id)
+
     def search(self, app: str, user: str, query: str) -> SearchMemoryResponse:
-        """Events of the user's sessions that share a word with `query`, newest first."""
+        """Events of the user's remembered sessions that share a word with `query`, newest
+        first."""
         words = {w.lower() for w in _WORD.findall(query)}
         found: list[MemoryEntry] = []
-        for raw_id in self._redis.smembers(self._keys.user_sessions(app, user)):
+        remembered = self._redis.smembers(self._keys.memory_sessions(app, user))
+        for raw_id in remembered or self._redis.smembers(self._keys.user_sessions(app, user)):
             session_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
             events = self._keys.events(session_key(app, user, session_id))
             for raw in self._redis.lrange(events, 0, -1):

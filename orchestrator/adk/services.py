@@ -170,8 +170,9 @@ class RedisArtifactService(_OnRedis, BaseArtifactService):
 
 
 class RedisMemoryService(_OnRedis, BaseMemoryService):
-    """Memory in the fleet's Redis: every stored session of a user, as tools'
-    `search_memory` reads it (a word match, like ADK's in-memory service).
+    """Memory in the fleet's Redis: the sessions added to a user's memory (until the first
+    is added, every stored session of theirs), as tools' `search_memory` reads it (a word
+    match, like ADK's in-memory service).
 
     Args:
         settings: Whose Redis it uses; None: the Redis of the session service of the
@@ -179,8 +180,12 @@ class RedisMemoryService(_OnRedis, BaseMemoryService):
     """
 
     async def add_session_to_memory(self, session: Session) -> None:
-        """Nothing to copy: a user's stored sessions are their memory already (as long as
-        the sessions live, TOOLFLEET_SESSION_TTL_S)."""
+        """Add the session to its user's memory, as ADK's: searches read its events (for
+        as long as it lives, TOOLFLEET_SESSION_TTL_S). Until a user's first session is
+        added, every stored session of theirs is their memory."""
+        await self._on_redis(
+            lambda r, k: MemoryStore(r, k).add(session.app_name, session.user_id, session.id)
+        )
 
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str

@@ -33,6 +33,7 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 from toolfleet.shared.ids import unique_hex
+from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.version import version
 
 # Where ADK's routes are served: toolfleet's own routes share some of ADK's paths with
@@ -183,10 +184,11 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     async def add_session_to_memory(
         app_name: AppName, user_id: User, req: UpdateMemoryRequest, caller: Who
     ) -> JSONResponse:
-        # A user's stored sessions are their memory already: the session must exist.
         if not req.session_id:
             raise ApiError(400, "Update memory request is invalid.")
         await owned(caller, app_name, user_id, req.session_id)
+        store = MemoryStore(replica.sync_client(), api.keys)
+        await asyncio.to_thread(store.add, app_name, user_id, req.session_id)
         return JSONResponse(None)
 
     @router.get("/apps/{app_name}/app-info", summary="The app's root agent")

@@ -69,14 +69,14 @@ EXPECTED: dict[str, list[str]] = {
         "Tool: Attempting to load artifact: report.txt",
         "Tool: Loaded document 'report.txt' (36 chars).",
         "Tool: Searching memory for context related to: 'revenue'",
-        "Tool: Found memory context: Analyze report.txt for revenue",
-        "Remember: the revenue grew 12 percent in Q3...",
+        # Memory holds the past session the driver added, as ADK's: not the current one.
+        "Tool: Found memory context: Remember: the revenue grew 12 percent in Q3...",
         "Tool: Performed analysis.",
         "Tool: Saved analysis result as 'analysis_report.txt' version 0.",
         "Agent Response:  Saved the analysis as analysis_report.txt (version 0).",
         "analysis artifact: Analysis of 'report.txt' regarding 'revenue' using memory "
         "context: [Placeholder Analysis Result]",
-        "memory: ['Analyze report.txt for revenue', 'Remember: the revenue grew 12 percent in Q3']",
+        "memory: ['Remember: the revenue grew 12 percent in Q3']",
     ],
     "tests.integration.adk_drivers math_toolset": [
         "Agent Response:  Hello, Ann! 5 + 3 = 8.",
