@@ -86,7 +86,9 @@ class WaitingCalls:
             await batch.run(self._redis)
             return False
         sealer = Sealer.of(runner.settings)
-        event = responses_event(pending.invocation_id, pending.agent, ordered, sealer)
+        event = responses_event(
+            pending.invocation_id, pending.agent, ordered, sealer, session.state
+        )
         await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
         await self._resumer.notify(session.key, event)
         return cancel is None or cancel.resume

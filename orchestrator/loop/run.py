@@ -225,7 +225,9 @@ async def _answer_calls(
                 EndReason.AWAITING_CONFIRMATION if confirming else EndReason.AWAITING_CREDENTIAL
             )
         return
-    response_event = responses_event(inv.id, agent.name, ordered, Sealer.of(inv.settings))
+    response_event = responses_event(
+        inv.id, agent.name, ordered, Sealer.of(inv.settings), inv.session.state
+    )
     closed = [r.call_id for r in ordered if r.status is not CallStatus.PENDING]
     # The results' transport forgets them in the step that stores them - but for a
     # ParallelAgent's branch: its session's stream and sent-calls record are the other

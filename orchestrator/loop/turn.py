@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from google.genai import types
@@ -204,10 +204,15 @@ def pending_call(
 
 
 def responses_event(
-    invocation_id: str, author: str, ordered: list[ToolResult], sealer: Sealer | None = None
+    invocation_id: str,
+    author: str,
+    ordered: list[ToolResult],
+    sealer: Sealer | None = None,
+    state: Mapping[str, Any] | None = None,
 ) -> Event:
     """One Content with every function response, in call order: what the model gets, so
-    secrets the workers sealed are opened here (and masked again when stored)."""
+    secrets the workers sealed are opened here (and masked again when stored). `state`:
+    the session state the calls saw, against which their writes are merged."""
     # A copy of each response, as validation would make: the event's is its own.
     parts = [response_part(r.call_id, r.tool, dict(opened_response(r, sealer))) for r in ordered]
     actions = ToolActions(
@@ -222,7 +227,7 @@ def responses_event(
         invocation_id=invocation_id,
         author=author,
         content=content("user", parts),
-        state_delta=merge_deltas([r.state_delta for r in ordered]),
+        state_delta=merge_deltas([r.state_delta for r in ordered], state),
         actions=actions,
         calls=[CallRecord.of(r) for r in ordered],
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.genai import types
@@ -137,9 +137,38 @@ def answer_of(event: Event) -> str:
     return "".join(p.text for p in event.content.parts or () if p.text and not p.thought)
 
 
-def merge_deltas(deltas: list[dict[str, Any]]) -> dict[str, Any]:
-    """Later calls win: deltas are applied in call order, never arrival order."""
+def merge_deltas(
+    deltas: list[dict[str, Any]], base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The state writes of one turn's calls, in call order (never arrival order), as if the
+    calls had run one after another on one state, as ADK's calls of a turn share one.
+
+    Each call wrote from `base`, the state they all saw: a list it extended keeps the
+    earlier calls' items and adds its own, a dict it changed keeps the earlier calls'
+    keys and takes its own changes, and any other write replaces the value (the later
+    call's wins)."""
+    seen = base or {}
     merged: dict[str, Any] = {}
     for delta in deltas:
-        merged.update(delta)
+        for key, value in delta.items():
+            before = seen.get(key)
+            merged[key] = _rebased(before, merged[key], value) if key in merged else value
     return merged
+
+
+def _rebased(before: Any, earlier: Any, written: Any) -> Any:
+    """What a call that turned `before` into `written` would have written after the earlier
+    calls turned it into `earlier`."""
+    if isinstance(written, list) and isinstance(earlier, list):
+        items: list[Any] = before if isinstance(before, list) else []
+        if written[: len(items)] == items:
+            return [*earlier, *written[len(items) :]]
+    if isinstance(written, dict) and isinstance(earlier, dict):
+        fields: dict[str, Any] = before if isinstance(before, dict) else {}
+        out = {k: v for k, v in earlier.items() if not (k in fields and k not in written)}
+        for key, value in written.items():
+            if key in fields and fields[key] == value:
+                continue  # this call left the key as it found it
+            out[key] = _rebased(fields.get(key), earlier[key], value) if key in earlier else value
+        return out
+    return written
