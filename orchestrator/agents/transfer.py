@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.agents.structured import structured_answer_tool
 from toolfleet.orchestrator.agents.workflow import WorkflowAgent
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.messages import (
@@ -91,13 +92,13 @@ def _transfer_tool_to(targets: tuple[str, ...]) -> TransferTool:
 
 async def offered_tools(agent: Agent, context: Callable[[], ReadonlyContext]) -> ToolRegistry:
     """What the model is offered: the agent's tools, plus `transfer_to_agent` when it has
-    somewhere to transfer to (unless one of its own tools has that name). `context`:
+    somewhere to transfer to, and `set_model_response` when it has an output schema and
+    tools (each unless one of its own tools has that name). `context`:
     as `Agent.tools_for` takes it."""
     tools = await agent.tools_for(context)
-    automatic = transfer_tool(agent)
-    if automatic is None or TRANSFER_TO_AGENT in tools:
-        return tools
-    return ToolRegistry([*tools.values(), automatic])
+    automatic = [transfer_tool(agent), structured_answer_tool(agent, bool(tools))]
+    added = [t for t in automatic if t is not None and t.name not in tools]
+    return ToolRegistry([*tools.values(), *added]) if added else tools
 
 
 def transfer_instruction(agent: Agent) -> str:

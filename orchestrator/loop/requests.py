@@ -15,6 +15,11 @@ from toolfleet.orchestrator.agents.builtin_tools import (
     search_without_functions,
 )
 from toolfleet.orchestrator.agents.planners import BuiltInPlanner, without_thought_marks
+from toolfleet.orchestrator.agents.structured import (
+    SET_MODEL_RESPONSE,
+    STRUCTURED_INSTRUCTION,
+    SetModelResponseTool,
+)
 from toolfleet.orchestrator.agents.transfer import (
     TRANSFER_TO_AGENT,
     TransferTool,
@@ -86,6 +91,8 @@ async def model_request(inv: Invocation, tools: ToolRegistry) -> ModelRequest:
     )
     # ADK's order: the planner's instruction after the identity, before the transfer's.
     system += [planned(agent, request, context), _offered_transfers(inv, request)]
+    if isinstance(tools.get(SET_MODEL_RESPONSE), SetModelResponseTool):
+        system.append(STRUCTURED_INSTRUCTION)
     request.instruction = "\n\n".join(p for p in system if p)
     builtins = [t.gemini_tool() for t in agent.builtin_tools]
     if agent.code_executor is not None:

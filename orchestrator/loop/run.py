@@ -16,8 +16,10 @@ from google.genai import types
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.planners import process_planning
+from toolfleet.orchestrator.agents.structured import structured_answer
 from toolfleet.orchestrator.agents.transfer import offered_tools
 from toolfleet.orchestrator.agents.workflow import WorkflowAgent
+from toolfleet.orchestrator.contents import content, text_part
 from toolfleet.orchestrator.fleet.protocol import is_cancelled
 from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.agent_callbacks import (
@@ -247,7 +249,19 @@ async def _answer_calls(
         return
     async for action_event in _apply_actions(inv, response_event):
         yield action_event
-    if response_event.actions.skip_summarization:
+    structured = structured_answer(ordered)
+    if structured is not None:  # set_model_response: its arguments are the answer
+        answer = content("model", [text_part(structured)])
+        answer_event = Event(
+            invocation_id=inv.id,
+            author=agent.name,
+            content=answer,
+            state_delta=output_delta(agent, answer),
+        )
+        await store_answer(inv, answer_event)
+        yield answer_event
+        ending.reason = EndReason.ANSWERED
+    elif response_event.actions.skip_summarization:
         ending.reason = EndReason.SKIPPED_SUMMARY
     elif response_event.actions.escalate and agent.parent is None:
         ending.reason = EndReason.ESCALATED  # the root agent gave up: nobody above answers

@@ -10,6 +10,7 @@ from typing import Any
 
 from google.genai import types
 
+from toolfleet.orchestrator.agents.structured import SetModelResponseTool, answer_structured
 from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
 from toolfleet.orchestrator.contents import content, response_part
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
@@ -109,6 +110,9 @@ async def run_calls(
             continue
         if isinstance(tool, TransferTool):  # answered here; stored with the others below
             results[envelope.call_id] = answer_transfer(envelope, tool, args["agent_name"])
+            continue
+        if isinstance(tool, SetModelResponseTool):  # the final answer, given as a call
+            results[envelope.call_id] = answer_structured(envelope, tool)
             continue
         if duplicates.drop(envelope, tool):
             continue
