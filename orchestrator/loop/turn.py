@@ -108,11 +108,16 @@ async def run_calls(
                 envelope, "InvalidArguments", f"invalid arguments for {tool.name}: {detail}"
             )
             continue
-        if isinstance(tool, TransferTool):  # answered here; stored with the others below
-            results[envelope.call_id] = answer_transfer(envelope, tool, args["agent_name"])
-            continue
-        if isinstance(tool, SetModelResponseTool):  # the final answer, given as a call
-            results[envelope.call_id] = answer_structured(envelope, tool)
+        if isinstance(tool, TransferTool | SetModelResponseTool):
+            # Answered here, around the tool callbacks as ADK's function tools are; stored
+            # with the others below.
+            answer = await callbacks.before(tool, envelope, args)
+            if answer is None and isinstance(tool, TransferTool):
+                answer = answer_transfer(envelope, tool, args["agent_name"])
+            elif answer is None and isinstance(tool, SetModelResponseTool):
+                answer = answer_structured(envelope, tool)  # the final answer, as a call
+            assert answer is not None
+            results[envelope.call_id] = await callbacks.finish(answer)
             continue
         if duplicates.drop(envelope, tool):
             continue

@@ -177,3 +177,55 @@ async def test_a_plugins_agent_callbacks_go_first_and_answer_for_every_agent(
 
     assert text_of(events(updates)[-1].content) == "Closed today."
     assert order == ["plugin before desk"]  # the agent's own is skipped, as in ADK
+
+
+async def test_tool_callbacks_run_around_transfer_to_agent_as_around_any_tool(
+    store: SessionStore,
+) -> None:
+    seen: list[str] = []
+
+    def before(tool: Any, args: dict[str, Any], tool_context: Any) -> None:
+        seen.append(f"before {tool.name} {args}")
+
+    def after(tool: Any, args: dict[str, Any], tool_context: Any, tool_response: Any) -> None:
+        seen.append(f"after {tool.name} {tool_response}")
+
+    support = Agent(name="support")
+    desk = Agent(
+        name="desk",
+        sub_agents=[support],
+        before_tool_callback=before,
+        after_tool_callback=after,
+    )
+    models: dict[str, Model] = {
+        "desk": ScriptedModel([call(Call(TRANSFER_TO_AGENT, {"agent_name": "support"}))]),
+        "support": ScriptedModel([say("Support here.")]),
+    }
+
+    updates = await run(store, desk, models)
+
+    assert text_of(events(updates)[-1].content) == "Support here."
+    assert seen == [
+        "before transfer_to_agent {'agent_name': 'support'}",
+        "after transfer_to_agent {'result': None}",
+    ]
+
+
+async def test_a_before_tool_callback_may_answer_a_transfer_in_its_place(
+    store: SessionStore,
+) -> None:
+    def refuse(tool: Any, args: dict[str, Any], tool_context: Any) -> dict[str, Any]:
+        return {"result": "transfers are closed"}
+
+    support = Agent(name="support")
+    desk = Agent(name="desk", sub_agents=[support], before_tool_callback=refuse)
+    models: dict[str, Model] = {
+        "desk": ScriptedModel(
+            [call(Call(TRANSFER_TO_AGENT, {"agent_name": "support"})), say("Desk still.")]
+        ),
+        "support": ScriptedModel([say("Support here.")]),
+    }
+
+    updates = await run(store, desk, models)
+
+    assert text_of(events(updates)[-1].content) == "Desk still."  # no transfer happened
