@@ -17,10 +17,9 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from toolfleet.orchestrator.cli import worker_output
 from toolfleet.orchestrator.cli.embedded import wait_for
@@ -79,6 +78,49 @@ class WorkerProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
 
+    def wait_started(self, ready: Callable[[], bool], timeout_s: float) -> None:
+        """Wait until `ready()` says the worker serves, or until it exits.
+
+        Args:
+            ready: whether the worker serves now (its heartbeat record is there, say).
+            timeout_s: how long its start may take.
+
+        Raises:
+            ToolfleetError: the worker exited first (the message ends with its log), or
+                `timeout_s` passed.
+        """
+        wait_for(lambda: ready() or not self.alive(), timeout_s, f"worker {self.hostname} to start")
+        if not self.alive():
+            raise ToolfleetError(f"worker {self.hostname} exited at start:\n{self.log()[-3000:]}")
+
+
+def wait_serving(settings: Settings, workers: Sequence[WorkerProcess], timeout_s: float) -> None:
+    """Wait until each worker's own heartbeat record is in the settings' Redis.
+
+    A record counts when it names the worker's pid: a worker refused a name that a live
+    worker holds exits, and the record there is the other's.
+
+    Args:
+        settings: the workers' settings (their Redis and key prefix).
+        workers: the `toolfleet worker` or `celery worker` processes to wait for.
+        timeout_s: how long each worker's start may take.
+
+    Raises:
+        ToolfleetError: a worker exited at start, or did not beat within `timeout_s`.
+    """
+    client = sync_client(settings.require_redis_url())
+    keys = Keys(settings.key_prefix)
+    try:
+        for worker in workers:
+
+            def beats(w: WorkerProcess = worker) -> bool:
+                record = client.get(keys.worker(w.hostname))
+                return record is not None and json.loads(record).get("pid") == w.process.pid
+
+            worker.wait_started(beats, timeout_s)
+    finally:
+        client.close()
+
 
 # Prefork children of a cpu worker started here unless its spec says otherwise.
 CPU_CONCURRENCY = 2
@@ -100,60 +142,83 @@ class WorkerSpec:
 
 @dataclass
 class WorkerGroup:
-    """Worker processes sharing one set of settings; stops them all on exit."""
+    """Worker processes sharing one set of settings, each with a log file of its own;
+    stops them all on exit (a warm shutdown, then a kill past `stop_timeout_s`)."""
 
     settings: Settings
     extra_env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 30.0
+    stop_timeout_s: float = 10.0
     workers: list[WorkerProcess] = field(default_factory=list)
     _log_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def start(
         self, pools: Sequence[str], concurrency: int | None = None, name: str | None = None
     ) -> WorkerProcess:
-        """Start one worker process and wait until it serves its pools."""
-        worker = self._spawn(pools, concurrency, name)
-        self._wait_ready(worker)
+        """Start one worker process and wait until it serves its pools.
+
+        Args:
+            pools: the pools it serves.
+            concurrency: calls it runs at once (default: see WorkerSpec).
+            name: its node name before the @ (default: the pools and a random suffix).
+
+        Returns:
+            The worker, serving.
+
+        Raises:
+            ToolfleetError: it exited at start (its name is held, say), or did not start
+                within `start_timeout_s`.
+        """
+        (worker,) = self.start_all([WorkerSpec(pools, concurrency, name)])
         return worker
 
     def start_all(self, specs: Sequence[WorkerSpec]) -> list[WorkerProcess]:
-        """Start several workers at once (they boot in parallel), then wait for all."""
-        workers = [self._spawn(s.pools, s.concurrency, s.name) for s in specs]
-        for worker in workers:
-            self._wait_ready(worker)
+        """Start several workers at once (they boot in parallel), then wait for all.
+
+        Args:
+            specs: what to start.
+
+        Returns:
+            The workers, in the order of `specs`, all serving.
+
+        Raises:
+            ToolfleetError: one exited at start, or did not start within `start_timeout_s`.
+        """
+        workers = [self._spawn(spec) for spec in specs]
+        wait_serving(self.settings, workers, self.start_timeout_s)
         return workers
 
-    def _spawn(
-        self, pools: Sequence[str], concurrency: int | None, name: str | None
-    ) -> WorkerProcess:
-        kind = kind_of_pools(pools, self.settings)
-        calls = concurrency_for(kind, self.settings, concurrency, CPU_CONCURRENCY)
-        if self._log_dir is None:
-            self._log_dir = tempfile.TemporaryDirectory(prefix="toolfleet-workers-")
-        label = name or f"{'-'.join(pools)}-{uuid.uuid4().hex[:6]}"
-        hostname = f"{label}@{socket.gethostname()}"
-        log_path = Path(self._log_dir.name) / f"{label}.log"
-        env = {
+    def environment(self) -> dict[str, str]:
+        """A worker process's environment: this process's, the settings as the TOOLFLEET_*
+        variables a worker reads, then `extra_env`."""
+        settings = self.settings
+        return {
             **os.environ,
-            "TOOLFLEET_REDIS_URL": self.settings.require_redis_url(),
-            "TOOLFLEET_BROKER_URL": self.settings.broker_url or "",
-            "TOOLFLEET_KEY_PREFIX": self.settings.key_prefix,
-            "TOOLFLEET_TOOL_MODULES": ",".join(self.settings.tool_modules),
-            "TOOLFLEET_DEFAULT_POOL": self.settings.default_pool,
-            "TOOLFLEET_IO_POOLS": ",".join(self.settings.io_pools),
-            "TOOLFLEET_DEFAULT_IO_POOL": self.settings.default_io_pool,
-            "TOOLFLEET_IO_INTAKE": "true" if self.settings.io_intake else "false",
-            "TOOLFLEET_IO_THREADS": str(self.settings.io_threads),
-            "TOOLFLEET_DEFAULT_TIMEOUT_S": str(self.settings.default_timeout_s),
-            "TOOLFLEET_WORKER_HEARTBEAT_S": str(self.settings.worker_heartbeat_s),
-            "TOOLFLEET_REDELIVERY_MARGIN_S": str(self.settings.redelivery_margin_s),
-            "TOOLFLEET_RESTORE_INTERVAL_S": str(self.settings.restore_interval_s),
-            "TOOLFLEET_MAX_DELIVERIES": str(self.settings.max_deliveries),
-            "TOOLFLEET_SECRET_ARG_NAMES": ",".join(self.settings.secret_arg_names),
-            "TOOLFLEET_CREDENTIAL_KEY": self.settings.credential_key or "",
-            "TOOLFLEET_FLEET_KEY": self.settings.fleet_key or "",
+            "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
+            "TOOLFLEET_BROKER_URL": settings.broker_url or "",
+            "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
+            "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
+            "TOOLFLEET_DEFAULT_POOL": settings.default_pool,
+            "TOOLFLEET_IO_POOLS": ",".join(settings.io_pools),
+            "TOOLFLEET_DEFAULT_IO_POOL": settings.default_io_pool,
+            "TOOLFLEET_IO_INTAKE": "true" if settings.io_intake else "false",
+            "TOOLFLEET_IO_THREADS": str(settings.io_threads),
+            "TOOLFLEET_DEFAULT_TIMEOUT_S": str(settings.default_timeout_s),
+            "TOOLFLEET_WORKER_HEARTBEAT_S": str(settings.worker_heartbeat_s),
+            "TOOLFLEET_REDELIVERY_MARGIN_S": str(settings.redelivery_margin_s),
+            "TOOLFLEET_RESTORE_INTERVAL_S": str(settings.restore_interval_s),
+            "TOOLFLEET_MAX_DELIVERIES": str(settings.max_deliveries),
+            "TOOLFLEET_SECRET_ARG_NAMES": ",".join(settings.secret_arg_names),
+            "TOOLFLEET_CREDENTIAL_KEY": settings.credential_key or "",
+            "TOOLFLEET_FLEET_KEY": settings.fleet_key or "",
             **self.extra_env,
         }
+
+    def _spawn(self, spec: WorkerSpec) -> WorkerProcess:
+        kind = kind_of_pools(spec.pools, self.settings)
+        calls = concurrency_for(kind, self.settings, spec.concurrency, CPU_CONCURRENCY)
+        label = spec.name or f"{'-'.join(spec.pools)}-{uuid.uuid4().hex[:6]}"
+        hostname = f"{label}@{socket.gethostname()}"
         command = [
             sys.executable,
             "-m",
@@ -162,7 +227,7 @@ class WorkerGroup:
             "toolfleet.workers.app",
             "worker",
             "-Q",
-            ",".join(queue_name(p) for p in pools),
+            ",".join(queue_name(p) for p in spec.pools),
             *worker_pool_argv(kind, calls),
             "-n",
             hostname,
@@ -173,9 +238,56 @@ class WorkerGroup:
             "--without-gossip",
             "--without-mingle",  # event heartbeats stay on: Flower shows these workers online
         ]
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        env[TOOL_OUTPUT_FDS] = f"{out_write},{err_write}"
+        return self.launch(
+            command,
+            hostname,
+            self.environment(),
+            pools=spec.pools,
+            kind=kind,
+            concurrency=calls,
+            tool_output=True,
+        )
+
+    def launch(
+        self,
+        command: Sequence[str],
+        hostname: str,
+        env: Mapping[str, str],
+        *,
+        pools: Sequence[str] = (),
+        kind: PoolKind = "cpu",
+        concurrency: int = 1,
+        tool_output: bool = False,
+    ) -> WorkerProcess:
+        """Start `command`, a worker process named `hostname`, as one of the group's,
+        without waiting for it to serve (`WorkerProcess.wait_started` waits).
+
+        It runs in a process group of its own (a kill takes its pool too); Celery's
+        output goes to `<name before the @>.log` in the group's log folder.
+
+        Args:
+            command: the argv, `celery ... worker -n hostname ...` or the like.
+            hostname: its node name, for messages and its log file's name.
+            env: its whole environment (`environment()` is a toolfleet worker's).
+            pools: the pools (or queues) it serves.
+            kind: the kind of its pools.
+            concurrency: calls it runs at once.
+            tool_output: give it the two pipes a toolfleet worker's tools print into,
+                copied to this process's stdout and stderr and to its log.
+
+        Returns:
+            The started process.
+        """
+        if self._log_dir is None:
+            self._log_dir = tempfile.TemporaryDirectory(prefix="toolfleet-workers-")
+        log_path = Path(self._log_dir.name) / f"{hostname.partition('@')[0]}.log"
+        env = dict(env)
+        reads: tuple[int, ...] = ()
+        writes: tuple[int, ...] = ()
+        if tool_output:
+            (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
+            reads, writes = (out_read, err_read), (out_write, err_write)
+            env[TOOL_OUTPUT_FDS] = f"{out_write},{err_write}"
         try:  # append: the pumps add the tools' lines to the same log
             with log_path.open("ab") as log:
                 process = subprocess.Popen(
@@ -184,52 +296,32 @@ class WorkerGroup:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    pass_fds=(out_write, err_write),
+                    pass_fds=writes,
                 )
         except BaseException:
-            os.close(out_read)
-            os.close(err_read)
+            for fd in reads:
+                os.close(fd)
             raise
         finally:  # the worker holds the write ends now: its exit ends the pipes
-            os.close(out_write)
-            os.close(err_write)
-        pumps = [
-            LinePump(out_read, worker_output.stdout, log_path),
-            LinePump(err_read, worker_output.stderr, log_path),
-        ]
-        worker = WorkerProcess(hostname, list(pools), process, log_path, kind, calls, pumps)
+            for fd in writes:
+                os.close(fd)
+        pumps = []
+        if tool_output:
+            pumps = [
+                LinePump(reads[0], worker_output.stdout, log_path),
+                LinePump(reads[1], worker_output.stderr, log_path),
+            ]
+        worker = WorkerProcess(hostname, list(pools), process, log_path, kind, concurrency, pumps)
         self.workers.append(worker)
         return worker
 
-    def _wait_ready(self, worker: WorkerProcess) -> None:
-        client = sync_client(self.settings.require_redis_url())
-        key = Keys(self.settings.key_prefix).worker(worker.hostname)
-
-        def beats() -> bool:
-            # This process's record, not one of a live worker it shares its name with
-            # (this one is refused, and exits).
-            record = client.get(key)
-            return record is not None and json.loads(record).get("pid") == worker.process.pid
-
-        try:
-            wait_for(
-                lambda: beats() or not worker.alive(),
-                self.start_timeout_s,
-                f"worker {worker.hostname} to start",
-            )
-        finally:
-            client.close()
-        if not worker.alive():
-            raise ToolfleetError(
-                f"worker {worker.hostname} exited at start:\n{worker.log()[-3000:]}"
-            )
-
     def stop(self) -> None:
-        """Stop every worker (warm shutdowns in parallel, each killed after 10 s); delete logs."""
+        """Stop every worker (warm shutdowns in parallel, each killed past
+        `stop_timeout_s`); delete their logs."""
         for worker in self.workers:  # all at once: each warm shutdown takes a second or two
             worker.request_stop()
         for worker in self.workers:
-            worker.wait_stopped(10.0)
+            worker.wait_stopped(self.stop_timeout_s)
             for pump in worker.pumps:  # the last lines its tools printed
                 pump.stop()
         self.workers.clear()
@@ -240,10 +332,5 @@ class WorkerGroup:
     def __enter__(self) -> WorkerGroup:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
