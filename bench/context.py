@@ -8,7 +8,7 @@ from typing import Any
 
 import redis
 
-from bench.harness import RawWorkers, start_toolfleet, toolfleet_workers
+from bench.harness import raw_workers, start_raw, start_toolfleet, toolfleet_workers
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.shared.config import Settings
 
@@ -141,18 +141,18 @@ class Context:
     adk_python: str | None = None
     shared: dict[str, Any] = field(default_factory=dict)  # figures' results others may use
     _tf: WorkerGroup | None = None
-    _raw: RawWorkers | None = None
+    _raw: WorkerGroup | None = None
 
-    def baseline(self, processes: int, concurrency: int = 1) -> tuple[WorkerGroup, RawWorkers]:
+    def baseline(self, processes: int, concurrency: int = 1) -> tuple[WorkerGroup, WorkerGroup]:
         """`processes` toolfleet and as many raw Celery worker processes (prefork, -c 1),
         kept between the figures that use the same ones (1, 3, 5)."""
         if self._tf is None or self._raw is None:
             self._tf = toolfleet_workers(self.settings)
-            self._raw = RawWorkers(self.settings)
+            self._raw = raw_workers(self.settings)
         missing = processes - len(self._tf.workers)
         if missing > 0:
             start_toolfleet(self._tf, missing, concurrency, "tf")
-            self._raw.start(missing, concurrency)
+            start_raw(self._raw, missing, concurrency)
         return self._tf, self._raw
 
     def stop_baseline(self) -> None:

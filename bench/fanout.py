@@ -13,8 +13,9 @@ from bench import tools as bench_tools
 from bench.context import Context
 from bench.harness import (
     BenchModel,
-    RawWorkers,
     median,
+    raw_workers,
+    start_raw,
     start_toolfleet,
     toolfleet_workers,
 )
@@ -90,7 +91,7 @@ def fanout(ctx: Context) -> Table:
         goal="toolfleet efficiency (ideal ÷ turn time) ≥ 95% whenever k ≤ slots",
     )
     tf = toolfleet_workers(ctx.settings)
-    raw = RawWorkers(ctx.settings)
+    raw = raw_workers(ctx.settings)
     met = True
     try:
         for slots in sizes.fanout_slots:
@@ -99,7 +100,7 @@ def fanout(ctx: Context) -> Table:
             if slots > have:
                 more = math.ceil((slots - have) / per)
                 start_toolfleet(tf, more, per, "fan")
-                raw.start(more, per, "rawfan")
+                start_raw(raw, more, per, "rawfan")
             runner = ctx.aio.run(open_runner(ctx, agent, fanout_model(sizes.fanout_ms)))
             try:
                 # Warm-up: every prefork child runs once.

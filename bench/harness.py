@@ -4,32 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import os
 import platform
-import signal
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import redis
 
-from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
 from toolfleet.orchestrator.models.offline import ScriptedModel
 from toolfleet.orchestrator.models.protocol import ModelRequest
 from toolfleet.shared.config import Settings
-from toolfleet.shared.errors import ToolfleetError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POOL = "bench"
@@ -229,84 +224,43 @@ def start_toolfleet(
     return group.start_all(specs)
 
 
-@dataclass
-class RawWorkers:
-    """`celery -A bench.raw_celery worker` processes with the same flags as WorkerGroup's."""
-
-    settings: Settings
-    pool_impl: str = "prefork"
-    start_timeout_s: float = 60.0
-    processes: list[WorkerProcess] = field(default_factory=list)
-    _log_dir: tempfile.TemporaryDirectory[str] | None = None
-
-    def start(self, processes: int, concurrency: int, label: str = "raw") -> None:
-        from bench.raw_celery import QUEUE, READY_KEY
-
-        if self._log_dir is None:
-            self._log_dir = tempfile.TemporaryDirectory(prefix="toolfleet-bench-raw-")
-        env = {
-            **os.environ,
-            "TOOLFLEET_REDIS_URL": self.settings.require_redis_url(),
-            "TOOLFLEET_KEY_PREFIX": self.settings.key_prefix,
-            **worker_env(self.pool_impl),
-        }
-        started = []
-        for _ in range(processes):
-            name = f"{label}{len(self.processes) + 1}-{uuid.uuid4().hex[:4]}"
-            hostname = f"{name}@{socket.gethostname()}"
-            log_path = Path(self._log_dir.name) / f"{name}.log"
-            command = [
-                sys.executable, "-m", "celery", "-A", "bench.raw_celery", "worker",
-                "-Q", QUEUE, "-c", str(concurrency), "-n", hostname, "-E",
-                "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-                "--without-heartbeat",
-            ]  # fmt: skip
-            with log_path.open("wb") as log:
-                process = subprocess.Popen(
-                    command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            worker = WorkerProcess(hostname, [QUEUE], process, log_path)
-            self.processes.append(worker)
-            started.append(worker)
-        client = redis.Redis.from_url(self.settings.require_redis_url())
-        try:
-            for worker in started:
-                key = READY_KEY.format(hostname=worker.hostname)
-                wait_for(
-                    lambda w=worker, k=key: bool(client.exists(k)) or not w.alive(),
-                    self.start_timeout_s,
-                    f"raw Celery worker {worker.hostname} to start",
-                )
-                if not worker.alive():
-                    raise ToolfleetError(f"raw worker exited at start:\n{worker.log()[-3000:]}")
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        for worker in self.processes:
-            worker.request_stop()
-        for worker in self.processes:
-            worker.wait_stopped(15.0)
-        self.processes.clear()
-        if self._log_dir is not None:
-            self._log_dir.cleanup()
-            self._log_dir = None
-
-    def __enter__(self) -> RawWorkers:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+def raw_workers(settings: Settings, pool_impl: str = "prefork") -> WorkerGroup:
+    """A group for raw Celery's workers (`start_raw`): the same process layout as
+    toolfleet's, a longer warm shutdown."""
+    return WorkerGroup(
+        settings, extra_env=worker_env(pool_impl), start_timeout_s=60.0, stop_timeout_s=15.0
+    )
 
 
-def kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+def start_raw(
+    group: WorkerGroup, processes: int, concurrency: int, label: str = "raw"
+) -> list[WorkerProcess]:
+    """`celery -A bench.raw_celery worker` processes with the flags of toolfleet's workers
+    (less Celery's event heartbeats); they boot in parallel, then all are waited for."""
+    from bench.raw_celery import QUEUE, READY_KEY
+
+    env = {
+        **os.environ,
+        "TOOLFLEET_REDIS_URL": group.settings.require_redis_url(),
+        "TOOLFLEET_KEY_PREFIX": group.settings.key_prefix,
+        **group.extra_env,
+    }
+    started = []
+    for _ in range(processes):
+        name = f"{label}{len(group.workers) + 1}-{uuid.uuid4().hex[:4]}"
+        hostname = f"{name}@{socket.gethostname()}"
+        command = [
+            sys.executable, "-m", "celery", "-A", "bench.raw_celery", "worker",
+            "-Q", QUEUE, "-c", str(concurrency), "-n", hostname, "-E",
+            "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+            "--without-heartbeat",
+        ]  # fmt: skip
+        started.append(group.launch(command, hostname, env, pools=[QUEUE], concurrency=concurrency))
+    with redis.Redis.from_url(group.settings.require_redis_url()) as client:
+        for worker in started:
+            key = READY_KEY.format(hostname=worker.hostname)
+            worker.wait_started(functools.partial(client.exists, key), group.start_timeout_s)
+    return started
 
 
 # ---------------------------------------------------------------- where the CPU goes

@@ -280,7 +280,7 @@ def throughput(ctx: Context) -> Table:
         for processes in sizes.tput_processes:
             tf, raw_workers = ctx.baseline(processes, sizes.tput_concurrency)
             groups = cpu_groups(
-                ctx.redis_url, toolfleet_workers=tf.workers, raw_workers=raw_workers.processes
+                ctx.redis_url, toolfleet_workers=tf.workers, raw_workers=raw_workers.workers
             )
             runner = ctx.aio.run(open_runner(ctx, agent, model))
             raw_runs, turn_runs, fleet_runs, lags = [], [], [], []

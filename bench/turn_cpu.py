@@ -34,7 +34,13 @@ from typing import Any
 from celery import Celery
 
 from bench import raw_celery
-from bench.harness import RawWorkers, bench_settings, start_toolfleet, toolfleet_workers
+from bench.harness import (
+    bench_settings,
+    raw_workers,
+    start_raw,
+    start_toolfleet,
+    toolfleet_workers,
+)
 from bench.overhead import close_runner, noop_agent, one_turn, open_runner, raw_throughput
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
 from toolfleet.orchestrator.event_loop import loop_factory
@@ -227,12 +233,12 @@ def noop_fleets(**overrides: Any) -> Iterator[tuple[Runner, Celery, asyncio.Runn
     runner that drives the Runner. Everything is stopped on exit."""
     with EmbeddedRedis() as server:
         settings = bench_settings(server.url, **overrides)
-        tf, raw = toolfleet_workers(settings), RawWorkers(settings)
+        tf, raw = toolfleet_workers(settings), raw_workers(settings)
         app = raw_celery.create_app(settings)
         aio = asyncio.Runner(loop_factory=loop_factory(settings))  # as `toolfleet serve`
         try:
             start_toolfleet(tf, 1, 1, "tf")
-            raw.start(1, 1)
+            start_raw(raw, 1, 1)
             agent, model = noop_agent()
             runner = aio.run(open_runner(_Ctx(settings), agent, model))
             yield runner, app, aio
