@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,9 @@ import redis
 
 from tests.hosts.netns import Host, Network
 from toolfleet.orchestrator.cli.embedded import wait_for
+from toolfleet.orchestrator.cli.local_workers import WorkerProcess, wait_serving
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.pool_kinds import kind_of_pools
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
@@ -73,20 +73,15 @@ def start_redis(host: Host, log: Path) -> str:
 
 
 @dataclass
-class HostWorker:
-    """A `toolfleet worker` process on a host."""
+class HostWorker(WorkerProcess):
+    """A `toolfleet worker` process on a host (`ip netns exec` execs it: the pid is the
+    worker's own)."""
 
-    host: Host
-    hostname: str
-    process: subprocess.Popen[bytes]
-    log: Path
+    host: Host = field(kw_only=True)
 
     @property
     def pid(self) -> int:
         return self.process.pid
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
 
 
 @dataclass
@@ -118,21 +113,9 @@ class HostFleet:
             process = host.popen(
                 [*argv, "--name", hostname], env=settings_env(self.settings), log=log, cwd=ROOT
             )
-            started.append(HostWorker(host, hostname, process, log))
-        client = self.client()
-        keys = Keys(self.settings.key_prefix)
-        try:
-            for worker in started:
-
-                def beats(w: HostWorker = worker) -> bool:
-                    record = client.get(keys.worker(w.hostname))
-                    if record is None and w.process.poll() is not None:
-                        raise AssertionError(f"{w.hostname} exited at start:\n{w.log_tail()}")
-                    return record is not None and json.loads(record).get("pid") == w.pid
-
-                wait_for(beats, START_TIMEOUT_S, f"worker {worker.hostname} to start")
-        finally:
-            client.close()
+            kind = kind_of_pools(pools, self.settings)
+            started.append(HostWorker(hostname, pools, process, log, kind, concurrency, host=host))
+        wait_serving(self.settings, started, START_TIMEOUT_S)
         self.workers.extend(started)
         return started
 
