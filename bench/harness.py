@@ -288,15 +288,20 @@ def tree_cpu_s(roots: Sequence[int]) -> float:
             found = _stat(int(entry.name))
             if found is not None:
                 parents[int(entry.name)], cpu[int(entry.name)] = found
+    return sum(cpu.get(pid, 0.0) for pid in with_descendants(roots, parents))
+
+
+def with_descendants(roots: Sequence[int], parents: Mapping[int, int]) -> set[int]:
+    """`roots` and every process below them, given each live process's parent pid."""
     wanted = set(roots)
-    changed = True
-    while changed:
-        changed = False
+    grew = True
+    while grew:
+        grew = False
         for pid, parent in parents.items():
             if parent in wanted and pid not in wanted:
                 wanted.add(pid)
-                changed = True
-    return sum(cpu.get(pid, 0.0) for pid in wanted)
+                grew = True
+    return wanted
 
 
 def machine_busy_s() -> float:

@@ -21,7 +21,7 @@ from pathlib import Path
 from bench import tools as bench_tools
 from bench import workload
 from bench.context import Context
-from bench.harness import BenchModel, median, toolfleet_workers, worker_env
+from bench.harness import BenchModel, median, toolfleet_workers, with_descendants, worker_env
 from bench.overhead import close_runner
 from bench.report import Table
 from toolfleet.orchestrator.agents.agent import Agent
@@ -80,15 +80,7 @@ def _proc_tree_rss(roots: Sequence[int]) -> int:
         pid = int(entry.name)
         parents[pid] = int(stat[stat.rindex(")") + 2 :].split()[1])
         rss[pid] = int(statm.split()[1]) * page
-    wanted = set(roots)
-    grew = True
-    while grew:
-        grew = False
-        for pid, parent in parents.items():
-            if parent in wanted and pid not in wanted:
-                wanted.add(pid)
-                grew = True
-    return sum(rss.get(pid, 0) for pid in wanted)
+    return sum(rss.get(pid, 0) for pid in with_descendants(roots, parents))
 
 
 class PeakRss:
