@@ -7,7 +7,6 @@ one command client (and pool), one result reader, one session store, one fleet.
 from __future__ import annotations
 
 import uuid
-from types import TracebackType
 
 import redis
 import redis.asyncio as aioredis
@@ -120,12 +119,7 @@ class Replica:
             warn_without_fleet_key(self.settings)  # secrets would travel in clear
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.waiter.stop()
         if self.relay is not None:
             await self.relay.stop()

@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 
 from toolfleet.shared.errors import ConfigError, ToolfleetError
 
@@ -172,12 +171,7 @@ class EmbeddedRedis:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
-from types import TracebackType
 from typing import Any
 
 from google.genai import types
@@ -132,12 +131,7 @@ class Runner:
             await self._exit.enter_async_context(self._owned)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._exit.aclose()
 
     async def run(

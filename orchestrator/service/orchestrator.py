@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 from collections.abc import Collection, Sequence
 from contextlib import AsyncExitStack
-from types import TracebackType
 
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.completions.listener import CompletionListener
@@ -98,12 +97,7 @@ class Orchestrator:
         self._exit.push_async_callback(self.listener.stop)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._exit.aclose()
 
     async def _close_toolsets(self) -> None:

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
@@ -199,10 +198,5 @@ class SentinelRedis:
             node.__exit__(None, None, None)
         self._dir.cleanup()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -7,7 +7,6 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
@@ -94,11 +93,6 @@ class RedisServer:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.kill()
         self._dir.cleanup()

@@ -30,7 +30,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 PREFIX = "tfn"
 _NAME = re.compile(rf"^{PREFIX}(\d+)[a-z]")
@@ -252,10 +251,5 @@ class Network:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
