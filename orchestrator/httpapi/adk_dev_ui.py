@@ -1,7 +1,8 @@
 """ADK's dev UI on the fleet: the Angular app shipped in the google-adk package (the
 `adk-web` extra), served at ADK_PREFIX/dev-ui/ and pointed at ADK's routes under
-ADK_PREFIX, with the few development routes it reads (telemetry consent, the agent graph,
-traces) answered for the fleet."""
+ADK_PREFIX, with the development routes it reads on loading an app answered for the fleet:
+telemetry consent, the agent graph and its drawing, traces, and the eval sets, eval results
+and agent builder config that the fleet does not keep (empty)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, params
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.httpapi.adk_graph import agent_dot, find_agent, tool_names
 from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.errors import ApiError
 from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX, AppName
 from toolfleet.orchestrator.httpapi.wire import SessionId
 
@@ -70,6 +73,33 @@ def install_dev_ui(app: FastAPI, api: HttpApi, auth: Sequence[params.Depends]) -
     async def build_graph(app_name: AppName) -> dict[str, Any]:
         return {"name": app_name, "root_agent": agent_graph(api.runner(app_name).agent)}
 
+    @reads.get("/dev/apps/{app_name}/build_graph_image")
+    async def build_graph_image(
+        app_name: AppName, dark_mode: bool = False, node: str = ""
+    ) -> dict[str, dict[str, str]]:
+        # The UI renders the DOT source itself; keyed by the drawn agent's path.
+        agent = find_agent(api.runner(app_name).agent, node)
+        if agent is None:
+            raise ApiError(404, f"Node not found: {node}")
+        return {node: {"dotSrc": agent_dot(agent, dark=dark_mode)}}
+
+    @reads.get("/dev/apps/{app_name}/builder", response_class=PlainTextResponse)
+    async def agent_builder(app_name: AppName) -> str:
+        # The UI's agent builder edits an app's YAML config; the fleet's agents are Python.
+        api.runner(app_name)
+        return ""
+
+    @reads.get("/dev/apps/{app_name}/eval_sets")
+    async def eval_sets(app_name: AppName) -> list[str]:
+        # The fleet keeps no eval sets (nor results, below): the UI's Evals tab is empty.
+        api.runner(app_name)
+        return []
+
+    @reads.get("/dev/apps/{app_name}/eval_results")
+    async def eval_results(app_name: AppName) -> list[str]:
+        api.runner(app_name)
+        return []
+
     @reads.get("/dev/apps/{app_name}/debug/trace/session/{session_id}")
     async def session_trace(app_name: AppName, session_id: SessionId) -> list[Any]:
         # Spans go to the operator's OpenTelemetry collector, not to this server.
@@ -91,12 +121,8 @@ def agent_graph(agent: Agent) -> dict[str, Any]:
         "sub_agents": [agent_graph(a) for a in agent.sub_agents],
         "model": model if isinstance(model, str) else getattr(model, "model", None),
         "instruction": agent.instruction if isinstance(agent.instruction, str) else "",
-        "tools": [{"name": name, "type": "tool"} for name in _tool_names(agent)],
+        "tools": [{"name": name, "type": "tool"} for name in tool_names(agent)],
         "disallow_transfer_to_parent": agent.disallow_transfer_to_parent,
         "disallow_transfer_to_peers": agent.disallow_transfer_to_peers,
         "include_contents": agent.include_contents,
     }
-
-
-def _tool_names(agent: Agent) -> list[str]:
-    return [str(getattr(t, "name", None) or getattr(t, "__name__", t)) for t in agent.tools]

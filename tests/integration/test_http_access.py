@@ -432,6 +432,10 @@ ADK_ANY_CALLER = {
     ("GET", "/adk/list-apps"),
     ("GET", "/adk/apps/{app_name}/app-info"),
     ("GET", "/adk/dev/apps/{app_name}/build_graph"),
+    ("GET", "/adk/dev/apps/{app_name}/build_graph_image"),
+    ("GET", "/adk/dev/apps/{app_name}/builder"),
+    ("GET", "/adk/dev/apps/{app_name}/eval_sets"),
+    ("GET", "/adk/dev/apps/{app_name}/eval_results"),
     ("GET", "/adk/dev/apps/{app_name}/debug/trace/session/{session_id}"),
 }
 
