@@ -26,7 +26,7 @@ from toolfleet.orchestrator.adk.services import (
 )
 from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
 from toolfleet.orchestrator.adk.unsupported import run_live as not_ported_run_live
-from toolfleet.orchestrator.adkwire.confirming import with_confirmation_calls
+from toolfleet.orchestrator.adkwire.confirming import held_back_responses, with_confirmation_calls
 from toolfleet.orchestrator.adkwire.credentials import with_credential_calls
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import worker_output
@@ -154,6 +154,9 @@ class Runner:
                 ):
                     worker_output.drain()  # a local tool's lines before what follows its call
                     yield self._shaped(event)
+                    held_back = held_back_responses(event)
+                    if held_back is not None:  # ADK's error responses for them
+                        yield self._shaped(held_back)
 
     def run(
         self,

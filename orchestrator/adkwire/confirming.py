@@ -16,6 +16,7 @@ from toolfleet.shared.confirmation import (
     confirmation_call_id,
     confirmed_call_id,
 )
+from toolfleet.shared.messages import ToolActions
 
 
 def with_confirmation_calls(event: Event) -> Event:
@@ -59,3 +60,32 @@ def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, An
             f"(it starts with 'adk-confirm-'), not {response.id!r}"
         )
     return call_id, bool(answer.get("confirmed")), answer.get("payload", UNCHANGED)
+
+
+# ADK's response to a call held back for a confirmation, as its clients see it.
+HELD_BACK = {"error": "This tool call requires confirmation, please approve or reject."}
+
+
+def held_back_responses(event: Event) -> Event | None:
+    """What ADK shows after asking to confirm calls it held back (require_confirmation):
+    their error responses, which end the run until the answer (skip_summarization). None
+    when `event` holds back no call. Shown only: the model gets the call's response once
+    it runs."""
+    held = [r for r in event.confirmation_requests if r.get("held_back")]
+    if not held:
+        return None
+    parts = [
+        types.Part(
+            function_response=types.FunctionResponse(
+                id=r["call_id"], name=r["tool"], response=dict(HELD_BACK)
+            )
+        )
+        for r in held
+    ]
+    return Event(
+        invocation_id=event.invocation_id,
+        author=event.author,
+        timestamp=event.timestamp,
+        content=types.Content(role="user", parts=parts),
+        actions=ToolActions(skip_summarization=True),
+    )

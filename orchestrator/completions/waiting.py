@@ -1,6 +1,7 @@
-"""A call of a parked turn gets its answer: the user's credential or a person's
-confirmation (the call runs again), a rejection or a cancellation (an error, and it
-never runs). Once every call of the turn has its result, the model gets them all."""
+"""A call that waits gets its answer: the user's credential or a person's confirmation
+(the call runs again), a rejection or a cancellation (an error, and it never runs).
+For a parked turn, once every call of it has its result, the model gets them all; a
+call that asked while its turn went on gets its final response alone."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.confirmation import ToolConfirmation
-from toolfleet.shared.messages import Completion, PendingCall
+from toolfleet.shared.messages import Completion, PendingCall, ToolResult
 from toolfleet.shared.sealing import Sealer
 
 
@@ -77,9 +78,14 @@ class WaitingCalls:
             )
             await self._resumer.notify(session.key, event)
             return False
-        ordered = await runner.store.parked.complete(
-            pending.turn_id or "", result, hold.fence, pending.session_key
-        )
+        if pending.turn_id is None:
+            # A call that ran and asked while its turn went on: its final response is
+            # applied alone, as a long-running call's is.
+            ordered: list[ToolResult] | None = [result]
+        else:
+            ordered = await runner.store.parked.complete(
+                pending.turn_id, result, hold.fence, pending.session_key
+            )
         if ordered is None:  # another call of the turn still waits
             batch = WriteBatch()
             consume(batch)

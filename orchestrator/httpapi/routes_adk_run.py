@@ -16,6 +16,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 from google.genai import types
 
+from toolfleet.orchestrator.adkwire.confirming import held_back_responses
 from toolfleet.orchestrator.adkwire.posting import post_responses
 from toolfleet.orchestrator.adkwire.session_ops import append_under_lease
 from toolfleet.orchestrator.httpapi.adk_wire import RunAgentRequest, adk_event
@@ -138,9 +139,10 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         session = await session_of(req, caller)
         long_running = _long_running(api, req.app_name)
         events = [
-            adk_event(e, long_running, names)
+            adk_event(each, long_running, names)
             async for e in events_of(req, session)
             if shown(req, e)
+            for each in _as_adk_shows(e)
         ]
         return JSONResponse(events)
 
@@ -154,14 +156,22 @@ def adk_run_router(api: HttpApi) -> APIRouter:
                 async for event in events_of(req, session):
                     if not shown(req, event):
                         continue
-                    for data in _split_artifacts(adk_event(event, long_running, names)):
-                        yield f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+                    for each in _as_adk_shows(event):
+                        for data in _split_artifacts(adk_event(each, long_running, names)):
+                            yield f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
             except ApiError as exc:  # the stream has started: said in a frame, as ADK does
                 yield f"data: {json.dumps({'error': exc.detail})}\n\n"
 
         return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
 
     return router
+
+
+def _as_adk_shows(event: Event) -> list[Event]:
+    """The event, then ADK's error responses for the calls it holds back for a
+    confirmation (ADK shows them; the model gets the calls' responses once they run)."""
+    held_back = held_back_responses(event)
+    return [event] if held_back is None else [event, held_back]
 
 
 def _long_running(api: HttpApi, app_name: str) -> set[str]:

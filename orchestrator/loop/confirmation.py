@@ -21,6 +21,7 @@ from toolfleet.shared.tools import FunctionTool
 log = logging.getLogger(__name__)
 
 AWAITING = {"status": "awaiting_confirmation"}  # the parked result's response (not shown)
+GATE = "orchestrator"  # the worker named on a call held back here
 
 
 async def ask_confirmation(
@@ -47,6 +48,4 @@ async def ask_confirmation(
         "FunctionResponse with an expected ToolConfirmation payload."
     )
     actions = ToolActions(requested_confirmation=asked.model_dump(mode="json"))
-    return answered_result(
-        call, CallStatus.SUCCESS, dict(AWAITING), worker="orchestrator", actions=actions
-    )
+    return answered_result(call, CallStatus.SUCCESS, dict(AWAITING), worker=GATE, actions=actions)

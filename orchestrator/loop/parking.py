@@ -19,6 +19,7 @@ from typing import Any
 from google.genai import types
 
 from toolfleet.orchestrator.loop import held
+from toolfleet.orchestrator.loop.confirmation import GATE
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.loop.turn import pending_call
 from toolfleet.orchestrator.sessions.events import Event
@@ -51,6 +52,9 @@ async def park_turn(
     ]
     await inv.store.parked.park(turn_id, ordered, inv.fence)
     shown = {c.id: dict(c.args or {}) for c in calls}
+    held_back = {
+        r.call_id for r in ordered if r.actions.requested_confirmation and r.worker == GATE
+    }
     event = Event(
         invocation_id=inv.id,
         author=inv.agent.name,
@@ -60,7 +64,9 @@ async def park_turn(
             if p.kind == "credential"
         ],
         confirmation_requests=[
-            confirmation_request(p.call_id, p.tool, shown[p.call_id], p.ticket)
+            confirmation_request(
+                p.call_id, p.tool, shown[p.call_id], p.ticket, held_back=p.call_id in held_back
+            )
             for p in requests
             if p.kind == "confirmation"
         ],
@@ -75,17 +81,62 @@ async def park_turn(
     return event
 
 
+async def ask_after_run(
+    inv: Invocation, calls: list[types.FunctionCall], asking: list[ToolResult]
+) -> Event:
+    """Record the confirmations that calls which ran asked for, and tell the client; the
+    turn is not parked (its responses, these calls' interim ones among them, go to the
+    model now, as ADK sends them). Confirmed, such a call runs again and its final
+    response is applied as a long-running call's is."""
+    sealer = Sealer.of(inv.settings)
+    args = {c.id: dict(c.args or {}) for c in calls}
+    requests = [
+        pending_call(
+            inv,
+            r,
+            _sealed(args[r.call_id], sealer),
+            ticket=r.actions.requested_confirmation or {},
+            created_at=time.time(),
+            kind="confirmation",
+        )
+        for r in asking
+    ]
+    event = Event(
+        invocation_id=inv.id,
+        author=inv.agent.name,
+        confirmation_requests=[
+            confirmation_request(p.call_id, p.tool, args[p.call_id], p.ticket) for p in requests
+        ],
+    )
+    await held.append(inv, event, pending=requests)
+    return event
+
+
+def asks_after_run(result: ToolResult) -> bool:
+    """Whether `result` is a tool's own request for a confirmation, made while it ran
+    (`tool_context.request_confirmation`), as opposed to a credential request or a call
+    held back before it was sent (require_confirmation): those park the turn."""
+    return result.actions.requested_confirmation is not None and result.worker != GATE
+
+
 def confirmation_request(
-    call_id: str, tool: str, args: dict[str, Any], asked: dict[str, Any]
+    call_id: str,
+    tool: str,
+    args: dict[str, Any],
+    asked: dict[str, Any],
+    *,
+    held_back: bool = False,
 ) -> dict[str, Any]:
-    """How a confirmation request is shown: the call, and the hint and payload asked."""
-    return {
+    """How a confirmation request is shown: the call, and the hint and payload asked;
+    `held_back` when the call was not sent (require_confirmation), not asked as it ran."""
+    request = {
         "call_id": call_id,
         "tool": tool,
         "args": args,
         "hint": asked.get("hint", ""),
         "payload": asked.get("payload"),
     }
+    return {**request, "held_back": True} if held_back else request
 
 
 def _sealed(args: dict[str, Any], sealer: Sealer | None) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from toolfleet.orchestrator.loop.invocation import (
     InvocationEnded,
     Update,
 )
-from toolfleet.orchestrator.loop.parking import park_turn
+from toolfleet.orchestrator.loop.parking import ask_after_run, asks_after_run, park_turn
 from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.tool_requests import process_requests
@@ -217,9 +217,14 @@ async def _answer_calls(
         ending.reason = EndReason.CANCELLED  # after this turn's responses are stored
         if not cancellation.keep_tickets:  # nothing of the turn is left waiting
             ordered = [closed_by_cancel(r) for r in ordered]
-    if any(r.actions.waits() for r in ordered):
+    waiting = [r for r in ordered if r.actions.waits()]
+    if waiting and ending.reason is None and all(asks_after_run(r) for r in waiting):
+        # Tools that ran and asked for a confirmation: their interim responses go to the
+        # model now, as ADK sends them, and each call runs again once confirmed.
+        yield await ask_after_run(inv, calls, waiting)
+    elif waiting:
         # The model sees these results only once the credentials are supplied and the
-        # confirmations answered (the other calls ran: their results are kept).
+        # calls held back are confirmed (the other calls ran: their results are kept).
         yield await park_turn(inv, model_event.id, calls, ordered)
         confirming = any(r.actions.requested_confirmation for r in ordered)
         if ending.reason is None:
@@ -230,7 +235,11 @@ async def _answer_calls(
     response_event = responses_event(
         inv.id, agent.name, ordered, Sealer.of(inv.settings), inv.session.state
     )
-    closed = [r.call_id for r in ordered if r.status is not CallStatus.PENDING]
+    # A call that asked for a confirmation as it ran stays open: it runs again once
+    # confirmed (and its record stays pending till then).
+    closed = [
+        r.call_id for r in ordered if r.status is not CallStatus.PENDING and not r.actions.waits()
+    ]
     # The results' transport forgets them in the step that stores them - but for a
     # ParallelAgent's branch: its session's stream and sent-calls record are the other
     # branches' too, so they are trimmed once every branch is done (loop/workflow.py).

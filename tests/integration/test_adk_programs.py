@@ -69,13 +69,10 @@ REQUESTS: dict[tuple[str, ...], int] = {
     ("notebook",): 3,
     ("visit_log",): 2,
     ("order_desk",): 2,
+    ("payments",): 7,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
 DIFFERS: dict[str, str] = {
-    # toolfleet parks a call that asks for confirmation: the model is not given the
-    # tool's interim response (ADK lets it answer it), and a require_confirmation call
-    # shows no interim error response. The answers after confirming are ADK's.
-    "payments": "a call waiting for confirmation is parked, not answered",
 }
 
 

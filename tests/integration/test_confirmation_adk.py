@@ -111,6 +111,7 @@ async def test_a_tool_that_asked_runs_again_with_the_answer_through_adks_client(
     counter = tmp_path / "trips"
     script = [
         call(Call("book_trip", {"city": "Oslo", "counter_file": str(counter)})),
+        say(lambda v: f"asked: {v.response('book_trip')}"),
         say(lambda v: f"booked: {v.response('book_trip')}"),
     ]
     agent = Agent(name="trips", tools=[confirm_tools.book_trip_tool], model=ScriptedModel(script))
@@ -124,6 +125,9 @@ async def test_a_tool_that_asked_runs_again_with_the_answer_through_adks_client(
     (request,) = [
         c for e in first for c in e.get_function_calls() if c.name == "adk_request_confirmation"
     ]
+    # As in ADK, the model answered the tool's interim response in the same run.
+    said = ["".join(p.text or "" for p in e.content.parts or ()) for e in first if e.content]
+    assert said[-1] == "asked: {'status': 'awaiting approval'}"
 
     answer = types.FunctionResponse(
         id=request.id,

@@ -37,7 +37,12 @@ async def served(
     settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], tmp_path: Path
 ) -> AsyncIterator[RunningHttp]:
     counter = str(tmp_path / "trips")
-    script = [call(Call("book_trip", {"city": "Oslo", "counter_file": counter})), say(booked)]
+    # As in ADK, the model answers the tool's interim response, then the confirmed run's.
+    script = [
+        call(Call("book_trip", {"city": "Oslo", "counter_file": counter})),
+        say(booked),
+        say(booked),
+    ]
     agent = Agent(name=APP, tools=[confirm_tools.book_trip_tool], model=ScriptedModel(script))
     http = HttpSettings(token=TOKEN)
     async with serve_http([agent], settings, http, "127.0.0.1", 0) as running:
