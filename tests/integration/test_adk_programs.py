@@ -72,8 +72,7 @@ REQUESTS: dict[tuple[str, ...], int] = {
     ("payments",): 7,
 }
 # Where toolfleet differs from ADK: strict xfails, not run through the stand-in again.
-DIFFERS: dict[str, str] = {
-}
+DIFFERS: dict[str, str] = {}  # none today
 
 
 def sections(lines: list[str]) -> dict[str, list[str]]:
