@@ -135,7 +135,21 @@ async def _serve(
             else "no identities: loopback clients only"
         )
         print(f"http: {running.url} ({auth}; approvals page {running.url}/approvals)", flush=True)
+        print(adk_line(running.url), flush=True)
         await stop.wait()
+
+
+def adk_line(url: str) -> str:
+    """Where ADK's clients and dev UI reach the server, or which extra brings the UI."""
+    from toolfleet.orchestrator.httpapi.adk_dev_ui import dev_ui_folder
+    from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX
+
+    ui = (
+        f"dev UI {url}/dev-ui/"
+        if dev_ui_folder() is not None
+        else "ADK's dev UI: pip install 'toolfleet[adk-web]'"
+    )
+    return f"adk: {url}{ADK_PREFIX} (ADK api_server's routes; {ui})"
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
