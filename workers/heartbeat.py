@@ -13,8 +13,8 @@ from typing import Any
 import redis
 from celery import Celery, bootsteps
 from celery.signals import worker_ready, worker_shutdown
-from celery.worker import state as worker_state
 
+from toolfleet.shared.celery_wire.worker import active_calls, pool_name
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
 from toolfleet.shared.pool_kinds import CELERY_POOL
@@ -139,19 +139,13 @@ class Heartbeat:
 
 def celery_pool_name(consumer: Any) -> str:
     """The name of a worker's Celery pool implementation, as `-P` takes it."""
-    module = type(getattr(consumer, "pool", None)).__module__
-    return {"celery.concurrency.thread": "threads", "celery.concurrency.prefork": "prefork"}.get(
-        module, module.rpartition(".")[2]
-    )
+    return pool_name(getattr(consumer, "pool", None))
 
 
 def calls_running() -> int:
     """How many calls this worker runs now: those Celery's consumer handed to its pool,
     and the coroutine calls its intake started on the call loop (a call may be both)."""
-    ids = {
-        str(((request.kwargs or {}).get("call") or {}).get("call_id", id(request)))
-        for request in list(worker_state.active_requests)
-    }
+    ids = {str(active.call.get("call_id", id(active))) for active in active_calls()}
     loop = running_call_loop()
     return len(ids | loop.running_ids()) if loop is not None else len(ids)
 

@@ -11,13 +11,12 @@ finishes, and its result is dropped (the call has its answer).
 from __future__ import annotations
 
 import logging
-import signal
 from typing import Any
 
-from celery.worker import state as worker_state
 from celery.worker.control import control_command
 
 from toolfleet.shared.cancellation import STOP_COMMAND
+from toolfleet.shared.celery_wire.worker import active_calls, pool_name
 from toolfleet.workers.call_loop import running_call_loop
 
 log = logging.getLogger(__name__)
@@ -30,7 +29,7 @@ def stop_calls(state: Any, calls: list[dict[str, str]]) -> dict[str, str]:
     running: a call of that session only (a session id alone is not unique)."""
     wanted = {_call_of(c) for c in calls}
     pool = state.consumer.pool
-    if type(pool).__module__.endswith("prefork"):
+    if pool_name(pool) == "prefork":
         stopped = _terminate_children(pool, wanted)
     else:
         stopped = _cancel_coroutines(wanted)
@@ -47,11 +46,10 @@ def _call_of(call: dict[str, Any]) -> _Wanted:
 def _terminate_children(pool: Any, wanted: set[_Wanted]) -> list[str]:
     """Kill the prefork children running `wanted` calls."""
     stopped: list[str] = []
-    for request in list(worker_state.active_requests):
-        call = (request.kwargs or {}).get("call") or {}
-        if _call_of(call) in wanted:
-            request.terminate(pool, signal=signal.SIGKILL)
-            stopped.append(str(call.get("call_id")))
+    for active in active_calls():
+        if _call_of(active.call) in wanted:
+            active.terminate(pool)
+            stopped.append(str(active.call.get("call_id")))
     return stopped
 
 
@@ -64,15 +62,14 @@ def _cancel_coroutines(wanted: set[_Wanted]) -> list[str]:
         for *_, call_id in wanted
         if call_id and loop is not None and loop.stop(str(call_id))
     ]
-    for request in list(worker_state.active_requests):  # taken by Celery's consumer
-        call = (request.kwargs or {}).get("call") or {}
-        call_id = str(call.get("call_id", ""))
-        if _call_of(call) in wanted and call_id not in stopped:
+    for active in active_calls():  # taken by Celery's consumer
+        call_id = str(active.call.get("call_id", ""))
+        if _call_of(active.call) in wanted and call_id not in stopped:
             log.warning(
                 "call %s (%s) runs a sync tool on a thread: it cannot be interrupted; its "
                 "result will be dropped",
                 call_id,
-                request.name,
+                active.task,
             )
     return stopped
 

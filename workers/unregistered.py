@@ -19,6 +19,7 @@ from celery.signals import task_unknown
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from toolfleet.shared.celery_wire.parse import received_kwargs
 from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
 from toolfleet.shared.messages import ToolCall, error_result
 from toolfleet.shared.reporting import ResultReporter
@@ -41,8 +42,9 @@ def install_unregistered_answer(app: Celery, reporter: ResultReporter, keys: Key
     ) -> None:
         if getattr(sender, "app", None) is not app:
             return
-        if message is not None:  # Celery's consumer: the kombu message
-            call, queue = _call_of(message)
+        if message is not None:  # Celery's consumer: the message it received
+            kwargs, queue = received_kwargs(message)
+            call = kwargs.get("call") if isinstance(kwargs, Mapping) else None
         hostname = str(getattr(sender, "hostname", "") or "unknown")
         answer_unregistered(reporter, keys, name, call, queue, hostname)
 
@@ -76,14 +78,3 @@ def answer_unregistered(
         )
         return
     log.error("answered call %s with an error: %s", envelope.call_id, message)
-
-
-def _call_of(message: Any) -> tuple[Any, str]:
-    """The call a Celery protocol 2 message carries (its body: args, kwargs, embed), and
-    the queue it came from; None for a body of another shape."""
-    try:
-        _args, kwargs, _embed = message.payload
-        queue = str((message.delivery_info or {}).get("routing_key") or "")
-        return kwargs.get("call"), queue
-    except Exception:  # any body at all reaches this hook: answer what parses
-        return None, ""

@@ -28,11 +28,11 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.models.offline import Call
+from toolfleet.shared.celery_wire.parse import decode
+from toolfleet.shared.celery_wire.redis_queue import BrokerQueue
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import queue_name
 from toolfleet.shared.messages import CallStatus, ToolCall
-from toolfleet.workers.intake.broker import BrokerQueue
-from toolfleet.workers.intake.message import decode
 
 pytestmark = pytest.mark.integration
 

@@ -22,6 +22,7 @@ from redis.retry import Retry
 
 from tests.support import LocalTool, counted_pipelines
 from tests.unit.test_delivery_guard import KEYS, guarded_deps
+from toolfleet.shared.celery_wire.parse import decode
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
@@ -31,7 +32,6 @@ from toolfleet.shared.tools import ToolOptions
 from toolfleet.workers.deliveries import _COUNT as COUNT
 from toolfleet.workers.executor import Outcome
 from toolfleet.workers.intake.gathering import Gatherer
-from toolfleet.workers.intake.message import decode
 from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.tool_runs import Admitted, ToolRuns, admit_all, conclude_all
 

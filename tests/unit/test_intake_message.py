@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from toolfleet.workers.intake.broker import priority_lists, supports_intake
+from toolfleet.shared.celery_wire.layout import priority_lists
+from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode, tag_of
+from toolfleet.workers.intake.broker import supports_intake
 from toolfleet.workers.intake.eta import EtaQueue
 from toolfleet.workers.intake.intake import Slots
-from toolfleet.workers.intake.message import MalformedMessage, TaskMessage, decode, tag_of
 
 
 def message(body: object = ([], {"call": {"call_id": "c1"}}, {}), **headers: object) -> str:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from toolfleet.workers.intake.message import TaskMessage
+from toolfleet.shared.celery_wire.parse import TaskMessage
 
 
 class EtaQueue:

@@ -20,16 +20,16 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from celery import Celery, Task
-from celery.app.task import Context
 from celery.events.dispatcher import EventDispatcher
 from celery.exceptions import Retry
 from celery.signals import task_unknown
 from celery.utils.saferepr import saferepr
 
+from toolfleet.shared.celery_wire.parse import TaskMessage
+from toolfleet.shared.celery_wire.worker import run_as_request
 from toolfleet.shared.tracing import TRACEPARENT
 from toolfleet.workers.executor import Outcome
 from toolfleet.workers.intake.gathering import Gatherer
-from toolfleet.workers.intake.message import TaskMessage
 from toolfleet.workers.tool_runs import (
     TOOL_RUNS,
     Admitted,
@@ -73,10 +73,10 @@ class MessageRunner:
             "task-received",
             message,
             name=message.task,
-            args=message.headers.get("argsrepr") or saferepr(message.args),
-            kwargs=message.headers.get("kwargsrepr") or saferepr(message.kwargs),
-            root_id=message.headers.get("root_id"),
-            parent_id=message.headers.get("parent_id"),
+            args=message.argsrepr or saferepr(message.args),
+            kwargs=message.kwargsrepr or saferepr(message.kwargs),
+            root_id=message.root_id,
+            parent_id=message.parent_id,
             retries=message.retries,
             eta=eta and eta.isoformat(),
             expires=expires and expires.isoformat(),
@@ -113,7 +113,9 @@ class MessageRunner:
         self, task: Task[Any, Any], message: TaskMessage, done: Done, started: float
     ) -> None:
         value, error = _attempt(
-            lambda: self._as(task, message, lambda: task.run(*message.args, **message.kwargs))
+            lambda: run_as_request(
+                task, message, self.hostname, lambda: task.run(*message.args, **message.kwargs)
+            )
         )
         self._finish(message, done, started, value, error)
 
@@ -129,7 +131,7 @@ class MessageRunner:
                 message.task_id,
             )
             # Answered with an error (workers/unregistered.py), as Celery's consumer does.
-            delivery = message.properties.get("delivery_info") or {}
+            delivery = message.delivery_info
             task_unknown.send(
                 sender=self, message=None, exc=None, name=message.task, id=message.task_id,
                 call=message.kwargs.get("call"), queue=str(delivery.get("routing_key") or ""),
@@ -185,35 +187,10 @@ class MessageRunner:
         retry = celery_retry(call.task)
 
         def with_request(countdown: float, exc: Exception) -> NoReturn:
-            self._as(call.task, call.message, lambda: retry(countdown, exc))
+            run_as_request(call.task, call.message, self.hostname, lambda: retry(countdown, exc))
             raise AssertionError("Celery's retry returned")  # it raises Retry
 
         return with_request
-
-    def _as(self, task: Task[Any, Any], message: TaskMessage, step: Callable[[], Any]) -> Any:
-        """`step()` with the task's request made from the message, as Celery makes it."""
-        # Celery's push_request first copies the thread's current request: a fifth of
-        # this step's time with no gain, as the message's request is complete.
-        task.request_stack.push(
-            Context(
-                {
-                    **message.headers,
-                    "id": message.task_id,
-                    "args": message.args,
-                    "kwargs": message.kwargs,
-                    "delivery_info": message.delivery_info,
-                    "reply_to": message.properties.get("reply_to"),
-                    "correlation_id": message.properties.get("correlation_id"),
-                    "hostname": self.hostname,
-                    "called_directly": False,
-                    "is_eager": False,
-                }
-            )
-        )
-        try:
-            return step()
-        finally:
-            task.pop_request()
 
     def _finish(
         self,

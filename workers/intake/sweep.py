@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 from celery import Celery
+
+from toolfleet.shared.celery_wire.redis_queue import restore, restore_visible
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +27,6 @@ class Sweeper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="toolfleet-sweep", daemon=True)
 
-    @property
-    def _qos(self) -> Any:
-        channel: Any = self._connection.default_channel  # kombu's Redis channel
-        return channel.qos
-
     def start(self) -> None:
         """Sweep now, then every interval, from a thread of its own."""
         self._thread.start()
@@ -44,14 +40,13 @@ class Sweeper:
     def requeue(self, tag: str) -> None:
         """Put the taken message `tag` back on its queue, where it is taken next."""
         with self._lock:
-            self._qos.restore_by_tag(tag)
+            restore(self._connection, tag)
 
     def _run(self) -> None:
         while True:  # at once, then every interval: a worker starting sweeps first
             try:
                 with self._lock:
-                    # Every message past the visibility timeout (num=None), on each call.
-                    self._qos.restore_visible(num=None, interval=1)
+                    restore_visible(self._connection)
             except Exception:
                 log.warning("the broker's sweep failed; trying again", exc_info=True)
             if self._stop.wait(self._interval_s):

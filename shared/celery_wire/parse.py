@@ -1,4 +1,5 @@
-"""A Celery task message (protocol 2) as kombu's Redis transport stores it, decoded."""
+"""A Celery task message (protocol 2) read back: from kombu's Redis-transport envelope,
+or from the message Celery's consumer received."""
 
 from __future__ import annotations
 
@@ -41,6 +42,26 @@ class TaskMessage:
         return int(self.headers.get("retries") or 0)
 
     @property
+    def argsrepr(self) -> str | None:
+        """What the sender said Flower shows as its arguments, if it said."""
+        return self.headers.get("argsrepr")
+
+    @property
+    def kwargsrepr(self) -> str | None:
+        """What the sender said Flower shows as its keyword arguments, if it said."""
+        return self.headers.get("kwargsrepr")
+
+    @property
+    def root_id(self) -> str | None:
+        """The id of the first task of its workflow (its own for a call)."""
+        return self.headers.get("root_id")
+
+    @property
+    def parent_id(self) -> str | None:
+        """The id of the task that sent it, if a task did."""
+        return self.headers.get("parent_id")
+
+    @property
     def delivery_info(self) -> dict[str, Any]:
         """The exchange and routing key it was sent with (a retry is sent the same way)."""
         return dict(self.properties.get("delivery_info") or {})
@@ -63,9 +84,7 @@ def decode(raw: bytes | str) -> TaskMessage:
         envelope = json.loads(raw)
         headers = envelope["headers"]
         properties = envelope["properties"]
-        body: Any = envelope["body"]
-        if properties.get("body_encoding") == "base64":
-            body = base64.b64decode(body)
+        body = _body(envelope, properties)
         if envelope.get("content-type", "application/json") != "application/json":
             raise MalformedMessage(f"content type {envelope.get('content-type')!r} is not JSON")
         _measure(body, "its body")
@@ -114,3 +133,31 @@ def tag_of(raw: bytes | str) -> str | None:
         return str(json.loads(raw)["properties"]["delivery_tag"])
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _body(envelope: dict[str, Any], properties: dict[str, Any]) -> Any:
+    """The envelope's body as Celery encoded it (kombu's Redis transport base64-encodes it)."""
+    body = envelope["body"]
+    return base64.b64decode(body) if properties.get("body_encoding") == "base64" else body
+
+
+def task_kwargs(raw: bytes | str) -> Any:
+    """The keyword arguments of the task message in `raw`, read without the checks of
+    `decode` (a gauge's glance at a queue's tail). Raises ValueError, TypeError,
+    KeyError, AttributeError or binascii.Error when `raw` is not one."""
+    message = json.loads(raw)
+    body = _body(message, message.get("properties", {}))
+    _, kwargs, _ = json.loads(body)
+    return kwargs
+
+
+def received_kwargs(message: Any) -> tuple[Any, str]:
+    """The keyword arguments of a task message Celery's consumer received (kombu's
+    `Message`: its body is [args, kwargs, embed]) and the queue it came from; None and ""
+    for a body of another shape."""
+    try:
+        _args, kwargs, _embed = message.payload
+        queue = str((message.delivery_info or {}).get("routing_key") or "")
+        return kwargs, queue
+    except Exception:  # any body at all may come: what parses is read
+        return None, ""

@@ -1,0 +1,14 @@
+"""Everything toolfleet knows of Celery's and kombu's internals, in one place.
+
+Celery's task messages (protocol 2) and kombu's Redis transport are a wire format the
+orchestrator writes and the workers read without going through Celery's producer or
+consumer: that knowledge lives here and nowhere else.
+
+- `layout`: kombu's Redis-transport keys (priority lists, the unacknowledged set).
+- `parse`: a task message read back (from kombu's Redis envelope, or as Celery's
+  consumer received it).
+- `redis_queue`: messages taken, acknowledged and put back as kombu's consumer does.
+- `worker`: what a running worker knows of its requests and its pool.
+
+Each module is imported on its own: the orchestrator loads none of the worker's.
+"""
