@@ -14,19 +14,13 @@ start a closed call (docs/design.md, "The invariant").
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
 import logging
 import uuid
-from collections.abc import Sequence
-from typing import Any
 
-import amqp
 import redis.asyncio as aioredis
-from kombu import Connection
 
-from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS
+from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.scripts import LuaScript
 
@@ -37,9 +31,6 @@ RELAY_BATCH = 500
 # How long a relay waits for new messages before it looks again without being woken
 # (messages another replica wrote, or a lease another replica let go).
 RELAY_POLL_S = 0.05
-# How long the relay waits for RabbitMQ's next confirm before it gives the batch up
-# (and publishes it again on a new connection).
-CONFIRM_TIMEOUT_S = 10.0
 # The relay's lease: another replica's relay takes over this long after one dies.
 RELAY_LEASE_MS = 3000
 # After a broker error the relay tries again this long later, then twice as long, up to
@@ -83,99 +74,6 @@ def outbox_key(keys: Keys) -> str:
 def relay_lease_key(keys: Keys) -> str:
     """The lease of the one relay that empties the outbox."""
     return f"{keys.prefix}:outbox:relay"
-
-
-def amqp_message(raw: bytes | str) -> tuple[str, dict[str, Any]]:
-    """The queue of an outbox message and kombu's `Producer.publish` arguments for it."""
-    message = json.loads(raw)
-    properties = dict(message["properties"])
-    queue = properties.pop("delivery_info")["routing_key"]
-    body = message["body"]
-    if properties.pop("body_encoding", None) == "base64":
-        body = base64.b64decode(body)
-    properties.pop("delivery_tag", None)
-    return queue, {
-        "body": body,
-        "headers": message["headers"],
-        "content_type": message["content-type"],
-        "content_encoding": message["content-encoding"],
-        "delivery_mode": properties.pop("delivery_mode", 2),
-        "priority": properties.pop("priority", 0),
-        "correlation_id": properties.get("correlation_id"),
-        "reply_to": properties.get("reply_to"),
-    }
-
-
-class AmqpPublisher:
-    """Publishes outbox messages to RabbitMQ, every one confirmed before `publish`
-    returns. A batch is published at once and its confirms awaited together (one broker
-    commit for many messages, not one round trip each). Synchronous (py-amqp): the relay
-    runs it on a thread."""
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-        self._connection: Connection | None = None
-        self._channel: Any = None  # py-amqp's Channel, in confirm mode
-        self._declared: set[str] = set()
-        self._published = 0  # delivery tags given on this channel (confirm mode counts)
-        self._confirmed = 0  # every tag up to this one is confirmed
-        self._refused: list[int] = []
-
-    def publish(self, raws: Sequence[bytes | str]) -> None:
-        """Publish `raws` in order; returns once the broker confirmed every one. Raises
-        on a connection error, a refusal (nack) or no confirm within CONFIRM_TIMEOUT_S
-        (the connection is dropped: the next call opens a new one)."""
-        try:
-            connection, channel = self._connect()
-            for raw in raws:
-                queue, arguments = amqp_message(raw)
-                if queue not in self._declared:
-                    channel.queue_declare(
-                        queue, durable=True, auto_delete=False, arguments=QUORUM_QUEUE_ARGUMENTS
-                    )
-                    self._declared.add(queue)
-                body = arguments.pop("body")
-                headers = arguments.pop("headers")
-                message = amqp.Message(body, application_headers=headers, **arguments)
-                channel.basic_publish(message, exchange="", routing_key=queue)
-                self._published += 1
-            while self._confirmed < self._published:
-                if self._refused:
-                    raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
-                connection.drain_events(timeout=CONFIRM_TIMEOUT_S)
-            if self._refused:
-                raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
-        except Exception:
-            self.close()
-            raise
-
-    def _confirm(self, tag: int, multiple: bool) -> None:
-        # Confirms of one channel come in order; `multiple` covers every tag up to it.
-        self._confirmed = max(self._confirmed, tag)
-
-    def _refuse(self, tag: int, multiple: bool) -> None:
-        self._refused.append(tag)
-
-    def _connect(self) -> tuple[Connection, Any]:
-        if self._connection is None or self._channel is None:
-            connection = Connection(self._url)
-            connection.ensure_connection(max_retries=1)
-            channel: Any = connection.channel()
-            channel.events["basic_ack"].add(self._confirm)
-            channel.events["basic_nack"].add(self._refuse)
-            channel.confirm_select()
-            self._connection, self._channel = connection, channel
-            self._declared.clear()
-            self._published = self._confirmed = 0
-            self._refused = []
-        return self._connection, self._channel
-
-    def close(self) -> None:
-        """Close the connection, if any."""
-        connection, self._connection, self._channel = self._connection, None, None
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                connection.release()
 
 
 class OutboxRelay:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
-import contextlib
-import json
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis.asyncio as aioredis
-from kombu import Connection
-from kombu.transport.redis import PRIORITY_STEPS, Channel
 
+from toolfleet.shared.celery_wire.layout import PRIORITY_STEPS, priority_lists
+from toolfleet.shared.celery_wire.parse import task_kwargs
 from toolfleet.shared.keys import queue_name
 
 
@@ -33,20 +29,14 @@ class QueueState:
 def priority_queues(pool: str) -> list[str]:
     """The Redis lists kombu keeps for the pool's queue: `tools.<pool>` for priority 0
     (every call the orchestrator sends), and one more for each other priority step."""
-    base = queue_name(pool)
-    return [base if step == 0 else f"{base}{Channel.sep}{step}" for step in PRIORITY_STEPS]
+    return priority_lists(queue_name(pool))
 
 
 def dispatched_at(raw: bytes | str) -> float | None:
     """The `dispatched_at` of the call in a kombu Redis message (a `tool.<name>` task
     whose kwargs hold the call's envelope); None for anything else."""
     try:
-        message = json.loads(raw)
-        body = message["body"]
-        if message.get("properties", {}).get("body_encoding") == "base64":
-            body = base64.b64decode(body)
-        _, kwargs, _ = json.loads(body)
-        value = kwargs["call"]["dispatched_at"]
+        value = task_kwargs(raw)["call"]["dispatched_at"]
     except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
         return None
     # A forged or broken message's time (NaN, infinite, a bool) is no time at all.
@@ -95,18 +85,8 @@ def amqp_queue_states(broker_url: str, pools: Sequence[str]) -> list[QueueState]
     """The pools' queues on RabbitMQ: the messages ready in each (a passive declare; those
     delivered and not yet acknowledged are not counted), 0 for a queue not declared yet.
     The age of the oldest is not known there (None)."""
-    states = []
-    with Connection(broker_url, connect_timeout=AMQP_DEPTH_TIMEOUT_S) as connection:
-        connection.ensure_connection(max_retries=1)
-        for pool in pools:
-            channel: Any = connection.channel()  # py-amqp's Channel (kombu types it StdChannel)
-            try:
-                ok = channel.queue_declare(queue_name(pool), passive=True)
-                waiting = int(ok.message_count)
-            except connection.channel_errors:  # NOT_FOUND: no worker or relay declared it
-                waiting = 0
-            finally:
-                with contextlib.suppress(Exception):
-                    channel.close()
-            states.append(QueueState(pool, waiting, None))
-    return states
+    from toolfleet.shared.celery_wire.rabbitmq import queue_depths  # RabbitMQ's fleets only
+
+    queues = [queue_name(pool) for pool in pools]
+    depths = queue_depths(broker_url, queues, AMQP_DEPTH_TIMEOUT_S)
+    return [QueueState(pool, waiting, None) for pool, waiting in zip(pools, depths, strict=True)]

@@ -5,9 +5,11 @@ orchestrator writes and the workers read without going through Celery's producer
 consumer: that knowledge lives here and nowhere else.
 
 - `layout`: kombu's Redis-transport keys (priority lists, the unacknowledged set).
+- `build`: a task message as Celery sends it, in kombu's Redis envelope.
 - `parse`: a task message read back (from kombu's Redis envelope, or as Celery's
   consumer received it).
 - `redis_queue`: messages taken, acknowledged and put back as kombu's consumer does.
+- `rabbitmq`: the same messages published to RabbitMQ, and its queues' depths.
 - `worker`: what a running worker knows of its requests and its pool.
 
 Each module is imported on its own: the orchestrator loads none of the worker's.

@@ -9,8 +9,8 @@ import pytest
 
 from tests.support import tool_call
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
-from toolfleet.orchestrator.fleet.outbox import amqp_message
 from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS, celery_config
+from toolfleet.shared.celery_wire.rabbitmq import amqp_message
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
 

@@ -1,0 +1,142 @@
+"""Task messages on RabbitMQ: a message built for kombu's Redis transport published as
+kombu's py-amqp transport sends it, with publisher confirms, and the depth of a queue.
+
+The orchestrator builds every task message once, in the Redis envelope
+(shared.celery_wire.build); with the tool queues on RabbitMQ an outbox relay publishes
+those same messages here.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import amqp
+from kombu import Connection
+
+from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS
+
+# How long a publisher waits for RabbitMQ's next confirm before it gives the batch up
+# (and the caller publishes it again on a new connection).
+CONFIRM_TIMEOUT_S = 10.0
+
+
+def amqp_message(raw: bytes | str) -> tuple[str, dict[str, Any]]:
+    """The queue of a message in kombu's Redis envelope and kombu's `Producer.publish`
+    arguments for it (body, headers, content type and encoding, delivery mode, priority,
+    correlation id, reply-to)."""
+    message = json.loads(raw)
+    properties = dict(message["properties"])
+    queue = properties.pop("delivery_info")["routing_key"]
+    body = message["body"]
+    if properties.pop("body_encoding", None) == "base64":
+        body = base64.b64decode(body)
+    properties.pop("delivery_tag", None)
+    return queue, {
+        "body": body,
+        "headers": message["headers"],
+        "content_type": message["content-type"],
+        "content_encoding": message["content-encoding"],
+        "delivery_mode": properties.pop("delivery_mode", 2),
+        "priority": properties.pop("priority", 0),
+        "correlation_id": properties.get("correlation_id"),
+        "reply_to": properties.get("reply_to"),
+    }
+
+
+class AmqpPublisher:
+    """Publishes messages in kombu's Redis envelope to RabbitMQ at `url`, every one
+    confirmed before `publish` returns. A batch is published at once and its confirms
+    awaited together (one broker commit for many messages, not one round trip each).
+    Synchronous (py-amqp): run it on a thread of its own."""
+
+    def __init__(self, url: str, confirm_timeout_s: float = CONFIRM_TIMEOUT_S) -> None:
+        self._url = url
+        self._confirm_timeout_s = confirm_timeout_s
+        self._connection: Connection | None = None
+        self._channel: Any = None  # py-amqp's Channel, in confirm mode
+        self._declared: set[str] = set()
+        self._published = 0  # delivery tags given on this channel (confirm mode counts)
+        self._confirmed = 0  # every tag up to this one is confirmed
+        self._refused: list[int] = []
+
+    def publish(self, raws: Sequence[bytes | str]) -> None:
+        """Publish `raws` in order, each on the queue it names (declared on first use as
+        the workers declare it); returns once the broker confirmed every one. Raises on a
+        connection error, a refusal (nack) or no confirm within the confirm timeout (the
+        connection is dropped: the next call opens a new one)."""
+        try:
+            connection, channel = self._connect()
+            for raw in raws:
+                queue, arguments = amqp_message(raw)
+                if queue not in self._declared:
+                    channel.queue_declare(
+                        queue, durable=True, auto_delete=False, arguments=QUORUM_QUEUE_ARGUMENTS
+                    )
+                    self._declared.add(queue)
+                body = arguments.pop("body")
+                headers = arguments.pop("headers")
+                message = amqp.Message(body, application_headers=headers, **arguments)
+                channel.basic_publish(message, exchange="", routing_key=queue)
+                self._published += 1
+            while self._confirmed < self._published:
+                if self._refused:
+                    raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
+                connection.drain_events(timeout=self._confirm_timeout_s)
+            if self._refused:
+                raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
+        except Exception:
+            self.close()
+            raise
+
+    def _confirm(self, tag: int, multiple: bool) -> None:
+        # Confirms of one channel come in order; `multiple` covers every tag up to it.
+        self._confirmed = max(self._confirmed, tag)
+
+    def _refuse(self, tag: int, multiple: bool) -> None:
+        self._refused.append(tag)
+
+    def _connect(self) -> tuple[Connection, Any]:
+        if self._connection is None or self._channel is None:
+            connection = Connection(self._url)
+            connection.ensure_connection(max_retries=1)
+            channel: Any = connection.channel()
+            channel.events["basic_ack"].add(self._confirm)
+            channel.events["basic_nack"].add(self._refuse)
+            channel.confirm_select()
+            self._connection, self._channel = connection, channel
+            self._declared.clear()
+            self._published = self._confirmed = 0
+            self._refused = []
+        return self._connection, self._channel
+
+    def close(self) -> None:
+        """Close the connection, if any."""
+        connection, self._connection, self._channel = self._connection, None, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                connection.release()
+
+
+def queue_depths(broker_url: str, queues: Sequence[str], timeout_s: float) -> list[int]:
+    """The messages ready in each of `queues` on RabbitMQ at `broker_url` (a passive
+    declare; those delivered and not yet acknowledged are not counted), 0 for a queue
+    not declared yet; connecting waits `timeout_s` at most."""
+    depths = []
+    with Connection(broker_url, connect_timeout=timeout_s) as connection:
+        connection.ensure_connection(max_retries=1)
+        for queue in queues:
+            channel: Any = connection.channel()  # py-amqp's Channel (kombu types it StdChannel)
+            try:
+                ok = channel.queue_declare(queue, passive=True)
+                depth = int(ok.message_count)
+            except connection.channel_errors:  # NOT_FOUND: no worker or relay declared it
+                depth = 0
+            finally:
+                with contextlib.suppress(Exception):
+                    channel.close()
+            depths.append(depth)
+    return depths
