@@ -11,6 +11,8 @@ from celery import Celery
 from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.celery_config import celery_config
+from toolfleet.shared.celery_wire.consumer import consumer_class
+from toolfleet.shared.celery_wire.transport import broker_transport
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
@@ -23,8 +25,6 @@ from toolfleet.shared.replication import Replication
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
-from toolfleet.workers.broker import broker_transport
-from toolfleet.workers.consumer import consumer_class
 from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step

@@ -10,6 +10,8 @@ consumer: that knowledge lives here and nowhere else.
   consumer received it).
 - `redis_queue`: messages taken, acknowledged and put back as kombu's consumer does.
 - `rabbitmq`: the same messages published to RabbitMQ, and its queues' depths.
+- `transport`: the worker's kombu Redis transport.
+- `consumer`: the worker's Celery consumer (task events in batches).
 - `worker`: what a running worker knows of its requests and its pool.
 
 Each module is imported on its own: the orchestrator loads none of the worker's.

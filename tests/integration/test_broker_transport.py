@@ -13,8 +13,8 @@ import redis
 from kombu import Connection, Exchange, Queue
 from kombu.transport import redis as kombu_redis
 
+from toolfleet.shared.celery_wire.transport import Channel, Transport, broker_transport
 from toolfleet.shared.config import Settings
-from toolfleet.workers.broker import Channel, Transport, broker_transport
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""A prefork worker sends Flower's task events in batches (toolfleet.workers.consumer).
+"""A prefork worker sends Flower's task events in batches (toolfleet.shared.celery_wire.consumer).
 
 Celery's own consumer publishes a call's task-received event on its loop's next turn,
 before the call even reaches the pool's child, so the received and succeeded events of a

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kombu import Connection
 
+from toolfleet.shared.celery_wire.transport import SentinelTransport, broker_transport
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.redaction import mask_url
 from toolfleet.shared.redis_clients import (
@@ -13,7 +14,6 @@ from toolfleet.shared.redis_clients import (
     is_sentinel,
     sentinel_target,
 )
-from toolfleet.workers.broker import SentinelTransport, broker_transport
 
 
 def test_a_sentinel_url_gives_the_sentinels_the_master_and_both_passwords() -> None:

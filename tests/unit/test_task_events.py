@@ -11,8 +11,8 @@ from celery.events.dispatcher import EventDispatcher
 from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu import Connection
 
-from toolfleet.workers import consumer as consumer_module
-from toolfleet.workers.consumer import TASK_EVENTS_PERIOD_S, Consumer
+from toolfleet.shared.celery_wire import consumer as consumer_module
+from toolfleet.shared.celery_wire.consumer import TASK_EVENTS_PERIOD_S, Consumer
 
 
 class FakeHub:

@@ -13,11 +13,11 @@ import redis
 from celery import Celery
 from celery.events.dispatcher import EventDispatcher
 
+from toolfleet.shared.celery_wire.consumer import TASK_EVENTS_PERIOD_S
 from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode, tag_of
 from toolfleet.shared.celery_wire.redis_queue import BrokerQueue
 from toolfleet.shared.gc_policy import freeze_startup_heap
 from toolfleet.shared.outages import resilient_client
-from toolfleet.workers.consumer import TASK_EVENTS_PERIOD_S
 from toolfleet.workers.intake.broker import Acks
 from toolfleet.workers.intake.eta import EtaQueue
 from toolfleet.workers.intake.runner import MessageRunner
