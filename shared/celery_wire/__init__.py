@@ -2,7 +2,9 @@
 
 Celery's task messages (protocol 2) and kombu's Redis transport are a wire format the
 orchestrator writes and the workers read without going through Celery's producer or
-consumer: that knowledge lives here and nowhere else.
+consumer: that knowledge lives here and nowhere else, and the contract tests
+(tests/unit/test_celery_wire_contract.py) compare it with what the installed Celery and
+kombu do, so a release that changes the wire fails them.
 
 - `layout`: kombu's Redis-transport keys (priority lists, the unacknowledged set).
 - `build`: a task message as Celery sends it, in kombu's Redis envelope.
