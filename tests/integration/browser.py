@@ -82,6 +82,7 @@ class Page:
         self._ids = itertools.count(1)
         self._replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._events: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
+        self._recorders: dict[str, list[list[dict[str, Any]]]] = {}
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -94,6 +95,8 @@ class Page:
             for waiter in self._events.pop(message.get("method", ""), []):
                 if not waiter.done():
                     waiter.set_result(message.get("params", {}))
+            for recorded in self._recorders.get(message.get("method", ""), []):
+                recorded.append(message.get("params", {}))
 
     async def close(self) -> None:
         await self._ws.close()
@@ -117,6 +120,13 @@ class Page:
         future = asyncio.get_running_loop().create_future()
         self._events.setdefault(event, []).append(future)
         return future
+
+    def record(self, event: str) -> list[dict[str, Any]]:
+        """A list that every later `event`'s params are appended to, as they come (enable
+        the event's domain, e.g. `Network.enable`, for the browser to send them)."""
+        recorded: list[dict[str, Any]] = []
+        self._recorders.setdefault(event, []).append(recorded)
+        return recorded
 
     async def goto(self, url: str) -> None:
         loaded = self.expect("Page.loadEventFired")
