@@ -37,8 +37,8 @@ def dispatched_at(raw: bytes | str) -> float | None:
     whose kwargs hold the call's envelope); None for anything else."""
     try:
         value = task_kwargs(raw)["call"]["dispatched_at"]
-    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
-        return None
+    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error, RecursionError):
+        return None  # RecursionError: JSON nested past the parser's depth (a forgery)
     # A forged or broken message's time (NaN, infinite, a bool) is no time at all.
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None

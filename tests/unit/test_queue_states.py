@@ -63,5 +63,7 @@ def test_a_forged_message_has_no_dispatch_time() -> None:
         forged_time(True),
         forged_time("1.0"),
         json.dumps([1, 2, 3]),
+        "[" * 100_000 + "]" * 100_000,  # past the JSON parser's depth
+        json.dumps({"body": "[" * 100_000 + "]" * 100_000, "properties": {}}),
     ]
     assert [dispatched_at(raw) for raw in forged] == [None] * len(forged)
