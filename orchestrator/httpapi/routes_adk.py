@@ -96,6 +96,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
                 "description": runner.agent.description,
                 "language": "python",
                 "isComputerUse": False,
+                "agents": None,  # as ADK lists its apps
             }
             for name, runner in sorted(api.orch.runners.items())
         ]

@@ -187,3 +187,13 @@ async def test_bad_function_responses_get_a_clear_status_and_post_nothing(
         "/run", json=run_body("payer", alice, hers, {"functionResponse": theirs})
     )
     assert mine.status_code == 200 and texts(mine.json())[-1].startswith("moved:")
+
+
+async def test_the_apps_are_listed_as_adks_server_lists_them(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/list-apps")).json() == ["bank_agent", "payer"]
+    detailed = (await client.get("/list-apps", params={"detailed": "true"})).json()
+    payer = next(a for a in detailed["apps"] if a["name"] == "payer")
+    assert payer == {
+        "name": "payer", "rootAgentName": "payer", "description": "", "language": "python",
+        "isComputerUse": False, "agents": None,
+    }  # fmt: skip
