@@ -20,6 +20,7 @@ from toolfleet.orchestrator.adk.coroutines import SessionCreation, coroutine_fun
 from toolfleet.orchestrator.adk.events import with_adk_actions
 from toolfleet.orchestrator.adk.local import LocalFleet
 from toolfleet.orchestrator.adkwire.session_ops import (
+    APPEND_WAIT_S,
     append_under_lease,
     create_with_state,
     delete_session,
@@ -136,7 +137,7 @@ class BaseSessionService:
         stored = event.model_copy(update={"state_delta": delta, "actions": ToolActions(**actions)})
         async with self._replica() as replica:
             try:
-                current = await append_under_lease(replica, session.key, stored)
+                current = await append_under_lease(replica, session.key, stored, APPEND_WAIT_S)
             except SessionNotFoundError:
                 raise ValueError(f"Session {session.id} not found.") from None  # ADK's
         session.events, session.state = current.events, current.state
