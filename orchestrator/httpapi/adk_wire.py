@@ -8,11 +8,19 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from google.genai import types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from toolfleet.orchestrator.adkwire.confirming import with_confirmation_calls
 from toolfleet.orchestrator.adkwire.credentials import adk_auth_config, with_credential_calls
+from toolfleet.orchestrator.httpapi.wire import ID_PATTERN
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.artifacts import ArtifactVersion
@@ -40,15 +48,33 @@ class RunAgentRequest(BaseModel):
 
     model_config = ADK_REQUEST
 
-    app_name: str
-    user_id: str
-    session_id: str
-    new_message: types.Content | None = None
+    app_name: str = Field(pattern=ID_PATTERN)
+    user_id: str = Field(pattern=ID_PATTERN)
+    session_id: str = Field(pattern=ID_PATTERN)
+    new_message: types.Content
     streaming: bool = False
     state_delta: dict[str, Any] | None = None
     invocation_id: str | None = None
     function_call_event_id: str | None = None
     custom_metadata: dict[str, Any] | None = None
+
+    @field_validator("new_message", mode="wrap")
+    @classmethod
+    def _says_something(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> types.Content:
+        try:
+            message: types.Content = handler(value)
+        except ValidationError:
+            raise
+        except Exception as exc:  # google-genai's own validators may raise anything
+            raise ValueError(f"the message is not a Content: {type(exc).__name__}") from exc
+        if not any(
+            p.text or p.inline_data or p.file_data or p.function_response
+            for p in message.parts or ()
+        ):
+            raise ValueError(
+                "the message has no part with text, data or a function response to run"
+            )
+        return message
 
 
 class CreateSessionRequest(BaseModel):
@@ -57,14 +83,18 @@ class CreateSessionRequest(BaseModel):
     Attributes:
         session_id: The new session's id; None: a random one.
         state: The initial state.
-        events: ADK's events to start the session with; refused (422) when given.
+        events: ADK's events to start the session with; only an empty list is taken.
     """
 
     model_config = ADK_REQUEST
 
-    session_id: str | None = None
+    session_id: str | None = Field(default=None, pattern=ID_PATTERN)
     state: dict[str, Any] | None = None
-    events: list[dict[str, Any]] | None = None
+    events: list[dict[str, Any]] | None = Field(
+        default=None,
+        max_length=0,
+        description="Not supported: a session starts from its state (none here).",
+    )
 
 
 class UpdateSessionRequest(BaseModel):
@@ -88,7 +118,7 @@ class UpdateMemoryRequest(BaseModel):
 
     model_config = ADK_REQUEST
 
-    session_id: str = ""
+    session_id: str = Field(pattern=ID_PATTERN)
 
 
 def adk_actions(event: Event) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from toolfleet.orchestrator.httpapi.adk_wire import (
     adk_session,
 )
 from toolfleet.orchestrator.httpapi.api import HttpApi
-from toolfleet.orchestrator.httpapi.errors import ApiError
+from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, SessionId, User
 from toolfleet.orchestrator.sessions.events import Event
@@ -41,6 +41,11 @@ from toolfleet.shared.version import version
 ADK_PREFIX = "/adk"
 # ADK's app names are its agent folders' names: any id-like name this replica serves.
 AppName = Annotated[str, Path(pattern=ID_PATTERN, description="The app (agent) name.")]
+VersionId = Annotated[
+    str, Path(pattern=r"^(latest|[0-9]{1,9})$", description="A version number, or latest.")
+]
+# The artifact routes' paths under a name: a DELETE of one of them is no artifact's.
+_VERSION_PATHS = re.compile(r"/versions(/(latest|[0-9]+))?(/metadata)?$")
 
 
 def adk_public_router() -> APIRouter:
@@ -65,7 +70,9 @@ def adk_public_router() -> APIRouter:
 def adk_sessions_router(api: HttpApi) -> APIRouter:
     """ADK's routes for apps, sessions, state and artifacts, for the caller's own sessions
     (another user's answer 404, as if they did not exist)."""
-    router = APIRouter(prefix=ADK_PREFIX, tags=["adk"])
+    router = APIRouter(
+        prefix=ADK_PREFIX, tags=["adk"], responses=documented(*COMMON_ERRORS, 404, 409)
+    )
     base = "/apps/{app_name}/users/{user_id}/sessions"
     replica = api.orch.replica
     names = api.settings.secret_arg_names
@@ -140,10 +147,6 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         app_name: AppName, user_id: User, caller: Who, req: CreateSessionRequest | None = None
     ) -> JSONResponse:
         req = req or CreateSessionRequest()
-        if req.events:
-            raise ApiError(422, "creating a session with events is not supported; send state")
-        if req.session_id is not None and not _is_id(req.session_id):
-            raise ApiError(422, f"a session id must match {ID_PATTERN}")
         return await create(caller, app_name, user_id, req.session_id, req.state)
 
     @router.post(base + "/{session_id}", summary="Create a session of this id (ADK: deprecated)")
@@ -185,8 +188,6 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     async def add_session_to_memory(
         app_name: AppName, user_id: User, req: UpdateMemoryRequest, caller: Who
     ) -> JSONResponse:
-        if not req.session_id:
-            raise ApiError(400, "Update memory request is invalid.")
         await owned(caller, app_name, user_id, req.session_id)
         store = MemoryStore(replica.sync_client(), api.keys)
         await asyncio.to_thread(store.add, app_name, user_id, req.session_id)
@@ -229,7 +230,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         user_id: User,
         session_id: SessionId,
         artifact_name: str,
-        version_id: str,
+        version_id: VersionId,
         caller: Who,
     ) -> dict[str, Any]:
         await owned(caller, app_name, user_id, session_id)
@@ -269,7 +270,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         user_id: User,
         session_id: SessionId,
         artifact_name: str,
-        version_id: str,
+        version_id: VersionId,
         caller: Who,
     ) -> JSONResponse:
         await owned(caller, app_name, user_id, session_id)
@@ -287,19 +288,18 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         await owned(caller, app_name, user_id, session_id)
         return await load(app_name, user_id, session_id, artifact_name, version)
 
-    @router.delete(artifact_base + "/{artifact_name:path}")
+    @router.delete(artifact_base + "/{artifact_name:path}", responses=documented(405))
     async def delete_artifact(
         app_name: AppName, user_id: User, session_id: SessionId, artifact_name: str, caller: Who
     ) -> JSONResponse:
+        if _VERSION_PATHS.search(artifact_name):
+            detail = "versions are only read: DELETE the artifact itself"
+            raise ApiError(405, detail, headers={"Allow": "GET"})
         await owned(caller, app_name, user_id, session_id)
         await asyncio.to_thread(artifacts().delete, app_name, user_id, session_id, artifact_name)
         return JSONResponse(None)
 
     return router
-
-
-def _is_id(value: str) -> bool:
-    return re.fullmatch(ID_PATTERN, value) is not None
 
 
 def _version_of(version_id: str) -> int | None:

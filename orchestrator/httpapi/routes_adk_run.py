@@ -21,7 +21,13 @@ from toolfleet.orchestrator.adkwire.posting import post_responses
 from toolfleet.orchestrator.adkwire.session_ops import append_under_lease
 from toolfleet.orchestrator.httpapi.adk_wire import RunAgentRequest, adk_event
 from toolfleet.orchestrator.httpapi.api import HttpApi, RunItem
-from toolfleet.orchestrator.httpapi.errors import ApiError, detail_of, status_of
+from toolfleet.orchestrator.httpapi.errors import (
+    COMMON_ERRORS,
+    ApiError,
+    detail_of,
+    documented,
+    status_of,
+)
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.hub import HubItem, InvocationFailed, StreamClosed
 from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX
@@ -35,7 +41,14 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 def adk_run_router(api: HttpApi) -> APIRouter:
     """`/run` and `/run_sse`: a message to the agent of one of the caller's sessions."""
-    router = APIRouter(prefix=ADK_PREFIX, tags=["adk"])
+    # Not in toolfleet's OpenAPI document: the body is google-genai's Content, whose own
+    # schema allows more than the models accept (unknown fields refused, empty parts).
+    router = APIRouter(
+        prefix=ADK_PREFIX,
+        tags=["adk"],
+        responses=documented(*COMMON_ERRORS, 404, 409, 502),
+        include_in_schema=False,
+    )
     names = api.settings.secret_arg_names
 
     async def session_of(req: RunAgentRequest, caller: Who) -> Session:
@@ -146,7 +159,12 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         ]
         return JSONResponse(events)
 
-    @router.post("/run_sse", summary="Run the agent on a message; its events as `data:` frames")
+    @router.post(
+        "/run_sse",
+        response_class=StreamingResponse,
+        responses={200: {"description": "ADK's frames", "content": {"text/event-stream": {}}}},
+        summary="Run the agent on a message; its events as `data:` frames",
+    )
     async def run_agent_sse(req: RunAgentRequest, caller: Who) -> StreamingResponse:
         session = await session_of(req, caller)
         long_running = _long_running(api, req.app_name)
