@@ -7,6 +7,7 @@ from __future__ import annotations
 import fakeredis
 import pytest
 from google.genai import types
+from pydantic import ValidationError
 
 from toolfleet.orchestrator.adkwire.credentials import REQUEST_CREDENTIAL, credential_answer
 from toolfleet.orchestrator.httpapi.adk_wire import (
@@ -160,10 +161,13 @@ def test_requests_take_adks_camel_case_and_snake_case_and_ignore_newer_fields() 
             "serviceTier": "x",
         }
     )
-    snake = RunAgentRequest.model_validate({"app_name": "desk", "user_id": "u", "session_id": "s"})
+    message = {"parts": [{"function_response": {"id": "c1", "name": "t", "response": {}}}]}
+    snake = RunAgentRequest.model_validate(
+        {"app_name": "desk", "user_id": "u", "session_id": "s", "new_message": message}
+    )
     assert (camel.app_name, camel.user_id, camel.session_id) == ("desk", "u", "s")
-    assert camel.new_message is not None and camel.new_message.parts[0].text == "hi"  # type: ignore[index]
-    assert snake.new_message is None and snake.streaming is False
+    assert camel.new_message.parts is not None and camel.new_message.parts[0].text == "hi"
+    assert snake.streaming is False and snake.app_name == "desk"
     created = CreateSessionRequest.model_validate({"sessionId": "abc", "state": {"a": 1}})
     assert (created.session_id, created.state) == ("abc", {"a": 1})
 
@@ -185,3 +189,23 @@ def test_artifact_versions_keep_their_save_times_and_delete_forgets_every_versio
     assert store.load("desk", "u", "s", "note.txt") is None
     assert store.list("desk", "u", "s") == ["pic.png"]
     assert store.versions("desk", "u", "other", "pic.png") == ()  # another session's
+
+
+def test_a_run_request_is_refused_without_ids_or_anything_to_run() -> None:
+    good = {"appName": "desk", "userId": "u", "sessionId": "s"}
+    hi = {"parts": [{"text": "hi"}]}
+    refused: list[dict[str, object]] = [
+        good,  # no message
+        {**good, "newMessage": {}},
+        {**good, "newMessage": {"parts": [{"text": ""}]}},
+        {**good, "userId": "../alice", "newMessage": hi},
+        {**good, "appName": "", "newMessage": hi},
+        # google-genai's own validator raises AttributeError on this part
+        {**good, "newMessage": {"parts": [{"spreadsheetMetadata": {"contentLayers": [None]}}]}},
+    ]
+    for body in refused:
+        with pytest.raises(ValidationError):
+            RunAgentRequest.model_validate(body)
+    with pytest.raises(ValidationError):
+        CreateSessionRequest.model_validate({"events": [{}]})
+    assert CreateSessionRequest.model_validate({"events": []}).events == []
