@@ -42,6 +42,12 @@ def with_confirmation_calls(event: Event) -> Event:
         )
         for request in event.confirmation_requests
     ]
+    return asking(event, calls)
+
+
+def asking(event: Event, calls: list[types.FunctionCall]) -> Event:
+    """`event` as ADK shows a request to the user: its content these calls, each marked
+    long-running (ADK pauses on them until the client answers)."""
     content = types.Content(role="model", parts=[types.Part(function_call=c) for c in calls])
     ids = {c.id or "" for c in calls}
     return event.model_copy(update={"content": content, "long_running_tool_ids": ids})

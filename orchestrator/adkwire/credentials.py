@@ -9,6 +9,7 @@ from typing import Any
 
 from google.genai import types
 
+from toolfleet.orchestrator.adkwire.confirming import asking
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.auth import AuthConfig
 
@@ -63,9 +64,7 @@ def with_credential_calls(event: Event) -> Event:
         )
         for r in event.credential_requests
     ]
-    content = types.Content(role="model", parts=[types.Part(function_call=c) for c in calls])
-    ids = {c.id or "" for c in calls}
-    return event.model_copy(update={"content": content, "long_running_tool_ids": ids})
+    return asking(event, calls)
 
 
 def credential_answer(response: types.FunctionResponse) -> tuple[str, str] | None:

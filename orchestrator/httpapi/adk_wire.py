@@ -182,13 +182,11 @@ def adk_session(
     session: Session,
     long_running_tools: Collection[str],
     secret_names: Sequence[str],
-    *,
-    created_at: float = 0.0,
 ) -> dict[str, Any]:
     """`session` as ADK's Session serialises: id, appName, userId, state (secrets masked),
     events (less the one that stored its initial state), and lastUpdateTime (its last
-    event's time, else `created_at`)."""
-    last = session.events[-1].timestamp if session.events else created_at
+    event's time, else 0)."""
+    last = session.events[-1].timestamp if session.events else 0.0
     events = [e for e in session.events if not _initial_state(e)]
     return {
         "id": session.id,

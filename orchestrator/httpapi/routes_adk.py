@@ -30,7 +30,7 @@ from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, SessionId, User
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
-from toolfleet.shared.artifacts import ArtifactStore
+from toolfleet.shared.artifacts import ArtifactStore, ArtifactVersion
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.memory import MemoryStore
@@ -77,11 +77,8 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     replica = api.orch.replica
     names = api.settings.secret_arg_names
 
-    def long_running(app_name: str) -> set[str]:
-        return {t.name for t in api.tools.of(app_name) if t.is_long_running}
-
     def shaped(session: Session) -> dict[str, Any]:
-        return adk_session(session, long_running(session.app_name), names)
+        return adk_session(session, api.tools.long_running(session.app_name), names)
 
     def artifacts() -> ArtifactStore:
         return ArtifactStore(replica.sync_client(), api.keys)
@@ -213,14 +210,17 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         await owned(caller, app_name, user_id, session_id)
         return await asyncio.to_thread(artifacts().list, app_name, user_id, session_id)
 
+    async def versions_of(
+        caller: Who, app_name: str, user_id: str, session_id: str, name: str
+    ) -> tuple[ArtifactVersion, ...]:
+        await owned(caller, app_name, user_id, session_id)
+        return await asyncio.to_thread(artifacts().versions, app_name, user_id, session_id, name)
+
     @router.get(artifact_base + "/{artifact_name:path}/versions/metadata")
     async def list_artifact_versions_metadata(
         app_name: AppName, user_id: User, session_id: SessionId, artifact_name: str, caller: Who
     ) -> list[dict[str, Any]]:
-        await owned(caller, app_name, user_id, session_id)
-        found = await asyncio.to_thread(
-            artifacts().versions, app_name, user_id, session_id, artifact_name
-        )
+        found = await versions_of(caller, app_name, user_id, session_id, artifact_name)
         uri = _artifact_uri(app_name, user_id, session_id, artifact_name)
         return [adk_artifact_version(v, f"{uri}/versions/{v.version}") for v in found]
 
@@ -233,10 +233,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         version_id: VersionId,
         caller: Who,
     ) -> dict[str, Any]:
-        await owned(caller, app_name, user_id, session_id)
-        found = await asyncio.to_thread(
-            artifacts().versions, app_name, user_id, session_id, artifact_name
-        )
+        found = await versions_of(caller, app_name, user_id, session_id, artifact_name)
         wanted = _version_of(version_id)
         chosen = found[-1:] if wanted is None else [v for v in found if v.version == wanted]
         if not chosen:
@@ -248,10 +245,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     async def list_artifact_versions(
         app_name: AppName, user_id: User, session_id: SessionId, artifact_name: str, caller: Who
     ) -> list[int]:
-        await owned(caller, app_name, user_id, session_id)
-        found = await asyncio.to_thread(
-            artifacts().versions, app_name, user_id, session_id, artifact_name
-        )
+        found = await versions_of(caller, app_name, user_id, session_id, artifact_name)
         return [v.version for v in found]
 
     async def load(

@@ -58,7 +58,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         except ApiError:
             raise ApiError(404, f"Session not found: {req.session_id}") from None
 
-    def shown(req: RunAgentRequest, event: Event) -> bool:
+    def shown(event: Event) -> bool:
         """ADK's Runner's events: the agents' (not the user's message, nor a completion
         the client sent), each with content, an escalation or a request for the user."""
         if event.author in ("user", "completion"):
@@ -150,11 +150,11 @@ def adk_run_router(api: HttpApi) -> APIRouter:
     @router.post("/run", summary="Run the agent on a message; its events as ADK's Events")
     async def run_agent(req: RunAgentRequest, caller: Who) -> JSONResponse:
         session = await session_of(req, caller)
-        long_running = _long_running(api, req.app_name)
+        long_running = api.tools.long_running(req.app_name)
         events = [
             adk_event(each, long_running, names)
             async for e in events_of(req, session)
-            if shown(req, e)
+            if shown(e)
             for each in _as_adk_shows(e)
         ]
         return JSONResponse(events)
@@ -167,12 +167,12 @@ def adk_run_router(api: HttpApi) -> APIRouter:
     )
     async def run_agent_sse(req: RunAgentRequest, caller: Who) -> StreamingResponse:
         session = await session_of(req, caller)
-        long_running = _long_running(api, req.app_name)
+        long_running = api.tools.long_running(req.app_name)
 
         async def frames() -> AsyncIterator[str]:
             try:
                 async for event in events_of(req, session):
-                    if not shown(req, event):
+                    if not shown(event):
                         continue
                     for each in _as_adk_shows(event):
                         for data in _split_artifacts(adk_event(each, long_running, names)):
@@ -190,10 +190,6 @@ def _as_adk_shows(event: Event) -> list[Event]:
     confirmation (ADK shows them; the model gets the calls' responses once they run)."""
     held_back = held_back_responses(event)
     return [event] if held_back is None else [event, held_back]
-
-
-def _long_running(api: HttpApi, app_name: str) -> set[str]:
-    return {t.name for t in api.tools.of(app_name) if t.is_long_running}
 
 
 def _split_artifacts(event: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,6 +33,10 @@ class ToolLists:
         """The agent's tools (none for an agent not served)."""
         return self._tools.get(agent_name, ())
 
+    def long_running(self, agent_name: str) -> set[str]:
+        """The names of the agent's long-running tools."""
+        return {t.name for t in self.of(agent_name) if t.is_long_running}
+
     def pools_of(self, agent_name: str) -> dict[str, str]:
         """Each of the agent's tools by name, to the pool that runs it."""
         return {t.name: tool_pool(t, self._settings) for t in self.of(agent_name)}
