@@ -66,13 +66,13 @@ class Point:
     """What one size measured."""
 
     size: int
-    memory: dict[str, int]  # Redis used_memory, at once and settled
-    base: int  # settled used_memory before
+    memory: dict[str, int]  # Redis used_memory at once and settled, the run's keys settled
+    base: int  # the run's keys' memory before
     replicas: dict[str, int]  # VmRSS, VmHWM of the replicas together
     extra: dict[str, Any] = field(default_factory=dict)
 
     def per_unit(self, units: int | None = None) -> float:
-        return (self.memory["settled"] - self.base) / (units or self.size)
+        return (self.memory["keys"] - self.base) / (units or self.size)
 
 
 def cost(ctx: Context) -> Table:
@@ -85,6 +85,7 @@ def cost(ctx: Context) -> Table:
     settings = group.settings  # the bench pool is an io pool
     keys = Keys(settings.key_prefix)
     client = redis.Redis.from_url(ctx.redis_url)
+    ours = f"{settings.key_prefix}:*"
     settle = sizes.cost_settle_s
     chat_turns = [f"turn {t}" for t in range(sizes.cost_turns)]
     per_session = sizes.cost_tickets_per_session
@@ -106,7 +107,7 @@ def cost(ctx: Context) -> Table:
             run(TICKETS, 10**9, 4, ["open 1 ticket"])
             warm_calls = [c for calls in pending_by_session(client, keys).values() for c in calls]
             apply_completions(ctx.redis_url, keys, warm_calls, 2, meter, 60)
-            base = settled_memory(client, settle)["settled"]
+            base = settled_memory(client, settle, ours)["keys"]
             replicas_base = replicas.memory()
             data["replicas_base"] = replicas_base
 
@@ -117,7 +118,8 @@ def cost(ctx: Context) -> Table:
                 started = time.perf_counter()
                 chat_keys += run(CHAT, len(chat_keys), target - len(chat_keys), chat_turns)
                 elapsed = time.perf_counter() - started
-                point = Point(target, settled_memory(client, settle), base, replicas.memory())
+                memory = settled_memory(client, settle, ours)
+                point = Point(target, memory, base, replicas.memory())
                 point.extra = {**stored_bytes(client, keys, chat_keys), "drive_s": elapsed}
                 sessions.append(point)
 
@@ -130,7 +132,7 @@ def cost(ctx: Context) -> Table:
             try:
                 made = 0
                 for target in sizes.cost_tickets:
-                    before = settled_memory(client, settle)["settled"]
+                    before = settled_memory(client, settle, ours)["keys"]
                     left = int(client.hlen(keys.pending()))  # not completed at the smaller size
                     count = target // per_session
                     started = time.perf_counter()
@@ -139,7 +141,7 @@ def cost(ctx: Context) -> Table:
                     )
                     elapsed = time.perf_counter() - started
                     made += count
-                    memory = settled_memory(client, settle)
+                    memory = settled_memory(client, settle, ours)
                     point = Point(target, memory, before, replicas.memory())
                     point.extra = {**pending_record_bytes(client, keys), "drive_s": elapsed}
                     if point.extra["records"] != left + count * per_session:
@@ -263,10 +265,10 @@ def table(
         "(a per-unit cost that does not change with size).",
         f"Sessions: created over HTTP on two `toolfleet serve --http` replicas (alternately), "
         f"{params['in_flight']} at a time, each {params['turns']} turns of one no-op call and "
-        "an answer (4 events a turn). Redis: settled used_memory minus the settled baseline "
-        f"(settled: {params['settle_s']:g} s after the last write, when the replies kept per "
-        "write have expired). Reference: the bytes of the JSON stored for a session (its "
-        "events and its session hash), from a sample.",
+        "an answer (4 events a turn). Redis: the memory of the run's keys (MEMORY USAGE) "
+        f"minus the same before, both settled (settled: {params['settle_s']:g} s after the "
+        "last write, when the replies kept per write have expired). Reference: the bytes "
+        "of the JSON stored for a session (its events and its session hash), from a sample.",
         "Replicas hold no session between turns (sessions live in Redis): RSS after is what "
         "serving them left behind, VmHWM growth the peak while "
         f"{params['in_flight']} were in flight; the reference is what holding those sessions' "
