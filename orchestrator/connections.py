@@ -70,7 +70,7 @@ class _HiredisPacking:
     (its asyncio ones pack every argument in Python: a fenced session write, ~35
     arguments, took 22 us to pack, 3 us with hiredis)."""
 
-    _packer = HiredisRespSerializer()
+    _packer = HiredisRespSerializer()  # type: ignore[no-untyped-call, unused-ignore]
 
     def pack_command(self, *args: Any) -> list[bytes]:
         """The command in the Redis protocol (DataError for an argument of another type)."""

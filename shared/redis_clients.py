@@ -171,7 +171,7 @@ def sync_client(
     `pool_wait_s` for a free one."""
     if is_sentinel(url):
         target = sentinel_target(url)
-        manager = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        manager = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
             list(target.sentinels), sentinel_kwargs=target.sentinel_options()
         )
         kwargs: dict[str, Any] = {
@@ -185,7 +185,7 @@ def sync_client(
                 "timeout": pool_wait_s,
                 "connection_pool_class": _SentinelBlockingPool,
             }
-        client: redis.Redis = manager.master_for(  # type: ignore[no-untyped-call]
+        client: redis.Redis = manager.master_for(  # type: ignore[no-untyped-call, unused-ignore]
             target.service, **kwargs
         )
         return client
@@ -249,7 +249,7 @@ def async_client(url: str, **options: Any) -> aioredis.Redis:
 
 def async_sentinel_manager(target: SentinelTarget) -> async_sentinel.Sentinel:
     """An asyncio client of `target`'s sentinels (discover_master finds the master)."""
-    return async_sentinel.Sentinel(  # type: ignore[no-untyped-call]
+    return async_sentinel.Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         list(target.sentinels), sentinel_kwargs=target.sentinel_options()
     )
 
