@@ -231,8 +231,12 @@ def traceparent(span: Span | None) -> str | None:
 
 def masked_json(value: Any, secret_names: Iterable[str]) -> str:
     """`value` as JSON for an attribute: secret-named values masked, cut to a bounded size."""
-    text = json.dumps(redact_deep(value, secret_names), default=str, sort_keys=True)
-    return text[:MAX_ATTRIBUTE_CHARS]
+    return attribute_json(redact_deep(value, secret_names))
+
+
+def attribute_json(value: Any) -> str:
+    """`value` (masked already) as JSON for an attribute, cut to a bounded size."""
+    return json.dumps(value, default=str, sort_keys=True)[:MAX_ATTRIBUTE_CHARS]
 
 
 def _span_context(parent: str | None) -> Any:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.flights import Flight, InFlight
 from toolfleet.orchestrator.fleet.pools import LivePools
+from toolfleet.orchestrator.fleet.prepared import PreparedCall
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, cancelled, failed
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.fleet.stopping import CallStopper
@@ -21,7 +22,6 @@ from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_tim
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, SessionKey, queue_name
 from toolfleet.shared.messages import ToolResult
-from toolfleet.shared.redaction import redact_deep, secret_name_set
 
 log = logging.getLogger(__name__)
 
@@ -70,37 +70,40 @@ class CeleryFleet:
         first publish, if any).
         """
         sent: set[str] = set()
-        if resume and calls:
-            sent = await self._publisher.recorded(self._keys.dispatched(calls[0].call.session_key))
-            log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(calls))
-            calls, unsendable = self._split_by_stored_secrets(calls, sent)
-            for planned in unsendable:
+        prepared = [self._prepare(planned) for planned in calls]
+        if resume and prepared:
+            sent = await self._publisher.recorded(
+                self._keys.dispatched(prepared[0].call.session_key)
+            )
+            log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(prepared))
+            prepared, unsendable = _split_by_stored_secrets(prepared, sent)
+            for each in unsendable:
                 yield failed(
-                    planned.call,
+                    each.call,
                     "Interrupted",
                     "the orchestrator restarted before this call was sent, and its secret "
                     "arguments are not stored: call the tool again",
                 )
-        calls, unserved = await self._split_by_pool_liveness(calls, sent)
-        for planned, pool in unserved:
-            yield self._no_worker(planned, pool)
-        if not calls:
+        prepared, unserved = await self._split_by_pool_liveness(prepared, sent)
+        for each in unserved:
+            yield self._no_worker(each)
+        if not prepared:
             return
-        stream = calls[0].call.reply_to
-        session = calls[0].call.session_key
+        first = prepared[0].call
+        session = first.session_key
         record_in = self._keys.dispatched(session)
         futures = await self._waiter.expect(
-            stream,
-            [p.call.call_id for p in calls],
-            session_id=calls[0].call.session_id,
-            tools={p.call.call_id: p.call.tool for p in calls},
+            first.reply_to,
+            [p.call_id for p in prepared],
+            session_id=first.session_id,
+            tools={p.call_id: p.call.tool for p in prepared},
         )
         # Results of calls sent before a takeover are on the stream or on their way.
-        waiting = [p for p in calls if p.call.call_id not in sent]
+        waiting = [p for p in prepared if p.call_id not in sent]
         in_flight = InFlight()
-        self._track(in_flight, futures, [p for p in calls if p.call.call_id in sent])
+        self._track(in_flight, futures, [p for p in prepared if p.call_id in sent])
         running = self._running.setdefault(session, {})
-        running.update({p.call.call_id: p for p in calls})
+        running.update({p.call_id: p.planned for p in prepared})
         if self._cancels is not None and self._cancels.requested(session):
             self.cancel(session)  # cancelled while the calls were being planned
         try:
@@ -108,10 +111,10 @@ class CeleryFleet:
                 room = self._settings.max_parallel_calls - len(in_flight)
                 batch, waiting = waiting[:room], waiting[room:]
                 # Answered before it was sent (its session was cancelled): never sent.
-                answered = [p for p in batch if futures[p.call.call_id].done()]
-                batch = [p for p in batch if not futures[p.call.call_id].done()]
-                for planned in answered:
-                    yield futures[planned.call.call_id].result()
+                answered = [p for p in batch if futures[p.call_id].done()]
+                batch = [p for p in batch if not futures[p.call_id].done()]
+                for each in answered:
+                    yield futures[each.call_id].result()
                 for start in range(0, len(batch), PUBLISH_BATCH):
                     part = batch[start : start + PUBLISH_BATCH]
                     dispatches, watches = self._dispatch(part)
@@ -132,16 +135,16 @@ class CeleryFleet:
                     self._end(flight, result)
                     yield result
                 for flight in in_flight.expired(time.monotonic(), self._outage_extends):
-                    timed_out = self._timed_out(flight.planned)
+                    timed_out = self._timed_out(flight.prepared)
                     self._end(flight, timed_out)
                     yield timed_out
         finally:
             for flight in in_flight:  # the consumer stopped early
                 if flight.watch is not None:
                     flight.watch.abandon("Abandoned")
-            for planned in calls:  # a consumer that stops early must not leak futures
-                self._waiter.forget(planned.call.call_id)
-                running.pop(planned.call.call_id, None)
+            for each in prepared:  # a consumer that stops early must not leak futures
+                self._waiter.forget(each.call_id)
+                running.pop(each.call_id, None)
             if not running:
                 self._running.pop(session, None)
 
@@ -159,17 +162,14 @@ class CeleryFleet:
         self,
         in_flight: InFlight,
         futures: dict[str, asyncio.Future[ToolResult]],
-        sent: Sequence[PlannedCall],
+        sent: Sequence[PreparedCall],
         watches: Sequence[CallWatch] = (),
     ) -> None:
         now = time.monotonic()
-        for index, planned in enumerate(sent):
-            deadline = now + tool_time_limit(planned.tool, self._settings)
-            deadline += self._settings.result_grace_s
+        for index, each in enumerate(sent):
+            deadline = now + each.time_limit_s + self._settings.result_grace_s
             watch = watches[index] if watches else None
-            in_flight.add(
-                futures[planned.call.call_id], Flight(planned, now, deadline, watch=watch)
-            )
+            in_flight.add(futures[each.call_id], Flight(each, now, deadline, watch=watch))
 
     @staticmethod
     def _end(flight: Flight, result: ToolResult) -> None:
@@ -184,26 +184,12 @@ class CeleryFleet:
         if flight.extended or outage_at < flight.sent_at:
             return False
         flight.extended = True
-        bound = recovery_bound_s(self._settings, [flight.planned.tool])
+        bound = recovery_bound_s(self._settings, [flight.prepared.planned.tool])
         flight.deadline = max(time.monotonic(), outage_at) + bound + self._settings.result_grace_s
         log.info(
-            "call %s: waiting out a Redis outage (%.0f s more)", flight.planned.call.call_id, bound
+            "call %s: waiting out a Redis outage (%.0f s more)", flight.prepared.call_id, bound
         )
         return True
-
-    def _split_by_stored_secrets(
-        self, calls: Sequence[PlannedCall], sent: set[str]
-    ) -> tuple[list[PlannedCall], list[PlannedCall]]:
-        """Calls of a resumed turn come from the stored event, where the values of
-        secret-named arguments are masked: those never sent cannot be sent now."""
-        secrets = secret_name_set(self._settings.secret_arg_names)
-        ok: list[PlannedCall] = []
-        unsendable: list[PlannedCall] = []
-        for planned in calls:
-            args = planned.call.args
-            masked = planned.call.call_id not in sent and redact_deep(args, secrets) is not args
-            (unsendable if masked else ok).append(planned)
-        return ok, unsendable
 
     async def settle(self, session: SessionKey) -> None:
         """Trim the session's results stream up to what was yielded; drop its sent-calls set."""
@@ -217,29 +203,33 @@ class CeleryFleet:
             batch, self._keys.results(session), forget=self._keys.dispatched(session)
         )
 
+    def _prepare(self, planned: PlannedCall) -> PreparedCall:
+        pool = tool_pool(planned.tool, self._settings)
+        limit = tool_time_limit(planned.tool, self._settings)
+        return PreparedCall(
+            planned, pool, limit, self._publisher.dispatch(planned.call, queue_name(pool))
+        )
+
     async def _split_by_pool_liveness(
-        self, calls: Sequence[PlannedCall], sent: set[str]
-    ) -> tuple[list[PlannedCall], list[tuple[PlannedCall, str]]]:
+        self, calls: Sequence[PreparedCall], sent: set[str]
+    ) -> tuple[list[PreparedCall], list[PreparedCall]]:
         """Calls whose pool has a live worker that registered their tool (or that were
-        sent already), and the others with their pool."""
+        sent already), and the others."""
         served = await self._pools.served()
         if any(not self._runs(p, served) for p in calls):
             self._pools.forget()  # a worker may have started since the last read
             served = await self._pools.served()
-        live, unserved = [], []
-        for planned in calls:
-            if self._runs(planned, served) or planned.call.call_id in sent:
-                live.append(planned)
-            else:
-                unserved.append((planned, tool_pool(planned.tool, self._settings)))
+        live: list[PreparedCall] = []
+        unserved: list[PreparedCall] = []
+        for each in calls:
+            (live if self._runs(each, served) or each.call_id in sent else unserved).append(each)
         return live, unserved
 
-    def _runs(self, planned: PlannedCall, served: frozenset[str]) -> bool:
-        pool = tool_pool(planned.tool, self._settings)
-        return pool in served and self._pools.registered(pool, planned.call.tool)
+    def _runs(self, prepared: PreparedCall, served: frozenset[str]) -> bool:
+        return prepared.pool in served and self._pools.registered(prepared.pool, prepared.call.tool)
 
-    def _no_worker(self, planned: PlannedCall, pool: str) -> ToolResult:
-        tool = planned.call.tool
+    def _no_worker(self, prepared: PreparedCall) -> ToolResult:
+        pool, tool = prepared.pool, prepared.call.tool
         if self._pools.serves(pool):
             # Its message would wait in the queue until the call timed out: no worker of
             # the pool takes a task it does not have.
@@ -249,7 +239,7 @@ class CeleryFleet:
                 pool, tool, pool,
             )  # fmt: skip
             return failed(
-                planned.call,
+                prepared.call,
                 "ToolNotRegisteredError",
                 f"no live worker of pool {pool} has tool {tool!r}: it is unavailable until "
                 f"its module is added to TOOLFLEET_TOOL_MODULES on the workers of pool {pool}",
@@ -259,29 +249,40 @@ class CeleryFleet:
             pool, tool, pool,
         )  # fmt: skip
         return failed(
-            planned.call,
+            prepared.call,
             "NoWorkerError",
             f"no worker serves pool {pool}: tool {tool!r} is unavailable right now",
         )
 
-    def _dispatch(self, batch: Sequence[PlannedCall]) -> tuple[list[Dispatch], list[CallWatch]]:
+    def _dispatch(self, batch: Sequence[PreparedCall]) -> tuple[list[Dispatch], list[CallWatch]]:
         """The messages of `batch` and each call's watch, whose span's traceparent (tracing
         on) its message carries."""
         dispatches, watches = [], []
-        for planned in batch:
-            pool = tool_pool(planned.tool, self._settings)
-            watch = CallWatch.start(planned, pool, self._settings.secret_arg_names)
+        for each in batch:
+            watch = CallWatch.start(each.planned, each.pool, each.dispatch.shown_args)
             watches.append(watch)
-            dispatches.append(Dispatch(planned.call, queue_name(pool), watch.traceparent))
+            dispatches.append(each.dispatch.traced(watch.traceparent))
         return dispatches, watches
 
-    def _timed_out(self, planned: PlannedCall) -> ToolResult:
-        self._waiter.forget(planned.call.call_id)
-        limit = tool_time_limit(planned.tool, self._settings)
-        log.warning("call %s (%s) missed its deadline", planned.call.call_id, planned.call.tool)
+    def _timed_out(self, prepared: PreparedCall) -> ToolResult:
+        call = prepared.call
+        self._waiter.forget(call.call_id)
+        log.warning("call %s (%s) missed its deadline", call.call_id, call.tool)
         return failed(
-            planned.call,
+            call,
             "TimeoutError",
-            f"tool {planned.call.tool!r} did not answer within {limit:g} s; "
+            f"tool {call.tool!r} did not answer within {prepared.time_limit_s:g} s; "
             "it may still be running - do not assume it had no effect",
         )
+
+
+def _split_by_stored_secrets(
+    calls: Sequence[PreparedCall], sent: set[str]
+) -> tuple[list[PreparedCall], list[PreparedCall]]:
+    """Calls of a resumed turn come from the stored event, where the values of
+    secret-named arguments are masked: those never sent cannot be sent now."""
+    ok: list[PreparedCall] = []
+    unsendable: list[PreparedCall] = []
+    for each in calls:
+        (unsendable if each.call_id not in sent and each.has_masked_args else ok).append(each)
+    return ok, unsendable

@@ -7,6 +7,7 @@ per turn.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,11 +32,20 @@ DISPATCHED_TTL_S = 7 * 24 * 3600
 
 @dataclass(frozen=True)
 class Dispatch:
-    """A call to publish and the queue it goes on (that of its tool's pool)."""
+    """A call ready to publish, its arguments walked once: the queue it goes on (that of
+    its tool's pool), its arguments as shown (secret-named values masked: Flower's args,
+    the call's span) and the call as sent (secret-named values in its arguments and
+    state sealed for the workers). `CeleryPublisher.dispatch` makes one."""
 
     call: ToolCall
     queue: str
+    shown_args: dict[str, Any]
+    body: dict[str, Any]
     traceparent: str | None = None  # the call's span, the parent of the worker's (tracing on)
+
+    def traced(self, traceparent: str | None) -> Dispatch:
+        """The same dispatch, its message carrying `traceparent`."""
+        return dataclasses.replace(self, traceparent=traceparent)
 
 
 class CeleryPublisher:
@@ -62,29 +72,28 @@ class CeleryPublisher:
         self._sealer = sealer
         self._messages = TaskMessageBuilder(f"orchestrator@{socket.gethostname()}")
 
-    def encode(self, dispatch: Dispatch) -> str:
-        """The kombu Redis-transport message (JSON) of task `tool.<name>` for the call."""
-        call = dispatch.call
-        shown = redact_deep(call.args, self._secret_names)
-        traceparent = dispatch.traceparent
-        return self._messages.redis_message(
-            task_name(call.tool),
-            {"call": self._body(call)},
-            queue=dispatch.queue,
-            # What Flower shows as args: the tool's arguments, never the state snapshot.
-            argsrepr=repr(shown),
-            kwargsrepr=f"{{'call_id': {call.call_id!r}, 'session_id': {call.session_id!r}}}",
-            # W3C trace context, as Celery carries headers.
-            headers=None if traceparent is None else {TRACEPARENT: traceparent},
-        )
-
-    def _body(self, call: ToolCall) -> dict[str, Any]:
-        """The call as sent: secret-named values in its arguments and state sealed."""
+    def dispatch(self, call: ToolCall, queue: str) -> Dispatch:
+        """`call` ready to publish on `queue`: its arguments masked and sealed, once."""
         body = call.model_dump(mode="json")
         if self._sealer is not None:
             body["args"] = self._sealer.seal(body["args"])
             body["state"] = self._sealer.seal(body["state"])
-        return body
+        return Dispatch(call, queue, redact_deep(call.args, self._secret_names), body)
+
+    def encode(self, dispatch: Dispatch) -> str:
+        """The kombu Redis-transport message (JSON) of task `tool.<name>` for the call."""
+        call = dispatch.call
+        traceparent = dispatch.traceparent
+        return self._messages.redis_message(
+            task_name(call.tool),
+            {"call": dispatch.body},
+            queue=dispatch.queue,
+            # What Flower shows as args: the tool's arguments, never the state snapshot.
+            argsrepr=repr(dispatch.shown_args),
+            kwargsrepr=f"{{'call_id': {call.call_id!r}, 'session_id': {call.session_id!r}}}",
+            # W3C trace context, as Celery carries headers.
+            headers=None if traceparent is None else {TRACEPARENT: traceparent},
+        )
 
     async def publish(
         self,

@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from toolfleet.orchestrator.fleet.protocol import PlannedCall
+from toolfleet.orchestrator.fleet.prepared import PreparedCall
 from toolfleet.orchestrator.fleet.watch import CallWatch
 from toolfleet.shared.messages import ToolResult
 
@@ -26,7 +26,7 @@ Result = asyncio.Future[ToolResult]
 class Flight:
     """A sent call: when it left and when the orchestrator stops waiting for it."""
 
-    planned: PlannedCall
+    prepared: PreparedCall
     sent_at: float
     deadline: float
     extended: bool = False  # once, by the recovery bound, after a Redis outage

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.shared import tracing
@@ -26,12 +26,13 @@ class CallWatch:
     span: Span | None
 
     @classmethod
-    def start(cls, planned: PlannedCall, pool: str, secret_names: list[str]) -> CallWatch:
-        """Watch a call about to be sent: its span started, counted in flight."""
+    def start(cls, planned: PlannedCall, pool: str, shown_args: dict[str, Any]) -> CallWatch:
+        """Watch a call about to be sent (`shown_args`: its arguments, secret-named values
+        masked): its span started, counted in flight."""
         with guarded():
             recorded = metrics()
             recorded.labelled(recorded.calls_in_flight, pool).inc()
-        span = _call_span(planned, pool, secret_names) if tracing.enabled() else None
+        span = _call_span(planned, pool, shown_args) if tracing.enabled() else None
         return cls(planned.call.tool, pool, time.perf_counter(), span)
 
     @property
@@ -69,7 +70,7 @@ class CallWatch:
         tracing.finish(self.span, error=why)
 
 
-def _call_span(planned: PlannedCall, pool: str, secret_names: list[str]) -> Span | None:
+def _call_span(planned: PlannedCall, pool: str, shown_args: dict[str, Any]) -> Span | None:
     """`execute_tool {tool}` for one call (GenAI conventions), a child of its invocation's
     span; the worker's span of the run is its child, through the message's traceparent."""
     call = planned.call
@@ -80,7 +81,7 @@ def _call_span(planned: PlannedCall, pool: str, secret_names: list[str]) -> Span
             "gen_ai.tool.name": call.tool,
             "gen_ai.tool.call.id": call.call_id,
             "gen_ai.tool.type": "function",
-            "gen_ai.tool.call.arguments": tracing.masked_json(call.args, secret_names),
+            "gen_ai.tool.call.arguments": tracing.attribute_json(shown_args),
             "toolfleet.pool": pool,
             "messaging.system": "celery",
         },

@@ -36,7 +36,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.fleet import outbox
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.queues import amqp_queue_states, broker_queue_states
 from toolfleet.orchestrator.loop.invocation import CallsDispatched
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -196,7 +196,8 @@ async def test_the_relay_moves_the_outbox_to_rabbitmq_where_status_counts_the_qu
     publisher = CeleryPublisher(aclient, outbox=outbox.outbox_key(keys))
     stream = keys.results(session_key("app", "u", "depth"))
     calls = [tool_call(f"depth-{i}", "step", "depth", stream) for i in range(3)]
-    await publisher.publish([Dispatch(c, queue_name(pool)) for c in calls], record_in="depth:sent")
+    dispatches = [publisher.dispatch(c, queue_name(pool)) for c in calls]
+    await publisher.publish(dispatches, record_in="depth:sent")
     broker = settings.require_broker_url()
     assert [s.waiting for s in amqp_queue_states(broker, [pool])] == [0]  # not declared yet
     assert client.llen(outbox.outbox_key(keys)) == 3

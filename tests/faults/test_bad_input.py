@@ -30,7 +30,7 @@ from tests.faults.servers import RedisServer
 from tests.support import until as waiting
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallsDispatched, Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -199,7 +199,7 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
 
     def message(tool: str) -> tuple[ToolCall, str]:
         envelope = _envelope(input_settings, tool)
-        return envelope, publisher.encode(Dispatch(envelope, QUEUE))
+        return envelope, publisher.encode(publisher.dispatch(envelope, QUEUE))
 
     unregistered, unregistered_msg = message("not_registered")
     pickled, pickled_msg = message("typed_echo")

@@ -25,7 +25,7 @@ from tests.faults.test_io_pools import agent_of, one_turn
 from tests.faults.test_worker_faults import running
 from tests.support import until
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.models.offline import Call
 from toolfleet.shared.celery_wire.parse import decode
@@ -62,7 +62,8 @@ def envelope(
         reply_to=f"{settings.key_prefix}:results:nobody",
         dispatched_at=time.time(),
     )
-    return CeleryPublisher(None).encode(Dispatch(call, queue))  # type: ignore[arg-type]
+    publisher = CeleryPublisher(None)  # type: ignore[arg-type]  # encodes only: no client
+    return publisher.encode(publisher.dispatch(call, queue))
 
 
 def tag(raw: str) -> str:

@@ -111,7 +111,7 @@ def message_for_unknown_task(settings: Settings) -> str:
         dispatched_at=time.time(),
     )  # fmt: skip
     publisher = CeleryPublisher(None, settings.secret_arg_names, Sealer.of(settings))  # type: ignore[arg-type]
-    return publisher.encode(Dispatch(envelope, QUEUE))
+    return publisher.encode(publisher.dispatch(envelope, QUEUE))
 
 
 async def test_nested_secrets_reach_the_tool_and_nothing_else(

@@ -34,7 +34,7 @@ from tests.support import tool_call
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import ScriptedModel
@@ -418,7 +418,8 @@ async def test_a_call_whose_pool_child_died_after_posting_its_result_is_not_run_
     stream = keys.results(session_key("app", "u", "after-post"))  # tool_call's app and user
     call = tool_call(call_id, "wf_die_after_post", "after-post", stream)
     publisher = CeleryPublisher(aclient)
-    await publisher.publish([Dispatch(call, queue_name("default"))], record_in="after-post:sent")
+    dispatch = publisher.dispatch(call, queue_name("default"))
+    await publisher.publish([dispatch], record_in="after-post:sent")
     delivered = keys.deliveries(call.call_id, 0)
     wait_for(lambda: client.get(delivered) == b"2", 15, "the redelivery after the child died")
     wait_for(lambda: not messages_for(client, call.call_id), 15, "the redelivery's ack")

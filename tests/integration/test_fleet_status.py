@@ -23,7 +23,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import ScriptedModel, say
 from toolfleet.shared.config import Settings
@@ -170,8 +170,10 @@ async def send(settings: Settings, pool: str, tool: str, args: dict[str, Any]) -
         dispatched_at=time.time(),
     )  # fmt: skip
     client = aioredis.Redis.from_url(settings.require_redis_url())
-    await CeleryPublisher(client).publish(
-        [Dispatch(call, queue_name(pool))], record_in=f"{settings.key_prefix}:sent-{call.call_id}"
+    publisher = CeleryPublisher(client)
+    await publisher.publish(
+        [publisher.dispatch(call, queue_name(pool))],
+        record_in=f"{settings.key_prefix}:sent-{call.call_id}",
     )
     await client.aclose()
 

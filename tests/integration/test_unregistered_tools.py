@@ -17,7 +17,7 @@ from google.genai import types
 from tests.integration import sparse_tools, unregistered_tools
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.pools import live_workers
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -106,8 +106,9 @@ async def test_a_worker_answers_a_message_of_a_tool_it_does_not_have(
         state={}, reply_to=stream, dispatched_at=time.time(),
     )  # fmt: skip
     client = aioredis.Redis.from_url(sparse.require_redis_url())
-    await CeleryPublisher(client).publish(
-        [Dispatch(envelope, queue_name(pool))], record_in=f"{stream}:sent"
+    publisher = CeleryPublisher(client)
+    await publisher.publish(
+        [publisher.dispatch(envelope, queue_name(pool))], record_in=f"{stream}:sent"
     )
     await client.aclose()
 

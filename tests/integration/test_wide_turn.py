@@ -31,6 +31,7 @@ from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
 pytestmark = pytest.mark.integration
 
 WIDE = 10_001
+PLAIN = CeleryPublisher(None)  # type: ignore[arg-type]  # prepares messages only: no client
 S1 = session_key("app", "ann", "s1")
 
 
@@ -43,7 +44,7 @@ async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 
 def dispatches(queue: str) -> list[Dispatch]:
     return [
-        Dispatch(ToolCall(
+        PLAIN.dispatch(ToolCall(
             call_id=f"c{i}", tool="echo", args={"n": i}, session_id="s1", app_name="app",
             user_id="ann", invocation_id="i", agent="a", state={}, reply_to="r",
             dispatched_at=time.time(),

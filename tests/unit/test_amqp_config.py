@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.support import tool_call
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS, celery_config
 from toolfleet.shared.celery_wire.rabbitmq import amqp_message
 from toolfleet.shared.config import Settings
@@ -48,7 +48,7 @@ def test_a_broker_url_that_is_not_amqp_says_what_to_change() -> None:
 def test_an_outbox_message_becomes_the_celery_task_message_on_its_queue() -> None:
     call = tool_call("c1", "step", "s1", "results", {"n": 1})
     publisher = CeleryPublisher(None)  # type: ignore[arg-type]  # encodes only: no client
-    encoded = publisher.encode(Dispatch(call, "tools.default"))
+    encoded = publisher.encode(publisher.dispatch(call, "tools.default"))
     queue, published = amqp_message(encoded)
     assert queue == "tools.default"
     assert published["content_type"] == "application/json"

@@ -6,7 +6,7 @@ import base64
 import json
 import time
 
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.shared.messages import ToolCall
 
 
@@ -21,7 +21,7 @@ def make_call(args: dict[str, object]) -> ToolCall:
 def test_message_is_a_celery_protocol_2_task_with_the_envelope_as_kwarg(fake_redis: object) -> None:
     publisher = CeleryPublisher(fake_redis, ["api_key"])  # type: ignore[arg-type]
     call = make_call({"endpoint": "/v1/x", "api_key": "sk-canary"})
-    message = json.loads(publisher.encode(Dispatch(call, "tools.default")))
+    message = json.loads(publisher.encode(publisher.dispatch(call, "tools.default")))
 
     assert message["headers"]["task"] == "tool.call_api"
     assert message["content-type"] == "application/json"
@@ -38,8 +38,8 @@ async def test_publish_pushes_each_message_on_its_queue(fake_redis: object) -> N
     publisher = CeleryPublisher(fake_redis)  # type: ignore[arg-type]
     await publisher.publish(
         [
-            Dispatch(make_call({"n": 1}), "tools.default"),
-            Dispatch(make_call({"n": 2}), "tools.heavy"),
+            publisher.dispatch(make_call({"n": 1}), "tools.default"),
+            publisher.dispatch(make_call({"n": 2}), "tools.heavy"),
         ],
         record_in="sent",
     )

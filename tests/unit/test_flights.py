@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.flights import Flight, InFlight
+from toolfleet.orchestrator.fleet.prepared import PreparedCall
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
 from toolfleet.shared.tools import tool
@@ -16,7 +18,7 @@ def noop() -> dict[str, bool]:
     return {"ok": True}
 
 
-def planned(call_id: str) -> PlannedCall:
+def planned(call_id: str) -> PreparedCall:
     call = ToolCall(
         call_id=call_id,
         tool="noop",
@@ -29,7 +31,8 @@ def planned(call_id: str) -> PlannedCall:
         reply_to="r",
         dispatched_at=0.0,
     )
-    return PlannedCall(call, noop)
+    dispatch = CeleryPublisher(None).dispatch(call, "tools.default")  # type: ignore[arg-type]
+    return PreparedCall(PlannedCall(call, noop), "default", 1.0, dispatch)
 
 
 def result(call_id: str) -> ToolResult:
@@ -53,7 +56,7 @@ async def test_finished_returns_every_result_that_came_and_forgets_those_calls()
 
     came = await flights.finished(timeout_s=5)
 
-    assert [(f.planned.call.call_id, r.call_id) for f, r in came] == [("b", "b"), ("c", "c")]
+    assert [(f.prepared.call_id, r.call_id) for f, r in came] == [("b", "b"), ("c", "c")]
     assert len(flights) == 1
     assert await flights.finished(timeout_s=0.01) == []  # nothing more came in time
 

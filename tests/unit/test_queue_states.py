@@ -9,7 +9,7 @@ import time
 
 import fakeredis
 
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.queues import dispatched_at, priority_queues, queue_states
 from toolfleet.shared.keys import queue_name
 from toolfleet.shared.messages import ToolCall
@@ -20,7 +20,8 @@ def envelope(sent_at: float) -> str:
         call_id="c1", tool="t", args={}, session_id="s", app_name="a", user_id="u",
         invocation_id="i", agent="a", reply_to="r", dispatched_at=sent_at,
     )  # fmt: skip
-    return CeleryPublisher(fakeredis.FakeAsyncRedis()).encode(Dispatch(call, queue_name("p")))
+    publisher = CeleryPublisher(fakeredis.FakeAsyncRedis())
+    return publisher.encode(publisher.dispatch(call, queue_name("p")))
 
 
 async def test_the_oldest_call_of_every_priority_list_counts(

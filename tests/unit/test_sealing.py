@@ -9,7 +9,7 @@ import time
 import fakeredis
 import pytest
 
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult
@@ -97,7 +97,7 @@ def test_the_task_message_carries_secrets_sealed_and_the_worker_opens_them() -> 
     sealer = Sealer(new_fleet_key(), NAMES)
     publisher = CeleryPublisher(None, NAMES, sealer)  # type: ignore[arg-type]
     call = make_call(ARGS)
-    message = publisher.encode(Dispatch(call, "tools.default"))
+    message = publisher.encode(publisher.dispatch(call, "tools.default"))
     _, kwargs, _ = json.loads(base64.b64decode(json.loads(message)["body"]))
     for clear in ("CLEAR-K1", "CLEAR-P1", "CLEAR-T1", "CLEAR-S1"):
         assert clear not in message and clear not in json.dumps(kwargs)

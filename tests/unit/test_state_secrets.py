@@ -12,7 +12,7 @@ from typing import Any
 import fakeredis
 import pytest
 
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
@@ -126,7 +126,8 @@ async def test_a_worker_state_write_is_never_clear_in_redis_and_reaches_a_later_
     assert own_event == {"app:api_key": MASK}
     assert set(read.state["password"]) == set(read.state["user:secret"]) == {SEALED}
     state = read.state
-    message = CeleryPublisher(None, NAMES, sealer).encode(Dispatch(later_call(state), "q"))  # type: ignore[arg-type]
+    publisher = CeleryPublisher(None, NAMES, sealer)  # type: ignore[arg-type]
+    message = publisher.encode(publisher.dispatch(later_call(state), "q"))
     body = base64.b64decode(json.loads(message)["body"]).decode()
     assert not any(c in message + body for c in (*CLEAR, "CLEAR-APP"))
     _, kwargs, _ = json.loads(body)

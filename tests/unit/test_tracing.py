@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.support import InProcessRunner, in_memory_spans
 from tests.unit.test_dispatch import make_call
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.loop.spans import invocation_span
@@ -103,7 +103,7 @@ def test_off_the_message_carries_no_trace_header_and_helpers_make_nothing(
     fake_redis: object,
 ) -> None:
     publisher = CeleryPublisher(fake_redis)  # type: ignore[arg-type]
-    message = json.loads(publisher.encode(Dispatch(make_call({}), "tools.default")))
+    message = json.loads(publisher.encode(publisher.dispatch(make_call({}), "tools.default")))
     assert "traceparent" not in message["headers"]
     assert tracing.start("x", {}) is None
     assert tracing.traceparent(None) is None
@@ -111,7 +111,7 @@ def test_off_the_message_carries_no_trace_header_and_helpers_make_nothing(
 
 def test_the_message_carries_the_call_span_as_w3c_traceparent(fake_redis: object) -> None:
     publisher = CeleryPublisher(fake_redis)  # type: ignore[arg-type]
-    dispatch = Dispatch(make_call({}), "tools.default", traceparent=TRACEPARENT)
+    dispatch = publisher.dispatch(make_call({}), "tools.default").traced(TRACEPARENT)
     message = json.loads(publisher.encode(dispatch))
     assert message["headers"]["traceparent"] == TRACEPARENT
 

@@ -20,11 +20,12 @@ from toolfleet.shared.messages import ToolCall
 KEYS = Keys("t")
 S1 = session_key("app", "ann", "s1")
 WIDE = 10_001  # calls of one turn: more words in one SADD than Lua unpacks
+PLAIN = CeleryPublisher(None)  # type: ignore[arg-type]  # prepares messages only: no client
 
 
 def calls(n: int) -> list[Dispatch]:
     return [
-        Dispatch(ToolCall(
+        PLAIN.dispatch(ToolCall(
             call_id=f"c{i}", tool="echo", args={"n": i}, session_id="s1", app_name="app",
             user_id="ann", invocation_id="i", agent="a", state={}, reply_to="r",
             dispatched_at=time.time(),
