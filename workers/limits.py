@@ -67,7 +67,7 @@ class Gate:
     def wait(self, tool: FunctionTool, call: ToolCall, worker: str) -> Turn | None:
         """Block this thread until the call may start: its Turn, or None if the call was
         closed meanwhile (answered: it must not run)."""
-        tries = _tries(self, tool, call, worker)
+        tries = self._tries(tool, call, worker)
         try:
             step = next(tries)
             while isinstance(step, float):
@@ -82,7 +82,7 @@ class Gate:
     async def wait_async(self, tool: FunctionTool, call: ToolCall, worker: str) -> Turn | None:
         """`wait` on the call loop: Redis round trips on a helper thread, sleeps between
         them on the loop, so the loop's other calls run."""
-        tries = _tries(self, tool, call, worker)
+        tries = self._tries(tool, call, worker)
         trying: Future[Any] | None = None
         try:
             trying = _TRIES.submit(next, tries)
@@ -161,6 +161,52 @@ class Gate:
         running = self._keys.running(call.session_key)
         self._client.hset(running, call.call_id, record.model_dump_json())
 
+    def _tries(self, tool: FunctionTool, call: ToolCall, worker: str) -> Any:
+        """A generator of the call's tries: yields the seconds to wait before the next, then
+        returns (StopIteration's value) nothing; its last yield is the Turn or None."""
+        options = tool.options
+        slots = self._keys.tool_slots(tool.name)
+        holder = new_holder(call.call_id) if options.max_concurrency is not None else None
+        began = time.monotonic()
+        waited = False
+        pause = FIRST_TRY_S
+        try:
+            if holder is not None:
+                while (reply := self._acquire(tool, call, holder)) != 1:
+                    if reply == CLOSED:
+                        _closed_while_waiting(call)
+                        yield None
+                        return
+                    if not waited:
+                        self._note(call, worker, "a slot")
+                        waited = True
+                    yield pause
+                    pause = min(pause * 2, LAST_TRY_S)
+            if options.rate_limit is not None:
+                while (wait_ms := self._start(tool, call)) != 0:
+                    if wait_ms == CLOSED:
+                        if holder is not None:
+                            self._leases.drop(slots, holder)
+                        _closed_while_waiting(call)
+                        yield None
+                        return
+                    if not waited:
+                        self._note(call, worker, "its rate limit")
+                        waited = True
+                    yield min(wait_ms / 1000, LAST_TRY_S)
+        except BaseException:
+            if holder is not None:  # an interruption while holding it: give it back
+                self._leases.drop(slots, holder)
+            raise
+        if waited:
+            self._note(call, worker, None)
+            with guarded():
+                recorded = metrics()
+                recorded.labelled(recorded.limit_wait_seconds, tool.name).observe(
+                    time.monotonic() - began
+                )
+        yield Turn(slots, holder)
+
 
 def _closed_while_waiting(call: ToolCall) -> None:
     log.warning(
@@ -168,50 +214,3 @@ def _closed_while_waiting(call: ToolCall) -> None:
         call.call_id,
         call.tool,
     )
-
-
-def _tries(gate: Gate, tool: FunctionTool, call: ToolCall, worker: str) -> Any:
-    """A generator of the call's tries: yields the seconds to wait before the next, then
-    returns (StopIteration's value) nothing; its last yield is the Turn or None."""
-    options = tool.options
-    slots = gate._keys.tool_slots(tool.name)
-    holder = new_holder(call.call_id) if options.max_concurrency is not None else None
-    began = time.monotonic()
-    waited = False
-    pause = FIRST_TRY_S
-    try:
-        if holder is not None:
-            while (reply := gate._acquire(tool, call, holder)) != 1:
-                if reply == CLOSED:
-                    _closed_while_waiting(call)
-                    yield None
-                    return
-                if not waited:
-                    gate._note(call, worker, "a slot")
-                    waited = True
-                yield pause
-                pause = min(pause * 2, LAST_TRY_S)
-        if options.rate_limit is not None:
-            while (wait_ms := gate._start(tool, call)) != 0:
-                if wait_ms == CLOSED:
-                    if holder is not None:
-                        gate._leases.drop(slots, holder)
-                    _closed_while_waiting(call)
-                    yield None
-                    return
-                if not waited:
-                    gate._note(call, worker, "its rate limit")
-                    waited = True
-                yield min(wait_ms / 1000, LAST_TRY_S)
-    except BaseException:
-        if holder is not None:  # an interruption while holding it: give it back
-            gate._leases.drop(slots, holder)
-        raise
-    if waited:
-        gate._note(call, worker, None)
-        with guarded():
-            recorded = metrics()
-            recorded.labelled(recorded.limit_wait_seconds, tool.name).observe(
-                time.monotonic() - began
-            )
-    yield Turn(slots, holder)
