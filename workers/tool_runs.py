@@ -4,8 +4,9 @@
 A Celery task runs the three steps on its thread. An io worker's intake runs a coroutine
 tool's call in two steps on its threads, admit then conclude, with the coroutine on the
 process's call loop between them: a call awaiting the network holds no thread. It admits
-the calls of a batch together (`admit_all`: one round trip for their delivery counts)
-and concludes together those that end together (`conclude_all`: one for their results).
+the calls of a batch together (`ToolRuns.admit_all`: one round trip for their delivery
+counts) and concludes together those that end together (`ToolRuns.conclude_all`: one for
+their results). A single call is a batch of one: both ways run the same steps.
 """
 
 from __future__ import annotations
@@ -158,23 +159,96 @@ class ToolRuns:
         """The call cleared to run, or None: it was malformed, refused, lost too often or
         closed already (each answered or logged here). `request`: the task's request
         (Celery's, or what the intake read of the message: id, retries, hostname and
-        the traceparent header)."""
+        the traceparent header). What stopped it is raised."""
+        ((admitted, error),) = ToolRuns.admit_all([(self, request, call)])
+        if error is not None:
+            raise error
+        return admitted
+
+    def conclude(self, task: Task[Any, Any], admitted: Admitted, outcome: Outcome) -> None:
+        """Retry the call (Celery's Retry is raised) or report its result (an error posting
+        it is raised)."""
+        (error,) = ToolRuns.conclude_all([(self, admitted, outcome, celery_retry(task))])
+        if error is not None:
+            raise error
+
+    @classmethod
+    def admit_all(cls, calls: Sequence[tuple[ToolRuns, Any, dict[str, Any]]]) -> list[Admission]:
+        """`admit` for many calls (runs, request, call) at once: an io worker's taken batch.
+        The same steps for each call, with their delivery counts in one round trip. Each
+        call's admission: Admitted or None, or the exception that stopped it."""
+        admissions: list[Admission] = [(None, None)] * len(calls)
+        opened: list[_Opened] = []
+        for at, (runs, request, call) in enumerate(calls):
+            try:
+                admitted = runs._opened(request, call)
+            except Exception as exc:
+                admissions[at] = (None, exc)
+                continue
+            if admitted is not None:
+                opened.append((at, runs, admitted))
+        with _in_spans([admitted.span for *_, admitted in opened]):
+            counted = _round_trips(opened, lambda entry: entry[1]._deps.deliveries, _count_all)
+        for (at, runs, admitted), delivery in zip(opened, counted, strict=True):
+            try:
+                admissions[at] = (runs._settled(admitted, delivery), None)
+            except Exception as exc:
+                admissions[at] = (None, exc)
+        return admissions
+
+    @classmethod
+    def conclude_all(
+        cls, calls: Sequence[tuple[ToolRuns, Admitted, Outcome, Retrier]]
+    ) -> list[Exception | None]:
+        """`conclude` for many calls (runs, admission, outcome, how to retry it) at once: an
+        io worker's coroutine calls that ended together, their results posted in one round
+        trip. Each call's error (Celery's Retry is one), or None."""
+        errors: list[Exception | None] = [None] * len(calls)
+        posting: list[_Posting] = []
+        for at, (runs, admitted, outcome, retry) in enumerate(calls):
+            try:
+                post = runs._reported(admitted, outcome, retry)
+            except Exception as exc:
+                errors[at] = exc
+                continue
+            if post is not None:
+                posting.append((at, runs, admitted, post))
+        with _in_spans([admitted.span for _, _, admitted, _ in posting]):
+            posted = _round_trips(posting, lambda entry: entry[1]._deps.reporter, _post_all)
+        for (at, _, admitted, post), reply in zip(posting, posted, strict=True):
+            if isinstance(reply, Exception):
+                tracing.finish(admitted.span, error=type(reply).__name__)
+                errors[at] = reply
+            else:
+                end_run_span(admitted.span, post.result)
+        return errors
+
+    def _opened(self, request: Any, call: dict[str, Any]) -> Admitted | None:
+        """The call checked, its span started and its secrets opened; None when it was
+        malformed or refused (the refusal posted, its span ended)."""
         admitted = self._received(request, call)
         if admitted is None:
             return None
         with _in_span(admitted.span):
-            cleared: Admitted | ToolResult | None = self._open(admitted)
-            if isinstance(cleared, Admitted):
-                cleared = self._settle(cleared, self._count(cleared))
+            opening = self._open(admitted)
+        return _cleared(admitted.span, opening)
+
+    def _settled(self, admitted: Admitted, delivery: Delivery | Exception) -> Admitted | None:
+        """The opened call cleared to run given its delivery's count (or the error counting
+        it, raised here); None, its span ended, when it was lost too often or closed."""
+        with _in_span(admitted.span):
+            if isinstance(delivery, Exception):
+                raise delivery
+            cleared = self._settle(admitted, delivery)
         return _cleared(admitted.span, cleared)
 
-    def conclude(self, task: Task[Any, Any], admitted: Admitted, outcome: Outcome) -> None:
-        """Retry the call (Celery's Retry is raised) or report its result."""
+    def _reported(self, admitted: Admitted, outcome: Outcome, retry: Retrier) -> Post | None:
+        """`_report` in the call's span; its span ended when there is nothing to post."""
         with _in_span(admitted.span):
-            post = self._report(admitted, outcome, celery_retry(task))
-            if post is not None:
-                self._deps.reporter.post(post.stream, post.result, closes=post.closes)
-        end_run_span(admitted.span, None if post is None else post.result)
+            post = self._report(admitted, outcome, retry)
+        if post is None:
+            end_run_span(admitted.span, None)
+        return post
 
     def _received(self, request: Any, call: dict[str, Any]) -> Admitted | None:
         """The call's envelope checked and its run's span started; None if malformed."""
@@ -209,17 +283,6 @@ class ToolRuns:
             return refused
         return Admitted(
             envelope, admitted.span, admitted.attempt, admitted.worker, admitted.redelivered
-        )
-
-    def _count(self, admitted: Admitted) -> Delivery:
-        guard = self._deps.deliveries
-        if guard is None:
-            return None
-        return guard.count(
-            admitted.envelope,
-            admitted.attempt - 1,
-            admitted.worker,
-            redelivered=admitted.redelivered,
         )
 
     def _settle(self, admitted: Admitted, delivery: Delivery) -> Admitted | ToolResult | None:
@@ -306,6 +369,11 @@ class ToolRuns:
         return Post(envelope.reply_to, result, closes)
 
 
+# A call of a batch admitted up to its count (its index in the batch), or one to post.
+_Opened = tuple[int, ToolRuns, Admitted]
+_Posting = tuple[int, ToolRuns, Admitted, Post]
+
+
 @contextmanager
 def _in_span(span: Span | None) -> Iterator[None]:
     """`span` as the current one in the block; an exception leaving the block (Celery's
@@ -318,75 +386,41 @@ def _in_span(span: Span | None) -> Iterator[None]:
         raise
 
 
-def admit_all(calls: Sequence[tuple[ToolRuns, Any, dict[str, Any]]]) -> list[Admission]:
-    """`ToolRuns.admit` for many calls (runs, request, call) at once: an io worker's taken
-    batch. The same steps for each call, with their delivery counts in one round trip.
-    Each call's admission: Admitted or None, or the exception that stopped it."""
-    admissions: list[Admission] = [(None, None)] * len(calls)
-    opened: list[tuple[int, ToolRuns, Admitted]] = []
-    for i, (runs, request, call) in enumerate(calls):
-        try:
-            admitted = runs._received(request, call)
-            if admitted is None:
-                continue
-            with _in_span(admitted.span):
-                opening = runs._open(admitted)
-            if isinstance(opening, Admitted):
-                opened.append((i, runs, opening))
-            else:
-                _cleared(admitted.span, opening)
-        except Exception as exc:
-            admissions[i] = (None, exc)
-    counted = _round_trips(
-        opened,
-        lambda entry: entry[1]._deps.deliveries,
-        lambda guard, entries: guard.count_all(
-            [(a.envelope, a.attempt - 1, a.worker) for *_, a in entries]
-        ),
-    )
-    for (i, runs, admitted), delivery in zip(opened, counted, strict=True):
-        try:
-            with _in_span(admitted.span):
-                if isinstance(delivery, Exception):
-                    raise delivery
-                cleared = runs._settle(admitted, delivery)
-            admissions[i] = (_cleared(admitted.span, cleared), None)
-        except Exception as exc:
-            admissions[i] = (None, exc)
-    return admissions
+@contextmanager
+def _in_spans(spans: Sequence[Span | None]) -> Iterator[None]:
+    """`_in_span` for the calls of a round trip: a lone call's span is the current one in
+    the block (several calls': none); an exception leaving the block ends each span."""
+    lone = spans[0] if len(spans) == 1 else None
+    try:
+        with tracing.current(lone):
+            yield
+    except BaseException as exc:
+        for span in spans:
+            tracing.finish(span, error=type(exc).__name__)
+        raise
 
 
-def conclude_all(
-    calls: Sequence[tuple[ToolRuns, Admitted, Outcome, Retrier]],
-) -> list[Exception | None]:
-    """`ToolRuns.conclude` for many calls (runs, admission, outcome, how to retry it) at
-    once: an io worker's coroutine calls that ended together, their results posted in one
-    round trip. Each call's error (Celery's Retry is one), or None."""
-    errors: list[Exception | None] = [None] * len(calls)
-    posting: list[tuple[int, ToolRuns, Admitted, Post]] = []
-    for i, (runs, admitted, outcome, retry) in enumerate(calls):
-        try:
-            with _in_span(admitted.span):
-                post = runs._report(admitted, outcome, retry)
-        except Exception as exc:
-            errors[i] = exc
-            continue
-        if post is None:
-            end_run_span(admitted.span, None)
-        else:
-            posting.append((i, runs, admitted, post))
-    posted = _round_trips(
-        posting,
-        lambda entry: entry[1]._deps.reporter,
-        lambda reporter, entries: reporter.post_all([post for *_, post in entries]),
-    )
-    for (i, _, admitted, post), reply in zip(posting, posted, strict=True):
-        if isinstance(reply, Exception):
-            tracing.finish(admitted.span, error=type(reply).__name__)
-            errors[i] = reply
-        else:
-            end_run_span(admitted.span, post.result)
-    return errors
+def _count_all(guard: DeliveryGuard, entries: list[_Opened]) -> list[tuple[int, bool] | Exception]:
+    """The delivery counts of opened calls. A lone call is counted as `DeliveryGuard.count`
+    counts it: its redelivery flag read, with the counts other threads of this process make
+    at the same moment; a batch (an io worker's, off the Redis broker: no first delivery
+    claims its call there) in one round trip of its own."""
+    if len(entries) == 1:
+        ((_, _, admitted),) = entries
+        retries = admitted.attempt - 1
+        redelivered = admitted.redelivered
+        return [guard.count(admitted.envelope, retries, admitted.worker, redelivered=redelivered)]
+    return guard.count_all([(a.envelope, a.attempt - 1, a.worker) for *_, a in entries])
+
+
+def _post_all(reporter: ResultReporter, entries: list[_Posting]) -> list[str | Exception]:
+    """The entry ids of posted results (or their errors). A lone result is posted as
+    `ResultReporter.post` posts it, with the results other threads of this process post at
+    the same moment; a batch's in one round trip of its own."""
+    if len(entries) == 1:
+        ((*_, post),) = entries
+        return [reporter.post(post.stream, post.result, closes=post.closes)]
+    return reporter.post_all([post for *_, post in entries])
 
 
 def celery_retry(task: Task[Any, Any]) -> Retrier:

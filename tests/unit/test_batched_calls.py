@@ -10,8 +10,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import replace
 from types import SimpleNamespace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import fakeredis
 import pytest
@@ -30,14 +32,17 @@ from toolfleet.shared.reporting import _POST as POST
 from toolfleet.shared.reporting import Post
 from toolfleet.shared.tools import ToolOptions
 from toolfleet.workers.deliveries import _COUNT as COUNT
+from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.executor import Outcome
 from toolfleet.workers.intake.gathering import Gatherer
 from toolfleet.workers.intake.runner import MessageRunner
-from toolfleet.workers.tool_runs import Admitted, ToolRuns, admit_all, conclude_all
+from toolfleet.workers.tool_runs import Admitted, ToolRuns
 
 S = session_key("app", "u", "s")
 
 STREAM = "t:results:s"
+
+SETTINGS = Settings(redis_url="redis://unused", key_prefix="t", max_deliveries=2)
 
 
 class Flaky(Exception):
@@ -63,9 +68,13 @@ def client() -> fakeredis.FakeRedis:
 
 @pytest.fixture
 def runs(client: fakeredis.FakeRedis) -> ToolRuns:
-    settings = Settings(redis_url="redis://unused", key_prefix="t", max_deliveries=2)
+    return fetch_runs(client)
+
+
+def fetch_runs(client: redis.Redis) -> ToolRuns:
+    """The runs of the coroutine tool `fetch` on a worker whose Redis is `client`."""
     tool = LocalTool(fetch, options=ToolOptions(retry_on=(Flaky,), max_retries=1))
-    return ToolRuns(tool, guarded_deps(client, settings), 60.0, "io")
+    return ToolRuns(tool, guarded_deps(client, SETTINGS), 60.0, "io")
 
 
 def envelope(call_id: str) -> dict[str, Any]:
@@ -95,7 +104,7 @@ def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answ
     client.set(KEYS.deliveries("lost", 0), 2)  # its worker died on both deliveries
     pipelines = counted_pipelines(client)
     calls = ["open", "closed", "lost", "malformed", "open2"]
-    admissions = admit_all(
+    admissions = ToolRuns.admit_all(
         [(runs, request(), {"nope": 1} if c == "malformed" else envelope(c)) for c in calls]
     )
 
@@ -110,13 +119,11 @@ def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answ
     assert "call closed (fetch) was answered before it started" in caplog.text
 
 
-def test_a_lost_connection_fails_each_call_of_the_batch_and_admits_none(
-    runs: ToolRuns,
-) -> None:
+def test_a_lost_connection_fails_each_call_of_the_batch_and_admits_none() -> None:
     # Nothing listens on port 1; no retries, so the error comes at once.
     down = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
-    runs = ToolRuns(runs.tool, guarded_deps(down, runs._deps.settings), 60.0, "io")
-    admissions = admit_all([(runs, request(), envelope(c)) for c in ("a", "b")])
+    runs = fetch_runs(down)
+    admissions = ToolRuns.admit_all([(runs, request(), envelope(c)) for c in ("a", "b")])
     assert [a for a, _ in admissions] == [None, None]
     assert [type(e) for _, e in admissions] == [redis.ConnectionError] * 2
 
@@ -132,7 +139,7 @@ def test_a_batch_is_concluded_with_one_round_trip_and_each_call_gets_its_own_end
         raise Retried
 
     pipelines = counted_pipelines(client)
-    errors = conclude_all(
+    errors = ToolRuns.conclude_all(
         [
             (runs, ok, outcome(ok), retry),
             (runs, flaky, outcome(flaky, Flaky("try again")), retry),
@@ -163,7 +170,9 @@ def test_a_result_that_cannot_be_posted_fails_its_call_alone(
     def retry(countdown: float, exc: Exception) -> NoReturn:
         raise AssertionError("nothing is retried")
 
-    errors = conclude_all([(runs, broken, outcome(broken), retry), (runs, ok, outcome(ok), retry)])
+    errors = ToolRuns.conclude_all(
+        [(runs, broken, outcome(broken), retry), (runs, ok, outcome(ok), retry)]
+    )
 
     assert isinstance(errors[0], redis.ResponseError) and "WRONGTYPE" in str(errors[0])
     assert errors[1] is None
@@ -190,8 +199,57 @@ def test_posts_of_a_batch_go_in_one_round_trip_signed_and_on_the_feed(
     assert client.exists("t:closed-a") and not client.exists("t:closed-b")
 
 
+def test_a_call_run_alone_and_in_a_batch_posts_the_same_result_and_counts_once() -> None:
+    """A Celery task's call (`ToolRuns.run`) is a batch of one: the same call, on a worker
+    of its own each way, gets the same answer, its delivery counted once."""
+    alone, batched = fakeredis.FakeRedis(), fakeredis.FakeRedis()
+    call = envelope("c")
+    fetch_runs(alone).run(cast(Any, SimpleNamespace(request=request())), call)
+
+    runs = fetch_runs(batched)
+    ((admission, error),) = ToolRuns.admit_all([(runs, request(), call)])
+    assert admission is not None, error
+    ended: Future[Outcome] = Future()
+    runs.start(admission, ended.set_result)
+
+    def retry(countdown: float, exc: Exception) -> NoReturn:
+        raise AssertionError("nothing is retried")
+
+    concluded = ToolRuns.conclude_all([(runs, admission, ended.result(timeout=10), retry)])
+
+    assert concluded == [None]
+    answers = [posted(client) for client in (alone, batched)]
+    assert [len(results) for results in answers] == [1, 1]
+    timeless = {"started_at", "finished_at"}
+    assert answers[0][0].model_dump(exclude=timeless) == answers[1][0].model_dump(exclude=timeless)
+    for client in (alone, batched):
+        assert client.get(KEYS.deliveries("c", 0)) == b"1"
+        assert client.exists(KEYS.closed(S, "c"))
+
+
+def test_a_lone_redelivery_is_counted_where_a_second_first_delivery_is_a_duplicate(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """With claims (a broker that may publish a call twice), a single call's redelivery
+    flag reaches its count: a redelivered message runs, a copy of the first does not."""
+    guard = DeliveryGuard(client, KEYS, SETTINGS.max_deliveries, claims=True)
+    runs = ToolRuns(
+        fetch_runs(client).tool,
+        replace(guarded_deps(client, SETTINGS), deliveries=guard),
+        60.0,
+        "io",
+    )
+    first, again = request(), request()
+    again.delivery_info = {"redelivered": True}
+
+    assert runs.admit(first, envelope("c")) is not None
+    assert runs.admit(first, envelope("c")) is None  # published twice: the copy is closed
+    assert runs.admit(again, envelope("c")) is not None
+    assert client.get(KEYS.deliveries("c", 0)) == b"2"
+
+
 def admitted(runs: ToolRuns, call_id: str) -> Admitted:
-    (admission, error), *_ = admit_all([(runs, request(), envelope(call_id))])
+    (admission, error), *_ = ToolRuns.admit_all([(runs, request(), envelope(call_id))])
     assert admission is not None, error
     return admission
 

@@ -35,9 +35,7 @@ from toolfleet.workers.tool_runs import (
     Admitted,
     Retrier,
     ToolRuns,
-    admit_all,
     celery_retry,
-    conclude_all,
 )
 
 log = logging.getLogger(__name__)
@@ -153,7 +151,7 @@ class MessageRunner:
         two, concluding one, goes to an intake thread when its coroutine ends."""
         # Admitting reads the request, and needs no Celery request pushed (a tenth of the
         # worker's CPU per call went to pushing and popping them).
-        admissions = admit_all(
+        admissions = ToolRuns.admit_all(
             [(c.runs, MessageRequest(c.message, self.hostname), c.call) for c in calls]
         )
         for call, (admitted, error) in zip(calls, admissions, strict=True):
@@ -175,7 +173,7 @@ class MessageRunner:
     def _conclude(self, ended: Sequence[_Ended]) -> None:
         """Step two of coroutine calls that ended together: their results posted in one
         round trip, then their messages acknowledged."""
-        errors = conclude_all(
+        errors = ToolRuns.conclude_all(
             [(e.call.runs, e.admitted, e.outcome, self._retrier(e.call)) for e in ended]
         )
         for e, error in zip(ended, errors, strict=True):
