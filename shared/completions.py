@@ -37,6 +37,7 @@ from toolfleet.shared.outages import APPLIED_TTL_S, resilient_client
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 from toolfleet.shared.replication import NO_WAIT, Replication
+from toolfleet.shared.reporting import TicketWrite
 from toolfleet.shared.scripts import LuaScript
 
 DEAD_LETTERS_MAXLEN = 10_000
@@ -330,14 +331,29 @@ class Completions:
         return _text(reply[1])
 
     def register(self, call: PendingCall) -> bool:
-        """Record a long-running call as pending (workers do this before running it, so a
-        background job it starts can post a result at any time). False when the call is
-        closed (the orchestrator answered it already): then it must not run."""
+        """Open a long-running call's ticket. The worker that runs the call owns its
+        ticket: it opens it before the tool runs (a background job the tool starts may
+        post a result at once) and writes the tool's initial response, or takes the
+        ticket back, in the step that posts the call's first result (`ticket_write`).
+        False when the call is closed (the orchestrator answered it already): then it
+        must not run."""
         return self._pending.open(self._redis, call)
 
     def is_closed(self, call: PendingCall) -> bool:
         """Whether the orchestrator answered the call already: a worker must not run it."""
         return self._pending.is_closed(self._redis, call.session_key, call.call_id)
+
+    def ticket_write(self, call: PendingCall, *, opened: bool) -> TicketWrite:
+        """What the post of `call`'s first result does to its ticket: with `opened`, the
+        tool answered pending and the ticket keeps its initial response (`call.ticket`);
+        otherwise the call is over without a ticket, which the post takes back."""
+        session = call.session_key
+        keys = (
+            self._keys.pending(),
+            self._keys.session_pending(session),
+            self._keys.closed(session, call.call_id),
+        )
+        return TicketWrite(keys, call.call_id, self._pending.record(call) if opened else None)
 
     def withdraw(self, session: SessionKey, call_id: str) -> None:
         """The long-running tool of `session`'s call failed: there is nothing to complete."""

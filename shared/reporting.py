@@ -42,20 +42,32 @@ FEED_COPY_MAX_BYTES = 8 * 1024
 # results feed gets an entry naming the stream and the entry, in the same step, with a
 # copy of the result when ARGV[4] is 1. With KEYS[3], the call is closed in the same
 # step too (for ARGV[5] seconds): a redelivery of its message does not run it again.
+# With KEYS[4] (the pending hash; KEYS[5] the session's pending set, KEYS[6] the call's
+# closed marker), the step also writes the long-running call's ticket (ARGV[6] its call
+# id): records the tool's initial response ARGV[7] - only while the ticket the worker
+# opened is still there and the call not closed - or, ARGV[7] empty, takes it back.
 _POST = LuaScript(
     f"""
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 6))
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 8))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 if KEYS[2] ~= '' then
   if ARGV[4] == '1' then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 6))
+               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 8))
   else
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
                '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id)
   end
 end
 if KEYS[3] ~= '' then redis.call('SET', KEYS[3], 1, 'EX', ARGV[5]) end
+if KEYS[4] ~= '' then
+  if ARGV[7] == '' then
+    redis.call('HDEL', KEYS[4], ARGV[6])
+    redis.call('SREM', KEYS[5], ARGV[6])
+  elseif redis.call('EXISTS', KEYS[6]) == 0 and redis.call('HEXISTS', KEYS[4], ARGV[6]) == 1 then
+    redis.call('HSET', KEYS[4], ARGV[6], ARGV[7])
+  end
+end
 return id
 """
 )
@@ -87,12 +99,20 @@ class ResultReporter:
         self._sealer = sealer  # seals its secrets with the key derived from it
         self._commits = GroupCommit(client)
 
-    def post(self, stream: str, result: ToolResult, *, closes: str | None = None) -> str:
+    def post(
+        self,
+        stream: str,
+        result: ToolResult,
+        *,
+        closes: str | None = None,
+        ticket: TicketWrite | None = None,
+    ) -> str:
         """Append `result` to `stream` (secrets sealed, signed) and renew its TTL; return
         the entry id. `closes`: the call's closed key (Keys.closed), set in the same step
-        when the result is the call's final answer."""
+        when the result is the call's final answer; `ticket`: what the same step does to
+        a long-running call's ticket."""
         # With the results of the calls ending at the same moment (a sync io worker's).
-        args = self._post_args(Post(stream, result, closes))
+        args = self._post_args(Post(stream, result, closes, ticket))
         if self._replication.replicas > 0:  # one pipeline with its wait for the replicas
             return _entry_id(self._replication.run_sync(self._client, _POST, *args))
         entry_id = self._commits.run_script(_POST, *args)
@@ -121,20 +141,37 @@ class ResultReporter:
         if self._signer is not None:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
 
+        ticket = post.ticket
         keys = [post.stream, self._feed or "", post.closes or ""]
+        keys += ["", "", ""] if ticket is None else list(ticket.keys)
         copy = 1 if len(payload) <= FEED_COPY_MAX_BYTES else 0
         pairs = (x for kv in fields.items() for x in kv)
-        args = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, CLOSED_TTL_S, *pairs]
-        return [len(keys), *keys, *args]
+        args: list[Any] = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, CLOSED_TTL_S]
+        args += ["", ""] if ticket is None else [ticket.call_id, ticket.record or ""]
+        return [len(keys), *keys, *args, *pairs]
+
+
+@dataclass(frozen=True)
+class TicketWrite:
+    """What a post does to a long-running call's ticket, in its step: record the tool's
+    initial response (`record`, the ticket's JSON), or take the ticket back (None: the
+    call is over without one). `keys`: the pending hash, the session's pending set and
+    the call's closed marker."""
+
+    keys: tuple[str, str, str]
+    call_id: str
+    record: str | None
 
 
 @dataclass(frozen=True)
 class Post:
-    """A result to post to `stream`; `closes`: the call's closed key, when it is final."""
+    """A result to post to `stream`; `closes`: the call's closed key, when it is final;
+    `ticket`: what the post does to a long-running call's ticket."""
 
     stream: str
     result: ToolResult
     closes: str | None = None
+    ticket: TicketWrite | None = None
 
 
 def _entry_id(reply: Any) -> str:

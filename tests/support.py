@@ -18,8 +18,9 @@ from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared import tracing
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.context import ToolServices
-from toolfleet.shared.messages import ToolCall, ToolResult
+from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
 
@@ -35,8 +36,16 @@ class LocalTool(FunctionTool):
 class InProcessRunner:
     """Runs planned calls in this process (threads), concurrently, yielding as they finish."""
 
-    def __init__(self, *, reverse: bool = False, services: ToolServices | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        reverse: bool = False,
+        services: ToolServices | None = None,
+        tickets: Completions | None = None,
+    ) -> None:
         self.services = services  # what the tools get (artifacts, memory), as on a worker
+        # Where long-running calls' tickets go, as a worker writes them (None: nowhere).
+        self.tickets = tickets
         self.batches: list[list[str]] = []  # call ids of each run(), to check what was dispatched
         self.settled: list[str] = []
         self.stopped: list[str] = []  # call ids the loop asked to stop (cancelled)
@@ -52,28 +61,31 @@ class InProcessRunner:
     ) -> AsyncIterator[ToolResult]:
         # In process nothing outlives a crash: a resumed turn runs all its calls.
         self.batches.append([p.call.call_id for p in calls])
-        tasks = [
-            asyncio.create_task(
-                asyncio.to_thread(
-                    lambda p=p: (
-                        execute(
-                            p.tool,
-                            p.call,
-                            worker="in-process",
-                            max_result_bytes=64_000,
-                            services=self.services,
-                        ).result
-                    )
-                )
-            )
-            for p in calls
-        ]
+        tasks = [asyncio.create_task(asyncio.to_thread(self._execute, p)) for p in calls]
         if self.reverse:
             for task in reversed(tasks):
                 yield await task
             return
         for next_done in asyncio.as_completed(tasks):
             yield await next_done
+
+    def _execute(self, planned: PlannedCall) -> ToolResult:
+        """The call run here, its ticket opened and written as its worker would."""
+        tickets = self.tickets if planned.tool.is_long_running else None
+        if tickets is not None:
+            tickets.register(PendingCall.starting(planned.call))
+        result = execute(
+            planned.tool,
+            planned.call,
+            worker="in-process",
+            max_result_bytes=64_000,
+            services=self.services,
+        ).result
+        if tickets is not None and result.status is CallStatus.PENDING:
+            tickets.register(PendingCall.starting(planned.call, result.response))
+        elif tickets is not None:
+            tickets.withdraw(planned.call.session_key, planned.call.call_id)
+        return result
 
     async def settle(self, session_id: str) -> None:
         self.settled.append(session_id)

@@ -27,7 +27,7 @@ from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from toolfleet.shared.metrics import guarded, metrics
-from toolfleet.shared.reporting import Post, ResultReporter
+from toolfleet.shared.reporting import Post, ResultReporter, TicketWrite
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped
@@ -300,10 +300,8 @@ class ToolRuns:
                     tool.name,
                     count - 1,
                 )
-                if tool.is_long_running:
-                    deps.completions.withdraw(envelope.session_key, envelope.call_id)
                 lost = worker_lost(envelope, count - 1, worker=worker, attempt=attempt)
-                deps.reporter.post(envelope.reply_to, lost)
+                deps.reporter.post(envelope.reply_to, lost, ticket=self._ticket(envelope, None))
                 return lost
         # A closed call was answered already (it timed out waiting in the queue, say):
         # running it now would act on a call the model was told did not happen. A
@@ -353,20 +351,26 @@ class ToolRuns:
             )
             ran.observe(result.duration_s)
         closes = None
-        if tool.is_long_running:
-            if result.status is CallStatus.PENDING:
-                ticket = PendingCall.starting(envelope, result.response, result.traceparent)
-                deps.completions.register(ticket)
-            else:
-                deps.completions.withdraw(envelope.session_key, envelope.call_id)
-        elif not result.actions.waits():
+        ticket = self._ticket(envelope, result)
+        if ticket is None and not result.actions.waits():
             # The call's final answer closes it, in the step that posts it: if this
             # process dies before the broker's ack, the redelivered message does not run
             # the tool again - whether or not the orchestrator stored the answer by then.
             # (A call that asked for a credential or a confirmation runs again once they
             # are given: it stays open.)
             closes = Keys(deps.settings.key_prefix).closed(envelope.session_key, envelope.call_id)
-        return Post(envelope.reply_to, result, closes)
+        return Post(envelope.reply_to, result, closes, ticket)
+
+    def _ticket(self, envelope: ToolCall, result: ToolResult | None) -> TicketWrite | None:
+        """What posting a long-running call's `result` does to the ticket this worker
+        opened: keeps the tool's initial response when it answered pending, else takes
+        the ticket back (None for any other tool)."""
+        if not self.tool.is_long_running:
+            return None
+        if result is None or result.status is not CallStatus.PENDING:
+            return self._deps.completions.ticket_write(PendingCall.starting(envelope), opened=False)
+        ticket = PendingCall.starting(envelope, result.response, result.traceparent)
+        return self._deps.completions.ticket_write(ticket, opened=True)
 
 
 # A call of a batch admitted up to its count (its index in the batch), or one to post.
@@ -419,7 +423,7 @@ def _post_all(reporter: ResultReporter, entries: list[_Posting]) -> list[str | E
     the same moment; a batch's in one round trip of its own."""
     if len(entries) == 1:
         ((*_, post),) = entries
-        return [reporter.post(post.stream, post.result, closes=post.closes)]
+        return [reporter.post(post.stream, post.result, closes=post.closes, ticket=post.ticket)]
     return reporter.post_all([post for *_, post in entries])
 
 

@@ -42,7 +42,7 @@ from toolfleet.orchestrator.loop.parking import ask_after_run, asks_after_run, p
 from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.tool_requests import process_requests
-from toolfleet.orchestrator.loop.turn import pending_calls, responses_event, run_calls
+from toolfleet.orchestrator.loop.turn import responses_event, run_calls
 from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
 from toolfleet.orchestrator.models.base_llm import answered
 from toolfleet.orchestrator.models.protocol import as_sent, function_calls, loop_call_id
@@ -248,8 +248,9 @@ async def _answer_calls(
         # Workers' final results: stored with the invocation's next write (held.py).
         inv.held = inv.store.hold(inv.session, response_event, closed=closed, also=settle)
     else:
-        pending = pending_calls(inv, calls, ordered)
-        await held.append(inv, response_event, pending=pending, closed=closed, also=settle)
+        # A long-running call's ticket is its worker's to write (opened before the tool
+        # ran, its initial response kept in the step that posted it): not written here.
+        await held.append(inv, response_event, closed=closed, also=settle)
     yield response_event
     stopping = [r.call_id for r in ordered if is_cancelled(r)]
     if stopping:  # closed now: a worker still running one of them is told to stop it

@@ -23,7 +23,6 @@ from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
 from toolfleet.shared import tracing
 from toolfleet.shared.messages import (
-    CallStatus,
     PendingCall,
     ToolActions,
     ToolCall,
@@ -177,17 +176,6 @@ def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]
         dispatched_at=time.time(),
         depth=inv.depth,
     )
-
-
-def pending_calls(
-    inv: Invocation, calls: list[types.FunctionCall], ordered: list[ToolResult]
-) -> list[PendingCall]:
-    """Long-running calls that answered 'pending': their final result comes later."""
-    return [
-        pending_call(inv, result, dict(call.args or {}))
-        for call, result in zip(calls, ordered, strict=True)
-        if result.status is CallStatus.PENDING
-    ]
 
 
 def pending_call(

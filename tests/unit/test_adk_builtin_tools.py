@@ -35,6 +35,7 @@ from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptVie
 from toolfleet.orchestrator.models.protocol import text_of
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.artifacts import ArtifactStore
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.discovery import tools_in_module
@@ -68,7 +69,7 @@ async def run(
 ) -> list[Update]:
     session = await store.get_or_create("app", user, session_id)
     services = ToolServices(artifacts=ArtifactStore(client, KEYS), memory=MemoryStore(client, KEYS))
-    runner = InProcessRunner(services=services)
+    runner = InProcessRunner(services=services, tickets=Completions(client, KEYS))
     model = agent.model
     assert isinstance(model, ScriptedModel)
     inv = Invocation(agent, lambda _: model, session, store, runner, Settings(), KEYS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import fakeredis
 from google.genai import types
 
 from tests.support import InProcessRunner
@@ -19,6 +20,7 @@ from toolfleet.orchestrator.sessions.cancels import CancelBoard, Cancellation
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.cancellation import CancelRequest
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.keys import Keys, session_key
@@ -61,10 +63,14 @@ class HangingModel:
 
 
 async def start(
-    store: SessionStore, agent: Agent, model: Any, cancellation: Cancellation | None = None
+    store: SessionStore,
+    agent: Agent,
+    model: Any,
+    cancellation: Cancellation | None = None,
+    tickets: Completions | None = None,
 ) -> tuple[Invocation, InProcessRunner]:
     session = await store.get_or_create("app", "u1", "s1")
-    runner = InProcessRunner()
+    runner = InProcessRunner(tickets=tickets)
     inv = Invocation(agent, lambda _: model, session, store, runner, Settings(), Keys("t"))
     inv.cancellation = cancellation
     return inv, runner
@@ -120,7 +126,9 @@ async def test_a_cancelled_turn_is_stored_closed_and_the_model_is_not_asked_agai
     assert runner.stopped == [responses.calls[1].call_id]
 
 
-async def test_a_cancelled_turn_keeps_its_ticket_when_asked(store: SessionStore) -> None:
+async def test_a_cancelled_turn_keeps_its_ticket_when_asked(
+    store: SessionStore, fake_server: fakeredis.FakeServer
+) -> None:
     cancellation = Cancellation()
     model = ScriptedModel([call(Call("open_case", {"name": "x"}))])
     agent = Agent(
@@ -129,7 +137,8 @@ async def test_a_cancelled_turn_keeps_its_ticket_when_asked(store: SessionStore)
         model=model,
         before_tool_callback=lambda **_: cancellation.set(keep_tickets=True),
     )
-    inv, _ = await start(store, agent, model, cancellation)
+    tickets = Completions(fakeredis.FakeRedis(server=fake_server), Keys("t"))
+    inv, _ = await start(store, agent, model, cancellation, tickets)
     updates = await collect(inv)
     assert ended(updates) is EndReason.CANCELLED
     (ticket,) = await store.pending_calls(inv.session.key)
