@@ -184,6 +184,16 @@ class PendingCalls:
         """`get` on an asyncio client."""
         return _parsed(await client.hget(self.key, call_id))
 
+    def stage_aget(self, pipe: aioredis.client.Pipeline, call_id: str) -> None:
+        """Queue the read of `call_id`'s record on the caller's pipeline (one round trip
+        with its other reads); `parsed` reads the record from the reply."""
+        pipe.hget(self.key, call_id)
+
+    @staticmethod
+    def parsed(reply: Any) -> PendingCall | None:
+        """The record in the reply to `stage_aget`, or None when it is not pending."""
+        return _parsed(reply)
+
     async def aall(self, client: aioredis.Redis) -> list[PendingCall]:
         """`all` on an asyncio client."""
         return _sorted(await client.hgetall(self.key))

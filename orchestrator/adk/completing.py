@@ -7,21 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from typing import Any
 
 from google.genai import types
 
 from toolfleet.orchestrator.adkwire.posting import post_responses
 from toolfleet.orchestrator.completions.applier import CompletionApplier
-from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.completions.entries import PostedEntry
+from toolfleet.orchestrator.completions.resumer import BackgroundTasks, SessionResumer
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.keys import SessionKey
-from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
 
 async def run_message(
@@ -64,7 +64,7 @@ async def _complete(
 
     apps = {runner.app_name: runner}
     # Only the applier's own continuation runs here: no sweep of owed sessions to start.
-    resumer = SessionResumer(apps, _never_started, on_update=on_update)
+    resumer = SessionResumer(apps, BackgroundTasks(), on_update=on_update)
     applier = CompletionApplier(
         apps, runner.replica.redis, runner.keys, resumer, runner.replica.id, progress_to_model=True
     )
@@ -75,8 +75,8 @@ async def _complete(
             # The last applies every earlier one of the session first, in order.
             found: Any = await runner.replica.redis.xrange(stream, entries[-1], entries[-1])
             if found:  # else another orchestrator's listener applied them already
-                raw: bytes = found[0][1][COMPLETION_FIELD.encode()]
-                await applier.apply(stream, entries[-1], raw, Completion.model_validate_json(raw))
+                entry = PostedEntry.read(entries[-1], found[0][1], applier.max_json_depth)
+                await applier.apply(stream, entry)
         finally:
             updates.put_nowait(None)
 
@@ -90,7 +90,3 @@ async def _complete(
         applying.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await applying
-
-
-def _never_started(work: Coroutine[Any, Any, None]) -> None:
-    work.close()  # resume_owed is not called here; nothing else starts tasks

@@ -8,6 +8,11 @@ stream entry. Either all of it happens or none: an entry still in the stream was
 applied, and whoever takes it over applies it. A completion that cannot apply goes to
 the dead-letter stream with its reason, in the same step as its acknowledgement.
 
+One session: the completion names its call's session (its poster read it from the
+call's record). The applier takes that session's lease, then reads the record - once,
+with whether the entry is still in the stream - and refuses a completion whose call
+belongs to another session: an entry written past the poster acts on no other session.
+
 In order: a session's completions apply in the order the stream accepted them (the
 session's order list, written with the entry). A replica that reads an entry whose
 session has an earlier one waiting applies that earlier one first, taking it over.
@@ -25,7 +30,7 @@ import redis.asyncio as aioredis
 from google.genai import types
 from pydantic import ValidationError
 
-from toolfleet.orchestrator.completions.entries import parse_entry
+from toolfleet.orchestrator.completions.entries import PostedEntry
 from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.completions.spans import completion_span
 from toolfleet.orchestrator.completions.waiting import WaitingCalls
@@ -44,7 +49,7 @@ from toolfleet.shared.confirmation import ToolConfirmation, posted_answer
 from toolfleet.shared.errors import SessionNotFoundError
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH
 from toolfleet.shared.keys import Keys, SessionKey
-from toolfleet.shared.messages import COMPLETION_FIELD, CallStatus, Completion, PendingCall
+from toolfleet.shared.messages import CallStatus, Completion, PendingCall
 from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES
@@ -163,42 +168,45 @@ class CompletionApplier:
         """The completions streams of this replica's apps."""
         return list(self._runners)
 
-    async def apply(self, stream: str, entry_id: str, raw: bytes, completion: Completion) -> None:
-        """Apply the entry (or refuse it), after every earlier completion of its session."""
-        runner = self._runners[stream]
-        pending = await self._pending.aget(self._redis, completion.call_id)
-        session = pending.session_key if pending else _session_of(completion)
-        if pending is None or session is None:
-            reason = await self._why_not_pending(completion.call_id)
-            await self.refuse(stream, entry_id, raw, reason, session)
+    async def apply(self, stream: str, entry: PostedEntry) -> None:
+        """Apply the entry (or refuse it), after every earlier completion of its session.
+        The session is the one the completion names (its poster read it from the call's
+        record); the record itself is read once, under that session's lease."""
+        completion = entry.completion
+        if isinstance(completion, str):
+            await self.refuse(stream, entry, completion)
             return
+        session = _session_of(completion)
+        if session is None:
+            await self.refuse(stream, entry, await self._why_not_pending(completion.call_id))
+            return
+        runner = self._runners[stream]
         async with runner.leases.hold(session, wait_s=self._resumer.lease_wait_s) as hold:
             await self._finish_open_turn(runner, session, hold)
             owed = False  # whether an applied entry gave the model something to answer
-            for earlier_id, earlier in await self._earlier(stream, session, entry_id):
-                owed |= await self._apply_one(runner, stream, earlier_id, earlier, hold)
-            owed |= await self._apply_one(runner, stream, entry_id, raw, hold)
+            for earlier in await self._earlier(stream, session, entry.entry_id):
+                owed |= await self._apply_one(runner, stream, session, earlier, hold)
+            owed |= await self._apply_one(runner, stream, session, entry, hold)
             if owed:  # once, for everything applied: the model answers it all at once
                 await self._resumer.continue_session(runner, session, hold)
 
     async def refuse(
         self,
         stream: str,
-        entry_id: str,
-        raw: bytes,
+        entry: PostedEntry,
         reason: str,
         session: SessionKey | None = None,
     ) -> None:
         """Keep the entry in the dead-letter stream with `reason`, and consume it (ack,
         delete, leave its session's order), in one step - if it is still in the stream."""
         order = self._keys.completion_order(session) if session else stream
-        fields = [word for pair in dead_letter_fields(raw, reason).items() for word in pair]
+        fields = [word for pair in dead_letter_fields(entry.raw, reason).items() for word in pair]
         refused = await _REFUSE.run(
             self._redis, 3, stream, self._keys.dead_letters(), order,
-            entry_id, GROUP, DEAD_LETTERS_MAXLEN, *fields,
+            entry.entry_id, GROUP, DEAD_LETTERS_MAXLEN, *fields,
         )  # fmt: skip
         if refused:
-            log.warning("refused completion %s: %s", entry_id, reason)
+            log.warning("refused completion %s: %s", entry.entry_id, reason)
 
     def _consumer_of(
         self, stream: str, entry_id: str, pending: PendingCall, completion: Completion
@@ -241,16 +249,14 @@ class CompletionApplier:
             log.info("session %s has an open turn: finishing it first", key)
             await self._resumer.continue_session(runner, key, hold, release=False)
 
-    async def _earlier(
-        self, stream: str, session: SessionKey, entry_id: str
-    ) -> list[tuple[str, bytes]]:
+    async def _earlier(self, stream: str, session: SessionKey, entry_id: str) -> list[PostedEntry]:
         """The session's completions accepted before `entry_id` and not yet applied,
         taken over by this consumer (we hold the session's lease: they are ours to do)."""
         order_key = self._keys.completion_order(session)
         order = [decoded(e) for e in await self._redis.lrange(order_key, 0, -1)]
         if entry_id not in order:
             return []
-        earlier: list[tuple[str, bytes]] = []
+        earlier: list[PostedEntry] = []
         for earlier_id in order[: order.index(entry_id)]:
             claimed: Any = await self._redis.xclaim(
                 stream, GROUP, self._consumer, min_idle_time=0, message_ids=[earlier_id]
@@ -262,54 +268,75 @@ class CompletionApplier:
             if fields is None:
                 await self._redis.lrem(order_key, 1, earlier_id)
                 continue
-            earlier.append((earlier_id, fields.get(COMPLETION_FIELD.encode(), b"")))
+            earlier.append(PostedEntry.read(earlier_id, fields, self.max_json_depth))
         return earlier
 
+    async def _still_posted(
+        self, stream: str, entry_id: str, call_id: str
+    ) -> tuple[bool, PendingCall | None]:
+        """Whether the entry is still in the stream (not applied or refused by anyone
+        yet), and the call's pending record: one round trip, the record's only read."""
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xrange(stream, entry_id, entry_id)
+        self._pending.stage_aget(pipe, call_id)
+        found, record = await pipe.execute()
+        return bool(found), self._pending.parsed(record)
+
     async def _apply_one(
-        self, runner: Runner, stream: str, entry_id: str, raw: bytes, hold: LeaseHold
+        self,
+        runner: Runner,
+        stream: str,
+        session: SessionKey,
+        entry: PostedEntry,
+        hold: LeaseHold,
     ) -> bool:
-        """Apply (or refuse) one entry under the session's lease; True if the model now
+        """Apply (or refuse) one entry under the lease of `session`; True if the model now
         has something new to answer."""
-        if not await self._redis.xrange(stream, entry_id, entry_id):
-            return False  # applied or refused already (by us, as an earlier one, or another)
-        completion = parse_entry(raw, self.max_json_depth)
-        if isinstance(completion, str):
-            await self.refuse(stream, entry_id, raw, completion)
+        completion = entry.completion
+        if isinstance(completion, str):  # refused only if still there: the script checks
+            await self.refuse(stream, entry, completion, session)
             return False
-        pending = await self._pending.aget(self._redis, completion.call_id)
+        posted, pending = await self._still_posted(stream, entry.entry_id, completion.call_id)
+        if not posted:
+            return False  # applied or refused already (by us, as an earlier one, or another)
         if pending is None:
-            await self._script(runner, stream, entry_id, raw, completion, None, hold)
+            reason = await self._why_not_pending(completion.call_id)
+            await self.refuse(stream, entry, reason, session)
+            return False
+        foreign = _foreign(completion, pending, session)
+        if foreign is not None:
+            await self.refuse(stream, entry, foreign, session)
             return False
         if completion.kind == "cancel" and pending.kind != "result":
             return await self._waiting.apply(
                 runner,
                 pending,
                 hold,
-                self._consumer_of(stream, entry_id, pending, completion),
+                self._consumer_of(stream, entry.entry_id, pending, completion),
                 cancel=completion,
             )
         if completion.kind not in ("result", "cancel") or pending.kind != "result":
             if completion.kind != pending.kind:
                 reason = f"{pending.call_id!r} expects a {pending.kind}"
-                await self.refuse(stream, entry_id, raw, reason, pending.session_key)
+                await self.refuse(stream, entry, reason, session)
                 return False
             try:
                 answer = _confirmation(pending, completion)
             except ValidationError as exc:
                 reason = f"malformed confirmation for {pending.call_id!r}: {exc}"
-                await self.refuse(stream, entry_id, raw, reason, pending.session_key)
+                await self.refuse(stream, entry, reason, session)
                 return False
             return await self._waiting.apply(
                 runner,
                 pending,
                 hold,
-                self._consumer_of(stream, entry_id, pending, completion),
+                self._consumer_of(stream, entry.entry_id, pending, completion),
                 answer,
             )
-        event = await self._script(runner, stream, entry_id, raw, completion, pending, hold)
+        event = await self._script(runner, stream, entry, completion, pending, hold)
         if event is None:
             return False
-        await self._resumer.notify(pending.session_key, event)
+        await self._resumer.notify(session, event)
         if completion.kind == "cancel":
             return completion.resume
         return completion.final or self._progress_to_model
@@ -318,27 +345,26 @@ class CompletionApplier:
         self,
         runner: Runner,
         stream: str,
-        entry_id: str,
-        raw: bytes,
+        entry: PostedEntry,
         completion: Completion,
-        pending: PendingCall | None,
+        pending: PendingCall,
         hold: LeaseHold,
     ) -> Event | None:
-        """Run the apply script; the event appended, or None if refused or not due."""
-        session = pending.session_key if pending else _session_of(completion)
-        if session is None:
-            session = SessionKey("")  # no session: the script refuses the completion
-        event = _response_event(pending, completion) if pending else None
-        if event is not None and not completion.final and not self._progress_to_model:
+        """Run the apply script for `entry` (its parsed `completion`) on the call's record
+        `pending`; the event appended, or None if refused (the script says why) or not
+        due."""
+        session = pending.session_key
+        event = _response_event(pending, completion)
+        if not completion.final and not self._progress_to_model:
             event = event.model_copy(update={"content": None, "progress": completion.response})
         # A cancellation of the session closes the ticket without resuming the agent.
         mode = "final" if completion.resume else "closed"
-        if pending is not None and not completion.final:
+        if not completion.final:
             mode = self._pending.record(
                 pending.model_copy(update={"progress": [*pending.progress, completion.response]})
             )
         keys = self._keys
-        span = completion_span(pending, completion) if pending is not None else None
+        span = completion_span(pending, completion)
         reply: Any = await _APPLY.run(
             self._redis,
             11,
@@ -355,13 +381,13 @@ class CompletionApplier:
             keys.session_pending(session),
             hold.fence.token,
             completion.call_id,
-            entry_id,
-            event.model_dump_json(exclude_defaults=True) if event else "{}",
+            entry.entry_id,
+            event.model_dump_json(exclude_defaults=True),
             session,
             GROUP,
             APPLIED_TTL_S,
-            _claim(entry_id, session, completion),
-            raw,
+            _claim(entry.entry_id, session, completion),
+            entry.raw,
             json.dumps(time.time()),
             DEAD_LETTERS_MAXLEN,
             CLOSED_TTL_S,
@@ -372,8 +398,8 @@ class CompletionApplier:
         with guarded():
             metrics().completions.labels(outcome).inc()
         if outcome == "refused":
-            log.warning("refused completion %s: %s", entry_id, decoded(reply[1]))
-        if outcome != "applied" or event is None or pending is None:
+            log.warning("refused completion %s: %s", entry.entry_id, decoded(reply[1]))
+        if outcome != "applied":
             return None
         log.info(
             "applied the %s of %s (%s) from %s",
@@ -398,6 +424,18 @@ def _claim(entry_id: str, session: str, completion: Completion) -> str:
         confirmed = completion.response.get("confirmed")
         claim["answer"] = "confirmed" if confirmed else "rejected"
     return json.dumps(claim)
+
+
+def _foreign(completion: Completion, pending: PendingCall, session: SessionKey) -> str | None:
+    """Why `completion`, applied under the lease of `session`, must not act on its call's
+    record `pending`: the call belongs to another session than the one the completion
+    names (an entry written past the poster). None when all three agree."""
+    if pending.session_key == completion.session_key == session:
+        return None
+    return (
+        f"completion names session {completion.session_key!r} but call "
+        f"{pending.call_id!r} belongs to another session"
+    )
 
 
 def _confirmation(pending: PendingCall, completion: Completion) -> ToolConfirmation | None:

@@ -2,15 +2,35 @@
 
 Entries are read as they were written, by anyone who may write the stream: the depth is
 measured on the raw text before it is parsed, so a deeply nested entry is refused with
-the limit named (and dead-lettered) rather than failing the parser.
+the limit named (and dead-lettered) rather than failing the parser. An entry is parsed
+once, where it is read (`PostedEntry.read`); what applies it is handed the result.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from pydantic import ValidationError
 
 from toolfleet.shared.json_depth import ENVELOPE_LEVELS, text_depth, too_deep
-from toolfleet.shared.messages import Completion
+from toolfleet.shared.messages import COMPLETION_FIELD, Completion
+
+
+@dataclass(frozen=True)
+class PostedEntry:
+    """One entry as read from a completions stream: its id, its text as written, and
+    the completion it holds - or, as a string, why it cannot be parsed."""
+
+    entry_id: str
+    raw: bytes
+    completion: Completion | str
+
+    @classmethod
+    def read(cls, entry_id: str, fields: Mapping[bytes, bytes], max_json_depth: int) -> PostedEntry:
+        """The entry with the stream fields `fields`, parsed (`parse_entry`)."""
+        raw = fields.get(COMPLETION_FIELD.encode(), b"")
+        return cls(entry_id, raw, parse_entry(raw, max_json_depth))
 
 
 def parse_entry(raw: bytes, max_json_depth: int) -> Completion | str:

@@ -18,19 +18,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
-from toolfleet.orchestrator.completions.entries import parse_entry
-from toolfleet.orchestrator.completions.resumer import Notify, SessionResumer
+from toolfleet.orchestrator.completions.entries import PostedEntry
+from toolfleet.orchestrator.completions.resumer import BackgroundTasks, Notify, SessionResumer
 from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.completions import TRIM_COMPLETIONS
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import COMPLETION_FIELD
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +68,12 @@ class CompletionListener:
         self._owed_scan_s = owed_scan_s
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._handlers: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()  # entries being applied, sessions being continued
         self._max_applying = max_applying
         self._applying = 0  # entries read and not yet handled
         self._room = asyncio.Event()  # set when an entry is done
         self.resumer = SessionResumer(
-            runners, self._start, on_update=on_update, lease_wait_s=lease_wait_s
+            runners, self._tasks, on_update=on_update, lease_wait_s=lease_wait_s
         )
         # The applier's commands go through the replica's client (it rides out a short
         # outage); `client` is dedicated to the blocking read.
@@ -98,7 +97,7 @@ class CompletionListener:
     async def stop(self) -> None:
         """Stop reading and cancel the entries being applied (they are taken over)."""
         self._stopping = True
-        for task in [self._task, *self._handlers]:
+        for task in [self._task, *self._tasks]:
             await stop_task(task, self._block_ms / 1000 + 1)
 
     async def _run(self) -> None:
@@ -171,12 +170,7 @@ class CompletionListener:
 
     def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         self._applying += 1
-        self._start(self._handle_safely(stream, entry_id, fields))
-
-    def _start(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._handlers.add(task)
-        task.add_done_callback(self._handlers.discard)
+        self._tasks.spawn(self._handle_safely(stream, entry_id, fields))
 
     async def _handle_safely(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         try:
@@ -190,11 +184,11 @@ class CompletionListener:
             self.handled.set()
 
     async def _handle(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
-        raw = fields.get(COMPLETION_FIELD.encode(), b"")
-        completion = parse_entry(raw, self.applier.max_json_depth)
+        entry = PostedEntry.read(entry_id, fields, self.applier.max_json_depth)
+        completion = entry.completion
         if isinstance(completion, str):
-            await self.applier.refuse(stream, entry_id, raw, completion)
+            await self.applier.refuse(stream, entry, completion)
             return
         # First await of the task: completions of one session apply in posting order.
         async with self.resumer.lock(completion.session_key or completion.call_id):
-            await self.applier.apply(stream, entry_id, raw, completion)
+            await self.applier.apply(stream, entry)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +28,27 @@ Notify = Callable[[SessionKey, Update], Awaitable[None] | None]
 class _Held:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0  # tasks holding or waiting for the lock
+
+
+class BackgroundTasks:
+    """Coroutines run as tasks of their own (entries applied, sessions continued), kept
+    until they end so that their owner can stop them."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[asyncio.Task[None]]:
+        """The tasks running now (a snapshot: they leave the set as they end)."""
+        return iter(list(self._tasks))
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` as a task, tracked until it ends."""
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
 
 class SessionLocks:
@@ -62,13 +83,13 @@ class SessionResumer:
     def __init__(
         self,
         runners: Mapping[str, Runner],
-        start: Callable[[Coroutine[Any, Any, None]], None],
+        tasks: BackgroundTasks,
         *,
         on_update: Notify | None = None,
         lease_wait_s: float = 600.0,
     ) -> None:
         self._runners = runners  # by app name
-        self._start = start  # runs a coroutine as a task the listener tracks
+        self._tasks = tasks  # the listener's: its stop ends them
         self._on_update = on_update
         self.lease_wait_s = lease_wait_s
         self._resuming: set[SessionKey] = set()  # sessions a task of this replica is continuing
@@ -115,9 +136,9 @@ class SessionResumer:
             if owner not in (None, runner.agent.name):
                 # An agent tool's child, owed and unleased: its worker was lost while it
                 # ran. Only a worker runs a child; the sweep answers what it left open.
-                self._start(self._close_child(runner, session, owner or ""))
+                self._tasks.spawn(self._close_child(runner, session, owner or ""))
             else:
-                self._start(self._resume_one(runner, session))
+                self._tasks.spawn(self._resume_one(runner, session))
 
     async def _close_child(self, runner: Runner, session: SessionKey, owner: str) -> None:
         why = (

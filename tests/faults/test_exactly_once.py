@@ -10,9 +10,8 @@ the model, and every posted completion is applied or dead-lettered with its reas
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,8 @@ from toolfleet import (
 )
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
-from toolfleet.orchestrator.completions.resumer import SessionResumer
+from toolfleet.orchestrator.completions.entries import PostedEntry
+from toolfleet.orchestrator.completions.resumer import BackgroundTasks, SessionResumer
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.outbox import outbox_key
 from toolfleet.orchestrator.loop.invocation import CallFinished
@@ -189,28 +189,24 @@ async def test_two_completions_of_one_call_read_by_two_replicas_apply_in_posting
     first = completions.post_result(call_id, {"status": "refunded"})
     second = completions.post_result(call_id, {"status": "denied"})
     assert completions.waiting(completions.get(call_id)) == [first, second]
-    assert read_one(client, stream, "replica-a")[0] == first
+    first_id, first_raw = read_one(client, stream, "replica-a")
+    assert first_id == first
     second_id, second_raw = read_one(client, stream, "replica-b")
     assert second_id == second
 
     async with Replica(settings, replica_id="replica-b") as replica:
         runner = Runner(ticketing, replica=replica)
-        tasks: set[asyncio.Task[None]] = set()
-
-        def start(work: Coroutine[Any, Any, None]) -> None:
-            tasks.add(asyncio.create_task(work))
-
-        resumer = SessionResumer({"ticketing": runner}, start)
+        resumer = SessionResumer({"ticketing": runner}, BackgroundTasks())
         applier = CompletionApplier({"ticketing": runner}, replica.redis, keys, resumer, "b")
         completion = Completion.model_validate_json(second_raw)
-        await applier.apply(stream, second_id, second_raw, completion)
+        await applier.apply(stream, PostedEntry(second_id, second_raw, completion))
         # Replica A wakes up and handles what it read: it is gone already.
-        late_raw = json.dumps({"call_id": call_id, "response": {}, "posted_at": 0}).encode()
-        await applier.apply(stream, first, late_raw, Completion.model_validate_json(late_raw))
+        late = Completion.model_validate_json(first_raw)
+        await applier.apply(stream, PostedEntry(first, first_raw, late))
 
     events = stored_events(client, keys, of_u("ticketing", "twice"))
     assert final_responses(events, call_id)[1:] == [{"status": "refunded"}]  # after the ticket
-    assert dead_letter_reasons(client, keys) == [f"call {call_id} already has its final result"]
+    assert dead_letter_reasons(client, keys) == [f"call {call_id!r} already has its final result"]
     assert (
         client.xlen(stream) == 0
         and client.llen(keys.completion_order(of_u("ticketing", "twice"))) == 0

@@ -13,6 +13,7 @@ import pytest
 from tests.support import until
 from toolfleet.orchestrator.completions.applier import GROUP
 from toolfleet.orchestrator.completions.listener import CompletionListener
+from toolfleet.orchestrator.completions.resumer import BackgroundTasks
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.keys import Keys
 
@@ -67,3 +68,19 @@ def test_a_bound_below_one_is_refused_saying_so() -> None:
         CompletionListener(
             {"app": cast(Runner, runner)}, fakeredis.FakeAsyncRedis(), KEYS, "r", max_applying=0
         )
+
+
+async def test_background_tasks_are_tracked_until_they_end() -> None:
+    tasks = BackgroundTasks()
+    gate = asyncio.Event()
+
+    async def work() -> None:
+        await gate.wait()
+
+    tasks.spawn(work())
+    (task,) = tasks
+    assert len(tasks) == 1
+    gate.set()
+    await task
+    await asyncio.sleep(0)  # the done callback runs on the next turn of the loop
+    assert len(tasks) == 0 and list(tasks) == []

@@ -14,6 +14,7 @@ import fakeredis
 import pytest
 
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
+from toolfleet.orchestrator.completions.entries import PostedEntry
 from toolfleet.orchestrator.mcpserve.final_results import FinalResults
 from toolfleet.orchestrator.sessions.compaction import SessionLimits
 from toolfleet.orchestrator.sessions.events import Event
@@ -25,7 +26,6 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import (
-    COMPLETION_FIELD,
     CallStatus,
     Completion,
     PendingCall,
@@ -173,13 +173,11 @@ async def test_an_applied_completion_changes_the_record_and_the_set_together(
     async def apply(call_id: str, final: bool) -> None:
         entry_id = completions.post_result(call_id, {"done": final}, final=final)
         raw = sync.xrange(KEYS.completions("app"), entry_id, entry_id)[0][1]
-        completion = Completion.model_validate_json(raw[COMPLETION_FIELD.encode()])
+        entry = PostedEntry.read(entry_id, raw, applier.max_json_depth)
+        assert isinstance(entry.completion, Completion)
         pending = completions.get(call_id)
         stream = KEYS.completions("app")
-        raw_completion = raw[COMPLETION_FIELD.encode()]
-        await applier._script(
-            cast(Any, None), stream, entry_id, raw_completion, completion, pending, hold
-        )
+        await applier._script(cast(Any, None), stream, entry, entry.completion, pending, hold)
 
     await apply("a1", final=False)  # progress: the record stays, updated
     assert await consistent(fake_redis) == {ANN: {"a1", "a2"}, BOB: {"b1"}}

@@ -1,0 +1,174 @@
+"""The completion applier on fakeredis: it finds the session a completion names, reads
+its call's pending record once, under that session's lease, and refuses a completion
+whose call belongs to another session without touching either one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, cast
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
+
+from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
+from toolfleet.orchestrator.completions.entries import PostedEntry
+from toolfleet.orchestrator.completions.resumer import BackgroundTasks, SessionResumer
+from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.sessions.leases import Leases
+from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.keys import Keys, SessionKey, session_key
+from toolfleet.shared.messages import CallStatus, Completion, PendingCall
+
+KEYS = Keys("t")
+APP = "app"
+ANN, BOB = session_key(APP, "ann", "s1"), session_key(APP, "bob", "s2")
+STREAM = KEYS.completions(APP)
+
+
+def call(call_id: str, session: SessionKey) -> PendingCall:
+    _, user, session_id = session.split("/")
+    return PendingCall(
+        call_id=call_id, tool="open_ticket", session_id=session_id, app_name=APP,
+        user_id=user, agent="root", invocation_id="i", ticket={"status": "pending"},
+        created_at=time.time(),
+    )  # fmt: skip
+
+
+class ApplyingReplica:
+    """One replica's applier over fakeredis, with a session store and leases; the
+    sessions it would continue are recorded, not run."""
+
+    def __init__(self, client: fakeredis.FakeAsyncRedis, sync: fakeredis.FakeRedis) -> None:
+        self.store = SessionStore(client, KEYS)
+        self.completions = Completions(sync, KEYS)
+        runner = SimpleNamespace(
+            settings=SimpleNamespace(secret_arg_names=(), max_json_depth=64),
+            store=self.store,
+            leases=Leases(client, KEYS, "replica-1", ttl_s=30),
+        )
+        self.resumer = SessionResumer({APP: cast(Runner, runner)}, BackgroundTasks())
+        self.continued: list[SessionKey] = []
+        self.resumer.continue_session = self._continue  # type: ignore[method-assign]
+        self.applier = CompletionApplier(
+            {APP: cast(Runner, runner)}, client, KEYS, self.resumer, "replica-1"
+        )
+        self.sync = sync
+
+    async def _continue(self, _runner: Runner, session: SessionKey, *_: Any, **__: Any) -> None:
+        self.continued.append(session)
+
+    def entry(self, entry_id: str) -> PostedEntry:
+        """The entry as the listener reads it."""
+        ((_, fields),) = self.sync.xrange(STREAM, entry_id, entry_id)
+        return PostedEntry.read(entry_id, fields, self.applier.max_json_depth)
+
+
+@pytest.fixture
+async def replica(
+    fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
+) -> ApplyingReplica:
+    sync = fakeredis.FakeRedis(server=fake_server)
+    sync.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    replica = ApplyingReplica(fake_redis, sync)
+    await replica.store.create(APP, "ann", "s1")
+    await replica.store.create(APP, "bob", "s2")
+    return replica
+
+
+def record_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The call ids whose pending record is read from here on, by a command or in a
+    pipeline, on an asyncio client."""
+    reads: list[str] = []
+
+    def counting(send: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(self: Any, *args: Any, **options: Any) -> Any:
+            name = str(args[0]).upper()
+            if name in ("HGET", "HMGET", "HGETALL") and args[1] == KEYS.pending():
+                reads.extend(str(a) for a in args[2:] or ("*",))
+            return send(self, *args, **options)
+
+        return counted
+
+    client_send, pipe_send = aioredis.Redis.execute_command, Pipeline.pipeline_execute_command
+    monkeypatch.setattr(aioredis.Redis, "execute_command", counting(client_send))
+    monkeypatch.setattr(Pipeline, "pipeline_execute_command", counting(pipe_send))
+    return reads
+
+
+async def test_each_completion_applied_reads_its_pending_record_once(
+    replica: ApplyingReplica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert replica.completions.register(call("a1", ANN))
+    replica.completions.post_result("a1", {"done": 50}, final=False)
+    final = replica.completions.post_result("a1", {"done": 100})
+    reads = record_reads(monkeypatch)
+
+    # The later one is read first: the earlier one is taken over and applied before it.
+    await replica.applier.apply(STREAM, replica.entry(final))
+
+    assert reads == ["a1", "a1"]  # one read per entry applied, progress and final
+    assert replica.continued == [ANN]
+    assert replica.sync.xlen(STREAM) == 0
+    assert replica.sync.hget(KEYS.pending(), "a1") is None
+    events = (await replica.store.get(ANN)).events
+    applied = [e.calls[0].status for e in events if e.author == "completion"]
+    assert applied == [CallStatus.PENDING, CallStatus.SUCCESS]  # in posting order
+    assert replica.sync.xlen(KEYS.dead_letters()) == 0
+
+
+async def test_a_forged_completion_naming_another_session_is_dead_lettered_untouched(
+    replica: ApplyingReplica,
+) -> None:
+    """An entry written past the poster (by anyone who may write the stream) for Bob's
+    call, naming Ann's session, is refused: neither session changes."""
+    assert replica.completions.register(call("b1", BOB))
+    record = replica.sync.hget(KEYS.pending(), "b1")
+    before = {s: (await replica.store.get(s)).events for s in (ANN, BOB)}
+    forged = Completion(
+        call_id="b1", session_key=ANN, response={"status": "approved"}, posted_at=time.time()
+    )
+    entry_id = replica.sync.xadd(STREAM, {"completion": forged.model_dump_json()}).decode()
+    replica.sync.rpush(KEYS.completion_order(ANN), entry_id)
+
+    await replica.applier.apply(STREAM, replica.entry(entry_id))
+
+    ((_, letter),) = replica.sync.xrange(KEYS.dead_letters())
+    assert letter[b"reason"].decode() == (
+        f"completion names session {ANN!r} but call 'b1' belongs to another session"
+    )
+    assert replica.sync.xlen(STREAM) == 0
+    assert replica.sync.llen(KEYS.completion_order(ANN)) == 0
+    assert {s: (await replica.store.get(s)).events for s in (ANN, BOB)} == before
+    assert replica.sync.hget(KEYS.pending(), "b1") == record
+    assert replica.sync.smembers(KEYS.session_pending(BOB)) == {b"b1"}
+    assert not replica.sync.exists(KEYS.session_pending(ANN))
+    assert not replica.sync.exists(KEYS.applied("b1"))
+    assert not replica.sync.exists(KEYS.closed(BOB, "b1"), KEYS.closed(ANN, "b1"))
+    assert not replica.sync.smembers(KEYS.resume())
+    assert replica.continued == []
+    # Bob's call still takes its own result.
+    replica.completions.post_result("b1", {"status": "approved"})
+    ((posted_id, _),) = replica.sync.xrange(STREAM)
+    await replica.applier.apply(STREAM, replica.entry(posted_id.decode()))
+    assert replica.sync.hget(KEYS.pending(), "b1") is None
+    assert replica.continued == [BOB]
+
+
+async def test_a_completion_naming_no_session_is_refused_as_for_no_pending_call(
+    replica: ApplyingReplica,
+) -> None:
+    assert replica.completions.register(call("a1", ANN))
+    unnamed = Completion(call_id="a1", response={"status": "approved"}, posted_at=time.time())
+    entry_id = replica.sync.xadd(STREAM, {"completion": unnamed.model_dump_json()}).decode()
+
+    await replica.applier.apply(STREAM, replica.entry(entry_id))
+
+    ((_, letter),) = replica.sync.xrange(KEYS.dead_letters())
+    assert letter[b"reason"].decode() == "no pending call with id 'a1'"
+    assert replica.sync.hget(KEYS.pending(), "a1") is not None
+    assert replica.sync.xlen(STREAM) == 0
