@@ -178,7 +178,13 @@ class CompletionApplier:
             return
         session = _session_of(completion)
         if session is None:
-            await self.refuse(stream, entry, await self._why_not_pending(completion.call_id))
+            unnamed = (
+                f"the completion for call {completion.call_id!r} names no session: post it "
+                "with Completions (post_result, confirm, cancel) or toolfleet's API"
+            )
+            await self.refuse(
+                stream, entry, await self._why_not_pending(completion.call_id, unnamed)
+            )
             return
         runner = self._runners[stream]
         async with runner.leases.hold(session, wait_s=self._resumer.lease_wait_s) as hold:
@@ -229,14 +235,16 @@ class CompletionApplier:
         if session is not None:
             batch.add("LREM", self._keys.completion_order(session), 1, entry_id)
 
-    async def _why_not_pending(self, call_id: str) -> str:
+    async def _why_not_pending(self, call_id: str, otherwise: str | None = None) -> str:
+        """Why a completion for `call_id` has no call to apply to: answered already, or
+        `otherwise` (by default: no such pending call)."""
         claim = await self._redis.get(self._keys.applied(call_id))
         if claim is not None:
             answer = json.loads(claim).get("answer")
             if answer:
                 return f"call {call_id!r} was already answered: {answer}"
             return f"call {call_id!r} already has its final result"
-        return f"no pending call with id {call_id!r}"
+        return otherwise or f"no pending call with id {call_id!r}"
 
     async def _finish_open_turn(self, runner: Runner, key: SessionKey, hold: LeaseHold) -> None:
         """A turn still open (its replica died mid-turn) is finished before anything else

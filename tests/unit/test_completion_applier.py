@@ -159,7 +159,7 @@ async def test_a_forged_completion_naming_another_session_is_dead_lettered_untou
     assert replica.continued == [BOB]
 
 
-async def test_a_completion_naming_no_session_is_refused_as_for_no_pending_call(
+async def test_a_completion_naming_no_session_is_refused_saying_so(
     replica: ApplyingReplica,
 ) -> None:
     assert replica.completions.register(call("a1", ANN))
@@ -169,6 +169,6 @@ async def test_a_completion_naming_no_session_is_refused_as_for_no_pending_call(
     await replica.applier.apply(STREAM, replica.entry(entry_id))
 
     ((_, letter),) = replica.sync.xrange(KEYS.dead_letters())
-    assert letter[b"reason"].decode() == "no pending call with id 'a1'"
+    assert letter[b"reason"].decode().startswith("the completion for call 'a1' names no session")
     assert replica.sync.hget(KEYS.pending(), "a1") is not None
     assert replica.sync.xlen(STREAM) == 0
