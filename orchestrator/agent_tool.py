@@ -4,7 +4,8 @@ The wrapped agent runs its own model loop on the worker, in a child session of t
 caller's (same app and user, so `user:`/`app:` state is shared); its tool calls are
 dispatched to the fleet like any other. Its final text - or, with an output schema,
 the parsed object - is the function response; its state writes come back as the
-calling tool's delta.
+calling tool's delta. It obeys the calling run's ceiling on model calls (ADK's
+RunConfig.max_llm_calls), counting its own calls from 0.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ async def run_agent_as_tool(
     # Imported when an agent tool runs: a module that only declares one (and the
     # workers that import it) does not load the loop.
     from toolfleet.orchestrator.loop.runner import Runner
+    from toolfleet.orchestrator.plugins.llm_calls import limited
 
     if tool_context.depth >= MAX_DEPTH:
         raise ToolError(
@@ -138,7 +140,10 @@ async def run_agent_as_tool(
     settings = tool_context.settings  # the worker's own: its Redis, prefix and pools
     child_id = f"{tool_context.session_id}.{tool_context.function_call_id}"
     child = session_key(tool_context.app_name, tool_context.user_id, child_id)
-    async with Runner(agent, settings, depth=tool_context.depth + 1) as runner:
+    # The caller's ceiling on model calls holds for this run too, counted from 0 (ADK's
+    # nested run is given the caller's RunConfig).
+    plugins = limited(tool_context.max_llm_calls)
+    async with Runner(agent, settings, depth=tool_context.depth + 1, plugins=plugins) as runner:
         await runner.store.get_or_create(
             tool_context.app_name, tool_context.user_id, child_id, owner=agent.name
         )

@@ -54,6 +54,8 @@ class ToolContext:
         self.user_id = call.user_id
         self.agent_name = call.agent
         self.depth = call.depth
+        # The calling run's max_llm_calls (None: none): an AgentTool's child obeys it too.
+        self.max_llm_calls = call.max_llm_calls
         self.state = State(call.state)
         self.actions = ToolActions()
         # A person's answer, when this call runs once confirmed (ADK's tool_confirmation).

@@ -82,6 +82,9 @@ class ToolCall(BaseModel):
         depth: How deep in agent tools the calling agent runs; 0 at the top.
         confirmation: A ToolConfirmation as JSON: a person's answer, for a call sent once
             it was confirmed; None otherwise.
+        max_llm_calls: The calling run's ceiling on model calls (ADK's
+            RunConfig.max_llm_calls), which an agent tool's run obeys too, counted apart;
+            None: the run has none.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -100,6 +103,8 @@ class ToolCall(BaseModel):
     depth: int = Field(default=0, ge=0, description="Agent-tool nesting level of the caller.")
     # A ToolConfirmation as JSON: a person's answer, for a call sent once it was confirmed.
     confirmation: dict[str, Any] | None = None
+    # The calling run's max_llm_calls, for an agent tool's run to obey (None: none).
+    max_llm_calls: int | None = None
 
     @property
     def session_key(self) -> SessionKey:

@@ -16,14 +16,13 @@ from typing import Any
 from google.genai import types
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from toolfleet.orchestrator.plugins.base import BasePlugin
-from toolfleet.orchestrator.plugins.context import CallbackContext, LlmRequest, LlmResponse
+# Defined with the plugin that enforces the limit (the loop raises it too); ADK's names.
+from toolfleet.orchestrator.plugins.llm_calls import LlmCallLimit as LlmCallLimit
+from toolfleet.orchestrator.plugins.llm_calls import (
+    LlmCallsLimitExceededError as LlmCallsLimitExceededError,
+)
 
 DEFAULT_MAX_LLM_CALLS = 500  # ADK's, unless ADK_MAX_LLM_CALLS says otherwise
-
-
-class LlmCallsLimitExceededError(Exception):
-    """A run asked the model more often than its RunConfig's `max_llm_calls` allows."""
 
 
 class StreamingMode(Enum):
@@ -45,8 +44,9 @@ class RunConfig(BaseModel):
     """ADK's RunConfig: its fields, checked for names as ADK checks them.
 
     Attributes:
-        max_llm_calls: Model calls one run may make; 0 or less: no limit (as ADK).
-            Default: ADK_MAX_LLM_CALLS, else 500.
+        max_llm_calls: Model calls one run may make, and each agent tool's run within it
+            (counted apart); 0 or less: no limit (as ADK). Default: ADK_MAX_LLM_CALLS,
+            else 500.
         streaming_mode: Taken; a run yields whole events in every mode.
         custom_metadata: Taken and not used.
         model_input_context: Taken and not used.
@@ -83,7 +83,8 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     max_llm_calls: int = Field(default_factory=_default_max_llm_calls)
-    """Model calls one run may make; 0 or less: no limit (as ADK)."""
+    """Model calls one run may make, and each agent tool's run within it (counted apart);
+    0 or less: no limit (as ADK)."""
     streaming_mode: StreamingMode = StreamingMode.NONE
     custom_metadata: dict[str, Any] | None = None
     model_input_context: list[types.Content] | None = None
@@ -119,27 +120,6 @@ class RunConfig(BaseModel):
         if value >= sys.maxsize:
             raise ValueError(f"max_llm_calls should be less than {sys.maxsize}.")
         return value
-
-
-class LlmCallLimit(BasePlugin):
-    """Counts one run's model calls; the call past `limit` raises, as ADK's does. Runs
-    after the app's plugins: a call one of them answers is not the model's."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(name="toolfleet_llm_call_limit")
-        self.limit = limit
-        self.calls = 0
-
-    async def before_model_callback(
-        self, *, callback_context: CallbackContext, llm_request: LlmRequest
-    ) -> LlmResponse | None:
-        """Count this call; raise once the run has made `limit` already."""
-        self.calls += 1
-        if 0 < self.limit < self.calls:
-            raise LlmCallsLimitExceededError(
-                f"Max number of llm calls limit of `{self.limit}` exceeded"
-            )
-        return None
 
 
 def checked_run_config(run_config: object) -> RunConfig:

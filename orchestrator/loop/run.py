@@ -47,6 +47,7 @@ from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
 from toolfleet.orchestrator.models.base_llm import answered
 from toolfleet.orchestrator.models.protocol import as_sent, function_calls, loop_call_id
 from toolfleet.orchestrator.plugins.context import LlmResponse
+from toolfleet.orchestrator.plugins.llm_calls import exceeded_in
 from toolfleet.orchestrator.sessions.cancels import CANCELLED_MESSAGE, unless_cancelled
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.batch import WriteBatch
@@ -244,13 +245,23 @@ async def _answer_calls(
     # ParallelAgent's branch: its session's stream and sent-calls record are the other
     # branches' too, so they are trimmed once every branch is done (loop/workflow.py).
     settle = None if inv.branch else functools.partial(inv.runner.stage_settle, inv.session.key)
-    if ending.reason is None and settle is not None and held.holdable(ordered, sent, tools):
+    # An agent tool's run past the ceiling on model calls ends this run too, as ADK's
+    # nested run raises into its caller: the responses are stored, the model not asked.
+    exceeded = exceeded_in(inv.plugins, ordered) if ending.reason is None else None
+    if (
+        exceeded is None
+        and ending.reason is None
+        and settle is not None
+        and held.holdable(ordered, sent, tools)
+    ):
         # Workers' final results: stored with the invocation's next write (held.py).
         inv.held = inv.store.hold(inv.session, response_event, closed=closed, also=settle)
     else:
         # A long-running call's ticket is its worker's to write (opened before the tool
         # ran, its initial response kept in the step that posted it): not written here.
         await held.append(inv, response_event, closed=closed, also=settle)
+    if exceeded is not None:
+        raise exceeded
     yield response_event
     stopping = [r.call_id for r in ordered if is_cancelled(r)]
     if stopping:  # closed now: a worker still running one of them is told to stop it

@@ -20,6 +20,7 @@ from toolfleet.orchestrator.loop.deep_args import deep_args_problem
 from toolfleet.orchestrator.loop.duplicates import Duplicates
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
+from toolfleet.orchestrator.plugins.llm_calls import ceiling_of
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
 from toolfleet.shared import tracing
 from toolfleet.shared.messages import (
@@ -161,7 +162,8 @@ def over_cap(call: ToolCall, made: int, cap: int) -> ToolResult:
 
 
 def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]) -> ToolCall:
-    """The ToolCall sent for one call: its session's state snapshot and the stream to reply on."""
+    """The ToolCall sent for one call: its session's state snapshot, the stream to reply on
+    and the run's ceiling on model calls, for an agent tool's run to obey."""
     return ToolCall(
         call_id=call_id,
         tool=tool,
@@ -175,6 +177,7 @@ def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]
         reply_to=inv.keys.results(inv.session.key),
         dispatched_at=time.time(),
         depth=inv.depth,
+        max_llm_calls=ceiling_of(inv.plugins),
     )
 
 

@@ -208,3 +208,18 @@ adk_choice_desk = Agent(
     instruction="Help the user choose.",
     tools=[load_memory, get_user_choice],
 )
+
+# An AgentTool's child that asks its model three times (two calls, then its answer):
+# under RunConfig(max_llm_calls=2) its third model call is one too many.
+limited_counter = Agent(
+    name="adk_limited_counter",
+    model=MODEL_ID,
+    description="Counts the words of a request, twice.",
+    tools=[adk_count_words],
+    offline_script=[
+        call(Call("adk_count_words", {"text": "one two"})),
+        call(Call("adk_count_words", {"text": "one two three"})),
+        say("counted"),
+    ],
+)
+limited_counter_tool = AgentTool(agent=limited_counter)
