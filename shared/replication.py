@@ -91,7 +91,9 @@ class Replication:
 
     async def run(self, client: aioredis.Redis, script: LuaScript, numkeys: int, *args: Any) -> Any:
         """`script.run`, answered once the replicas have its writes (see `run_all_sync`)."""
-        if self._short and _connected(await client.execute_command("ROLE")) < self.replicas:  # type: ignore[no-untyped-call]
+        if not self.waits or (
+            self._short and _connected(await client.execute_command("ROLE")) < self.replicas  # type: ignore[no-untyped-call]
+        ):
             return await script.run(client, numkeys, *args)
         (reply,) = await self._send(client, [("EVALSHA", script.sha, numkeys, *args)])
         if isinstance(reply, NoScriptError):
@@ -102,14 +104,21 @@ class Replication:
 
     async def wait(self, client: aioredis.Redis) -> None:
         """Return once the replicas have every write made so far (or the timeout)."""
-        if self._short and _connected(await client.execute_command("ROLE")) < self.replicas:  # type: ignore[no-untyped-call]
+        if not self.waits or (
+            self._short and _connected(await client.execute_command("ROLE")) < self.replicas  # type: ignore[no-untyped-call]
+        ):
             return
         await self._send(client, [])
 
+    @property
+    def waits(self) -> bool:
+        """Whether writes wait for replicas at all (none asked for: a single Redis)."""
+        return self.replicas > 0
+
     def _waits(self, role: Callable[[], Any]) -> bool:
-        """Whether to wait: not while too few replicas are connected after a wait fell
-        short (each write would wait out the timeout)."""
-        return not self._short or _connected(role()) >= self.replicas
+        """Whether to wait: not without replicas to wait for, nor while too few are
+        connected after a wait fell short (each write would wait out the timeout)."""
+        return self.waits and (not self._short or _connected(role()) >= self.replicas)
 
     def _send_sync(self, client: redis.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
