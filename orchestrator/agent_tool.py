@@ -5,7 +5,9 @@ caller's (same app and user, so `user:`/`app:` state is shared); its tool calls 
 dispatched to the fleet like any other. Its final text - or, with an output schema,
 the parsed object - is the function response; its state writes come back as the
 calling tool's delta. It obeys the calling run's ceiling on model calls (ADK's
-RunConfig.max_llm_calls), counting its own calls from 0.
+RunConfig.max_llm_calls), counting its own calls from 0, and runs with its app's
+plugins (those of the App defined in the module the worker imports), unless
+`include_plugins` is False.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pydantic import ValidationError
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.errors import ToolError
+from toolfleet.shared.errors import ToolDefinitionError, ToolError
 from toolfleet.shared.keys import SessionKey, session_key
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import FunctionTool, ToolOptions
@@ -47,6 +49,7 @@ class AgentToolSpec(FunctionTool):
 
     agent: Agent | None = field(default=None, kw_only=True)
     skip_summarization: bool = field(default=False, kw_only=True)
+    include_plugins: bool = field(default=True, kw_only=True)
     # The module that made it: the one a worker imports to find it (its function is
     # toolfleet's own), e.g. when an ADK program's Runner starts local workers.
     defined_in: str = field(default="", kw_only=True)
@@ -61,6 +64,7 @@ class AgentToolSpec(FunctionTool):
             self.options,
             agent=self.agent,
             skip_summarization=self.skip_summarization,
+            include_plugins=self.include_plugins,
             defined_in=self.defined_in,
         )
 
@@ -69,6 +73,7 @@ def AgentTool(
     agent: Agent,
     skip_summarization: bool = False,
     *,
+    include_plugins: bool = True,
     pool: str = DEFAULT_POOL,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> AgentToolSpec:
@@ -81,6 +86,9 @@ def AgentTool(
         agent: The agent the tool runs; the tool is named after it and takes one
             argument, `request`, the text the agent is asked.
         skip_summarization: The agent's answer ends the calling agent's turn as is.
+        include_plugins: The agent's run has its app's plugins (those of the App
+            defined in a module the worker imports), as ADK's nested run has its
+            parent runner's; False: none. Every AgentTool of one agent says the same.
         pool: The pool whose workers run it; default `"agents"`.
         timeout_s: Time limit of the whole run of the agent; default 300 seconds.
 
@@ -89,41 +97,52 @@ def AgentTool(
         register its tools too).
 
     Raises:
-        ToolDefinitionError: The agent's name is not an identifier, or a limit is out of
-            range.
+        ToolDefinitionError: The agent's name is not an identifier, a limit is out of
+            range, or another AgentTool of the agent said otherwise of include_plugins.
     """
     return AgentToolSpec(
-        _runner_function(agent),
+        _runner_function(agent, include_plugins),
         agent.name,
         ToolOptions(pool=pool, timeout_s=timeout_s),
         agent=agent,
         skip_summarization=skip_summarization,
+        include_plugins=include_plugins,
         defined_in=sys._getframe(1).f_globals.get("__name__", ""),
     )
 
 
-_FUNCTIONS: dict[int, Callable[..., Any]] = {}
+_FUNCTIONS: dict[int, tuple[Callable[..., Any], bool]] = {}
 
 
-def _runner_function(agent: Agent) -> Callable[..., Any]:
+def _runner_function(agent: Agent, include_plugins: bool) -> Callable[..., Any]:
     """One function per agent, so two AgentTools of one agent are the same worker task
-    (skip_summarization is applied by the calling orchestrator, not on the worker)."""
-    if id(agent) not in _FUNCTIONS:
+    (skip_summarization is applied by the calling orchestrator, not on the worker);
+    whether its run has the app's plugins is the task's, so they must agree on it."""
+    if id(agent) in _FUNCTIONS:
+        function, included = _FUNCTIONS[id(agent)]
+        if included != include_plugins:
+            raise ToolDefinitionError(
+                [
+                    f"AgentTools of agent {agent.name!r} disagree on include_plugins: the "
+                    "agent runs as one task on the workers; give every one the same value"
+                ]
+            )
+        return function
 
-        async def run_agent(request: str, tool_context: ToolContext) -> str | dict[str, Any]:
-            return await run_agent_as_tool(agent, request, tool_context)
+    async def run_agent(request: str, tool_context: ToolContext) -> str | dict[str, Any]:
+        return await run_agent_as_tool(agent, request, tool_context, include_plugins)
 
-        run_agent.__name__ = agent.name
-        run_agent.__doc__ = (
-            f"{agent.description or f'Agent {agent.name}.'}\n\n"
-            "Args:\n    request: Everything the agent needs to know to do its job."
-        )
-        _FUNCTIONS[id(agent)] = run_agent
-    return _FUNCTIONS[id(agent)]
+    run_agent.__name__ = agent.name
+    run_agent.__doc__ = (
+        f"{agent.description or f'Agent {agent.name}.'}\n\n"
+        "Args:\n    request: Everything the agent needs to know to do its job."
+    )
+    _FUNCTIONS[id(agent)] = (run_agent, include_plugins)
+    return run_agent
 
 
 async def run_agent_as_tool(
-    agent: Agent, request: str, tool_context: ToolContext
+    agent: Agent, request: str, tool_context: ToolContext, include_plugins: bool = True
 ) -> str | dict[str, Any]:
     """Runs on a worker: the agent's whole loop, in a child session. Returns what ADK's
     AgentTool returns: the answer's text (the model gets {"result": text}), or with an
@@ -131,6 +150,7 @@ async def run_agent_as_tool(
     # Imported when an agent tool runs: a module that only declares one (and the
     # workers that import it) does not load the loop.
     from toolfleet.orchestrator.loop.runner import Runner
+    from toolfleet.orchestrator.plugins.apps import app_plugins
     from toolfleet.orchestrator.plugins.llm_calls import limited
 
     if tool_context.depth >= MAX_DEPTH:
@@ -142,7 +162,8 @@ async def run_agent_as_tool(
     child = session_key(tool_context.app_name, tool_context.user_id, child_id)
     # The caller's ceiling on model calls holds for this run too, counted from 0 (ADK's
     # nested run is given the caller's RunConfig).
-    plugins = limited(tool_context.max_llm_calls)
+    inherited = app_plugins(tool_context.app_name) if include_plugins else ()
+    plugins = (*inherited, *limited(tool_context.max_llm_calls))
     async with Runner(agent, settings, depth=tool_context.depth + 1, plugins=plugins) as runner:
         await runner.store.get_or_create(
             tool_context.app_name, tool_context.user_id, child_id, owner=agent.name

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.plugins.apps import register_app_plugins
 from toolfleet.orchestrator.plugins.base import BasePlugin
 
 _VALID_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]*$")
@@ -111,6 +112,8 @@ class App(BaseModel):
         for plugin in self.plugins:
             if not isinstance(plugin, BasePlugin):
                 raise ValueError(f"plugins must be BasePlugins, not {type(plugin).__name__}")
+        # Where its agent tools' runs on the workers find them (AgentTool include_plugins).
+        register_app_plugins(self.name, self.plugins)
         return self
 
 

@@ -12,10 +12,15 @@ from tests.rule_llm import RuleLlm
 from toolfleet.adk import (
     Agent,
     AgentTool,
+    App,
+    BasePlugin,
     BaseTool,
     BaseToolset,
+    CallbackContext,
     FunctionTool,
     LlmAgent,
+    LlmRequest,
+    LlmResponse,
     ReadonlyContext,
     ToolContext,
     get_user_choice,
@@ -223,3 +228,54 @@ limited_counter = Agent(
     ],
 )
 limited_counter_tool = AgentTool(agent=limited_counter)
+
+
+# An app's plugin that answers its agent tools' agents' model calls itself: the agent
+# tool whose run includes the app's plugins (ADK's default) answers with the plugin's
+# text, the one that leaves them out with its agent's own model's.
+class ChildAnswers(BasePlugin):
+    """Answers the model calls of the agents run as agent tools, before their model."""
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        if callback_context.agent_name not in ("adk_plugged_child", "adk_unplugged_child"):
+            return None
+        answer = types.Content(role="model", parts=[types.Part(text="from the app's plugin")])
+        return LlmResponse(content=answer)
+
+
+def _plugged_child(name: str) -> Agent:
+    return Agent(
+        name=name,
+        model=MODEL_ID,
+        description="Answers a request.",
+        offline_script=[say("from the child's model")],
+    )
+
+
+def _plugged_parent(name: str, child: Agent, include_plugins: bool) -> Agent:
+    return Agent(
+        name=name,
+        model=MODEL_ID,
+        tools=[AgentTool(agent=child, include_plugins=include_plugins)],
+        offline_script=[
+            call(Call(child.name, {"request": "hi"})),
+            say(lambda view: f"child: {view.response(child.name)['result']}"),
+        ],
+    )
+
+
+# Agents at the top of the module: the workers find their agent tools there.
+plugged_parent = _plugged_parent("adk_plugged_parent", _plugged_child("adk_plugged_child"), True)
+unplugged_parent = _plugged_parent(
+    "adk_unplugged_parent", _plugged_child("adk_unplugged_child"), False
+)
+plugged_app = App(
+    name="adk_plugged_app", root_agent=plugged_parent, plugins=[ChildAnswers(name="child_answers")]
+)
+unplugged_app = App(
+    name="adk_unplugged_app",
+    root_agent=unplugged_parent,
+    plugins=[ChildAnswers(name="child_answers")],
+)
