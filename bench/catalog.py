@@ -68,6 +68,22 @@ FIGURES: tuple[Figure, ...] = (
         history="Figures 1 and 7 after",
     ),
     Figure(
+        key="replication",
+        number="1b",
+        name="Waiting for a replica",
+        module="bench.replication_wait",
+        measures="Under Sentinel (a master, its replica, three sentinels on loopback), the "
+        "latency of each acknowledged write a call makes (a posted completion, a worker's "
+        "tool result, a fenced session write) and of a whole one-call turn through one "
+        "worker, with each write waiting for one replica (TOOLFLEET_REDIS_WAIT_REPLICAS=1).",
+        reference="The same writes and turns acknowledged by the master alone "
+        "(TOOLFLEET_REDIS_WAIT_REPLICAS=0); runs alternate between the two.",
+        versus="no wait: the master's acknowledgement alone",
+        sizes=("replication_",),
+        also=(".venv/bin/python -m bench.replication_wait   # the same alone; --help: sizes",),
+        history="Figure 1b: waiting for a replica",
+    ),
+    Figure(
         key="fanout",
         number="2",
         name="Fan-out",

@@ -19,6 +19,10 @@ class Sizes:
     overhead_rounds: int = 3
     overhead_per_round: int = 200
     overhead_session_turns: int = 10  # turns per session in the Runner-turn measurement
+    # 1b. waiting for a replica: per run, sequential writes of each kind and one-call turns
+    replication_writes: int = 2000
+    replication_turns: int = 200
+    replication_rounds: int = 2  # runs per wait, alternating between the waits
     # 2. fan-out
     fanout_ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     fanout_slots: tuple[int, ...] = (8, 16)
@@ -84,6 +88,9 @@ SMOKE = Sizes(
     overhead_rounds=2,
     overhead_per_round=10,
     overhead_session_turns=5,
+    replication_writes=20,
+    replication_turns=5,
+    replication_rounds=1,
     fanout_ks=(1, 2, 4),
     fanout_slots=(2,),
     fanout_slots_per_process=2,

@@ -46,6 +46,7 @@ FIGURES = {
     "adk": "bench.adk:adk",
     "scale": "bench.scale:scale",
     "io": "bench.io_pools:io_pools",
+    "replication": "bench.replication_wait:replication",
     "io_defaults": "bench.io_defaults:io_defaults",
     "mcp": "bench.mcp:mcp",
     "cost": "bench.cost:cost",

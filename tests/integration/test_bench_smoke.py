@@ -7,43 +7,57 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from bench import run
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = ["per_call", "fanout", "throughput", "scale", "resume", "adk", "io", "io_defaults", "mcp"]
+# Each smoked by a test of its own: a Sentinel topology, two replicas.
+OWN_TESTS = ["replication", "cost"]
 
 
 def numbers(row: list[object]) -> list[float]:
     return [v for v in row if isinstance(v, int | float) and not isinstance(v, bool)]
 
 
-@pytest.mark.timeout(200)  # nine figures' worker starts on a shared 2-core machine
-def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
+def smoke_run(tmp_path: Path, figures: list[str], timeout_s: float) -> tuple[dict[str, Any], str]:
+    """`bench.run --smoke --only figures` with no TOOLFLEET_* setting: its JSON and stdout."""
     out = tmp_path / "smoke.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLFLEET_")}
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--smoke", "--json", str(out)],
+        [sys.executable, "-m", "bench.run", "--smoke", "--only", *figures, "--json", str(out)],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout_s,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    result = json.loads(out.read_text())
-    assert result["errors"] == {}
-    assert sorted(result["tables"]) == sorted(TABLES)
+    result: dict[str, Any] = json.loads(out.read_text())
+    assert result["errors"] == {} and list(result["tables"]) == figures
+    return result, done.stdout
+
+
+def test_every_figure_of_the_suite_has_a_smoke_run() -> None:
+    assert sorted(TABLES + OWN_TESTS) == sorted(run.NAMES)
+
+
+@pytest.mark.timeout(200)  # nine figures' worker starts on a shared 2-core machine
+def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
+    result, stdout = smoke_run(tmp_path, TABLES, timeout_s=180)
     for key, table in result["tables"].items():
         assert table["rows"], key
         for row in table["rows"]:
             if key == "adk" and table["skipped"] and str(row[0]).startswith("ADK"):
                 continue  # google-adk not installed here: those rows say so, with no numbers
             assert numbers(row), (key, row)
-        assert f"### {table['title']}" in done.stdout  # the markdown table was printed
+        assert f"### {table['title']}" in stdout  # the markdown table was printed
 
     per_call = result["tables"]["per_call"]["data"]["stats_ms"]
     assert all(per_call[path]["p50"] > 0 for path in ("raw", "fleet", "turn"))
@@ -70,20 +84,7 @@ def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)  # two replicas and a worker start, then a few hundred calls
 def test_smoke_run_of_the_cost_figure_measures_both_sizes(tmp_path: Path) -> None:
-    out = tmp_path / "cost.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLFLEET_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--smoke", "--only", "cost", "--json", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    result = json.loads(out.read_text())
-    assert result["errors"] == {} and list(result["tables"]) == ["cost"]
+    result, stdout = smoke_run(tmp_path, ["cost"], timeout_s=100)
     table, sizes = result["tables"]["cost"], result["sizes"]
     sessions, tickets = sizes["cost_sessions"], sizes["cost_tickets"]
     # Four memory measures per session size, two per ticket size, one apply per ticket
@@ -104,7 +105,7 @@ def test_smoke_run_of_the_cost_figure_measures_both_sizes(tmp_path: Path) -> Non
     assert [p["extra"]["events"] for p in data["sessions"]] == [n * turns * 4 for n in sessions]
     assert [p["extra"]["records"] for p in data["tickets"]] == tickets  # all pending at once
     assert [a["completions"] for a in data["completions"]] == [sizes["cost_completions"]] * 2
-    assert f"### {table['title']}" in done.stdout
+    assert f"### {table['title']}" in stdout
 
     matplotlib = pytest.importorskip("matplotlib")  # the plot needs the bench extra
     assert matplotlib is not None
@@ -113,3 +114,20 @@ def test_smoke_run_of_the_cost_figure_measures_both_sizes(tmp_path: Path) -> Non
     png = tmp_path / "cost.png"
     plot(result, png)
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.timeout(90)  # a master, a replica, three sentinels and two workers
+def test_smoke_run_of_the_replication_figure_measures_each_write(tmp_path: Path) -> None:
+    result, stdout = smoke_run(tmp_path, ["replication"], timeout_s=75)
+    table, sizes = result["tables"]["replication"], result["sizes"]
+    turns, writes = sizes["replication_turns"], sizes["replication_writes"]
+    assert [row[1] for row in table["rows"]] == [turns, writes, writes, writes]
+    for row in table["rows"]:
+        assert len(row) == len(table["columns"]) == 8, row
+        assert all(v > 0 for v in numbers(row[2:])) and len(numbers(row[2:])) == 6, row
+    runs = table["data"]["runs_s"]
+    assert sorted(runs) == ["completion", "result", "session", "turn"]
+    for by_wait in runs.values():
+        assert sorted(by_wait) == ["0", "1"]
+        assert all(len(r) == sizes["replication_rounds"] for r in by_wait.values())
+    assert f"### {table['title']}" in stdout
