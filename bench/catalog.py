@@ -111,6 +111,23 @@ FIGURES: tuple[Figure, ...] = (
         history="Figure 3, eighth pass",
     ),
     Figure(
+        key="brokers",
+        number="3b",
+        name="Both brokers",
+        module="bench.brokers",
+        measures="With the tool queues on Redis and on RabbitMQ "
+        "(`TOOLFLEET_BROKER_URL=amqp://...`, a vhost of the run's own): no-op calls per "
+        "second through `CeleryFleet.run` from concurrent sessions on one worker process, "
+        "and one turn of k parallel 1 s async calls on one io worker.",
+        reference="On the same broker: raw Celery's client at the same concurrency, and "
+        "`asyncio.gather` of the same coroutines in one process; rounds alternate between "
+        "the brokers.",
+        versus="raw Celery's client, `asyncio.gather`, on each broker",
+        sizes=("brokers_", "io_ms"),
+        setup=("# RabbitMQ on 127.0.0.1:5672 (guest/guest), with rabbitmqctl on PATH",),
+        history="Figure 3b: both brokers",
+    ),
+    Figure(
         key="scale",
         number="4",
         name="Orchestrator at scale",

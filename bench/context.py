@@ -35,6 +35,12 @@ class Sizes:
     tput_processes: tuple[int, ...] = (1, 2)
     tput_concurrency: int = 1  # prefork children per worker process
     tput_rounds: int = 3
+    # 3b. both brokers: calls/s of sessions x turns no-op calls on one worker process, and
+    # one turn of k calls of io_ms on one io worker, in alternating rounds
+    brokers_sessions: int = 100
+    brokers_turns: int = 10
+    brokers_io_ks: tuple[int, ...] = (100, 1000)
+    brokers_rounds: int = 3
     # 4. scale
     scale_sessions: int = 1000
     scale_turns: int = 3
@@ -100,6 +106,10 @@ SMOKE = Sizes(
     tput_turns=3,
     tput_processes=(1,),
     tput_rounds=1,
+    brokers_sessions=10,
+    brokers_turns=3,
+    brokers_io_ks=(10, 20),
+    brokers_rounds=1,
     scale_sessions=20,
     scale_turns=2,
     scale_calls=3,

@@ -239,12 +239,14 @@ def start_raw(
     group: WorkerGroup, processes: int, concurrency: int, label: str = "raw"
 ) -> list[WorkerProcess]:
     """`celery -A bench.raw_celery worker` processes with the flags of toolfleet's workers
-    (less Celery's event heartbeats); they boot in parallel, then all are waited for."""
+    (less Celery's event heartbeats), on the group's broker (its settings' `broker_url`,
+    else Redis); they boot in parallel, then all are waited for."""
     from bench.raw_celery import QUEUE, READY_KEY
 
     env = {
         **os.environ,
         "TOOLFLEET_REDIS_URL": group.settings.require_redis_url(),
+        "TOOLFLEET_BROKER_URL": group.settings.broker_url or "",
         "TOOLFLEET_KEY_PREFIX": group.settings.key_prefix,
         **group.extra_env,
     }

@@ -37,7 +37,8 @@ from toolfleet.shared.gc_policy import orchestrator_policy
 OUT_DIR = Path(__file__).resolve().parent / "out"
 
 
-# Run in this order: 1, 5 and 3 share worker processes (3 adds the second one).
+# Run in this order: 1, 5 and 3 share worker processes (3 adds the second one; 7 and 3b
+# stop them: 3b starts its own on both brokers).
 FIGURES = {
     "per_call": "bench.overhead:per_call",
     "resume": "bench.resume:resume",
@@ -46,6 +47,7 @@ FIGURES = {
     "adk": "bench.adk:adk",
     "scale": "bench.scale:scale",
     "io": "bench.io_pools:io_pools",
+    "brokers": "bench.brokers:brokers",
     "replication": "bench.replication_wait:replication",
     "io_defaults": "bench.io_defaults:io_defaults",
     "mcp": "bench.mcp:mcp",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -11,14 +12,18 @@ from typing import Any
 
 import pytest
 
-from bench import run
+from bench import rabbit, run
+from bench.brokers import brokers
+from bench.context import SMOKE, Context
+from bench.harness import bench_settings
+from toolfleet.orchestrator.cli.embedded import free_port
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = ["per_call", "fanout", "throughput", "scale", "resume", "adk", "io", "io_defaults", "mcp"]
-# Each smoked by a test of its own: a Sentinel topology, two replicas.
-OWN_TESTS = ["replication", "cost"]
+# Each smoked by a test of its own: RabbitMQ, a Sentinel topology and two replicas.
+OWN_TESTS = ["brokers", "replication", "cost"]
 
 
 def numbers(row: list[object]) -> list[float]:
@@ -114,6 +119,40 @@ def test_smoke_run_of_the_cost_figure_measures_both_sizes(tmp_path: Path) -> Non
     png = tmp_path / "cost.png"
     plot(result, png)
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.timeout(90)  # six worker processes on two brokers, each started and stopped
+def test_smoke_run_of_the_brokers_figure_measures_both_brokers(tmp_path: Path) -> None:
+    missing = rabbit.rabbit_missing()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"RabbitMQ is required under CI=true: {missing}")
+        pytest.skip(missing)
+    result, stdout = smoke_run(tmp_path, ["brokers"], timeout_s=75)
+    table, sizes = result["tables"]["brokers"], result["sizes"]
+    measures = 1 + len(sizes["brokers_io_ks"])  # calls/s, then a turn per k
+    assert [row[0] for row in table["rows"]] == ["Redis"] * measures + ["RabbitMQ"] * measures
+    for row in table["rows"]:
+        assert len(row) == len(table["columns"]) == 6, row
+        assert len(numbers(row[2:])) == 4 and all(v > 0 for v in numbers(row[2:])), row
+    data = table["data"]
+    for broker in ("Redis", "RabbitMQ"):
+        assert data["raw_calls_per_s"][broker] and data["fleet_calls_per_s"][broker]
+        for k in sizes["brokers_io_ks"]:  # no turn ends before its calls' sleep
+            assert min(data["io_turn_s"][broker][str(k)]) >= sizes["io_ms"] / 1000
+    assert f"### {table['title']}" in stdout
+
+
+def test_the_brokers_figure_says_why_where_rabbitmq_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(rabbit, "PORT", free_port())  # nothing listens there
+    with asyncio.Runner() as aio:
+        ctx = Context("redis://127.0.0.1:1", bench_settings("redis://127.0.0.1:1"), SMOKE, aio)
+        with pytest.raises(
+            rabbit.RabbitMissing, match=r"RabbitMQ is not listening on 127\.0\.0\.1"
+        ):
+            brokers(ctx)
 
 
 @pytest.mark.timeout(90)  # a master, a replica, three sentinels and two workers
