@@ -29,9 +29,17 @@ from toolfleet.shared.config import Settings
 TOOL = "async_io_on_io"
 
 
+# Variables of the benchmark's and the tests' own, not toolfleet settings.
+NOT_SETTINGS = ("TOOLFLEET_BENCH_", "TOOLFLEET_TEST_")
+
+
 def changed_settings() -> list[str]:
-    """TOOLFLEET_* variables set in this environment: each is a setting changed."""
-    return sorted(name for name in os.environ if name.startswith("TOOLFLEET_"))
+    """TOOLFLEET_* settings set in this environment: each is a setting changed."""
+    return sorted(
+        name
+        for name in os.environ
+        if name.startswith("TOOLFLEET_") and not name.startswith(NOT_SETTINGS)
+    )
 
 
 def io_defaults(ctx: Context) -> Table:
