@@ -6,13 +6,22 @@ succeeded), so each call cost three PUBLISH round trips on the main process - th
 every call's hand-offs go through. In the throughput bench (one worker process, no-op
 calls) that was a quarter of the worker's CPU samples (bench/RESULTS.md). This consumer
 flushes at most every TASK_EVENTS_PERIOD_S, as an io worker's intake does: under load one
-PUBLISH carries the events of many calls (up to the dispatcher's buffer limit, then it
-flushes at once), and Flower sees a task's state change at most that much later.
+PUBLISH carries the events of every call of that period, and Flower sees a task's state
+change at most that much later.
+
+Only the consumer's own thread flushes: the dispatcher's buffer has no size limit. With
+Celery's limit, the thread whose event fills the buffer publishes it - on a threads pool,
+a pool thread. On RabbitMQ that publish waits for its confirm on the events connection,
+whose frames the consumer's event loop reads too (for heartbeats): the confirm could be
+read there, the pool thread then waited forever holding the dispatcher's lock, and every
+other thread's event, the timed flush included, waited behind it: the worker took no
+more calls.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from time import monotonic
 
@@ -31,10 +40,21 @@ class Consumer(CeleryConsumer):
 
     # Celery's consumer has these (celery-types does not declare them).
     hub: Hub | None
-    event_dispatcher: EventDispatcher | None
     _flush_events: Callable[[], None]  # flushes the dispatcher's buffer, if it has one
+    _event_dispatcher: EventDispatcher | None = None
     # When the scheduled flush is due (monotonic clock); None: none is scheduled.
     _events_flush_due: float | None = None
+
+    @property
+    def event_dispatcher(self) -> EventDispatcher | None:
+        """The task events' dispatcher (Celery's events step sets it)."""
+        return self._event_dispatcher
+
+    @event_dispatcher.setter
+    def event_dispatcher(self, dispatcher: EventDispatcher | None) -> None:
+        if dispatcher is not None:  # flushed by this consumer's timer only (see above)
+            dispatcher.buffer_limit = math.inf  # type: ignore[attr-defined, unused-ignore]
+        self._event_dispatcher = dispatcher
 
     # celery-types declares a Callable return; Celery's own returns None.
     def on_send_event_buffered(self) -> None:  # type: ignore[override]
