@@ -1,4 +1,5 @@
-"""A vhost of a benchmark's own on the local RabbitMQ (127.0.0.1:5672, guest/guest).
+"""A vhost of a run's own on the local RabbitMQ (127.0.0.1:5672, guest/guest), for the
+benchmarks and the tests alike.
 
 Made with `rabbitmqctl` and deleted after, so that what a run declares (quorum queues,
 messages left behind) goes with it.
@@ -25,7 +26,7 @@ class RabbitMissing(RuntimeError):
 def rabbit_missing() -> str | None:
     """Why RabbitMQ cannot be measured here, or None."""
     if shutil.which("rabbitmqctl") is None:
-        return "rabbitmqctl is not installed (it makes the benchmark's own vhost)"
+        return "rabbitmqctl is not installed (it makes the run's own vhost)"
     try:
         socket.create_connection((HOST, PORT), timeout=2).close()
     except OSError as exc:
@@ -41,8 +42,21 @@ def rabbitmqctl(*args: str) -> None:
 
 
 @contextlib.contextmanager
+def own_vhost(prefix: str) -> Iterator[str]:
+    """The amqp:// URL of a new vhost named `prefix-<random>`, deleted at the end (check
+    `rabbit_missing` first)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    rabbitmqctl("add_vhost", name)
+    try:
+        rabbitmqctl("set_permissions", "-p", name, USER, ".*", ".*", ".*")
+        yield f"amqp://{USER}:{USER}@{HOST}:{PORT}/{name}"
+    finally:
+        rabbitmqctl("delete_vhost", name)
+
+
+@contextlib.contextmanager
 def rabbit_vhost() -> Iterator[str]:
-    """The amqp:// URL of a new vhost, deleted at the end.
+    """The amqp:// URL of a new vhost of the benchmark's own, deleted at the end.
 
     Raises:
         RabbitMissing: RabbitMQ or rabbitmqctl is not there (the message says which).
@@ -50,10 +64,5 @@ def rabbit_vhost() -> Iterator[str]:
     missing = rabbit_missing()
     if missing is not None:
         raise RabbitMissing(missing)
-    name = f"toolfleet-bench-{uuid.uuid4().hex[:8]}"
-    rabbitmqctl("add_vhost", name)
-    try:
-        rabbitmqctl("set_permissions", "-p", name, USER, ".*", ".*", ".*")
-        yield f"amqp://{USER}:{USER}@{HOST}:{PORT}/{name}"
-    finally:
-        rabbitmqctl("delete_vhost", name)
+    with own_vhost("toolfleet-bench") as url:
+        yield url

@@ -16,6 +16,7 @@ from bench import rabbit, run
 from bench.brokers import brokers
 from bench.context import SMOKE, Context
 from bench.harness import bench_settings
+from tests.faults.rabbit import require_rabbit
 from toolfleet.orchestrator.cli.embedded import free_port
 
 pytestmark = pytest.mark.integration
@@ -123,11 +124,7 @@ def test_smoke_run_of_the_cost_figure_measures_both_sizes(tmp_path: Path) -> Non
 
 @pytest.mark.timeout(90)  # six worker processes on two brokers, each started and stopped
 def test_smoke_run_of_the_brokers_figure_measures_both_brokers(tmp_path: Path) -> None:
-    missing = rabbit.rabbit_missing()
-    if missing is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"RabbitMQ is required under CI=true: {missing}")
-        pytest.skip(missing)
+    require_rabbit()
     result, stdout = smoke_run(tmp_path, ["brokers"], timeout_s=75)
     table, sizes = result["tables"]["brokers"], result["sizes"]
     measures = 1 + len(sizes["brokers_io_ks"])  # calls/s, then a turn per k
