@@ -180,10 +180,6 @@ class PendingCalls:
         """Every pending call, oldest first."""
         return _sorted(client.hgetall(self.key))
 
-    async def aget(self, client: aioredis.Redis, call_id: str) -> PendingCall | None:
-        """`get` on an asyncio client."""
-        return _parsed(await client.hget(self.key, call_id))
-
     def stage_aget(self, pipe: aioredis.client.Pipeline, call_id: str) -> None:
         """Queue the read of `call_id`'s record on the caller's pipeline (one round trip
         with its other reads); `parsed` reads the record from the reply."""
