@@ -111,8 +111,12 @@ class ResultReporter:
         the entry id. `closes`: the call's closed key (Keys.closed), set in the same step
         when the result is the call's final answer; `ticket`: what the same step does to
         a long-running call's ticket."""
+        return self.send(Post(stream, result, closes, ticket))
+
+    def send(self, post: Post) -> str:
+        """`post` of a Post: its entry id."""
         # With the results of the calls ending at the same moment (a sync io worker's).
-        args = self._post_args(Post(stream, result, closes, ticket))
+        args = self._post_args(post)
         if self._replication.replicas > 0:  # one pipeline with its wait for the replicas
             return _entry_id(self._replication.run_sync(self._client, _POST, *args))
         entry_id = self._commits.run_script(_POST, *args)

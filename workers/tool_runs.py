@@ -418,12 +418,12 @@ def _count_all(guard: DeliveryGuard, entries: list[_Opened]) -> list[tuple[int, 
 
 
 def _post_all(reporter: ResultReporter, entries: list[_Posting]) -> list[str | Exception]:
-    """The entry ids of posted results (or their errors). A lone result is posted as
-    `ResultReporter.post` posts it, with the results other threads of this process post at
+    """The entry ids of posted results (or their errors). A lone result is sent as
+    `ResultReporter.post` sends it, with the results other threads of this process post at
     the same moment; a batch's in one round trip of its own."""
     if len(entries) == 1:
         ((*_, post),) = entries
-        return [reporter.post(post.stream, post.result, closes=post.closes, ticket=post.ticket)]
+        return [reporter.send(post)]
     return reporter.post_all([post for *_, post in entries])
 
 
