@@ -60,6 +60,18 @@ class WriteBatch:
         """Remove members of a set."""
         self.add("SREM", key, *members)
 
+    def zadd(self, key: str, scores: Mapping[str, float]) -> None:
+        """Add members to a sorted set (or change their scores)."""
+        pairs: list[Arg] = []
+        for member, score in scores.items():
+            pairs += [score, member]
+        if pairs:
+            self.add("ZADD", key, *pairs)
+
+    def zrem(self, key: str, *members: Arg) -> None:
+        """Remove members of a sorted set."""
+        self.add("ZREM", key, *members)
+
     def delete(self, *keys: str) -> None:
         """Delete keys."""
         self.add("DEL", *keys)

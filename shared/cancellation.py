@@ -79,7 +79,7 @@ def cancel_session(
     )
     if keep_tickets:
         return []
-    closing = [c for c in completions.pending() if c.session_key == session]
+    closing = completions.pending_of(session)
     for call in closing:
         completions.cancel(call.call_id, resume=False, source=source)
     return [c.call_id for c in closing]

@@ -152,6 +152,10 @@ class Completions:
         """Every pending call (ticket or credential request), oldest first."""
         return self._pending.all(self._redis)
 
+    def pending_of(self, session: SessionKey) -> list[PendingCall]:
+        """The pending calls of `session`, oldest first (its own records only)."""
+        return self._pending.session(self._redis, session)
+
     def get(self, call_id: str) -> PendingCall:
         """The pending call `call_id`; raise CompletionError saying why if it is not."""
         pending = self._pending.get(self._redis, call_id)
@@ -352,6 +356,7 @@ class Completions:
             self._keys.pending(),
             self._keys.session_pending(session),
             self._keys.closed(session, call.call_id),
+            self._keys.pending_by_age(),
         )
         return TicketWrite(keys, call.call_id, self._pending.record(call) if opened else None)
 

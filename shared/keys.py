@@ -135,9 +135,16 @@ class Keys:
         lives as long as the session's other keys."""
         return f"{self.prefix}:pending-of:{session}"
 
+    def pending_by_age(self) -> str:
+        """Sorted set of the call ids in `pending`, scored by their records' `created_at`,
+        changed in the same step as the hash: tickets are counted by age without reading
+        the records."""
+        return f"{self.prefix}:pending-by-age"
+
     def pending_indexed(self) -> str:
-        """Set once every record in `pending` is in its session's `session_pending` set:
-        records written before those sets existed are added on the first read without it."""
+        """Holds INDEX_VERSION once every record in `pending` is in its session's
+        `session_pending` set and in `pending_by_age`: records written before those
+        existed are added on the first read that finds another value."""
         return f"{self.prefix}:pending-indexed"
 
     def applied(self, call_id: str) -> str:

@@ -1,17 +1,20 @@
-"""The pending-call records: one Redis hash, call id -> PendingCall JSON, and per
-session the set of its calls' ids in that hash (`Keys.session_pending`).
+"""The pending-call records: one Redis hash, call id -> PendingCall JSON, per session
+the set of its calls' ids in that hash (`Keys.session_pending`), and every id scored by
+its record's creation time (`Keys.pending_by_age`).
 
 Every read and write of those records goes through `PendingCalls`. Writes are staged
 on the caller's WriteBatch, so a record appears or goes in the same step as what makes
 it true (the session event that answers the call). A worker opens a ticket only for a
 call that is not closed, checked in the same step (`open`).
 
-A record and its id in its session's set are written and removed in the same step (here,
-and in the scripts that apply or claim completions), so one session's calls are read
-without the whole hash (`asession`). The set lives as long as the session's other keys:
-a session that expires takes it along, and the records it leaves are refused and
-removed when a completion for them comes. Records written before the sets existed are
-added to them once, by the first read that finds `Keys.pending_indexed` unset.
+A record, its id in its session's set and its id in the age index are written and
+removed in the same step (here, and in the scripts that post results and apply or claim
+completions), so one session's calls are read without the whole hash (`asession`), and
+the tickets are counted by age without it (`acount_created`). The set lives as long as
+the session's other keys: a session that expires takes it along, and the records it
+leaves are refused and removed when a completion for them comes. Records written before
+the sets or the index existed are added to them once, by the first read that finds
+`Keys.pending_indexed` not at INDEX_VERSION.
 
 Records are stored with secret-named values masked at any depth; sealed arguments are
 kept (a credential request's call is sent again from its record).
@@ -20,6 +23,7 @@ kept (a credential request's call is sent again from its record).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -35,24 +39,26 @@ from toolfleet.shared.scripts import LuaScript
 # A closed call's marker outlives any redelivery or late post of it, then goes.
 CLOSED_TTL_S = 7 * 24 * 3600
 
-# KEYS: closed marker, pending hash, the session's pending set, the session hash.
-# ARGV: call id, record. 1 if recorded, 0 if closed. The set takes the session's time to
-# live (the session's writes restart both together).
+# KEYS: closed marker, pending hash, the session's pending set, the session hash, the age
+# index. ARGV: call id, record, its creation time. 1 if recorded, 0 if closed. The set
+# takes the session's time to live (the session's writes restart both together).
 _OPEN_LUA = """
 if redis.call('exists', KEYS[1]) == 1 then return 0 end
 redis.call('hset', KEYS[2], ARGV[1], ARGV[2])
 redis.call('sadd', KEYS[3], ARGV[1])
+redis.call('zadd', KEYS[5], ARGV[3], ARGV[1])
 local ttl = redis.call('pttl', KEYS[4])
 if ttl > 0 then redis.call('pexpire', KEYS[3], ttl) end
 return 1
 """
 _OPEN = LuaScript(_OPEN_LUA)
 
-# KEYS: the session's pending set, pending hash, the indexed marker. The records of the
-# set's ids (one snapshot); nil while the marker is unset (records may be missing from
-# the sets). HMGET in parts: Lua unpacks at most about 8,000 values into one call.
+# KEYS: the session's pending set, pending hash, the indexed marker. ARGV: INDEX_VERSION.
+# The records of the set's ids (one snapshot); nil while the marker is not at the version
+# (records may be missing from the sets). HMGET in parts: Lua unpacks at most about 8,000
+# values into one call.
 _SESSION_LUA = """
-if redis.call('exists', KEYS[3]) == 0 then return false end
+if redis.call('get', KEYS[3]) ~= ARGV[1] then return false end
 local ids = redis.call('smembers', KEYS[1])
 local out = {}
 for i = 1, #ids, 1000 do
@@ -66,18 +72,22 @@ return out
 """
 _SESSION = LuaScript(_SESSION_LUA)
 
-# KEYS: pending hash, then per session its pending set and its session hash. ARGV: pairs
-# of call id and the number of its session (1, 2, ...). Adds each call still recorded to
-# its session's set, which takes the session's time to live; a session gone (expired)
-# gets none: its records are refused and removed when a completion for them comes.
+# KEYS: pending hash, the age index, then per session its pending set and its session
+# hash. ARGV: triples of call id, the number of its session (1, 2, ...) and its creation
+# time. Adds each call still recorded to the age index and to its session's set, which
+# takes the session's time to live; a session gone (expired) gets no set: its records are
+# refused and removed when a completion for them comes.
 _INDEX_LUA = """
-for i = 1, #ARGV, 2 do
+for i = 1, #ARGV, 3 do
   local n = tonumber(ARGV[i + 1])
-  local set, session = KEYS[2 * n], KEYS[2 * n + 1]
-  local ttl = redis.call('pttl', session)
-  if ttl ~= -2 and redis.call('hexists', KEYS[1], ARGV[i]) == 1 then
-    redis.call('sadd', set, ARGV[i])
-    if ttl > 0 then redis.call('pexpire', set, ttl) end
+  local set, session = KEYS[2 * n + 1], KEYS[2 * n + 2]
+  if redis.call('hexists', KEYS[1], ARGV[i]) == 1 then
+    redis.call('zadd', KEYS[2], ARGV[i + 2], ARGV[i])
+    local ttl = redis.call('pttl', session)
+    if ttl ~= -2 then
+      redis.call('sadd', set, ARGV[i])
+      if ttl > 0 then redis.call('pexpire', set, ttl) end
+    end
   end
 end
 return 1
@@ -85,17 +95,21 @@ return 1
 _INDEX = LuaScript(_INDEX_LUA)
 # Records read (HSCAN) and indexed per step.
 INDEX_CHUNK = 1000
+# What `Keys.pending_indexed` holds once the records are in their sessions' sets and in
+# the age index ("1": in the sets only, before the index existed).
+INDEX_VERSION = "2"
 
-# KEYS: the session's pending set, pending hash, then the session's keys to delete.
-# ARGV: the prefix of its calls' closed markers, closed TTL. Every call of the session
-# still pending is closed (a late result for it is refused) and its record removed.
+# KEYS: the session's pending set, pending hash, the age index, then the session's keys to
+# delete. ARGV: the prefix of its calls' closed markers, closed TTL. Every call of the
+# session still pending is closed (a late result for it is refused) and its record removed.
 _DROP_SESSION_LUA = """
 local ids = redis.call('smembers', KEYS[1])
 for _, id in ipairs(ids) do
   redis.call('hdel', KEYS[2], id)
+  redis.call('zrem', KEYS[3], id)
   redis.call('set', ARGV[1] .. id, 1, 'EX', ARGV[2])
 end
-redis.call('del', KEYS[1], unpack(KEYS, 3))
+redis.call('del', KEYS[1], unpack(KEYS, 4))
 return #ids
 """
 _DROP_SESSION = LuaScript(_DROP_SESSION_LUA)
@@ -132,17 +146,22 @@ class PendingCalls:
         """Record (or update) `calls` in the caller's atomic step, each in its session's
         set."""
         by_session: dict[SessionKey, list[str]] = {}
+        created: dict[str, float] = {}
         for call in calls:
             batch.hset(self.key, call.call_id, self.record(call))
             by_session.setdefault(call.session_key, []).append(call.call_id)
+            created[call.call_id] = call.created_at
         for session, ids in by_session.items():
             batch.sadd(self._keys.session_pending(session), *ids)
+        if created:
+            batch.zadd(self._keys.pending_by_age(), created)
 
     def stage_drop(self, batch: WriteBatch, session: SessionKey, *call_ids: str) -> None:
         """Remove the records of `session`'s calls `call_ids` in the caller's atomic step."""
         if call_ids:
             batch.hdel(self.key, *call_ids)
             batch.srem(self._keys.session_pending(session), *call_ids)
+            batch.zrem(self._keys.pending_by_age(), *call_ids)
 
     def open(self, client: redis.Redis, call: PendingCall) -> bool:
         """Record a ticket for `call` unless the orchestrator closed the call already
@@ -150,13 +169,15 @@ class PendingCalls:
         session = call.session_key
         opened = _OPEN.run_sync(
             client,
-            4,
+            5,
             self._keys.closed(session, call.call_id),
             self.key,
             self._keys.session_pending(session),
             self._keys.session(session),
+            self._keys.pending_by_age(),
             call.call_id,
             self.record(call),
+            call.created_at,
         )
         return bool(opened)
 
@@ -197,13 +218,32 @@ class PendingCalls:
     async def asession(self, client: aioredis.Redis, session: SessionKey) -> list[PendingCall]:
         """The pending calls of `session`, oldest first: only its records are read."""
         keys = (self._keys.session_pending(session), self.key, self._keys.pending_indexed())
-        raw = await _SESSION.run(client, 3, *keys)
+        raw = await _SESSION.run(client, 3, *keys, INDEX_VERSION)
         if raw is None:  # records from before the sets: index them once
             await self._indexed(client)
-            raw = await _SESSION.run(client, 3, *keys)
-        calls = [PendingCall.model_validate_json(value) for value in raw or ()]
-        mine = [call for call in calls if call.session_key == session]
-        return sorted(mine, key=lambda call: call.created_at)
+            raw = await _SESSION.run(client, 3, *keys, INDEX_VERSION)
+        return _of_session(raw or (), session)
+
+    def session(self, client: redis.Redis, session: SessionKey) -> list[PendingCall]:
+        """`asession` on a synchronous client; until the records are indexed (an
+        orchestrator's first read does it) the whole hash is read instead."""
+        keys = (self._keys.session_pending(session), self.key, self._keys.pending_indexed())
+        raw = _SESSION.run_sync(client, 3, *keys, INDEX_VERSION)
+        if raw is None:
+            return [call for call in self.all(client) if call.session_key == session]
+        return _of_session(raw, session)
+
+    async def acount_created(
+        self, client: aioredis.Redis, spans: Iterable[tuple[float, float]]
+    ) -> list[int]:
+        """How many pending calls were created in each of `spans`, `(after, until)` in
+        epoch seconds (`after` excluded, `until` included; infinities allowed): counted in
+        the age index, no record read."""
+        await self._indexed(client)
+        pipe = client.pipeline(transaction=False)
+        for after, until in spans:
+            pipe.zcount(self._keys.pending_by_age(), f"({_bound(after)}", _bound(until))
+        return [int(count) for count in await pipe.execute()]
 
     async def acounts(self, client: aioredis.Redis, sessions: Iterable[SessionKey]) -> list[int]:
         """How many calls each of `sessions` has pending, in their order (their sets'
@@ -217,14 +257,19 @@ class PendingCalls:
     async def _indexed(self, client: aioredis.Redis) -> None:
         """Index the records (`aindex_all`) unless that was done: once per process at a
         time, not once per reader."""
-        if await client.exists(self._keys.pending_indexed()):
+        if await self._index_current(client):
             return
         async with self._indexing:
-            if not await client.exists(self._keys.pending_indexed()):
+            if not await self._index_current(client):
                 await self.aindex_all(client)
 
+    async def _index_current(self, client: aioredis.Redis) -> bool:
+        marker = await client.get(self._keys.pending_indexed())
+        return marker is not None and _text(marker) == INDEX_VERSION
+
     async def aindex_all(self, client: aioredis.Redis) -> None:
-        """Add every record to its session's set, a part of the hash per step (a record
+        """Add every record to its session's set and to the age index, a part of the hash
+        per step (a record
         written or removed meanwhile is kept in step by its own write), then mark the
         hash as indexed. Safe to run again, and from several processes at once."""
         cursor = 0
@@ -237,18 +282,18 @@ class PendingCalls:
                 await self._index(client, calls)
             if cursor == 0:
                 break
-        await client.set(self._keys.pending_indexed(), 1)
+        await client.set(self._keys.pending_indexed(), INDEX_VERSION)
 
     async def _index(self, client: aioredis.Redis, calls: list[PendingCall]) -> None:
         numbers: dict[SessionKey, int] = {}
-        keys: list[str] = [self.key]
-        args: list[str | int] = []
+        keys: list[str] = [self.key, self._keys.pending_by_age()]
+        args: list[str | int | float] = []
         for call in calls:
             session = call.session_key
             if session not in numbers:
                 numbers[session] = len(numbers) + 1
                 keys += [self._keys.session_pending(session), self._keys.session(session)]
-            args += [call.call_id, numbers[session]]
+            args += [call.call_id, numbers[session], call.created_at]
         await _INDEX.run(client, len(keys), *keys, *args)
 
     async def adrop_session(self, client: aioredis.Redis, session: SessionKey, *also: str) -> int:
@@ -257,13 +302,37 @@ class PendingCalls:
         closed_prefix = self._keys.closed(session, "")
         index = self._keys.session_pending(session)
         dropped = await _DROP_SESSION.run(
-            client, 2 + len(also), index, self.key, *also, closed_prefix, CLOSED_TTL_S
+            client,
+            3 + len(also),
+            index,
+            self.key,
+            self._keys.pending_by_age(),
+            *also,
+            closed_prefix,
+            CLOSED_TTL_S,
         )
         return int(dropped)
 
 
 def _parsed(raw: Any) -> PendingCall | None:
     return None if raw is None else PendingCall.model_validate_json(raw)
+
+
+def _of_session(raw: Iterable[Any], session: SessionKey) -> list[PendingCall]:
+    calls = [PendingCall.model_validate_json(value) for value in raw]
+    mine = [call for call in calls if call.session_key == session]
+    return sorted(mine, key=lambda call: call.created_at)
+
+
+def _bound(seconds: float) -> str:
+    """A score bound as ZCOUNT reads it (`inf`, `-inf` or a number)."""
+    if math.isinf(seconds):
+        return "+inf" if seconds > 0 else "-inf"
+    return repr(seconds)
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def _sorted(raw: Mapping[Any, Any]) -> list[PendingCall]:

@@ -43,9 +43,10 @@ FEED_COPY_MAX_BYTES = 8 * 1024
 # copy of the result when ARGV[4] is 1. With KEYS[3], the call is closed in the same
 # step too (for ARGV[5] seconds): a redelivery of its message does not run it again.
 # With KEYS[4] (the pending hash; KEYS[5] the session's pending set, KEYS[6] the call's
-# closed marker), the step also writes the long-running call's ticket (ARGV[6] its call
-# id): records the tool's initial response ARGV[7] - only while the ticket the worker
-# opened is still there and the call not closed - or, ARGV[7] empty, takes it back.
+# closed marker, KEYS[7] the pending calls' age index), the step also writes the
+# long-running call's ticket (ARGV[6] its call id): records the tool's initial response
+# ARGV[7] - only while the ticket the worker opened is still there and the call not
+# closed - or, ARGV[7] empty, takes it back.
 _POST = LuaScript(
     f"""
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 8))
@@ -64,6 +65,7 @@ if KEYS[4] ~= '' then
   if ARGV[7] == '' then
     redis.call('HDEL', KEYS[4], ARGV[6])
     redis.call('SREM', KEYS[5], ARGV[6])
+    redis.call('ZREM', KEYS[7], ARGV[6])
   elseif redis.call('EXISTS', KEYS[6]) == 0 and redis.call('HEXISTS', KEYS[4], ARGV[6]) == 1 then
     redis.call('HSET', KEYS[4], ARGV[6], ARGV[7])
   end
@@ -147,7 +149,7 @@ class ResultReporter:
 
         ticket = post.ticket
         keys = [post.stream, self._feed or "", post.closes or ""]
-        keys += ["", "", ""] if ticket is None else list(ticket.keys)
+        keys += ["", "", "", ""] if ticket is None else list(ticket.keys)
         copy = 1 if len(payload) <= FEED_COPY_MAX_BYTES else 0
         pairs = (x for kv in fields.items() for x in kv)
         args: list[Any] = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, CLOSED_TTL_S]
@@ -159,10 +161,10 @@ class ResultReporter:
 class TicketWrite:
     """What a post does to a long-running call's ticket, in its step: record the tool's
     initial response (`record`, the ticket's JSON), or take the ticket back (None: the
-    call is over without one). `keys`: the pending hash, the session's pending set and
-    the call's closed marker."""
+    call is over without one). `keys`: the pending hash, the session's pending set, the
+    call's closed marker and the pending calls' age index."""
 
-    keys: tuple[str, str, str]
+    keys: tuple[str, str, str, str]
     call_id: str
     record: str | None
 

@@ -62,7 +62,7 @@ APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
 
 # KEYS: 1 lease, 2 pending hash, 3 applied claim, 4 events, 5 resume set, 6 stream,
 #       7 order list, 8 closed marker, 9 session hash, 10 dead letters, 11 the session's
-#       pending set (its record's id goes in and out of it with the record).
+#       pending set, 12 the age index (the record's id goes in and out of both with it).
 # ARGV: 1 token, 2 call id, 3 entry id, 4 event JSON, 5 session id, 6 group,
 #       7 applied TTL, 8 claim JSON, 9 posted JSON, 10 now, 11 dead-letter maxlen,
 #       12 closed TTL, 13 "final", "closed" (final, without resuming the agent) or the
@@ -88,6 +88,7 @@ end
 if redis.call('exists', KEYS[9]) == 0 then
   redis.call('hdel', KEYS[2], ARGV[2])
   redis.call('srem', KEYS[11], ARGV[2])
+  redis.call('zrem', KEYS[12], ARGV[2])
   redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
   return refuse('session ' .. ARGV[5] .. ' is gone; its ticket was removed')
 end
@@ -112,6 +113,7 @@ if ARGV[13] == 'final' or ARGV[13] == 'closed' then
   redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
   redis.call('hdel', KEYS[2], ARGV[2])
   redis.call('srem', KEYS[11], ARGV[2])
+  redis.call('zrem', KEYS[12], ARGV[2])
   if ARGV[13] == 'final' then redis.call('sadd', KEYS[5], ARGV[5]) end
 else
   redis.call('hset', KEYS[2], ARGV[2], ARGV[13])
@@ -375,7 +377,7 @@ class CompletionApplier:
         span = completion_span(pending, completion)
         reply: Any = await _APPLY.run(
             self._redis,
-            11,
+            12,
             hold.fence.key,
             keys.pending(),
             keys.applied(completion.call_id),
@@ -387,6 +389,7 @@ class CompletionApplier:
             keys.session(session),
             keys.dead_letters(),
             keys.session_pending(session),
+            keys.pending_by_age(),
             hold.fence.token,
             completion.call_id,
             entry.entry_id,

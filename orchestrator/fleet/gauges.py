@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import math
 import time
-from collections import Counter
 from collections.abc import Iterable
 
 import redis.asyncio as aioredis
@@ -13,7 +12,8 @@ from toolfleet.orchestrator.fleet.pool_view import pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
 from toolfleet.orchestrator.fleet.queues import broker_queue_states
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.metrics import AGE_BANDS, age_band, metrics
+from toolfleet.shared.metrics import AGE_BANDS, metrics
+from toolfleet.shared.pending import PendingCalls
 
 
 async def refresh_fleet_gauges(
@@ -21,16 +21,16 @@ async def refresh_fleet_gauges(
 ) -> None:
     """Set, per pool (`pools` and those a worker serves), the calls waiting in its queue
     and the age of the oldest, its live workers, their slots and the calls they run; the
-    pending tickets by age, and the dead-letter count: four round trips, whatever the
-    queues hold (one length and one message per priority list of each pool)."""
+    pending tickets by age (counted in their age index, no record read), and the
+    dead-letter count: five round trips, whatever the queues and tickets hold (one length
+    and one message per priority list of each pool)."""
     workers = await live_workers(client, keys)
     views = {view.pool: view for view in pool_views(workers)}
     named = sorted(set(pools) | set(views))
     queues = await broker_queue_states(client, named, broker_url)
-    pipe = client.pipeline(transaction=False)
-    pipe.xlen(keys.dead_letters())
-    pipe.hvals(keys.pending())
-    dead, pending = await pipe.execute()
+    dead = await client.xlen(keys.dead_letters())
+    now = time.time()
+    by_age = await PendingCalls(keys).acount_created(client, _created_spans(now))
     recorded = metrics()
     for queue in queues:
         view = views.get(queue.pool)
@@ -40,7 +40,16 @@ async def refresh_fleet_gauges(
         recorded.slots.labels(queue.pool).set(view.slots if view else 0)
         recorded.slots_busy.labels(queue.pool).set((view.busy or 0) if view else 0)
     recorded.dead_letters.set(dead)
-    now = time.time()
-    ages = Counter(age_band(now - float(json.loads(raw)["created_at"])) for raw in pending)
-    for _, band in AGE_BANDS:
-        recorded.pending_tickets.labels(band).set(ages[band])
+    for (_, band), count in zip(AGE_BANDS, by_age, strict=True):
+        recorded.pending_tickets.labels(band).set(count)
+
+
+def _created_spans(now: float) -> list[tuple[float, float]]:
+    """Per AGE_BANDS band, when its tickets were created: `(after, until)`. The youngest
+    band takes tickets stamped after `now` too (another host's clock ahead)."""
+    spans: list[tuple[float, float]] = []
+    younger = 0.0
+    for limit, _ in AGE_BANDS:
+        spans.append((now - limit, now - younger if spans else math.inf))
+        younger = limit
+    return spans

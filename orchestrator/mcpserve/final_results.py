@@ -32,7 +32,7 @@ from toolfleet.shared.pending import CLOSED_TTL_S
 from toolfleet.shared.scripts import LuaScript
 
 # KEYS: 1 completions stream, 2 the session's order list, 3 pending hash, 4 closed marker,
-# 5 the session's pending set.
+# 5 the session's pending set, 6 the age index.
 # ARGV: 1 the deciding entry, 2 call id, 3 "close" (answered) or "drop" (to be sent now),
 # 4 closed TTL, 5... every entry posted for the call. 0 when the deciding entry is gone:
 # another request claimed it, and only that one acts on it.
@@ -44,6 +44,7 @@ for i = 5, #ARGV do
 end
 redis.call('hdel', KEYS[3], ARGV[2])
 redis.call('srem', KEYS[5], ARGV[2])
+redis.call('zrem', KEYS[6], ARGV[2])
 if ARGV[3] == 'close' then redis.call('set', KEYS[4], 1, 'EX', ARGV[4]) end
 return 1
 """
@@ -120,12 +121,13 @@ class FinalResults:
         every = [e for e, _ in self._posted(pending)]
         claimed = _CLAIM.run_sync(
             self._redis,
-            5,
+            6,
             self._keys.completions(pending.app_name),
             self._keys.completion_order(pending.session_key),
             self._keys.pending(),
             self._keys.closed(pending.session_key, pending.call_id),
             self._keys.session_pending(pending.session_key),
+            self._keys.pending_by_age(),
             entry_id,
             pending.call_id,
             mode,

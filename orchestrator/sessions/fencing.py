@@ -31,13 +31,15 @@ from toolfleet.shared.scripts import LuaScript
 
 # Lua unpacks at most about 8,000 values into one call: a command longer than this many
 # words (a turn's thousands of call ids in one SADD, say) runs in parts of its words after
-# the head, inside the same script. Even, so that HSET's field/value pairs stay whole.
+# the head, inside the same script. Even, so that HSET's field/value pairs (and ZADD's
+# score/member pairs) stay whole.
 PART_WORDS = 1000
 # The commands a batch may send longer than PART_WORDS: their head's length, and whether
 # the parts' replies add up (counts) or the last one stands (a list's new length).
 SPLITTABLE = {
     "RPUSH": (2, "last"), "LPUSH": (2, "last"), "SADD": (2, "sum"), "SREM": (2, "sum"),
-    "HSET": (2, "sum"), "HDEL": (2, "sum"), "DEL": (1, "sum"),
+    "HSET": (2, "sum"), "HDEL": (2, "sum"), "DEL": (1, "sum"), "ZADD": (2, "sum"),
+    "ZREM": (2, "sum"),
 }  # fmt: skip
 _SPLIT_RULES = ", ".join(
     f"{name} = {{{head}, '{how}'}}" for name, (head, how) in SPLITTABLE.items()

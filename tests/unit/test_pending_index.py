@@ -1,11 +1,13 @@
-"""The per-session sets of pending call ids (Keys.session_pending) on fakeredis: every
-path that writes or removes a pending record changes its session's set in the same
-step, a session's calls are read from its set alone, and records written before the
-sets existed are indexed on the first read."""
+"""The per-session sets of pending call ids (Keys.session_pending) and the age index
+(Keys.pending_by_age) on fakeredis: every path that writes or removes a pending record
+changes its session's set and the index in the same step, a session's calls are read
+from its set alone, tickets are counted by age from the index alone, and records
+written before the sets or the index existed are indexed on the first read."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -22,6 +24,7 @@ from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.cancellation import cancel_session
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.keys import Keys, SessionKey, session_key
@@ -54,18 +57,29 @@ def event() -> Event:
 
 
 async def consistent(client: fakeredis.FakeAsyncRedis) -> dict[str, set[str]]:
-    """Each session's pending ids, after checking the hash and the sets hold the same
-    ids: every record in its session's set, every id of a set recorded."""
+    """Each session's pending ids, after checking the hash, the sets and the age index
+    hold the same ids: every record in its session's set and in the index at its creation
+    time, every id of a set or of the index recorded."""
     by_session: dict[str, set[str]] = {}
+    created: dict[str, float] = {}
     for raw in (await client.hgetall(KEYS.pending())).values():
         record = PendingCall.model_validate_json(raw)
         by_session.setdefault(record.session_key, set()).add(record.call_id)
+        created[record.call_id] = record.created_at
     sets: dict[str, set[str]] = {}
     async for name in client.scan_iter(match=KEYS.session_pending(SessionKey("*"))):
         session = name.decode().removeprefix(KEYS.session_pending(SessionKey("")))
         sets[session] = {m.decode() for m in await client.smembers(name)}
     assert sets == by_session
+    indexed = await client.zrange(KEYS.pending_by_age(), 0, -1, withscores=True)
+    assert {member.decode(): score for member, score in indexed} == created
     return by_session
+
+
+def aged(client: fakeredis.FakeRedis) -> dict[str, float]:
+    """The age index: call id -> creation time."""
+    indexed = client.zrange(KEYS.pending_by_age(), 0, -1, withscores=True)
+    return {member.decode(): score for member, score in indexed}
 
 
 @pytest.fixture
@@ -122,12 +136,15 @@ def test_a_worker_opens_and_withdraws_a_ticket_with_its_session_set() -> None:
     client.expire(KEYS.session(ANN), TTL_S)
     completions = Completions(client, KEYS)
 
-    assert completions.register(call("a1"))
+    opened = call("a1")
+    assert completions.register(opened)
     assert client.smembers(KEYS.session_pending(ANN)) == {b"a1"}
+    assert aged(client) == {"a1": opened.created_at}
     assert 0 < client.pttl(KEYS.session_pending(ANN)) <= TTL_S * 1000  # the session's TTL
     completions.withdraw(ANN, "a1")
     assert client.hlen(KEYS.pending()) == 0
     assert not client.exists(KEYS.session_pending(ANN))
+    assert aged(client) == {}
 
     client.set(KEYS.closed(ANN, "a2"), 1)  # answered (timed out) before the worker ran it
     assert not completions.register(call("a2"))
@@ -199,6 +216,7 @@ def test_a_served_calls_claimed_result_leaves_its_record_and_its_set() -> None:
     assert results.fetch("m1") == {"answer": 42}
     assert client.hlen(KEYS.pending()) == 0
     assert not client.exists(KEYS.session_pending(ANN))
+    assert aged(client) == {}
 
 
 async def test_records_written_before_the_sets_are_indexed_on_the_first_read(
@@ -274,3 +292,59 @@ async def test_counts_per_session_come_from_the_sets_alone(
     await store.append(ann, event(), closed=["a0", "a1"])
     assert await store.pending_counts([ANN, BOB]) == [1, 1]
     assert await store.pending_counts([]) == []
+
+
+async def test_records_written_before_the_age_index_are_added_on_the_first_read(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    await store.create("app", "ann", "s1")
+    gone = session_key("app", "cy", "expired")
+    old = [call("a1", created_at=100.0), call("g1", gone, created_at=200.0)]
+    for pending in old:  # indexed in the sets by an earlier version, not in the age index
+        await fake_redis.hset(KEYS.pending(), pending.call_id, pending.model_dump_json())
+    await fake_redis.sadd(KEYS.session_pending(ANN), "a1")
+    await fake_redis.set(KEYS.pending_indexed(), 1)
+
+    counts = await PendingCalls(KEYS).acount_created(fake_redis, [(0.0, 150.0), (150.0, 300.0)])
+    # A gone session's record is counted until a completion for it is refused.
+    assert counts == [1, 1]
+    indexed = await fake_redis.zrange(KEYS.pending_by_age(), 0, -1, withscores=True)
+    assert indexed == [(b"a1", 100.0), (b"g1", 200.0)]
+    assert await fake_redis.get(KEYS.pending_indexed()) == b"2"
+    assert not await fake_redis.exists(KEYS.session_pending(gone))
+
+
+async def test_tickets_are_counted_by_age_from_the_index_alone(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ann = await store.create("app", "ann", "s1")
+    now = time.time()
+    ages = {"fresh": 5.0, "edge": 60.0, "hour": 1800.0, "old": 90_000.0, "ahead": -30.0}
+    await store.append(
+        ann, event(), pending=[call(name, created_at=now - age) for name, age in ages.items()]
+    )
+
+    async def read(*_: object) -> None:
+        raise AssertionError("read pending records to count them")
+
+    monkeypatch.setattr(PendingCalls, "aall", read)
+    spans = [(now - 60, math.inf), (now - 3600, now - 60), (now - 86400, now - 3600)]
+    spans.append((-math.inf, now - 86400))
+    # A ticket exactly 60 s old is past the first minute; one stamped ahead (another
+    # host's clock) is in the first.
+    assert await PendingCalls(KEYS).acount_created(fake_redis, spans) == [2, 2, 0, 1]
+
+
+def test_cancelling_a_session_reads_only_its_own_tickets(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = fakeredis.FakeRedis()
+    for session in (ANN, BOB):
+        client.hset(KEYS.session(session), "app_name", "app")
+    completions = Completions(client, KEYS)
+    assert completions.register(call("a1")) and completions.register(call("b1", BOB))
+    client.set(KEYS.pending_indexed(), "2")  # as an orchestrator's first read leaves it
+
+    def read_all(*_: object) -> None:
+        raise AssertionError("read every pending record to cancel one session")
+
+    monkeypatch.setattr(PendingCalls, "all", read_all)
+    assert cancel_session(client, KEYS, completions, ANN) == ["a1"]

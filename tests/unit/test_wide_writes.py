@@ -65,7 +65,7 @@ async def test_long_commands_run_in_parts_answer_as_one_command(
     fake_redis: fakeredis.FakeAsyncRedis,
 ) -> None:
     """Counts add up over the parts; a push answers the list's final length; field/value
-    pairs stay whole; the order of the values is kept."""
+    and score/member pairs stay whole; the order of the values is kept."""
     ids = [f"c{i}" for i in range(WIDE)]
     batch = WriteBatch()
     batch.sadd("t:set", *ids)
@@ -73,10 +73,14 @@ async def test_long_commands_run_in_parts_answer_as_one_command(
     batch.rpush("t:list", *ids)
     batch.hdel("t:hash", *ids[:9_000])
     batch.delete(*(f"t:none{i}" for i in range(9_000)), "t:set")
+    batch.zadd("t:zset", {i: n for n, i in enumerate(ids)})
+    batch.zrem("t:zset", *ids[:9_000])
     replies = await apply_once(fake_redis, batch, "t:applied")
-    assert replies == [WIDE, WIDE, WIDE, 9_000, 1]
+    assert replies == [WIDE, WIDE, WIDE, 9_000, 1, WIDE, 9_000]
     assert await fake_redis.lrange("t:list", 0, -1) == [i.encode() for i in ids]
     assert await fake_redis.hgetall("t:hash") == {i.encode(): f"v{i}".encode() for i in ids[9_000:]}
+    scored = await fake_redis.zrange("t:zset", 0, -1, withscores=True)
+    assert scored == [(i.encode(), float(n)) for n, i in enumerate(ids) if n >= 9_000]
 
 
 async def test_a_long_command_that_cannot_run_in_parts_is_refused_before_any_write(
