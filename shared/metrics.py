@@ -8,6 +8,7 @@ multiprocess mode (PROMETHEUS_MULTIPROC_DIR) before any metric exists.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -145,6 +146,18 @@ def guarded() -> _Guard:
 def age_band(age_s: float) -> str:
     """The AGE_BANDS name of a pending ticket `age_s` seconds old."""
     return next(name for limit, name in AGE_BANDS if age_s < limit)
+
+
+def created_spans(now: float) -> list[tuple[float, float]]:
+    """Per AGE_BANDS band, when its tickets were created, as `(after, until)` epoch
+    seconds (`after` excluded): the spans `age_band` gives each band at `now`. The
+    youngest band takes tickets stamped after `now` too (another host's clock ahead)."""
+    spans: list[tuple[float, float]] = []
+    younger = 0.0
+    for limit, _ in AGE_BANDS:
+        spans.append((now - limit, now - younger if spans else math.inf))
+        younger = limit
+    return spans
 
 
 def use_multiprocess(directory: str) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
@@ -253,6 +253,18 @@ class PendingCalls:
         for session in sessions:
             pipe.scard(self._keys.session_pending(session))
         return [int(count) for count in await pipe.execute()]
+
+    async def aoldest(self, client: aioredis.Redis, count: int) -> list[PendingCall]:
+        """The `count` oldest pending calls, oldest first (their ids from the age index,
+        then only their records)."""
+        await self._indexed(client)
+        if count <= 0:
+            return []
+        ids = cast(list[bytes], await client.zrange(self._keys.pending_by_age(), 0, count - 1))
+        if not ids:
+            return []
+        raw = await client.hmget(self.key, ids)
+        return [PendingCall.model_validate_json(value) for value in raw if value is not None]
 
     async def _indexed(self, client: aioredis.Redis) -> None:
         """Index the records (`aindex_all`) unless that was done: once per process at a

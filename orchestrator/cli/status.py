@@ -14,11 +14,15 @@ from toolfleet.orchestrator.cli.launch import redis_url_or_embedded_file
 from toolfleet.orchestrator.fleet.pool_view import PoolView, pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
 from toolfleet.orchestrator.fleet.queues import QueueState, broker_queue_states
-from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
+from toolfleet.shared.metrics import AGE_BANDS, created_spans
+from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redis_check import check_redis
 from toolfleet.shared.redis_clients import async_client
+
+# Pending tickets `status` lists, the oldest first (`toolfleet tickets list` lists all).
+SHOWN_TICKETS = 20
 
 
 async def _read(url: str, keys: Keys, broker_url: str | None = None) -> dict[str, Any]:
@@ -27,12 +31,14 @@ async def _read(url: str, keys: Keys, broker_url: str | None = None) -> dict[str
     client = async_client(url)
     try:
         workers = await live_workers(client, keys)
-        pending = await SessionStore(client, keys).pending_calls()
+        tickets = PendingCalls(keys)
+        now = time.time()
+        by_age = await tickets.acount_created(client, created_spans(now))
+        oldest = await tickets.aoldest(client, SHOWN_TICKETS)
         views = pool_views(workers)
         queues = await broker_queue_states(client, [v.pool for v in views], broker_url)
     finally:
         await client.aclose()
-    now = time.time()
     return {
         "redis": url,
         "workers": [
@@ -40,9 +46,11 @@ async def _read(url: str, keys: Keys, broker_url: str | None = None) -> dict[str
             for w in workers
         ],
         "pools": [_pool(view, q) for view, q in zip(views, queues, strict=True)],
+        "pending_total": sum(by_age),
+        "pending_by_age": {band: n for (_, band), n in zip(AGE_BANDS, by_age, strict=True)},
         "pending": [
             {"call_id": c.call_id, "tool": c.tool, "age_s": round(now - c.created_at, 1)}
-            for c in pending
+            for c in oldest
         ],
     }
 
@@ -88,7 +96,11 @@ def _print(state: dict[str, Any]) -> None:
                 f"    ! {t['name']} is missing on {', '.join(t['lacking'])}: add {modules} "
                 f"to TOOLFLEET_TOOL_MODULES there"
             )
-    print(f"pending tickets: {len(state['pending'])}")
+    total, by_age = state["pending_total"], state["pending_by_age"]
+    bands = ", ".join(f"{n} {band}" for band, n in by_age.items() if n)
+    print(f"pending tickets: {total}" + (f" ({bands} old)" if bands else ""))
+    if total > len(state["pending"]):
+        print(f"  the {len(state['pending'])} oldest (all: toolfleet tickets list):")
     for c in state["pending"]:
         print(f"  {c['call_id']:<24} {c['tool']:<28} {c['age_s']:,.0f} s old")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable
 
@@ -12,7 +11,7 @@ from toolfleet.orchestrator.fleet.pool_view import pool_views
 from toolfleet.orchestrator.fleet.pools import live_workers
 from toolfleet.orchestrator.fleet.queues import broker_queue_states
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.metrics import AGE_BANDS, metrics
+from toolfleet.shared.metrics import AGE_BANDS, created_spans, metrics
 from toolfleet.shared.pending import PendingCalls
 
 
@@ -30,7 +29,7 @@ async def refresh_fleet_gauges(
     queues = await broker_queue_states(client, named, broker_url)
     dead = await client.xlen(keys.dead_letters())
     now = time.time()
-    by_age = await PendingCalls(keys).acount_created(client, _created_spans(now))
+    by_age = await PendingCalls(keys).acount_created(client, created_spans(now))
     recorded = metrics()
     for queue in queues:
         view = views.get(queue.pool)
@@ -42,14 +41,3 @@ async def refresh_fleet_gauges(
     recorded.dead_letters.set(dead)
     for (_, band), count in zip(AGE_BANDS, by_age, strict=True):
         recorded.pending_tickets.labels(band).set(count)
-
-
-def _created_spans(now: float) -> list[tuple[float, float]]:
-    """Per AGE_BANDS band, when its tickets were created: `(after, until)`. The youngest
-    band takes tickets stamped after `now` too (another host's clock ahead)."""
-    spans: list[tuple[float, float]] = []
-    younger = 0.0
-    for limit, _ in AGE_BANDS:
-        spans.append((now - limit, now - younger if spans else math.inf))
-        younger = limit
-    return spans

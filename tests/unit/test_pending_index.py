@@ -348,3 +348,20 @@ def test_cancelling_a_session_reads_only_its_own_tickets(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(PendingCalls, "all", read_all)
     assert cancel_session(client, KEYS, completions, ANN) == ["a1"]
+
+
+async def test_the_oldest_tickets_are_read_alone_oldest_first(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ann = await store.create("app", "ann", "s1")
+    await store.append(
+        ann, event(), pending=[call(f"a{n}", created_at=1000.0 - n) for n in range(30)]
+    )
+
+    async def read(*_: object) -> None:
+        raise AssertionError("read every pending record to find the oldest")
+
+    monkeypatch.setattr(PendingCalls, "aall", read)
+    oldest = await PendingCalls(KEYS).aoldest(fake_redis, 3)
+    assert [c.call_id for c in oldest] == ["a29", "a28", "a27"]
+    assert await PendingCalls(KEYS).aoldest(fake_redis, 0) == []
