@@ -2,6 +2,8 @@
 
 Real redis-server, real `celery worker` processes killed with SIGKILL, the orchestrator
 (a Runner) in this process with an offline scripted model; tools in worker_fault_tools.
+Each test whose mechanism depends on the broker runs with the tool queues on Redis and
+on RabbitMQ (tests.faults.brokers); the others on Redis, saying why.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
-from kombu.transport.redis import Channel
 
 from tests.faults import probe
+from tests.faults.brokers import BROKERS, REDIS_ONLY, Broker, broker_url, publishing
+from tests.faults.conftest import fault_settings
+from tests.faults.rabbit import rabbit_vhost
+from tests.faults.servers import RedisServer
 from tests.faults.worker_fault_tools import (
     OVERRUN_LIMIT_S,
     fault_agent,
@@ -30,15 +35,13 @@ from tests.faults.worker_fault_tools import (
     release_key,
     started_key,
 )
-from tests.support import tool_call
+from tests.support import tool_call, until
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
-from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Update
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import ScriptedModel
-from toolfleet.shared.celery_config import broker_visibility_timeout_s, recovery_bound_s
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import load_definitions
 from toolfleet.shared.keys import Keys, SessionKey, queue_name, session_key
@@ -58,9 +61,23 @@ PATIENT_GRACE_S = 15.0
 # or - when it misses the exit - at its next pool check, every 5 s; a call whose hard
 # limit (limit + 1 s) passes first is acked as timed out and never redelivered.
 CHILD_KILL_LIMIT_S = 8.0
-# recovery_bound_s is the broker's part alone (visibility timeout + sweep interval, from
-# the delivery): it leaves no room for timer lateness, the redelivery and the rerun.
+# The broker's redelivery bound is its part alone (on Redis the visibility timeout +
+# sweep interval, from the delivery): it leaves no room for timer lateness, the
+# redelivery and the rerun.
 RECOVERY_SLACK_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def rabbit() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
+    with rabbit_vhost() as url:
+        yield url
+
+
+@pytest.fixture(params=BROKERS)
+def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
+    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
+    return fault_settings(redis_server.url(), broker_url=broker_url(request))
 
 
 @pytest.fixture
@@ -73,6 +90,11 @@ async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
 @pytest.fixture
 def client(settings: Settings) -> redis.Redis:
     return redis.Redis.from_url(settings.require_redis_url())
+
+
+@pytest.fixture
+def broker(settings: Settings, client: redis.Redis) -> Broker:
+    return Broker(settings, client)
 
 
 def patient(settings: Settings, grace_s: float = PATIENT_GRACE_S) -> Settings:
@@ -194,13 +216,6 @@ def worker_of(workers: WorkerGroup, start: dict[str, Any]) -> WorkerProcess:
     return worker
 
 
-def messages_for(client: redis.Redis, call_id: str, pool: str = "default") -> list[str]:
-    """Broker messages that still carry the call: queued, or delivered and not acked."""
-    queued = client.lrange(queue_name(pool), 0, -1)
-    unacked = client.hvals(Channel.unacked_key)
-    return [m.decode() for m in [*queued, *unacked] if call_id.encode() in m]
-
-
 async def test_pool_child_killed_mid_tool_is_redelivered_and_answered_once(
     settings: Settings,
     child_kill_settings: Settings,
@@ -239,21 +254,21 @@ async def test_whole_worker_killed_mid_tool_call_completes_on_another_within_the
     workers: WorkerGroup,
     client: redis.Redis,
     aclient: aioredis.Redis,
+    broker: Broker,
     report_figure: Report,
 ) -> None:
     tools = list(load_definitions(settings.tool_modules).tools.values())
-    bound = recovery_bound_s(settings, tools)  # what the workers were configured with
+    redelivery = broker.redelivery(tools)  # what the workers were configured with
+    bound = redelivery.latest_s
     workers.start_all([WorkerSpec(["default"], 1, "wa"), WorkerSpec(["default"], 1, "wb")])
     agent = fault_agent({"": one_call("wf_hang_once")})
-    # The orchestrator must out-wait the recovery: a worker's death is noticed only
-    # through the broker's visibility timeout, well past the tool's own limit.
+    # The orchestrator must out-wait the recovery: on Redis a worker's death is noticed
+    # only through the broker's visibility timeout, well past the tool's own limit.
     async with running(patient(settings, bound + PATIENT_GRACE_S), agent, "hang") as run:
         first = await next_start(aclient, settings.key_prefix, "wf_hang_once", run)
         victim = worker_of(workers, first)
         (survivor,) = [w for w in workers.workers if w is not victim]
-        # kombu sweeps for dead workers' calls under a mutex that expires after 300 s:
-        # a worker killed while holding it stalls every sweep (see the report).
-        wait_for(lambda: not client.exists(Channel.unacked_mutex_key), 5, "the restore mutex")
+        broker.ready_for_a_kill()
         victim.kill()  # SIGKILL to its whole process group: main process and pool
         killed_at, killed_wall = time.monotonic(), time.time()
         await run.finish()
@@ -267,17 +282,16 @@ async def test_whole_worker_killed_mid_tool_call_completes_on_another_within_the
     assert probe.executions(client, settings.key_prefix, call_id) == 2
     rerun_after = result.started_at - killed_wall
     answered_after = answered_at - killed_at
-    # The stated bound: a dead worker's call runs elsewhere at most this long after
-    # (plus scheduling slack on a loaded machine), and not before its visibility timeout.
+    # The broker's bound: a dead worker's call runs elsewhere at most this long after
+    # (plus scheduling slack on a loaded machine), and not before the broker redelivers
+    # it: on Redis its visibility timeout (counted from the delivery, which came a moment
+    # before the first execution's start); on RabbitMQ the dropped connection, at once.
     assert rerun_after <= bound + RECOVERY_SLACK_S, (rerun_after, bound)
     assert answered_after <= bound + RECOVERY_SLACK_S, (answered_after, bound)
-    # Redelivered by the broker's visibility timeout (counted from the delivery, which
-    # came a moment before the first execution's start).
-    visibility = broker_visibility_timeout_s(settings, tools)
-    assert result.started_at - first["at"] >= visibility - 0.5, (first, result)
-    report_figure("kill -> rerun", f"{rerun_after:.2f} s")
-    report_figure("kill -> response", f"{answered_after:.2f} s")
-    report_figure("recovery bound", f"{bound:g} s")
+    assert result.started_at - first["at"] >= redelivery.earliest_s - 0.5, (first, result)
+    report_figure(f"kill -> rerun ({broker.name})", f"{rerun_after:.2f} s")
+    report_figure(f"kill -> response ({broker.name})", f"{answered_after:.2f} s")
+    report_figure(f"recovery bound ({broker.name})", f"{bound:g} s")
 
 
 async def test_tool_that_always_kills_its_worker_stops_after_max_deliveries(
@@ -286,6 +300,7 @@ async def test_tool_that_always_kills_its_worker_stops_after_max_deliveries(
     child_kill_workers: WorkerGroup,
     client: redis.Redis,
     aclient: aioredis.Redis,
+    broker: Broker,
     report_figure: Report,
 ) -> None:
     worker = child_kill_workers.start(["default"], concurrency=1)
@@ -306,16 +321,19 @@ async def test_tool_that_always_kills_its_worker_stops_after_max_deliveries(
         assert result.worker == worker.hostname  # the guard answered, not a deadline
         assert await run.responses(call_id) == [result.response]
         assert run.model_saw(call_id) == [result.response]
+    assert worker.alive()
     # The refused delivery was acknowledged: nothing left to deliver again.
-    wait_for(lambda: not messages_for(client, call_id), 10, "the call to leave the broker")
-    assert client.llen(queue_name("default")) == 0
+    assert broker.left_of(call_id, [worker]) == 0
+    assert broker.waiting() == 0
     executions = probe.executions(client, settings.key_prefix, call_id)
     assert executions == n
     assert int(client.get(Keys(settings.key_prefix).deliveries(call_id, 0)) or 0) == n + 1
-    assert worker.alive()
     report_figure("executions", f"{executions} (max_deliveries {n})")
 
 
+# The deadline is the orchestrator's and the late result travels on the session's Redis
+# stream: the broker only carried the message, as in every test here.
+@REDIS_ONLY
 async def test_tool_past_its_time_limit_is_answered_at_the_deadline_and_its_late_result_ignored(
     settings: Settings,
     workers: WorkerGroup,
@@ -372,6 +390,9 @@ async def test_tool_past_its_time_limit_is_answered_at_the_deadline_and_its_late
     )
 
 
+# The tool's own guard keeps the effect once; the redelivery it survives is the pool
+# child kill's, run on both brokers above.
+@REDIS_ONLY
 async def test_redelivered_tool_applies_its_side_effect_once(
     settings: Settings,
     child_kill_settings: Settings,
@@ -406,6 +427,7 @@ async def test_a_call_whose_pool_child_died_after_posting_its_result_is_not_run_
     child_kill_workers: WorkerGroup,
     client: redis.Redis,
     aclient: aioredis.Redis,
+    broker: Broker,
     report_figure: Report,
 ) -> None:
     """Given a pool child that posts a call's result and dies before the broker's ack,
@@ -417,13 +439,14 @@ async def test_a_call_whose_pool_child_died_after_posting_its_result_is_not_run_
     call_id = f"after-post-{uuid.uuid4().hex[:8]}"
     stream = keys.results(session_key("app", "u", "after-post"))  # tool_call's app and user
     call = tool_call(call_id, "wf_die_after_post", "after-post", stream)
-    publisher = CeleryPublisher(aclient)
-    dispatch = publisher.dispatch(call, queue_name("default"))
-    await publisher.publish([dispatch], record_in="after-post:sent")
-    delivered = keys.deliveries(call.call_id, 0)
-    wait_for(lambda: client.get(delivered) == b"2", 15, "the redelivery after the child died")
-    wait_for(lambda: not messages_for(client, call.call_id), 15, "the redelivery's ack")
+    async with publishing(settings, aclient) as publisher:
+        dispatch = publisher.dispatch(call, queue_name("default"))
+        await publisher.publish([dispatch], record_in="after-post:sent")
+        delivered = keys.deliveries(call.call_id, 0)
+        await until(lambda: client.get(delivered) == b"2", "the redelivery after the death", 15)
     assert "WorkerLostError" in worker.log()  # prefork saw its child die, and requeued
+    # The redelivery was acknowledged, unrun: nothing left to deliver again.
+    assert broker.left_of(call.call_id, [worker]) == 0
     assert probe.executions(client, settings.key_prefix, call.call_id) == 1
     ((_, fields),) = client.xrange(call.reply_to)
     result = ToolResult.model_validate_json(fields[RESULT_FIELD.encode()])
