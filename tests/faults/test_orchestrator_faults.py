@@ -2,6 +2,9 @@
 
 Invariant under test: per function call id exactly one function response reaches the
 model, finished calls are not sent again, and the transcript is the uninterrupted one.
+The kills run with the tool queues on Redis and on RabbitMQ (tests.faults.brokers): there
+a replica's calls wait in the Redis outbox until a relay - its own, or another replica's
+holding the relay's lease - publishes them, and a killed replica's relay dies with it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ import pytest
 import redis
 
 from tests.faults import probe
+from tests.faults.brokers import BROKERS, REDIS_ONLY, broker_url
+from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import ANSWERING_MARK_ENV, three_steps
+from tests.faults.rabbit import rabbit_vhost
+from tests.faults.servers import RedisServer
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.runner import Runner
@@ -32,6 +39,19 @@ from toolfleet.shared.keys import Keys, SessionKey, session_key
 AGENT = "tests.faults.fault_tools:three_steps"
 
 Figure = Callable[[str, object], None]
+
+
+@pytest.fixture(scope="module")
+def rabbit() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
+    with rabbit_vhost() as url:
+        yield url
+
+
+@pytest.fixture(params=BROKERS)
+def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
+    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
+    return fault_settings(redis_server.url(), broker_url=broker_url(request))
 
 
 def toolfleet_env(settings: Settings) -> dict[str, str]:
@@ -226,6 +246,8 @@ def test_a_live_replica_takes_over_the_sessions_of_a_replica_that_died(
     report_figure("takeover bound: lease TTL + scan period", f"{bound:g} s + the slow call")
 
 
+# The session's lease, in Redis, keeps one replica out; the broker plays no part.
+@REDIS_ONLY
 async def test_two_replicas_never_run_one_session_at_once(
     settings: Settings, workers: WorkerGroup
 ) -> None:
@@ -250,6 +272,9 @@ async def test_two_replicas_never_run_one_session_at_once(
         )
 
 
+# The calls ran before the kill: what the next replica needs waits on the session's
+# Redis stream, and nothing is sent again, whichever the broker.
+@REDIS_ONLY
 def test_an_orchestrator_killed_while_the_model_answers_the_results_it_was_given(
     settings: Settings,
     workers: WorkerGroup,
