@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import uuid
 
@@ -39,11 +40,18 @@ RELAY_BACKOFF_S = 0.1
 RELAY_BACKOFF_MAX_S = 2.0
 
 # Remove the `n` oldest messages (the list's tail: the orchestrator pushes on the left),
-# only while this relay still holds the lease it read them under.
+# only while this relay still holds the lease it read them under, and only while they are
+# there: the newest of them (its SHA1) is still `n` from the end. Sent again because its
+# reply was lost, the removal finds the messages written since there instead and leaves
+# them (trimming `n` more would drop them unpublished).
 _REMOVE = LuaScript(
     """
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-redis.call('LTRIM', KEYS[1], 0, -1 - tonumber(ARGV[2]))
+local n = tonumber(ARGV[2])
+local newest = redis.call('LINDEX', KEYS[1], -n)
+if newest and redis.sha1hex(newest) == ARGV[3] then
+  redis.call('LTRIM', KEYS[1], 0, -1 - n)
+end
 return 1
 """
 )
@@ -64,6 +72,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 )
+
+
+def _sha1(raw: bytes) -> str:
+    """What the removal script compares (redis.sha1hex): not the message itself again."""
+    return hashlib.sha1(raw).hexdigest()
 
 
 def outbox_key(keys: Keys) -> str:
@@ -144,7 +157,10 @@ class OutboxRelay:
             return 0
         oldest_first = list(reversed(raws))
         await asyncio.to_thread(self._publisher.publish, oldest_first)
-        removed = await _REMOVE.run(self._redis, 2, self._outbox, self._lease, token, len(raws))
+        newest = raws[0] if isinstance(raws[0], bytes) else raws[0].encode()
+        removed = await _REMOVE.run(
+            self._redis, 2, self._outbox, self._lease, token, len(raws), _sha1(newest)
+        )
         if not removed:  # lost the lease meanwhile: the next holder publishes them again
             log.warning(
                 "outbox relay lost its lease: %d messages may be published twice", len(raws)

@@ -5,12 +5,18 @@ Before the fix, a retried fenced write pushed its event again (a second user mes
 second model turn, a second function response for each call id: the invariant broken
 with no crash at all), re-sent its calls' messages, and the answer that released the
 lease was refused as "lease lost" although it had landed.
+
+The tests that send calls run with the tool queues on Redis and on RabbitMQ
+(tests.faults.brokers): there the sends go into the Redis outbox, and the outbox relay's
+own commands lose replies too. The others write sessions, creates and ticket results -
+Redis alone, whichever the broker - and run on Redis only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -18,27 +24,47 @@ import redis
 from google.genai import types
 
 from tests.faults import probe
+from tests.faults.brokers import AMQP_ONLY, BROKERS, REDIS_ONLY, Broker, SentCopies, broker_url
+from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step, three_steps
+from tests.faults.rabbit import rabbit_vhost
 from tests.faults.reply_loss import ReplyLosingProxy, reply_losing_proxy
+from tests.faults.servers import RedisServer
 from tests.faults.test_exactly_once import stored_events
 from tests.faults.test_orchestrator_faults import call_ids, response_ids
 from tests.support import tool_call
 from toolfleet import Event, Runner, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.connections import command_client
+from toolfleet.orchestrator.fleet import outbox
+from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
 from toolfleet.orchestrator.sessions.fencing import _FENCED, _GUARDED, _ONCE, Fence
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import _CREATE, SessionStore
+from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
 from toolfleet.shared.completions import _POST as _COMPLETION_POST
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.errors import SessionExistsError
-from toolfleet.shared.keys import Keys, session_key
+from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import CallStatus, PendingCall
 from toolfleet.shared.outages import sync_retry
 
 FENCED, GUARDED = _FENCED.sha.encode(), _GUARDED.sha.encode()
+
+
+@pytest.fixture(scope="module")
+def rabbit() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
+    with rabbit_vhost() as url:
+        yield url
+
+
+@pytest.fixture(params=BROKERS)
+def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
+    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
+    return fault_settings(redis_server.url(), broker_url=broker_url(request))
 
 
 @pytest.fixture
@@ -80,6 +106,7 @@ async def leased_session(
         await commands.aclose()
 
 
+@REDIS_ONLY
 @pytest.mark.parametrize("release", [False, True], ids=["write", "write-and-release"])
 async def test_a_fenced_write_whose_reply_was_lost_is_applied_once(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, release: bool
@@ -97,6 +124,7 @@ async def test_a_fenced_write_whose_reply_was_lost_is_applied_once(
     assert (client.get(keys.lease(session.key)) is None) is release
 
 
+@REDIS_ONLY
 async def test_a_write_retried_again_and_again_is_still_applied_once(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy
 ) -> None:
@@ -109,7 +137,11 @@ async def test_a_write_retried_again_and_again_is_still_applied_once(
 
 
 async def test_two_turns_whose_every_command_loses_its_first_reply_store_each_event_once(
-    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, workers: WorkerGroup
+    settings: Settings,
+    client: redis.Redis,
+    proxy: ReplyLosingProxy,
+    workers: WorkerGroup,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Given every distinct command the orchestrator sends losing its first reply (the
     lease taken with the read that appends the message, the model turn that sends the
@@ -117,6 +149,7 @@ async def test_two_turns_whose_every_command_loses_its_first_reply_store_each_ev
     reader's reads, every other read), then each turn stores one user message,
     one model turn, one response per call id and one answer, and each call ran once."""
     workers.start(["default"], concurrency=3)
+    copies = SentCopies(Broker(settings, client), monkeypatch)
     proxy.lose_each_reply_of(b"")  # every command's first arrival: its retry passes
     through_proxy = settings.model_copy(update={"redis_url": proxy.url})
     async with Runner(three_steps, through_proxy) as runner:
@@ -136,8 +169,10 @@ async def test_two_turns_whose_every_command_loses_its_first_reply_store_each_ev
     calls = call_ids(events)
     assert len(calls) == 6 and sorted(response_ids(events)) == sorted(calls)
     assert [probe.executions(client, settings.key_prefix, c) for c in calls] == [1] * 6
+    assert [copies.of(c) for c in calls] == [1] * 6
 
 
+@REDIS_ONLY
 async def test_a_create_whose_reply_was_lost_returns_the_session_it_created(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy
 ) -> None:
@@ -157,11 +192,16 @@ async def test_a_create_whose_reply_was_lost_returns_the_session_it_created(
 
 
 async def test_calls_sent_outside_a_session_whose_send_lost_its_reply_run_once(
-    settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy, workers: WorkerGroup
+    settings: Settings,
+    client: redis.Redis,
+    proxy: ReplyLosingProxy,
+    workers: WorkerGroup,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """CeleryFleet.run alone (no lease: the MCP server's way): the send that pushes the
     task messages loses its reply and is retried; each call is queued and run once."""
     workers.start(["default"], concurrency=2)
+    copies = SentCopies(Broker(settings, client), monkeypatch)
     through_proxy = settings.model_copy(update={"redis_url": proxy.url})
     keys = Keys(settings.key_prefix)
     async with Runner(three_steps, through_proxy) as runner:
@@ -176,9 +216,10 @@ async def test_calls_sent_outside_a_session_whose_send_lost_its_reply_run_once(
     assert sorted(r.call_id for r in results) == ["alone-1", "alone-2"]
     assert {r.status for r in results} == {CallStatus.SUCCESS}
     assert [probe.executions(client, settings.key_prefix, c.call_id) for c in calls] == [1, 1]
-    assert client.llen("tools.default") == 0  # no second copy left behind either
+    assert [copies.of(c.call_id) for c in calls] == [1, 1]  # no second copy sent either
 
 
+@REDIS_ONLY
 def test_a_completion_whose_post_lost_its_reply_is_posted_once(
     settings: Settings, client: redis.Redis, proxy: ReplyLosingProxy
 ) -> None:
@@ -199,3 +240,45 @@ def test_a_completion_whose_post_lost_its_reply_is_posted_once(
     assert proxy.armed == 0 and len(proxy.lost) == 1
     assert [e.decode() for e, _ in client.xrange(keys.completions("app"))] == [entry]
     assert client.lrange(keys.completion_order(ticketed), 0, -1) == [entry.encode()]
+
+
+@AMQP_ONLY
+async def test_a_relay_removal_whose_reply_was_lost_leaves_the_messages_behind_it(
+    settings: Settings,
+    client: redis.Redis,
+    proxy: ReplyLosingProxy,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given the outbox relay publishing the oldest message while another turn writes
+    one behind it, when the removal of what it published loses its reply (and is sent
+    again), then the second message is left in the outbox and published next: one copy
+    of each on RabbitMQ, none lost."""
+    keys = Keys(settings.key_prefix)
+    pool = f"relayed-{uuid.uuid4().hex[:6]}"  # a queue no worker takes
+    stream = keys.results(session_key("app", "u", "relayed"))  # tool_call's app and user
+    commands = command_client(proxy.url)
+    messages = CeleryPublisher(commands)
+    calls = [tool_call(f"relayed-{n}", "step", "relayed", stream) for n in (1, 2)]
+    first, second = [messages.encode(messages.dispatch(c, queue_name(pool))) for c in calls]
+    client.lpush(outbox.outbox_key(keys), first)
+    publish = AmqpPublisher.publish
+
+    def while_another_turn_writes(publisher: AmqpPublisher, raws: list[bytes]) -> None:
+        publish(publisher, raws)
+        if raws == [first.encode()]:
+            client.lpush(outbox.outbox_key(keys), second)
+
+    monkeypatch.setattr(AmqpPublisher, "publish", while_another_turn_writes)
+    client.script_load(outbox._REMOVE.text)
+    relay = outbox.OutboxRelay(commands, keys, settings.require_broker_url())
+    try:
+        proxy.lose_reply_of(outbox._REMOVE.sha.encode())
+        assert await relay.relay_once() == 1
+        assert proxy.armed == 0 and len(proxy.lost) == 1
+        assert client.lrange(outbox.outbox_key(keys), 0, -1) == [second.encode()]
+        assert await relay.relay_once() == 1
+    finally:
+        await relay.stop()
+        await commands.aclose()
+    assert client.llen(outbox.outbox_key(keys)) == 0
+    assert Broker(settings, client).waiting(pool) == 2
