@@ -1,5 +1,5 @@
 """kombu's Redis transport for the worker's consumer, with one synchronous client per
-channel instead of one per command.
+channel instead of one per command, and channels that close after Redis went away.
 
 kombu builds a new `redis.Redis` for every synchronous operation of a channel: each
 batch of task events it publishes (the `-E` events Flower shows), each ack and each
@@ -12,6 +12,9 @@ connection error) gets a new client.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from queue import Empty
 from typing import Any
 from urllib.parse import urlparse
 
@@ -38,8 +41,36 @@ class _OneClientPerPool:
         return client
 
 
-class Channel(_OneClientPerPool, kombu_redis.Channel):
-    """A channel whose synchronous client is built once per connection pool."""
+class _ClosesAfterConnectionLoss:
+    """A channel whose close goes on when its BRPOP's connection is gone.
+
+    kombu's close first reads the reply of the BRPOP in flight; on a connection Redis
+    dropped (restarted, failed over) that read raises, and the close stops there, the
+    channel still open with its unacknowledged messages. Celery's consumer then lets go
+    of the broken connection's transport and closes the connection, which closes the
+    channel again: its restore of those messages builds a connection pool from the
+    transport, gone by then, and the AttributeError stops the worker for good. Here the
+    close goes on past a failed read: it restores those messages, or cannot reach Redis
+    either (a connection error, which Celery ignores: kombu's sweep restores them once
+    the visibility timeout has passed), and the channel is closed."""
+
+    # kombu's Channel has these.
+    _in_poll: Any
+    _brpop_read: Callable[[], bool]
+    connection_errors: tuple[type[BaseException], ...]
+
+    def close(self) -> None:
+        if self._in_poll:
+            # No reply yet, or none coming (the read dropped the connection).
+            no_reply: tuple[type[BaseException], ...] = (Empty, *self.connection_errors)
+            with contextlib.suppress(*no_reply):
+                self._brpop_read()
+        super().close()  # type: ignore[misc]
+
+
+class Channel(_ClosesAfterConnectionLoss, _OneClientPerPool, kombu_redis.Channel):
+    """A channel whose synchronous client is built once per connection pool, and whose
+    close survives a lost connection."""
 
 
 class Transport(kombu_redis.Transport):
@@ -48,9 +79,10 @@ class Transport(kombu_redis.Transport):
     Channel = Channel
 
 
-class SentinelChannel(_OneClientPerPool, kombu_redis.SentinelChannel):
+class SentinelChannel(_ClosesAfterConnectionLoss, _OneClientPerPool, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel (its pools ask the sentinels for the master on every
-    new connection) with one synchronous client per connection pool."""
+    new connection) with one synchronous client per connection pool, and a close that
+    survives the master's death."""
 
 
 class SentinelTransport(kombu_redis.SentinelTransport):
