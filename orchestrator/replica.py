@@ -27,6 +27,7 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.cancellation import CancelRequest
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.liveness import outage_grace_s
 from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.replication import attach
 from toolfleet.shared.sealing import Sealer, warn_without_fleet_key
@@ -87,7 +88,13 @@ class Replica:
             self.waiter,
             settings,
             self.keys,
-            LivePools(self.redis, self.keys),
+            # Workers' heartbeats lapse while Redis is away: the reader sees when it was.
+            LivePools(
+                self.redis,
+                self.keys,
+                outage_grace_s=outage_grace_s(settings.worker_heartbeat_s),
+                outage_at=lambda: self.waiter.last_outage_at,
+            ),
             self._stopper,
             self.cancels,
         )

@@ -28,12 +28,12 @@ APPLIED_TTL_S = 60
 # 0.05, 0.1, 0.2, 0.4, 0.8 s, then 1 s per retry (with jitter): about 15 s in all.
 _RETRIES = 15
 _BACKOFF_BASE_S = 0.05
-_BACKOFF_CAP_S = 1.0
+BACKOFF_CAP_S = 1.0  # the longest wait between two tries
 RIDE_OUT_S = 15.0
 
 
 def _backoff() -> redis.backoff.AbstractBackoff:
-    return redis.backoff.ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S)
+    return redis.backoff.ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=BACKOFF_CAP_S)
 
 
 def sync_retry() -> redis.retry.Retry:

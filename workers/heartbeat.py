@@ -17,6 +17,7 @@ from celery.signals import worker_ready, worker_shutdown
 from toolfleet.shared.celery_wire.worker import active_calls, pool_name
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
+from toolfleet.shared.liveness import heartbeat_ttl_s
 from toolfleet.shared.pool_kinds import CELERY_POOL
 from toolfleet.workers.call_loop import running_call_loop
 from toolfleet.workers.names import NameClaim
@@ -35,7 +36,7 @@ class Heartbeat:
     ready keeps its record (hostname, pools, tools, pid, start time) in Redis, from a thread.
 
     The orchestrator reads the records to know which pools have live workers; a record and
-    its claim expire three periods after the last beat."""
+    its claim expire HEARTBEAT_TTL_BEATS periods after the last beat."""
 
     def __init__(self, client: redis.Redis, keys: Keys, period_s: float) -> None:
         self._client = client
@@ -51,8 +52,9 @@ class Heartbeat:
     def claim(self, hostname: str) -> None:
         """Take the node name `hostname` and keep it from a daemon thread, beating every
         `period_s`. Raises WorkerNameTakenError if a live worker holds it, or a Redis error."""
-        claim = NameClaim(self._client, self._keys, hostname, int(self._period_s * 3000))
-        claim.take()  # three missed beats and the name, like the worker, counts as gone
+        ttl_ms = int(heartbeat_ttl_s(self._period_s) * 1000)
+        claim = NameClaim(self._client, self._keys, hostname, ttl_ms)
+        claim.take()  # HEARTBEAT_TTL_BEATS missed beats: the name, like the worker, is gone
         self._claim = claim
         self._thread = threading.Thread(target=self._run, name="toolfleet-heartbeat", daemon=True)
         self._thread.start()

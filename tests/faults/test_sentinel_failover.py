@@ -1,5 +1,6 @@
 """Redis under Sentinel (a master, a replica, three sentinels): the master is SIGKILLed
-mid-turn, amid a burst of posted completions, and while two replicas hold leases.
+mid-turn, amid a burst of posted completions, while two replicas hold leases, and just
+before new turns start.
 
 Invariants under test: the fleet follows the new master and goes on; per function call
 id exactly one final function response; no session is written by two replicas; and
@@ -19,15 +20,18 @@ import pytest
 import redis
 
 from tests.faults import probe
+from tests.faults.async_fault_tools import af_give_loop_time
 from tests.faults.conftest import fault_settings
 from tests.faults.exactly_once_tools import ticketing
-from tests.faults.fault_tools import three_steps
+from tests.faults.fault_tools import step, three_steps
 from tests.faults.sentinels import SentinelRedis
 from tests.support import until
 from toolfleet import CallStatus, Completions, Runner
-from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.connections import command_client
 from toolfleet.orchestrator.loop.invocation import CallFinished
+from toolfleet.orchestrator.models.offline import Call, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.leases import Leases
@@ -270,6 +274,90 @@ async def test_leases_held_through_a_failover_keep_each_session_to_one_replica(
         calls, responses = calls_and_responses(events)
         assert len(calls) == 3 and sorted(responses) == sorted(calls)
     report_figure("SIGKILL -> new master, leases held", f"{failover_s:.2f} s")
+
+
+# Each turn sends two calls to the prefork pool (`step`, sync) and two to the io pool
+# (`af_give_loop_time`, async): both kinds of consumer must follow the new master.
+fresh_turn = Agent(
+    name="fresh_turn",
+    instruction="Run the calls.",
+    tools=[step, af_give_loop_time],
+    offline_script=[
+        call(
+            Call("step", {"n": 1, "seconds": 0.05}),
+            Call("step", {"n": 2, "seconds": 0.05}),
+            Call("af_give_loop_time", {"seconds": 0.05}),
+            Call("af_give_loop_time", {"seconds": 0.05}),
+        ),
+        say("done"),
+    ],
+)
+FRESH_TURNS = 4
+FRESH_CALLS = 4 * FRESH_TURNS
+
+
+async def answered_calls(
+    runner: Runner, session_id: str, since: float
+) -> list[tuple[float, ToolResult]]:
+    """Run `fresh_turn` in a new session: each call's result, with the seconds from
+    `since` (time.monotonic) to its arrival."""
+    return [
+        (time.monotonic() - since, u.result)
+        async for u in runner.run(user_id="u", session_id=session_id, message="go")
+        if isinstance(u, CallFinished)
+    ]
+
+
+def worker_logs(workers: WorkerGroup) -> str:
+    return "\n".join(f"--- {w.hostname}\n{w.log()[-4000:]}" for w in workers.workers)
+
+
+@pytest.mark.parametrize("sent", ["as the master dies", "once the replica is promoted"])
+async def test_turns_started_right_after_a_failover_get_every_result(
+    settings: Settings,
+    workers: WorkerGroup,
+    sentinel_redis: SentinelRedis,
+    report_figure: Figure,
+    sent: str,
+) -> None:
+    """Given prefork and io workers that have just served a turn (its acks may still be
+    on their way), when the master is SIGKILLed and new turns start at once (while the
+    sentinels elect, or as soon as they have), each call of those turns gets its tool's
+    own result within its time limit of the promotion: no worker died, none counted as
+    gone (NoWorkerError) while its heartbeat could not reach Redis, no TimeoutError."""
+    workers.start_all([WorkerSpec(["default"], 2), WorkerSpec(["default"], 2), WorkerSpec(["io"])])
+    limit_s = settings.default_timeout_s
+    async with Runner(fresh_turn, settings) as runner:
+        warm = await answered_calls(runner, "warm", time.monotonic())
+        assert [r.status for _, r in warm] == [CallStatus.SUCCESS] * 4
+        killed_at = time.monotonic()
+        sentinel_redis.kill_master()
+        if sent == "once the replica is promoted":
+            await asyncio.to_thread(sentinel_redis.wait_for_failover)
+        turns = [
+            asyncio.create_task(answered_calls(runner, f"f{i}", killed_at))
+            for i in range(FRESH_TURNS)
+        ]
+        if sent == "as the master dies":
+            await asyncio.to_thread(sentinel_redis.wait_for_failover)
+        promoted_s = time.monotonic() - killed_at
+        # The calls' own deadlines answer them by then (TimeoutError at the latest).
+        answers = await asyncio.wait_for(asyncio.gather(*turns), 3 * limit_s + 30)
+
+    results = [pair for turn in answers for pair in turn]
+    late = [
+        (f"{at:.2f} s", r.tool, r.status.value, r.response)
+        for at, r in results
+        if r.status is not CallStatus.SUCCESS or at > promoted_s + limit_s
+    ]
+    assert len(results) == FRESH_CALLS
+    assert not late, f"promoted at {promoted_s:.2f} s; {late}\n{worker_logs(workers)}"
+    first_s = min(at for at, _ in results)
+    report_figure(f"SIGKILL -> new master ({sent})", f"{promoted_s:.2f} s")
+    report_figure(f"SIGKILL -> first new call answered ({sent})", f"{first_s:.2f} s")
+    report_figure(
+        f"SIGKILL -> last new call answered ({sent})", f"{max(at for at, _ in results):.2f} s"
+    )
 
 
 @pytest.fixture(scope="module")

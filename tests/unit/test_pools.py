@@ -56,3 +56,51 @@ async def test_a_pools_tools_are_those_its_live_workers_registered(
     assert pools.registered("heavy", "render") and not pools.registered("heavy", "nap")
     assert not pools.registered("default", "fetch")
     assert pools.registered("old", "anything")
+
+
+async def lapse(client: fakeredis.FakeAsyncRedis, hostname: str) -> None:
+    """The worker's record expired: it could not beat (Redis away), or it died."""
+    await client.delete(KEYS.worker(hostname))
+    await client.zadd(KEYS.workers(), {hostname: time.time() - 1})
+
+
+async def test_a_pool_served_before_a_redis_outage_stays_served_for_a_grace_after_it(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """Its workers could not beat while Redis was away: their records lapsed, and come
+    back with their next beats. Until then, or the grace's end, the pool counts as served,
+    with the tools its workers had."""
+    info = {"hostname": "io@a", "pools": ["io"], "pid": 1, "started_at": 0.0, "tools": ["fetch"]}
+    await fake_redis.set(KEYS.worker("io@a"), json.dumps(info))
+    await fake_redis.zadd(KEYS.workers(), {"io@a": time.time() + 30})
+    outage_at = [float("-inf")]
+    pools = LivePools(fake_redis, KEYS, outage_grace_s=5, outage_at=lambda: outage_at[0])
+    assert await pools.served() == {"io"}
+
+    await lapse(fake_redis, "io@a")
+    outage_at[0] = time.monotonic()  # Redis was away until now
+    pools.forget()
+    assert await pools.served() == {"io"}
+    assert pools.registered("io", "fetch") and not pools.registered("io", "other")
+
+    outage_at[0] = time.monotonic() - 5  # the grace is over
+    pools.forget()
+    assert await pools.served() == frozenset()
+
+
+async def test_a_pool_found_unserved_before_an_outage_is_not_served_after_it(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """A read with Redis up found its workers gone (stopped, or dead): an outage later
+    does not bring the pool back."""
+    await beat(fake_redis, "io@a", 30)
+    outage_at = [float("-inf")]
+    pools = LivePools(fake_redis, KEYS, outage_grace_s=5, outage_at=lambda: outage_at[0])
+    assert await pools.served() == {"io"}
+    await lapse(fake_redis, "io@a")
+    pools.forget()
+    assert await pools.served() == frozenset()
+
+    outage_at[0] = time.monotonic()
+    pools.forget()
+    assert await pools.served() == frozenset()
