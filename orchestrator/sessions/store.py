@@ -11,7 +11,6 @@ import dataclasses
 import json
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from toolfleet.orchestrator.sessions.compaction import (
     stage_ttl,
 )
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.events_cache import CachedSession, EventsCache
 from toolfleet.orchestrator.sessions.fencing import Fence, Guard, GuardedWrite, write
 from toolfleet.orchestrator.sessions.leases import LeaseClaim
 from toolfleet.orchestrator.sessions.parked import ParkedTurns
@@ -56,9 +56,6 @@ return 1
 """
 _CREATE = LuaScript(_CREATE_LUA)
 
-# Parsed events of this many recently read sessions are kept in memory.
-EVENTS_CACHE_SESSIONS = 1024
-
 
 @dataclass(frozen=True)
 class StagedAppend:
@@ -82,14 +79,6 @@ class HeldAppend:
     also: Callable[[WriteBatch], None] | None = None  # commands of the caller's, with it
 
 
-@dataclass
-class _Cached:
-    app_name: str
-    user_id: str
-    events: list[Event]
-    trimmed: int = 0  # events compaction dropped before events[0]
-
-
 class SessionStore:
     """Sessions of one Redis and key prefix; keeps recently read events in memory."""
 
@@ -109,7 +98,7 @@ class SessionStore:
         self._pending = PendingCalls(keys, self._secrets)
         self.parked = ParkedTurns(client, keys, self._secrets, sealer)
         # Per recently used session: app, user and the events stored so far (as stored).
-        self._cache: OrderedDict[SessionKey, _Cached] = OrderedDict()
+        self._cache = EventsCache()
 
     async def create(
         self,
@@ -149,7 +138,7 @@ class SessionStore:
             raise SessionExistsError(
                 f"session {session_id!r} of user {user_id!r} in app {app_name!r} exists already"
             )
-        self._remember(key, _Cached(app_name, user_id, []))
+        self._cache.put(key, CachedSession(app_name, user_id, []))
 
     async def _created_at(self, key: SessionKey, created_at: float) -> bool:
         """Whether the session was created at `created_at`: by this very `create`, whose
@@ -213,11 +202,11 @@ class SessionStore:
     ) -> tuple[Session, bool]:
         app, user, session_id = session_parts(key)
         unknown = f"unknown session {session_id!r} of user {user!r} in app {app!r}"
-        cached = self._cache.pop(key, None)
+        cached = self._cache.take(key)
         if cached is None:
             if not await self._redis.exists(self._keys.session(key)):
                 raise SessionNotFoundError(unknown)
-            cached = _Cached(app, user, [])
+            cached = CachedSession(app, user, [])
         events_key, meta_key = self._keys.events(key), self._keys.session(key)
         commands = lease.commands() if lease is not None else []
         commands += [
@@ -246,13 +235,13 @@ class SessionStore:
             try:
                 lease.check(claimed)
             finally:
-                self._remember(key, cached)
+                self._cache.put(key, cached)
             if appended is None:  # held once the replicas have it (an append waited already)
                 await replicated(self._redis)
         length, raw_events, meta, session_state, user_state, app_state = replies
         exists, active, trimmed = meta[0] is not None, meta[1], int(meta[2] or 0)
         if not exists:  # expired (or deleted) since it was cached
-            self._cache.pop(key, None)
+            self._cache.drop(key)
             raise SessionNotFoundError(unknown)
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
@@ -262,7 +251,7 @@ class SessionStore:
             cached.events.clear()
             cached.trimmed, raw_events = await self._read_all(key)
         cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
-        self._remember(key, cached)
+        self._cache.put(key, cached)
         events = list(cached.events)
         session = Session(session_id, app, user, events, state, decoded(active) if active else None)
         if staged is None or appended is None or lease is None:
@@ -274,7 +263,7 @@ class SessionStore:
     def _stage_message(
         self,
         key: SessionKey,
-        cached: _Cached,
+        cached: CachedSession,
         lease: LeaseClaim,
         message: Event,
         owes_turn: bool | None,
@@ -302,11 +291,6 @@ class SessionStore:
         pipe.lrange(self._keys.events(key), 0, -1)
         trimmed, raw_events = await pipe.execute()
         return int(trimmed or 0), raw_events
-
-    def _remember(self, key: SessionKey, cached: _Cached) -> None:
-        self._cache[key] = cached
-        while len(self._cache) > EVENTS_CACHE_SESSIONS:
-            self._cache.popitem(last=False)  # least recently used
 
     async def set_active_agent(
         self, key: SessionKey, agent_name: str, *, fence: Fence | None = None
@@ -464,14 +448,14 @@ class SessionStore:
                 if replies[done.reply_index] == len(cached.events) + 1:
                     cached.events.append(done.stored)  # what the next read would parse
                 else:
-                    del self._cache[key]  # written elsewhere meanwhile: read it all
+                    self._cache.drop(key)  # written elsewhere meanwhile: read it all
                     cached = None
             if not done.in_memory:
                 _apply(done.session, done.event)
         if cached is not None:
             await self._compact(key, cached, fence)
 
-    async def _compact(self, key: SessionKey, cached: _Cached, fence: Fence | None) -> None:
+    async def _compact(self, key: SessionKey, cached: CachedSession, fence: Fence | None) -> None:
         """Drop the oldest whole turns once the history is over its bound. Read from the
         cache, which is the stored list here; Redis cuts only if nobody cut meanwhile."""
         cut = keep_from(cached.events, self.limits.max_events)
@@ -481,7 +465,7 @@ class SessionStore:
             del cached.events[:cut]
             cached.trimmed += cut
         else:
-            self._cache.pop(key, None)  # someone else cut: read it all next time
+            self._cache.drop(key)  # someone else cut: read it all next time
 
     def _state_hash(self, session: Session, key: str) -> str:
         if key.startswith(APP_PREFIX):
