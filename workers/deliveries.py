@@ -72,13 +72,14 @@ class DeliveryGuard:
         return int(count), bool(is_closed)
 
     def count_all(
-        self, deliveries: Sequence[tuple[ToolCall, int, str]]
+        self, deliveries: Sequence[tuple[ToolCall, int, str, bool]]
     ) -> list[tuple[int, bool] | Exception]:
-        """`count` for many deliveries (call, retries, worker) in one round trip: an io
-        worker's taken batch. A delivery whose count failed gets its error instead; a
-        connection error is raised."""
+        """`count` for many deliveries (call, retries, worker, redelivered) in one round
+        trip: an io worker's taken batch. A delivery whose count failed gets its error
+        instead; a connection error is raised."""
         runs = [
-            (4, *self._args(call, retries, worker, False)) for call, retries, worker in deliveries
+            (4, *self._args(call, retries, worker, redelivered))
+            for call, retries, worker, redelivered in deliveries
         ]
         return [
             reply if isinstance(reply, Exception) else (int(reply[0]), bool(reply[1]))

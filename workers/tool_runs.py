@@ -405,16 +405,18 @@ def _in_spans(spans: Sequence[Span | None]) -> Iterator[None]:
 
 
 def _count_all(guard: DeliveryGuard, entries: list[_Opened]) -> list[tuple[int, bool] | Exception]:
-    """The delivery counts of opened calls. A lone call is counted as `DeliveryGuard.count`
-    counts it: its redelivery flag read, with the counts other threads of this process make
-    at the same moment; a batch (an io worker's, off the Redis broker: no first delivery
-    claims its call there) in one round trip of its own."""
+    """The delivery counts of opened calls, each with its redelivery flag (with claims, a
+    first delivery claims its call). A lone call is counted as `DeliveryGuard.count`
+    counts it, with the counts other threads of this process make at the same moment; a
+    batch (an io worker's) in one round trip of its own."""
     if len(entries) == 1:
         ((_, _, admitted),) = entries
         retries = admitted.attempt - 1
         redelivered = admitted.redelivered
         return [guard.count(admitted.envelope, retries, admitted.worker, redelivered=redelivered)]
-    return guard.count_all([(a.envelope, a.attempt - 1, a.worker) for *_, a in entries])
+    return guard.count_all(
+        [(a.envelope, a.attempt - 1, a.worker, a.redelivered) for *_, a in entries]
+    )
 
 
 def _post_all(reporter: ResultReporter, entries: list[_Posting]) -> list[str | Exception]:

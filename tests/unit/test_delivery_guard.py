@@ -65,10 +65,24 @@ def test_a_batch_is_counted_in_one_round_trip_as_one_by_one_counts_would_be(
     client.set(KEYS.closed(S, "c2"), 1)
     guard.count(call("c1"), 0)
     pipelines = counted_pipelines(client)
-    counts = guard.count_all([(call("c1"), 0, "w"), (call("c2"), 0, "w"), (call("c1"), 1, "w")])
+    counts = guard.count_all(
+        [(call("c1"), 0, "w", False), (call("c2"), 0, "w", False), (call("c1"), 1, "w", False)]
+    )
     assert counts == [(2, False), (1, True), (1, False)]
     assert len(pipelines) == 1
     assert set(client.hkeys(KEYS.running(S))) == {b"c1", b"c2"}  # who runs them, as `count`
+
+
+def test_in_a_batch_with_claims_a_redelivery_is_counted_and_a_second_first_one_is_not(
+    client: fakeredis.FakeRedis,
+) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3, claims=True)
+    counts = guard.count_all(
+        [(call("c1"), 0, "w", False), (call("c1"), 0, "w", False), (call("c1"), 0, "w", True)]
+    )
+    # The first claims the attempt; a copy of it (published twice) counts as closed; a
+    # redelivery (its worker died) is counted and runs.
+    assert counts == [(1, False), (0, True), (2, False)]
 
 
 def test_a_delivery_whose_count_failed_gets_its_error_and_the_others_their_counts(
@@ -76,7 +90,9 @@ def test_a_delivery_whose_count_failed_gets_its_error_and_the_others_their_count
 ) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
     client.set(KEYS.deliveries("c2", 0), "not a number")
-    counts = guard.count_all([(call("c1"), 0, "w"), (call("c2"), 0, "w"), (call("c3"), 0, "w")])
+    counts = guard.count_all(
+        [(call("c1"), 0, "w", False), (call("c2"), 0, "w", False), (call("c3"), 0, "w", False)]
+    )
     assert counts[0] == (1, False) and counts[2] == (1, False)
     assert isinstance(counts[1], redis.ResponseError)
 
