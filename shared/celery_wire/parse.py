@@ -1,11 +1,12 @@
 """A Celery task message (protocol 2) read back: from kombu's Redis-transport envelope,
-or from the message Celery's consumer received."""
+from a RabbitMQ delivery, or from the message Celery's consumer received."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -85,23 +86,70 @@ def decode(raw: bytes | str) -> TaskMessage:
         headers = envelope["headers"]
         properties = envelope["properties"]
         body = _body(envelope, properties)
-        if envelope.get("content-type", "application/json") != "application/json":
-            raise MalformedMessage(f"content type {envelope.get('content-type')!r} is not JSON")
-        _measure(body, "its body")
-        args, kwargs, _embed = json.loads(body)
-        return TaskMessage(
-            tag=str(properties["delivery_tag"]),
-            task=str(headers["task"]),
-            task_id=str(headers["id"]),
-            args=list(args),
-            kwargs=dict(kwargs),
-            headers=dict(headers),
-            properties=dict(properties),
-        )
+        content_type = envelope.get("content-type", "application/json")
+        tag = str(properties["delivery_tag"])
+        return _task_message(tag, content_type, headers, properties, body)
     except MalformedMessage:
         raise
     except (ValueError, KeyError, TypeError) as exc:  # json, base64, shape
         raise MalformedMessage(f"not a Celery protocol 2 task message: {exc!r}") from exc
+
+
+def decode_delivery(
+    tag: str,
+    body: bytes | str,
+    headers: Mapping[str, Any] | None,
+    properties: Mapping[str, Any],
+    delivery_info: Mapping[str, Any],
+) -> TaskMessage:
+    """The task message of a RabbitMQ delivery (its body, application headers, basic
+    properties and delivery info, as py-amqp reads them), acknowledged by `tag`. Its
+    delivery info is what Celery's request makes of a delivery: the exchange, routing
+    key, priority and redelivered flag.
+
+    Raises MalformedMessage saying what is wrong."""
+    try:
+        content_type = properties.get("content_type", "application/json")
+        delivered = {
+            "correlation_id": properties.get("correlation_id"),
+            "reply_to": properties.get("reply_to"),
+            "priority": properties.get("priority"),
+            "delivery_mode": properties.get("delivery_mode"),
+            "delivery_info": {
+                "exchange": delivery_info.get("exchange"),
+                "routing_key": delivery_info.get("routing_key"),
+                "priority": properties.get("priority"),
+                "redelivered": bool(delivery_info.get("redelivered")),
+            },
+        }
+        return _task_message(tag, content_type, dict(headers or {}), delivered, body)
+    except MalformedMessage:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:  # json, shape
+        raise MalformedMessage(f"not a Celery protocol 2 task message: {exc!r}") from exc
+
+
+def _task_message(
+    tag: str,
+    content_type: object,
+    headers: dict[str, Any],
+    properties: dict[str, Any],
+    body: bytes | str,
+) -> TaskMessage:
+    """The message of a protocol 2 `body` (JSON [args, kwargs, embed]) and its `headers`."""
+    if content_type != "application/json":
+        raise MalformedMessage(f"content type {content_type!r} is not JSON")
+    _measure(body, "its body")
+    args, kwargs, _embed = json.loads(body)
+    return TaskMessage(
+        tag=tag,
+        task=str(headers["task"]),
+        task_id=str(headers["id"]),
+        args=list(args),
+        kwargs=dict(kwargs),
+        headers=dict(headers),
+        properties=dict(properties),
+    )
 
 
 def _measure(text: str | bytes, what: str) -> None:

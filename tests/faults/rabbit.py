@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from urllib.parse import unquote, urlparse
 
 import pytest
 
 from bench.rabbit import own_vhost, rabbit_missing, rabbitmqctl
 
-__all__ = ["rabbit_vhost", "rabbitmqctl", "require_rabbit"]
+__all__ = ["close_connections", "rabbit_vhost", "rabbitmqctl", "require_rabbit"]
 
 
 def require_rabbit() -> None:
@@ -33,3 +34,14 @@ def rabbit_vhost() -> Iterator[str]:
     require_rabbit()
     with own_vhost("toolfleet-test") as url:
         yield url
+
+
+def vhost_of(url: str) -> str:
+    """The vhost of an amqp:// URL."""
+    return unquote(urlparse(url).path.removeprefix("/")) or "/"
+
+
+def close_connections(url: str) -> None:
+    """Close every client connection to the vhost of `url` (RabbitMQ's side: as a broker
+    restart does to them, the broker's other vhosts untouched)."""
+    rabbitmqctl("close_all_connections", "-p", vhost_of(url), "closed by a toolfleet test")

@@ -10,20 +10,26 @@ there, except under CI=true.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import uuid
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio as aioredis
+from kombu import Connection, Exchange, Queue
 
 from tests.faults import probe
 from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
-from tests.faults.rabbit import rabbit_vhost, rabbitmqctl
+from tests.faults.io_pool_tools import started_key
+from tests.faults.rabbit import close_connections, rabbit_vhost, rabbitmqctl
 from tests.faults.servers import RedisServer
-from tests.faults.test_io_pools import agent_of, one_turn
+from tests.faults.test_io_intake import deliveries, successor
+from tests.faults.test_io_pools import WIDE, agent_of, one_turn
 from tests.faults.test_worker_faults import (
     PATIENT_GRACE_S,
     next_start,
@@ -38,7 +44,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.fleet import outbox
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.queues import amqp_queue_states, broker_queue_states
-from toolfleet.orchestrator.loop.invocation import CallsDispatched
+from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name, session_key
@@ -263,8 +269,8 @@ async def test_an_io_worker_on_rabbitmq_runs_a_wave_of_200_async_calls_at_once(
     assert {r.worker for r in results} == {worker.hostname}
     # All 200 were taken within one prefetch window and waited for each other.
     assert all(r.response == {"met": True} for r in results), results[:3]
-    # Celery's consumer took them: the intake reads Redis lists only.
-    assert "Celery's consumer takes them" in worker.log()
+    # The intake took them, over its own connection, in batches.
+    assert f"intake: taking {queue_name(settings.default_io_pool)}" in worker.log()
     spread = max(r.started_at for r in results) - min(r.started_at for r in results)
     report_figure("first start -> last start (200 calls, one io process)", f"{spread:.2f} s")
     # Turn after turn, the worker keeps taking calls: its pool threads' task events fill
@@ -274,3 +280,100 @@ async def test_an_io_worker_on_rabbitmq_runs_a_wave_of_200_async_calls_at_once(
         wave = uuid.uuid4().hex
         later = await one_turn(settings, agent_of(*[Call("io_meet", {"wave": wave, "n": 40})] * 40))
         assert [r.status for r in later] == [CallStatus.SUCCESS] * 40, (turn, later[:3])
+
+
+@contextlib.contextmanager
+def task_events(url: str) -> Iterator[Callable[[], dict[str, set[tuple[str, str]]]]]:
+    """The task events published on the vhost of `url` from now on, to Celery's event
+    exchange, which Flower reads: a function giving those so far, (task id, hostname)
+    by type."""
+    events: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    with Connection(url) as connection:
+        exchange = Exchange("celeryev", type="topic")  # as Celery declares it
+        queue = Queue(f"tap-{uuid.uuid4().hex}", exchange, "task.#", exclusive=True)
+        bound = queue(connection.default_channel)
+        bound.declare()
+
+        def received() -> dict[str, set[tuple[str, str]]]:
+            while (message := bound.get(no_ack=True)) is not None:
+                body = message.decode()
+                for event in body if isinstance(body, list) else [body]:  # a batch, or one
+                    events[event["type"]].add((event["uuid"], event["hostname"]))
+            return events
+
+        yield received
+
+
+async def test_an_io_worker_killed_holding_a_batch_of_unacked_calls_has_each_answered_once(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, report_figure: Report
+) -> None:
+    victim = workers.start(["io"], name="io-victim")
+    agent = agent_of(*[Call("io_hang_once", {})] * 100)
+    started = started_key(settings.key_prefix, "io_hang_once")
+    async with running(patient(settings).model_copy(update=WIDE), agent, "go") as run:
+        await until(lambda: client.llen(started) >= 100, "100 calls to start", 15)
+        victim.kill()  # SIGKILL: its connection drops
+        # All 100 were taken and none acknowledged: RabbitMQ has them all back at once.
+        broker, pool = settings.require_broker_url(), settings.default_io_pool
+        await until(lambda: amqp_queue_states(broker, [pool])[0].waiting == 100, "100 back", 10)
+        first = [json.loads(e) for e in client.lrange(started, 0, -1)]
+        assert {e["execution"] for e in first} == {1} and len(first) == 100
+        survivor = await asyncio.to_thread(workers.start, ["io"], None, "io-survivor")
+        await run.finish()
+        call_ids = [e["call_id"] for e in first]
+        for call_id in call_ids:
+            ((_, result),) = run.finished(call_id)  # exactly one result reached the loop
+            assert result.status is CallStatus.SUCCESS, result
+            assert result.worker == survivor.hostname
+            # Redelivered, it is no duplicate of a first delivery: counted and run again.
+            assert result.response == {"execution": 2}
+            assert await run.responses(call_id) == [result.response]
+            assert run.model_saw(call_id) == [result.response]
+    assert all(probe.executions(client, settings.key_prefix, c) == 2 for c in call_ids)
+    report_figure("calls redelivered from the killed io worker, each answered once", 100)
+
+
+async def test_an_io_workers_connection_closed_under_it_reconnects_and_each_call_is_answered(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    worker = workers.start(["io"])
+    agent = agent_of(*[Call("io_counted_nap", {"seconds": 1.0})] * 40)
+    executions = f"{settings.key_prefix}:probe:executions:*"
+    async with running(patient(settings).model_copy(update=WIDE), agent, "go") as run:
+        await until(lambda: len(client.keys(executions)) == 40, "40 calls to start", 10)
+        # Every connection of the vhost: the intake's, Celery's consumer's, the relay's.
+        await asyncio.to_thread(close_connections, settings.require_broker_url())
+        await run.finish()
+        results = [u.result for _, u in run.updates if isinstance(u, CallFinished)]
+        assert len(results) == len({r.call_id for r in results}) == 40
+        for result in results:
+            assert result.status is CallStatus.SUCCESS, result
+            assert await run.responses(result.call_id) == [result.response]
+    await until(lambda: "connected to RabbitMQ again" in worker.log(), "the reconnection", 10)
+    assert worker.alive()
+    # Taken back with the connection while it ran, each call came back to the worker as
+    # a copy that waited for the run in progress, found the call answered and did not run.
+    runs = [probe.executions(client, settings.key_prefix, r.call_id) for r in results]
+    assert runs == [1] * 40, runs
+    assert [deliveries(settings, client, r.call_id) for r in results] == [2] * 40
+    # The intake takes calls on its new connection, acknowledges each, and Flower hears
+    # of each on a new connection too.
+    with task_events(settings.require_broker_url()) as events:
+        later = await one_turn(settings, agent_of(*[Call("io_nap", {"seconds": 0.1})] * 10))
+        assert [r.status for r in later] == [CallStatus.SUCCESS] * 10
+        assert {r.worker for r in later} == {worker.hostname}
+
+        def told() -> bool:  # of each of the 10 (the copies that waited end meanwhile)
+            received = events()["task-received"]
+            return len(received) == 10 and received <= events()["task-succeeded"]
+
+        await asyncio.to_thread(wait_for, told, 10, "Flower's task events")
+        assert events()["task-received"] <= events()["task-started"]
+        assert {host for _, host in events()["task-received"]} == {worker.hostname}
+    # A warm shutdown lets the calls run again on the new connection finish: then the
+    # worker holds nothing unacknowledged, and none is delivered again.
+    worker.request_stop()
+    await asyncio.to_thread(worker.wait_stopped, 10.0)
+    counted = [deliveries(settings, client, r.call_id) for r in [*results, *later]]
+    await successor(settings, workers)
+    assert [deliveries(settings, client, r.call_id) for r in [*results, *later]] == counted

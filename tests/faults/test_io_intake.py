@@ -1,9 +1,10 @@
-"""The io workers' intake on real workers and a real Redis: the broker layout it keeps,
-what it does with messages it cannot run, retries, a warm shutdown, and the way back to
-Celery's consumer.
+"""The io workers' intake on real workers, a real Redis and a real RabbitMQ: the broker
+layout it keeps on Redis, what it does with messages it cannot run, retries, a warm
+shutdown, and the way back to Celery's consumer, with the tool queues on each broker.
 
-Each test module has a Redis server of its own (tests.faults.conftest), so the broker's
-shared keys (kombu's unacknowledged set, the queues) hold only this module's messages.
+Each test module has a Redis server of its own (tests.faults.conftest) and a RabbitMQ
+vhost of its own, so the broker's shared keys (kombu's unacknowledged set, the queues)
+hold only this module's messages.
 """
 
 from __future__ import annotations
@@ -12,26 +13,31 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+import amqp
 import pytest
 import redis
+from kombu import Connection
 from kombu.transport.redis import Channel
 
 from tests.faults import probe
 from tests.faults.conftest import fault_settings
+from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_pools import agent_of, one_turn
 from tests.faults.test_worker_faults import running
 from tests.support import until
-from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.models.offline import Call
 from toolfleet.shared.celery_wire.parse import decode
+from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
 from toolfleet.shared.celery_wire.redis_queue import BrokerQueue
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import queue_name
+from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.messages import CallStatus, ToolCall
 
 pytestmark = pytest.mark.integration
@@ -39,11 +45,67 @@ pytestmark = pytest.mark.integration
 IO_QUEUE = queue_name("io")
 
 
+@pytest.fixture(scope="module")
+def rabbit() -> Iterator[str]:
+    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
+    with rabbit_vhost() as url:
+        yield url
+
+
+@pytest.fixture(params=["redis", "amqp"])
+def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
+    """The fault rig's settings, the tool queues on Redis or on RabbitMQ."""
+    broker = None if request.param == "redis" else str(request.getfixturevalue("rabbit"))
+    return fault_settings(redis_server.url(), broker_url=broker)
+
+
 @pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
+def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_server.url())
     yield client
     client.close()
+
+
+def push(settings: Settings, client: redis.Redis, raws: Sequence[bytes | str]) -> None:
+    """Put `raws` on the io queue as they are: items of its Redis list, or the bodies of
+    messages on its RabbitMQ queue."""
+    if not settings.broker_is_amqp:
+        client.lpush(IO_QUEUE, *raws)
+        return
+    with Connection(settings.require_broker_url()) as connection:
+        channel: Any = connection.channel()
+        for raw in raws:
+            body = raw.encode() if isinstance(raw, str) else raw
+            message = amqp.Message(body, content_type="application/json")
+            channel.basic_publish(message, exchange="", routing_key=IO_QUEUE)
+
+
+def publish(settings: Settings, client: redis.Redis, envelopes: Sequence[str]) -> None:
+    """Send task messages built as the orchestrator builds them, as it sends them: onto
+    the Redis list, or through the outbox relay's publisher to RabbitMQ."""
+    if not settings.broker_is_amqp:
+        client.lpush(IO_QUEUE, *envelopes)
+        return
+    publisher = AmqpPublisher(settings.require_broker_url())
+    try:
+        publisher.publish(envelopes)
+    finally:
+        publisher.close()
+
+
+async def successor(settings: Settings, workers: WorkerGroup) -> WorkerProcess:
+    """On RabbitMQ, once the io worker is gone (RabbitMQ took back at once what it held
+    unacknowledged): a new io worker, after it answered a call. What was taken back is
+    delivered before that call, so the new worker has taken all of it by then."""
+    after = await asyncio.to_thread(workers.start, ["io"])
+    results = await one_turn(settings, agent_of(Call("io_nap", {"seconds": 0})))
+    assert [(r.status, r.worker) for r in results] == [(CallStatus.SUCCESS, after.hostname)]
+    return after
+
+
+def deliveries(settings: Settings, client: redis.Redis, call_id: str) -> int:
+    """How many times the broker delivered the call's first attempt to a worker."""
+    return int(client.get(Keys(settings.key_prefix).deliveries(call_id, 0)) or 0)
 
 
 def envelope(
@@ -71,8 +133,9 @@ def tag(raw: str) -> str:
 
 
 def test_a_take_records_each_message_as_kombu_does_so_kombus_sweep_restores_it(
-    settings: Settings, client: redis.Redis
+    redis_server: RedisServer, client: redis.Redis
 ) -> None:
+    settings = fault_settings(redis_server.url())
     queue = f"tools.take-{uuid.uuid4().hex[:8]}"
     good = [envelope(settings, "io_nap", {"seconds": 0}, queue) for _ in range(3)]
     client.lpush(queue, *good, "not json at all")  # the oldest is taken first
@@ -103,20 +166,26 @@ async def test_messages_it_cannot_run_are_dropped_and_logged_and_the_calls_besid
 ) -> None:
     worker = workers.start(["io"])
     not_a_task = json.dumps({"body": "e30=", "headers": {}, "properties": {"delivery_tag": "t1"}})
-    unknown = envelope(settings, "no_such_tool")
-    client.lpush(IO_QUEUE, b"\xff not json", not_a_task, unknown)
+    push(settings, client, [b"\xff not json", not_a_task])
+    publish(settings, client, [envelope(settings, "no_such_tool")])
 
     results = await one_turn(settings, agent_of(*[Call("io_nap", {"seconds": 0.1})] * 5))
 
     assert len(results) == 5 and all(r.status is CallStatus.SUCCESS for r in results)
-    # Each was taken, dropped and acknowledged: nothing is left to redeliver.
-    await until(lambda: client.hlen(Channel.unacked_key) == 0, "the acks", 5)
-    assert client.llen(IO_QUEUE) == 0
     log = worker.log()
-    assert "dropped a message that is not kombu's JSON" in log
     assert "dropped a malformed message: not a Celery protocol 2 task message" in log
     assert "received a message of unregistered task 'tool.no_such_tool'" in log
     assert worker.alive()
+    # Each was taken, dropped and acknowledged: nothing is left to deliver again.
+    if settings.broker_is_amqp:
+        worker.kill()
+        after = await successor(settings, workers)
+        assert "dropped a" not in after.log()
+        assert "received a message of unregistered task" not in after.log()
+    else:
+        assert "dropped a message that is not kombu's JSON" in log
+        await until(lambda: client.hlen(Channel.unacked_key) == 0, "the acks", 5)
+        assert client.llen(IO_QUEUE) == 0
 
 
 async def test_a_transient_error_is_retried_on_the_io_pool_and_each_call_answered_once(
@@ -151,17 +220,22 @@ async def test_a_warm_shutdown_finishes_the_calls_in_flight_and_leaves_nothing_t
     assert worker.process.returncode == 0
     assert len(results) == 20
     assert all(r.status is CallStatus.SUCCESS and r.response == {"execution": 1} for r in results)
-    assert client.zcard(Channel.unacked_index_key) == 0  # every one was acknowledged
-    assert client.llen(IO_QUEUE) == 0
+    # Every one was acknowledged: none is delivered again.
+    if settings.broker_is_amqp:
+        await successor(settings, workers)
+        assert [deliveries(settings, client, r.call_id) for r in results] == [1] * 20
+    else:
+        assert client.zcard(Channel.unacked_index_key) == 0
+        assert client.llen(IO_QUEUE) == 0
 
 
 async def test_with_the_intake_off_celerys_consumer_takes_the_io_queue(
-    redis_server: RedisServer,
+    settings: Settings,
 ) -> None:
-    settings = fault_settings(redis_server.url(), io_intake=False)
-    with WorkerGroup(settings) as group:
+    consumer = settings.model_copy(update={"io_intake": False})
+    with WorkerGroup(consumer) as group:
         worker = group.start(["io"])
-        results = await one_turn(settings, agent_of(*[Call("io_nap", {"seconds": 0.1})] * 3))
+        results = await one_turn(consumer, agent_of(*[Call("io_nap", {"seconds": 0.1})] * 3))
         assert [r.status for r in results] == [CallStatus.SUCCESS] * 3
         assert {r.worker for r in results} == {worker.hostname}
         assert "intake: taking" not in worker.log()

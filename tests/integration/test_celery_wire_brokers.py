@@ -23,7 +23,7 @@ from tests.faults.rabbit import rabbit_vhost
 from toolfleet.shared.celery_config import amqp_broker_config
 from toolfleet.shared.celery_wire.build import TaskMessageBuilder
 from toolfleet.shared.celery_wire.layout import UNACKED_INDEX_KEY, UNACKED_KEY
-from toolfleet.shared.celery_wire.parse import decode
+from toolfleet.shared.celery_wire.parse import decode, decode_delivery
 from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
 from toolfleet.shared.celery_wire.redis_queue import BrokerQueue, ack, restore
 from toolfleet.shared.celery_wire.transport import broker_transport
@@ -174,3 +174,42 @@ def test_the_message_our_relay_publishes_to_rabbitmq_is_the_one_celery_publishes
     assert json.loads(mine.body) == json.loads(theirs.body)
     assert (mine.delivery_info["exchange"], mine.delivery_info["routing_key"]) == ("", queue)
     assert received.payload[:2] == [[], CALL] and received.headers["task"] == TASK
+
+
+def test_ours_reads_a_redelivery_from_rabbitmq_as_celerys_request_reads_it(
+    settings: Settings,
+) -> None:
+    with rabbit_vhost() as url:
+        queue = "tools.wire"
+        publisher = AmqpPublisher(url)
+        publisher.publish([built(queue)])  # as the outbox relay publishes a call
+        publisher.close()
+        app = celery_app(**amqp_broker_config(settings.model_copy(update={"broker_url": url})))
+        try:
+            with Connection(url) as connection:
+                channel: Any = connection.channel()
+                first = channel.basic_get(queue, no_ack=False)
+                assert first is not None and first.delivery_info["redelivered"] is False
+                channel.basic_reject(first.delivery_tag, requeue=True)  # as a dead worker's
+                again = channel.basic_get(queue, no_ack=True)
+                assert again is not None
+                theirs = Request(
+                    channel.message_to_python(again),
+                    app=app,
+                    hostname="w@test",
+                    task=app.tasks[TASK],
+                )
+                channel.close()
+        finally:
+            app.close()
+    ours = decode_delivery("1:2", again.body, again.headers, again.properties, again.delivery_info)
+    assert (ours.tag, ours.task, ours.task_id) == ("1:2", TASK, theirs.id)
+    assert (ours.args, ours.kwargs) == (theirs.args, theirs.kwargs) == ([], CALL)
+    assert (ours.argsrepr, ours.kwargsrepr) == (theirs.argsrepr, theirs.kwargsrepr)
+    assert ours.headers[TRACEPARENT] == theirs.request_dict[TRACEPARENT] == PARENT
+    # The request's delivery info, redelivered flag included (the first delivery's claim
+    # is skipped for a redelivery).
+    assert ours.delivery_info == theirs.delivery_info
+    assert ours.delivery_info["redelivered"] is True
+    assert ours.delivery_info["routing_key"] == queue
+    assert ours.properties["correlation_id"] == theirs.correlation_id == theirs.id

@@ -24,7 +24,7 @@ from redis.retry import Retry
 
 from tests.support import LocalTool, counted_pipelines
 from tests.unit.test_delivery_guard import KEYS, guarded_deps
-from toolfleet.shared.celery_wire.parse import decode
+from toolfleet.shared.celery_wire.parse import decode, decode_delivery
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
@@ -35,7 +35,7 @@ from toolfleet.workers.deliveries import _COUNT as COUNT
 from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.executor import Outcome
 from toolfleet.workers.intake.gathering import Gatherer
-from toolfleet.workers.intake.runner import MessageRunner
+from toolfleet.workers.intake.runner import MessageRequest, MessageRunner
 from toolfleet.workers.tool_runs import Admitted, ToolRuns
 
 S = session_key("app", "u", "s")
@@ -245,6 +245,33 @@ def test_a_lone_redelivery_is_counted_where_a_second_first_delivery_is_a_duplica
     assert runs.admit(first, envelope("c")) is not None
     assert runs.admit(first, envelope("c")) is None  # published twice: the copy is closed
     assert runs.admit(again, envelope("c")) is not None
+    assert client.get(KEYS.deliveries("c", 0)) == b"2"
+
+
+def test_in_a_batch_a_redelivery_is_counted_where_a_second_first_delivery_is_a_duplicate(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """An io worker's batch off RabbitMQ: each message's redelivered flag, read from its
+    delivery into the request the intake makes, reaches its count."""
+    guard = DeliveryGuard(client, KEYS, SETTINGS.max_deliveries, claims=True)
+    deps = replace(guarded_deps(client, SETTINGS), deliveries=guard)
+    runs = ToolRuns(fetch_runs(client).tool, deps, 60.0, "io")
+
+    def delivered(tag: str, redelivered: bool) -> MessageRequest:
+        body = json.dumps([[], {"call": envelope("c")}, {}])
+        headers = {"task": "tool.fetch", "id": "task", "retries": 0}
+        info = {"exchange": "", "routing_key": "tools.io", "redelivered": redelivered}
+        message = decode_delivery(tag, body, headers, {"priority": 0}, info)
+        return MessageRequest(message, "io@host")
+
+    first, copy, again = delivered("1:1", False), delivered("1:2", False), delivered("2:1", True)
+    batch = [(runs, request, envelope("c")) for request in (first, copy, again)]
+    admissions = ToolRuns.admit_all(batch)
+
+    assert admissions[0][0] is not None  # the first delivery claims the call
+    assert admissions[1] == (None, None)  # published twice: the copy is closed
+    redelivery = admissions[2][0]  # its worker died: counted and run
+    assert redelivery is not None and redelivery.redelivered
     assert client.get(KEYS.deliveries("c", 0)) == b"2"
 
 

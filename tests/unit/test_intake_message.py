@@ -10,9 +10,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from toolfleet.shared.celery_wire.layout import priority_lists
-from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode, tag_of
+from toolfleet.shared.celery_wire.parse import (
+    MalformedMessage,
+    TaskMessage,
+    decode,
+    decode_delivery,
+    tag_of,
+)
 from toolfleet.workers.intake.broker import supports_intake
 from toolfleet.workers.intake.eta import EtaQueue
+from toolfleet.workers.intake.in_flight import InFlight
 from toolfleet.workers.intake.intake import Slots
 
 
@@ -133,3 +140,52 @@ def test_the_intake_needs_redis_6_2_for_its_non_popping_wait(version: str, suppo
             return {"redis_version": version}
 
     assert supports_intake(Server()) is supported  # type: ignore[arg-type]
+
+
+def delivery(
+    body: bytes, *, retries: int = 0, content_type: str = "application/json"
+) -> TaskMessage:
+    """A RabbitMQ delivery of task-1 (as py-amqp reads it: body, application headers,
+    basic properties and delivery info), redelivered."""
+    headers = {"task": "tool.nap", "id": "task-1", "retries": retries}
+    properties = {"content_type": content_type, "correlation_id": "task-1", "priority": 0}
+    info = {"exchange": "", "routing_key": "tools.io", "redelivered": True, "delivery_tag": 7}
+    return decode_delivery("1:7", body, headers, properties, info)
+
+
+def test_a_rabbitmq_delivery_decodes_with_the_delivery_info_of_celerys_request() -> None:
+    decoded = delivery(json.dumps([[], {"call": {"call_id": "c1"}}, {}]).encode())
+    assert (decoded.tag, decoded.task, decoded.task_id) == ("1:7", "tool.nap", "task-1")
+    assert decoded.kwargs == {"call": {"call_id": "c1"}} and decoded.retries == 0
+    assert decoded.delivery_info == {
+        "exchange": "",
+        "routing_key": "tools.io",
+        "priority": 0,
+        "redelivered": True,  # a redelivery is counted, not claimed as a first delivery
+    }
+    assert decoded.properties["correlation_id"] == "task-1"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "why"),
+    [
+        (b"\xff not json", "application/json", "not a Celery protocol 2 task message"),
+        (b"[[], {}]", "application/json", "not a Celery protocol 2 task message"),
+        (b"[[], {}, {}]", "application/x-python-serialize", "is not JSON"),
+    ],
+)
+def test_a_malformed_delivery_says_what_is_wrong(body: bytes, content_type: str, why: str) -> None:
+    with pytest.raises(MalformedMessage, match=why):
+        delivery(body, content_type=content_type)
+
+
+def test_a_copy_of_a_running_message_waits_for_it_and_a_retry_does_not() -> None:
+    body = json.dumps([[], {}, {}]).encode()
+    first, copy, retry = delivery(body), delivery(body), delivery(body, retries=1)
+    in_flight = InFlight()
+    assert in_flight.enter(first)
+    assert not in_flight.enter(copy)  # delivered again while the first runs
+    assert in_flight.enter(retry)  # another attempt: a message of its own
+    assert in_flight.leave(first) == [copy]
+    assert in_flight.enter(copy)  # runs now, alone
+    assert in_flight.leave(copy) == [] and in_flight.leave(retry) == []

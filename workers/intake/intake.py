@@ -3,25 +3,23 @@ on a thread of its own, up to the worker's concurrency."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-import redis
 from celery import Celery
-from celery.events.dispatcher import EventDispatcher
 
 from toolfleet.shared.celery_wire.consumer import TASK_EVENTS_PERIOD_S
-from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode, tag_of
-from toolfleet.shared.celery_wire.redis_queue import BrokerQueue
+from toolfleet.shared.celery_wire.parse import TaskMessage
 from toolfleet.shared.gc_policy import freeze_startup_heap
-from toolfleet.shared.outages import resilient_client
-from toolfleet.workers.intake.broker import Acks
 from toolfleet.workers.intake.eta import EtaQueue
+from toolfleet.workers.intake.events import TaskEvents
+from toolfleet.workers.intake.in_flight import InFlight
 from toolfleet.workers.intake.runner import MessageRunner
-from toolfleet.workers.intake.sweep import Sweeper
+from toolfleet.workers.intake.source import Source, Taken, Taker
 
 log = logging.getLogger(__name__)
 
@@ -63,23 +61,20 @@ class Slots:
 
 
 class Intake:
-    """Takes `queues` for worker `hostname` of `app`, running `concurrency` calls at once,
-    the calls of sync tools on at most `threads` threads."""
+    """Takes the messages of `source` for worker `hostname` of `app`, running
+    `concurrency` calls at once, the calls of sync tools on at most `threads` threads."""
 
     def __init__(
         self,
         app: Celery,
-        url: str,
-        queues: Sequence[str],
+        source: Source,
         hostname: str,
         concurrency: int,
         *,
         threads: int,
         send_events: bool,
-        restore_interval_s: float,
     ) -> None:
-        self.queues = list(queues)
-        self._client = resilient_client(url)
+        self._source = source
         self._slots = Slots(concurrency)
         # A thread per running call for sync tools, up to `threads`: the others wait here
         # for one. Coroutine calls hold none, so `concurrency` may be in the thousands; they
@@ -90,46 +85,38 @@ class Intake:
         self._steps = ThreadPoolExecutor(
             min(STEP_THREADS, concurrency), thread_name_prefix="toolfleet-step"
         )
-        self._acks = Acks(self._client)
-        self._sweeper = Sweeper(app, restore_interval_s)
-        self._events: EventDispatcher | None = None
-        if send_events:
-            self._events = app.events.Dispatcher(
-                app.connection_for_write(),
-                hostname=hostname,
-                groups=["task"],
-                buffer_group=["task"],
-                buffer_limit=10_000,  # flushed every TASK_EVENTS_PERIOD_S, not by size
-            )
+        self._events = TaskEvents(app, hostname) if send_events else None
         self._stopping = threading.Event()
+        self._in_flight = InFlight()
         self._runner = MessageRunner(
             app,
             hostname,
-            ack=self._acks.ack,
+            ack=source.ack,
             events=self._events,
             submit=self._submit,
         )
         self._eta = EtaQueue(lambda message: self._run_due([message]))
         self._threads = [
-            threading.Thread(target=self._take, args=(q,), name=f"toolfleet-take-{q}", daemon=True)
-            for q in self.queues
+            threading.Thread(
+                target=self._take, args=(taker,), name=f"toolfleet-take-{taker.name}", daemon=True
+            )
+            for taker in source.takers
         ]
         self._threads.append(
             threading.Thread(target=self._send_events, name="toolfleet-task-events", daemon=True)
         )
 
     def start(self) -> None:
-        """Start taking messages (a thread per queue), acking, sweeping and sending events."""
+        """Start taking messages (a thread per taker), acking and sending events."""
         freeze_startup_heap()
-        self._acks.start()
-        self._sweeper.start()
+        self._source.start()
         self._eta.start()
         for thread in self._threads:
             thread.start()
         log.info(
             "intake: taking %s in batches of up to %d, %d calls at once (sync tools' on %d "
             "threads)",
-            ", ".join(self.queues),
+            ", ".join(taker.name for taker in self._source.takers),
             BATCH,
             self._slots.total,
             self.threads,
@@ -137,62 +124,48 @@ class Intake:
 
     def stop(self, *, wait: bool) -> None:
         """Take no more messages; with `wait`, let the running calls finish first (a warm
-        shutdown). Messages of calls still running stay unacknowledged: the broker's sweep
-        redelivers them to another worker."""
+        shutdown). Messages of calls still running stay unacknowledged: the broker
+        delivers them again, to another worker."""
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self._source.stop_taking()
         for thread in self._threads:
             thread.join()
         for message in self._eta.stop():  # never ran: another worker runs it at its ETA
-            self._sweeper.requeue(message.tag)
+            self._source.requeue(message.tag)
             self._slots.release()
         if wait:  # coroutine calls hold no thread: wait for their slots, not the threads
             self._slots.wait_idle()
         self._steps.shutdown(wait=wait)
         self._calls.shutdown(wait=wait)
-        self._acks.stop()
-        self._sweeper.stop()
+        self._source.stop()
         if self._events is not None:
-            self._events.flush()
             self._events.close()
 
-    def _take(self, name: str) -> None:
-        queue = BrokerQueue(self._client, name)
+    def _take(self, taker: Taker) -> None:
         while not self._stopping.is_set():
             reserved = self._slots.reserve(BATCH, WAIT_S)
             if not reserved:
                 continue
-            try:
-                batch = queue.take(reserved)
-            except redis.RedisError:
-                self._slots.release(reserved)
-                log.warning("taking messages from %s failed; trying again", name, exc_info=True)
-                self._stopping.wait(WAIT_S)
-                continue
-            for raw in batch.malformed:
-                log.error("dropped a message that is not kombu's JSON from %s: %r", name, raw[:200])
-            started = self._start(batch.messages)
+            taken = taker.take(reserved)
+            started = self._start(taken)
             self._slots.release(reserved - started)
-            if not batch.messages and not batch.malformed:
-                self._wait(queue)
+            if not taken:
+                taker.wait(WAIT_S)
 
-    def _wait(self, queue: BrokerQueue) -> None:
-        try:
-            queue.wait(WAIT_S)
-        except redis.RedisError:
-            log.warning("waiting on %s failed; trying again", queue.queue, exc_info=True)
-            self._stopping.wait(WAIT_S)
-
-    def _start(self, raws: Sequence[bytes]) -> int:
-        """Start running the messages in `raws`, each on a slot reserved for it; how many
-        started. One that is malformed or cannot start is dropped, logged and acknowledged
-        (running it again would not help)."""
+    def _start(self, taken: Taken) -> int:
+        """Start running the messages `taken`, each on a slot reserved for it; how many
+        started. One that cannot run is dropped, logged and acknowledged (running it
+        again would not help)."""
+        for dropped in taken.dropped:
+            log.error("dropped %s (starts %r)", dropped.reason, dropped.raw[:200])
+            if dropped.tag is not None:
+                self._source.ack(dropped.tag)
         due: list[TaskMessage] = []
         started = 0
-        for raw in raws:
-            message = self._receive(raw)
-            if message is None:
+        for message in taken.messages:
+            if not self._receive(message):
                 continue
             started += 1
             eta = message.eta()
@@ -203,27 +176,28 @@ class Intake:
         self._run_due(due)
         return started
 
-    def _receive(self, raw: bytes) -> TaskMessage | None:
-        """The message in `raw`, Flower told it was received; or None: it was dropped."""
+    def _receive(self, message: TaskMessage) -> bool:
+        """Tell Flower `message` was received; False: it could not be, and was dropped."""
         try:
-            message = decode(raw)
             self._runner.received(message)
-            return message
-        except MalformedMessage as exc:
-            log.error("dropped a malformed message: %s (starts %r)", exc, raw[:200])
+            return True
         except Exception:
-            log.exception("dropped a message that could not start (starts %r)", raw[:200])
-        tag = tag_of(raw)
-        if tag is not None:
-            self._acks.ack(tag)
-        return None
+            log.exception("dropped a message that could not start (task %s)", message.task_id)
+        self._source.ack(message.tag)
+        return False
 
     def _run_due(self, messages: Sequence[TaskMessage]) -> None:
         """Run messages due now: their coroutine calls together on a step thread, each
-        sync tool's call on a thread of its own."""
+        sync tool's call on a thread of its own. One the broker took back meanwhile (its
+        connection dropped) is left to its next delivery; a copy of one running here
+        waits for it to end."""
         coroutines: list[TaskMessage] = []
         for message in messages:
-            if self._runner.holds_no_thread(message):
+            if not self._source.holds(message.tag):
+                self._slots.release()
+            elif not self._in_flight.enter(message):
+                continue  # it runs once the copy running now has ended
+            elif self._runner.holds_no_thread(message):
                 coroutines.append(message)
             else:
                 self._calls.submit(self._run, [message])
@@ -232,7 +206,7 @@ class Intake:
 
     def _run(self, messages: list[TaskMessage]) -> None:
         """Run messages on this intake thread; the slot of each is free once it has ended."""
-        runs = [(message, self._slot_release()) for message in messages]
+        runs = [(message, self._ended(message)) for message in messages]
         try:
             self._runner.run(runs)
         except BaseException:
@@ -240,13 +214,18 @@ class Intake:
             for _, done in runs:
                 done()
 
-    def _slot_release(self) -> Callable[[], None]:
-        """What frees one slot, once, even if called again."""
+    def _ended(self, message: TaskMessage) -> Callable[[], None]:
+        """What ends `message`'s run, once, even if called again: its slot is free, and
+        the copies of it that waited run."""
         once = threading.Lock()
 
         def done() -> None:
             if once.acquire(blocking=False):
                 self._slots.release()
+                copies = self._in_flight.leave(message)
+                if copies:
+                    with contextlib.suppress(RuntimeError):  # a cold shutdown's: given back
+                        self._run_due(copies)
 
         return done
 
@@ -261,7 +240,4 @@ class Intake:
         while not self._stopping.wait(TASK_EVENTS_PERIOD_S):
             if self._events is None:
                 return
-            try:
-                self._events.flush()
-            except Exception:
-                log.warning("sending task events failed", exc_info=True)
+            self._events.flush()

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from celery import Celery, Task
-from celery.events.dispatcher import EventDispatcher
 from celery.exceptions import Retry
 from celery.signals import task_unknown
 from celery.utils.saferepr import saferepr
@@ -29,6 +28,7 @@ from toolfleet.shared.celery_wire.parse import TaskMessage
 from toolfleet.shared.celery_wire.worker import run_as_request
 from toolfleet.shared.tracing import TRACEPARENT
 from toolfleet.workers.executor import Outcome
+from toolfleet.workers.intake.events import TaskEvents
 from toolfleet.workers.intake.gathering import Gatherer
 from toolfleet.workers.tool_runs import (
     TOOL_RUNS,
@@ -58,7 +58,7 @@ class MessageRunner:
     hostname: str
     ack: Callable[[str], None]
     submit: Submit
-    events: EventDispatcher | None
+    events: TaskEvents | None
     _ended: Gatherer[_Ended] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -245,12 +245,14 @@ class _Ended:
 
 
 class MessageRequest:
-    """What admitting a call reads of its task's request, read from its message."""
+    """What admitting a call reads of its task's request, read from its message (its
+    delivery info carries RabbitMQ's redelivered flag)."""
 
     def __init__(self, message: TaskMessage, hostname: str) -> None:
         self.id = message.task_id
         self.retries = message.retries
         self.hostname = hostname
+        self.delivery_info = message.delivery_info
         setattr(self, TRACEPARENT, message.headers.get(TRACEPARENT))
 
 

@@ -3,7 +3,9 @@
 Celery's consumer still runs beside it, for everything but those queues: remote control
 (the stop command, Flower's inspections), worker events and heartbeats. The step takes
 over a worker's queues when the worker runs Celery's threads pool (how io pools run) and
-the queues are io pools'; a prefork worker keeps Celery's consumer.
+the queues are io pools'; a prefork worker keeps Celery's consumer. The intake takes
+them from Redis lists, or over a RabbitMQ connection of its own when the tool queues are
+on RabbitMQ.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from toolfleet.shared.keys import QUEUE_PREFIX
 from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.pool_kinds import CELERY_POOL
 from toolfleet.workers.heartbeat import INTAKE_QUEUES, celery_pool_name
+from toolfleet.workers.intake.amqp_source import AmqpSource
 from toolfleet.workers.intake.broker import MIN_REDIS, supports_intake
 from toolfleet.workers.intake.intake import Intake
+from toolfleet.workers.intake.redis_source import RedisSource
+from toolfleet.workers.intake.source import Source
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +42,20 @@ def intake_queues(consumer: Any, settings: Settings) -> list[str]:
     ]
 
 
+def _source(parent: Any, settings: Settings, queues: list[Any], concurrency: int) -> Source:
+    """Where the intake of consumer `parent` takes `queues` (Celery's declarations of
+    them) from: RabbitMQ, with a prefetch window of the worker's `concurrency`, or Redis."""
+    if settings.broker_is_amqp:
+        name = f"toolfleet intake {parent.hostname}"
+        return AmqpSource(parent.app, queues, concurrency, name)
+    url = settings.require_redis_url()
+    return RedisSource(parent.app, url, [q.name for q in queues], settings.restore_interval_s)
+
+
 def _server_supports_intake(settings: Settings) -> bool:
+    """Whether the broker serves the intake: RabbitMQ does; Redis from MIN_REDIS on."""
+    if settings.broker_is_amqp:
+        return True
     client = resilient_client(settings.require_redis_url())
     try:
         if supports_intake(client):
@@ -65,31 +83,23 @@ def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
 
         def start(self, parent: Any) -> None:
             queues = intake_queues(parent, settings)
-            if queues and settings.broker_is_amqp:
-                log.info(
-                    "the io queues %s are on RabbitMQ: Celery's consumer takes them "
-                    "(prefetch window of the pool's concurrency); the batched intake reads "
-                    "Redis lists only",
-                    ", ".join(queues),
-                )
-                queues = []
             if queues and self.intake is None and not _server_supports_intake(settings):
                 queues = []  # Celery's consumer keeps them
+            declared = [q for q in parent.task_consumer.queues if q.name in queues]
             for name in queues:  # again after a reconnection, which consumes them anew
                 parent.task_consumer.cancel_by_queue(name)
             setattr(parent, INTAKE_QUEUES, queues)
             if not queues or self.intake is not None:
                 return
             dispatcher = getattr(parent, "event_dispatcher", None)
+            concurrency = int(parent.controller.concurrency)
             self.intake = Intake(
                 parent.app,
-                settings.require_redis_url(),
-                queues,
+                _source(parent, settings, declared, concurrency),
                 parent.hostname,
-                int(parent.controller.concurrency),
+                concurrency,
                 threads=settings.io_threads,
                 send_events=bool(dispatcher is not None and dispatcher.enabled),
-                restore_interval_s=settings.restore_interval_s,
             )
             self.intake.start()
 

@@ -1,0 +1,112 @@
+"""The intake's source on Redis: kombu's lists, a taker per queue, acks in batches and
+the broker's sweep (shared.celery_wire.redis_queue keeps kombu's layout)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import redis
+from celery import Celery
+
+from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode, tag_of
+from toolfleet.shared.celery_wire.redis_queue import BrokerQueue
+from toolfleet.shared.outages import resilient_client
+from toolfleet.workers.intake.broker import Acks
+from toolfleet.workers.intake.source import Dropped, Taken, Taker
+from toolfleet.workers.intake.sweep import Sweeper
+
+log = logging.getLogger(__name__)
+
+
+class RedisTaker:
+    """Takes one queue's messages in batches, with one script call per take."""
+
+    def __init__(self, client: redis.Redis, queue: str, stopping: threading.Event) -> None:
+        self.name = queue
+        self._queue = BrokerQueue(client, queue)
+        self._stopping = stopping
+
+    def take(self, limit: int) -> Taken:
+        """Up to `limit` messages, each recorded as kombu's unacknowledged now."""
+        try:
+            batch = self._queue.take(limit)
+        except redis.RedisError:
+            log.warning("taking messages from %s failed; trying again", self.name, exc_info=True)
+            return Taken()
+        taken = Taken()
+        for raw in batch.malformed:
+            reason = f"a message that is not kombu's JSON from {self.name}"
+            taken.dropped.append(Dropped(reason, raw, None))
+        for raw in batch.messages:
+            message = _read(raw, taken)
+            if message is not None:
+                taken.messages.append(message)
+        return taken
+
+    def wait(self, timeout_s: float) -> None:
+        """Block until the queue has a message, or `timeout_s` passes."""
+        try:
+            self._queue.wait(max(1, round(timeout_s)))
+        except redis.RedisError:
+            log.warning("waiting on %s failed; trying again", self.name, exc_info=True)
+            self._stopping.wait(timeout_s)
+
+
+def _read(raw: bytes, taken: Taken) -> TaskMessage | None:
+    """The message in `raw`; or None, `raw` added to what `taken` dropped."""
+    try:
+        return decode(raw)
+    except MalformedMessage as exc:
+        taken.dropped.append(Dropped(f"a malformed message: {exc}", raw, tag_of(raw)))
+    except Exception as exc:
+        reason = f"a message that could not be read: {exc!r}"
+        taken.dropped.append(Dropped(reason, raw, tag_of(raw)))
+    return None
+
+
+class RedisSource:
+    """`queues` on the Redis at `url`, swept every `restore_interval_s` for the messages
+    of workers that died (kombu's sweep, as Celery's consumer runs it)."""
+
+    def __init__(
+        self, app: Celery, url: str, queues: Sequence[str], restore_interval_s: float
+    ) -> None:
+        self._client = resilient_client(url)
+        self._stopping = threading.Event()
+        self._takers: list[Taker] = [RedisTaker(self._client, q, self._stopping) for q in queues]
+        self._acks = Acks(self._client)
+        self._sweeper = Sweeper(app, restore_interval_s)
+
+    @property
+    def takers(self) -> list[Taker]:
+        """A taker per queue."""
+        return self._takers
+
+    def start(self) -> None:
+        """Start acknowledging and sweeping."""
+        self._acks.start()
+        self._sweeper.start()
+
+    def ack(self, tag: str) -> None:
+        """Acknowledge `tag` with the others of the next few milliseconds."""
+        self._acks.ack(tag)
+
+    def requeue(self, tag: str) -> None:
+        """Put the taken message `tag` back on its queue, where it is taken next."""
+        self._sweeper.requeue(tag)
+
+    def holds(self, tag: str) -> bool:
+        """Always: only the sweep takes a message back, past the visibility timeout."""
+        return True
+
+    def stop_taking(self) -> None:
+        """Nothing is received before it is taken here."""
+        self._stopping.set()
+
+    def stop(self) -> None:
+        """Send the acks made so far, stop sweeping."""
+        self._stopping.set()
+        self._acks.stop()
+        self._sweeper.stop()
