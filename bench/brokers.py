@@ -11,9 +11,9 @@ the sides:
 - throughput: no-op calls per second through `CeleryFleet.run` from concurrent
   sessions, against raw Celery's client keeping as many calls in flight on the same
   broker (bench.overhead);
-- io fan-out: one turn of k calls of a 1 s async tool on the io worker (on RabbitMQ
-  Celery's own consumer takes its queue: the batched intake reads Redis lists), against
-  `asyncio.gather` of the same coroutines in this process (bench.io_pools).
+- io fan-out: one turn of k calls of a 1 s async tool on the io worker (its batched
+  intake takes its queue on either broker), against `asyncio.gather` of the same
+  coroutines in this process (bench.io_pools).
 """
 
 from __future__ import annotations
@@ -231,8 +231,10 @@ def notes(ctx: Context) -> list[str]:
         f"{sizes.brokers_sessions} `apply_async()` in flight (waits for the oldest with "
         "`.get()`, sends one more).",
         f"Turns: the whole Runner invocation of k calls, median of {sizes.brokers_rounds}; "
-        "on Redis the io worker takes its messages with the batched intake, on RabbitMQ "
-        "with Celery's own consumer (its threads pool, a prefetch window of its "
-        "concurrency, one ack per message). Gather: the k coroutines in this process.",
+        "the io worker takes its messages with the batched intake on both: from Redis "
+        "lists by a script call per batch, and from RabbitMQ over a connection of its own "
+        "(a prefetch window of its concurrency, acks a few milliseconds' worth at a time, "
+        "a multiple ack over each run of finished deliveries). Gather: the k coroutines "
+        "in this process.",
         "÷ on Redis: the toolfleet value over the same measure's on Redis.",
     ]
