@@ -16,6 +16,12 @@ A wait that times out (no replica connected, or one far behind) logs a warning a
 acknowledges all the same: the fleet goes on with the guarantee of a single Redis and
 says so. Until enough replicas are connected again (ROLE lists them, one round trip per
 write), writes are acknowledged at once rather than each waiting out the timeout.
+
+A script the server does not know (NOSCRIPT: a master just promoted, or restarted) ran
+nothing, and is sent again with its text: a new write, which waits for the replicas in
+turn - unless the wait sent with the first try fell short and ROLE still lists too few,
+when it is acknowledged at once like any write then. Each process's first script after a
+failover so waits out the timeout once, not twice.
 """
 
 from __future__ import annotations
@@ -72,12 +78,17 @@ class Replication:
         """`script.run_all`, answered once the replicas have its writes. The wait goes in
         the same pipeline: a retry after a lost connection (a failover) sends both again
         to the new master, and toolfleet's scripts apply once however often they are sent."""
-        if not self._waits(lambda: client.execute_command("ROLE")):  # type: ignore[no-untyped-call]
+
+        def role() -> Any:
+            return client.execute_command("ROLE")  # type: ignore[no-untyped-call]
+
+        if not self._waits(role):
             return script.run_all(client, calls)
         replies = self._send_sync(client, [("EVALSHA", script.sha, *c) for c in calls])
         unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if unknown:  # nothing of those ran: send them again with the text
-            again = self._send_sync(client, [("EVAL", script.text, *calls[i]) for i in unknown])
+            texts = [("EVAL", script.text, *calls[i]) for i in unknown]
+            again = self._send_sync(client, texts, wait=self._waits(role))
             for i, reply in zip(unknown, again, strict=True):
                 replies[i] = reply
         return replies
@@ -91,24 +102,20 @@ class Replication:
 
     async def run(self, client: aioredis.Redis, script: LuaScript, numkeys: int, *args: Any) -> Any:
         """`script.run`, answered once the replicas have its writes (see `run_all_sync`)."""
-        if not self.waits or (
-            self._short and _connected(await client.execute_command("ROLE")) < self.replicas  # type: ignore[no-untyped-call]
-        ):
+        if not await self._waits_async(client):
             return await script.run(client, numkeys, *args)
         (reply,) = await self._send(client, [("EVALSHA", script.sha, numkeys, *args)])
         if isinstance(reply, NoScriptError):
-            (reply,) = await self._send(client, [("EVAL", script.text, numkeys, *args)])
+            text = ("EVAL", script.text, numkeys, *args)
+            (reply,) = await self._send(client, [text], wait=await self._waits_async(client))
         if isinstance(reply, Exception):
             raise reply
         return reply
 
     async def wait(self, client: aioredis.Redis) -> None:
         """Return once the replicas have every write made so far (or the timeout)."""
-        if not self.waits or (
-            self._short and _connected(await client.execute_command("ROLE")) < self.replicas  # type: ignore[no-untyped-call]
-        ):
-            return
-        await self._send(client, [])
+        if await self._waits_async(client):
+            await self._send(client, [])
 
     @property
     def waits(self) -> bool:
@@ -120,22 +127,40 @@ class Replication:
         connected after a wait fell short (each write would wait out the timeout)."""
         return self.waits and (not self._short or _connected(role()) >= self.replicas)
 
-    def _send_sync(self, client: redis.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:
+    async def _waits_async(self, client: aioredis.Redis) -> bool:
+        """`_waits`, asking ROLE through an asyncio client."""
+        if not self.waits:
+            return False
+        if not self._short:
+            return True
+        return _connected(await client.execute_command("ROLE")) >= self.replicas  # type: ignore[no-untyped-call]
+
+    def _send_sync(
+        self, client: redis.Redis, commands: list[tuple[Any, ...]], *, wait: bool = True
+    ) -> list[Any]:
+        """The replies of `commands`, sent in one pipeline with the barrier (`wait`)."""
+        barrier = self.commands() if wait else []
         pipe = client.pipeline(transaction=False)
-        for command in [*commands, *self.commands()]:
+        for command in [*commands, *barrier]:
             pipe.execute_command(*command)  # type: ignore[no-untyped-call]
         replies: list[Any] = pipe.execute(raise_on_error=False)
-        self._check(replies[-1])
+        if wait:
+            self._check(replies[-1])
         return replies[: len(commands)]
 
-    async def _send(self, client: aioredis.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:
+    async def _send(
+        self, client: aioredis.Redis, commands: list[tuple[Any, ...]], *, wait: bool = True
+    ) -> list[Any]:
+        """`_send_sync` for an asyncio client."""
         # A pipeline with WAIT goes on a pooled connection of an auto-pipelined client:
         # WAIT blocks its connection, and the shared one must not wait.
+        barrier = self.commands() if wait else []
         pipe = client.pipeline(transaction=False)
-        for command in [*commands, *self.commands()]:
+        for command in [*commands, *barrier]:
             pipe.execute_command(*command)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
-        self._check(replies[-1])
+        if wait:
+            self._check(replies[-1])
         return replies[: len(commands)]
 
     def _check(self, acked: Any) -> None:
