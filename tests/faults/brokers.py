@@ -1,9 +1,9 @@
 """The broker a fault test's tool queues are on - Redis lists or RabbitMQ queues - and
 what a test reads of it or sends through it, the same way on both.
 
-A module that runs on both brokers parametrizes its `settings` fixture over BROKERS
-with `broker_url(request)`, from a module-scoped `rabbit` vhost fixture of its own;
-REDIS_ONLY and AMQP_ONLY narrow one test to one broker.
+A module marked ON_EACH_BROKER runs each test that takes the fault rig's `settings`
+once per broker (tests/faults/conftest.py: the amqp runs on a vhost of the module's
+own); REDIS_ONLY and AMQP_ONLY narrow one test to one broker.
 
 On Redis (kombu's Redis transport) a message waits on a list, and once delivered sits
 in kombu's unacked hash until acknowledged; a dead worker's unacknowledged messages go
@@ -41,9 +41,10 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.tools import FunctionTool
 
-BROKERS = ["redis", "amqp"]
-REDIS_ONLY = pytest.mark.parametrize("settings", ["redis"], indirect=True)
-AMQP_ONLY = pytest.mark.parametrize("settings", ["amqp"], indirect=True)
+BROKERS = ("redis", "amqp")
+ON_EACH_BROKER = pytest.mark.brokers(*BROKERS)
+REDIS_ONLY = pytest.mark.brokers("redis")
+AMQP_ONLY = pytest.mark.brokers("amqp")
 
 # RabbitMQ redelivers a dead worker's unacknowledged messages when it sees the worker's
 # connection drop: at once for a killed process (its kernel closes the socket). This
@@ -51,14 +52,6 @@ AMQP_ONLY = pytest.mark.parametrize("settings", ["amqp"], indirect=True)
 AMQP_REDELIVERY_S = 1.0
 # How long a passive declare may wait for RabbitMQ.
 AMQP_TIMEOUT_S = 5.0
-
-
-def broker_url(request: pytest.FixtureRequest) -> str | None:
-    """The broker of a `settings` fixture parametrized over BROKERS: None (the tool
-    queues on Redis) or the module's `rabbit` vhost."""
-    if request.param == "redis":
-        return None
-    return str(request.getfixturevalue("rabbit"))
 
 
 @dataclass(frozen=True)

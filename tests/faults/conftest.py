@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from _pytest.terminal import TerminalReporter
 
+from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.shared.auth import new_credential_key
@@ -59,10 +60,28 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def rabbit() -> Iterator[str]:
+    """A vhost of the module's own on the local RabbitMQ (its tests on the amqp broker)."""
+    with rabbit_vhost() as url:
+        yield url
+
+
 @pytest.fixture
-def settings(redis_server: RedisServer) -> Settings:
-    """Fresh key prefix per test (keys are left for the module's server to drop)."""
-    return fault_settings(redis_server.url())
+def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
+    """Fresh key prefix per test (keys are left for the module's server to drop); the
+    tool queues on Redis, or on the module's RabbitMQ vhost for a test marked to run on
+    the amqp broker (tests.faults.brokers)."""
+    broker = getattr(request, "param", "redis")
+    url = None if broker == "redis" else str(request.getfixturevalue("rabbit"))
+    return fault_settings(redis_server.url(), broker_url=url)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test (or module) marked `brokers(...)` runs once per broker named."""
+    marker = metafunc.definition.get_closest_marker("brokers")
+    if marker is not None and "settings" in metafunc.fixturenames:
+        metafunc.parametrize("settings", marker.args, indirect=True)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from tests.faults import probe
+from tests.faults.brokers import ON_EACH_BROKER
 from tests.faults.conftest import fault_settings
 from tests.faults.exactly_once_tools import (
     case_opener,
@@ -29,7 +30,6 @@ from tests.faults.exactly_once_tools import (
     ticketing,
 )
 from tests.faults.input_tools import gate_key
-from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from tests.faults.test_orchestrator_faults import call_ids, response_ids, toolfleet
 from tests.support import until
@@ -58,22 +58,10 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.keys import Keys, SessionKey, queue_name, session_key
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
+pytestmark = ON_EACH_BROKER
+
 Figure = Callable[[str, object], None]
 INTERRUPTED = "tests.faults.exactly_once_tools:interrupted"
-
-
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[str]:
-    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
-    with rabbit_vhost() as url:
-        yield url
-
-
-@pytest.fixture(params=["redis", "amqp"])
-def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
-    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
-    broker = None if request.param == "redis" else str(request.getfixturevalue("rabbit"))
-    return fault_settings(redis_server.url(), broker_url=broker)
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from kombu import Connection
 from kombu.transport.redis import Channel
 
 from tests.faults import probe
+from tests.faults.brokers import ON_EACH_BROKER
 from tests.faults.conftest import fault_settings
-from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_pools import agent_of, one_turn
 from tests.faults.test_worker_faults import running
@@ -40,23 +40,9 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.messages import CallStatus, ToolCall
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, ON_EACH_BROKER]
 
 IO_QUEUE = queue_name("io")
-
-
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[str]:
-    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
-    with rabbit_vhost() as url:
-        yield url
-
-
-@pytest.fixture(params=["redis", "amqp"])
-def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
-    """The fault rig's settings, the tool queues on Redis or on RabbitMQ."""
-    broker = None if request.param == "redis" else str(request.getfixturevalue("rabbit"))
-    return fault_settings(redis_server.url(), broker_url=broker)
 
 
 @pytest.fixture

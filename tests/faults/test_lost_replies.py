@@ -24,12 +24,9 @@ import redis
 from google.genai import types
 
 from tests.faults import probe
-from tests.faults.brokers import AMQP_ONLY, BROKERS, REDIS_ONLY, Broker, SentCopies, broker_url
-from tests.faults.conftest import fault_settings
+from tests.faults.brokers import AMQP_ONLY, ON_EACH_BROKER, REDIS_ONLY, Broker, SentCopies
 from tests.faults.fault_tools import step, three_steps
-from tests.faults.rabbit import rabbit_vhost
 from tests.faults.reply_loss import ReplyLosingProxy, reply_losing_proxy
-from tests.faults.servers import RedisServer
 from tests.faults.test_exactly_once import stored_events
 from tests.faults.test_orchestrator_faults import call_ids, response_ids
 from tests.support import tool_call
@@ -51,20 +48,9 @@ from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import CallStatus, PendingCall
 from toolfleet.shared.outages import sync_retry
 
+pytestmark = ON_EACH_BROKER
+
 FENCED, GUARDED = _FENCED.sha.encode(), _GUARDED.sha.encode()
-
-
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[str]:
-    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
-    with rabbit_vhost() as url:
-        yield url
-
-
-@pytest.fixture(params=BROKERS)
-def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
-    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
-    return fault_settings(redis_server.url(), broker_url=broker_url(request))
 
 
 @pytest.fixture

@@ -23,11 +23,8 @@ import pytest
 import redis
 
 from tests.faults import probe
-from tests.faults.brokers import BROKERS, REDIS_ONLY, broker_url
-from tests.faults.conftest import fault_settings
+from tests.faults.brokers import ON_EACH_BROKER, REDIS_ONLY
 from tests.faults.fault_tools import ANSWERING_MARK_ENV, three_steps
-from tests.faults.rabbit import rabbit_vhost
-from tests.faults.servers import RedisServer
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.runner import Runner
@@ -36,22 +33,11 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import SessionError
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 
+pytestmark = ON_EACH_BROKER
+
 AGENT = "tests.faults.fault_tools:three_steps"
 
 Figure = Callable[[str, object], None]
-
-
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[str]:
-    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
-    with rabbit_vhost() as url:
-        yield url
-
-
-@pytest.fixture(params=BROKERS)
-def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
-    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
-    return fault_settings(redis_server.url(), broker_url=broker_url(request))
 
 
 def toolfleet_env(settings: Settings) -> dict[str, str]:

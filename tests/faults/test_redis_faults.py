@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 import redis
 
 from tests.faults import probe
-from tests.faults.brokers import BROKERS, Broker, broker_url
-from tests.faults.conftest import fault_settings
+from tests.faults.brokers import ON_EACH_BROKER, Broker
 from tests.faults.fault_tools import three_steps
-from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
@@ -28,23 +25,12 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, session_key
 
+pytestmark = ON_EACH_BROKER
+
 SESSIONS = 4  # x 3 calls; 6 worker slots run every slow call at once, and one more turn's
 # The result grace of the turn begun just after the restart: its call waits out the
 # broker's recovery (on Redis, Celery's consumer retries its lost connection 2 s later).
 NEXT_TURN_GRACE_S = 10.0
-
-
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[str]:
-    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
-    with rabbit_vhost() as url:
-        yield url
-
-
-@pytest.fixture(params=BROKERS)
-def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
-    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
-    return fault_settings(redis_server.url(), broker_url=broker_url(request))
 
 
 async def test_a_redis_restart_mid_turn_loses_no_call(

@@ -24,10 +24,7 @@ import redis
 import redis.asyncio as aioredis
 
 from tests.faults import probe
-from tests.faults.brokers import BROKERS, REDIS_ONLY, Broker, broker_url, publishing
-from tests.faults.conftest import fault_settings
-from tests.faults.rabbit import rabbit_vhost
-from tests.faults.servers import RedisServer
+from tests.faults.brokers import ON_EACH_BROKER, REDIS_ONLY, Broker, publishing
 from tests.faults.worker_fault_tools import (
     OVERRUN_LIMIT_S,
     fault_agent,
@@ -47,7 +44,7 @@ from toolfleet.shared.discovery import load_definitions
 from toolfleet.shared.keys import Keys, SessionKey, queue_name, session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, ON_EACH_BROKER]
 
 Report = Callable[[str, object], None]
 
@@ -65,19 +62,6 @@ CHILD_KILL_LIMIT_S = 8.0
 # sweep interval, from the delivery): it leaves no room for timer lateness, the
 # redelivery and the rerun.
 RECOVERY_SLACK_S = 2.0
-
-
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[str]:
-    """A vhost of this module's own on the local RabbitMQ (the amqp runs)."""
-    with rabbit_vhost() as url:
-        yield url
-
-
-@pytest.fixture(params=BROKERS)
-def settings(request: pytest.FixtureRequest, redis_server: RedisServer) -> Settings:
-    """The fault rig's settings, the tool queues on Redis or on RabbitMQ (the outbox)."""
-    return fault_settings(redis_server.url(), broker_url=broker_url(request))
 
 
 @pytest.fixture
