@@ -16,6 +16,16 @@ whose frames the consumer's event loop reads too (for heartbeats): the confirm c
 read there, the pool thread then waited forever holding the dispatcher's lock, and every
 other thread's event, the timed flush included, waited behind it: the worker took no
 more calls.
+
+It also tries the broker again sooner once it lost it. Celery's consumer leaves kombu's
+schedule as it is (tries 2, 6, 12, 20, 30, 42 s after the loss: each wait 2 s longer, up
+to 30 s), and Celery's settings cannot change it (kombu's interval transport options
+reach only its other retries): a worker whose Redis came back, or whose Sentinel had
+promoted a replica, sat idle until its next try - about 10 s after a promotion with
+Sentinel's default down-after-milliseconds (30 s), up to 30 s in a long outage. Here
+it tries RECONNECT_START_S after the loss, then each wait RECONNECT_STEP_S longer, up
+to RECONNECT_MAX_S: it takes calls again at most that long after the broker is back,
+for one connection attempt per try.
 """
 
 from __future__ import annotations
@@ -24,15 +34,23 @@ import logging
 import math
 from collections.abc import Callable
 from time import monotonic
+from typing import Any
 
 from celery.events.dispatcher import EventDispatcher
 from celery.worker.consumer import Consumer as CeleryConsumer
+from kombu import Connection
 from kombu.asynchronous import Hub
 
 log = logging.getLogger(__name__)
 
 # How often buffered task events are published (an io worker's intake uses it too).
 TASK_EVENTS_PERIOD_S = 0.1
+
+# After losing the broker: the first try again, how much longer each next wait is, and the
+# longest wait between two tries (s): tries 0.5, 1.5, 3, 5, 7... s after the loss.
+RECONNECT_START_S = 0.5
+RECONNECT_STEP_S = 0.5
+RECONNECT_MAX_S = 2.0
 
 
 class Consumer(CeleryConsumer):
@@ -72,6 +90,11 @@ class Consumer(CeleryConsumer):
         self._events_flush_due = None
         self._flush_events()
 
+    def ensure_connected(self, conn: Connection) -> Connection:
+        """Celery's, trying the broker again on RECONNECT_* rather than kombu's defaults
+        (the consumer's connection and its task events' both come through here)."""
+        return super().ensure_connected(_reconnecting_sooner(conn))
+
     def stop(self) -> None:
         """Flush the buffered task events, then stop as Celery's consumer does."""
         self._flush_pending_events()
@@ -89,6 +112,21 @@ class Consumer(CeleryConsumer):
             self._flush_events()
         except Exception:
             log.warning("sending the last task events failed", exc_info=True)
+
+
+def _reconnecting_sooner(conn: Connection) -> Connection:
+    """`conn`, its `ensure_connection` retrying on RECONNECT_* unless told otherwise:
+    Celery's consumer passes no intervals to it."""
+    ensure = conn.ensure_connection
+
+    def ensure_connection(*args: Any, **kwargs: Any) -> Connection:
+        kwargs.setdefault("interval_start", RECONNECT_START_S)
+        kwargs.setdefault("interval_step", RECONNECT_STEP_S)
+        kwargs.setdefault("interval_max", RECONNECT_MAX_S)
+        return ensure(*args, **kwargs)
+
+    conn.ensure_connection = ensure_connection  # type: ignore[method-assign]
+    return conn
 
 
 def consumer_class() -> str:

@@ -29,7 +29,8 @@ pytestmark = ON_EACH_BROKER
 
 SESSIONS = 4  # x 3 calls; 6 worker slots run every slow call at once, and one more turn's
 # The result grace of the turn begun just after the restart: its call waits out the
-# broker's recovery (on Redis, Celery's consumer retries its lost connection 2 s later).
+# broker's recovery (on Redis, the worker's consumer tries its lost connection again within
+# 2 s: shared.celery_wire.consumer.RECONNECT_MAX_S).
 NEXT_TURN_GRACE_S = 10.0
 
 
