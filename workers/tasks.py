@@ -43,7 +43,9 @@ def register_job_tasks(app: Celery, jobs: dict[str, Job], completions: Completio
                 kwargs["job_context"] = context
             job.func(**kwargs)
 
-        app.task(name=found.task_name, queue=queue_name(found.pool), acks_late=True)(run_job)
+        app.task(name=found.task_name, queue=queue_name(found.pool), acks_late=True, shared=False)(
+            run_job
+        )
 
 
 def make_scheduler(app: Celery) -> JobScheduler:
@@ -73,6 +75,9 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
         acks_late=True,
         ignore_result=True,
         max_retries=tool.options.max_retries,
+        # This app's own: a shared task would be added to every Celery app made later in
+        # the process (a test's, an embedding program's) and bound there too.
+        shared=False,
     )
     task = app.task(**task_options)(run_tool)
     setattr(task, TOOL_RUNS, runs)  # an io worker's intake runs coroutine calls in two steps
