@@ -29,7 +29,7 @@ from tests.faults.io_pool_tools import started_key
 from tests.faults.rabbit import close_connections, rabbit_vhost, rabbitmqctl
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_intake import deliveries, successor
-from tests.faults.test_io_pools import WIDE, agent_of, one_turn
+from tests.faults.test_io_pools import WIDE, agent_of, assert_run_again_once, one_turn
 from tests.faults.test_worker_faults import (
     PATIENT_GRACE_S,
     next_start,
@@ -320,16 +320,9 @@ async def test_an_io_worker_killed_holding_a_batch_of_unacked_calls_has_each_ans
         assert {e["execution"] for e in first} == {1} and len(first) == 100
         survivor = await asyncio.to_thread(workers.start, ["io"], None, "io-survivor")
         await run.finish()
+        # Redelivered, each is no duplicate of a first delivery: counted and run again.
         call_ids = [e["call_id"] for e in first]
-        for call_id in call_ids:
-            ((_, result),) = run.finished(call_id)  # exactly one result reached the loop
-            assert result.status is CallStatus.SUCCESS, result
-            assert result.worker == survivor.hostname
-            # Redelivered, it is no duplicate of a first delivery: counted and run again.
-            assert result.response == {"execution": 2}
-            assert await run.responses(call_id) == [result.response]
-            assert run.model_saw(call_id) == [result.response]
-    assert all(probe.executions(client, settings.key_prefix, c) == 2 for c in call_ids)
+        await assert_run_again_once(run, client, settings.key_prefix, call_ids, survivor)
     report_figure("calls redelivered from the killed io worker, each answered once", 100)
 
 

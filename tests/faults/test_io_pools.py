@@ -28,10 +28,10 @@ from tests.faults.io_pool_tools import (
     started_key,
 )
 from tests.faults.servers import RedisServer
-from tests.faults.test_worker_faults import PATIENT_GRACE_S, patient, running
+from tests.faults.test_worker_faults import PATIENT_GRACE_S, Run, patient, running
 from tests.support import until
 from toolfleet.orchestrator.agents.agent import Agent
-from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.orchestrator.loop.invocation import CallFinished
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.celery_config import recovery_bound_s
@@ -199,17 +199,25 @@ async def test_io_worker_killed_with_100_calls_in_flight_each_is_redelivered_and
         survivor = await asyncio.to_thread(workers.start, ["io"], None, "io-survivor")
         await run.finish()
         call_ids = [e["call_id"] for e in first]
-        for call_id in call_ids:
-            ((_, result),) = run.finished(call_id)  # exactly one result reached the loop
-            assert result.status is CallStatus.SUCCESS, result
-            assert result.worker == survivor.hostname
-            assert result.response == {"execution": 2}
-            assert await run.responses(call_id) == [result.response]  # one response stored
-            assert run.model_saw(call_id) == [result.response]
-    assert all(probe.executions(client, settings.key_prefix, c) == 2 for c in call_ids)
+        await assert_run_again_once(run, client, settings.key_prefix, call_ids, survivor)
     last = max(u.result.finished_at for _, u in run.updates if isinstance(u, CallFinished))
     report_figure("calls redelivered, each answered once", len(call_ids))
     report_figure("kill -> last response", f"{last - killed_at:.2f} s (bound {bound:g} s)")
+
+
+async def assert_run_again_once(
+    run: Run, client: redis.Redis, prefix: str, call_ids: list[str], survivor: WorkerProcess
+) -> None:
+    """Each call of `call_ids`, taken by a worker that was killed, ran again on `survivor`
+    (its second execution) and reached the loop, the session and the model once."""
+    for call_id in call_ids:
+        ((_, result),) = run.finished(call_id)  # exactly one result reached the loop
+        assert result.status is CallStatus.SUCCESS, result
+        assert result.worker == survivor.hostname
+        assert result.response == {"execution": 2}
+        assert await run.responses(call_id) == [result.response]  # one response stored
+        assert run.model_saw(call_id) == [result.response]
+    assert all(probe.executions(client, prefix, c) == 2 for c in call_ids)
 
 
 def _spread(results: list[ToolResult]) -> float:
