@@ -125,6 +125,23 @@ def wait_serving(settings: Settings, workers: Sequence[WorkerProcess], timeout_s
 # Prefork children of a cpu worker started here unless its spec says otherwise.
 CPU_CONCURRENCY = 2
 
+# Settings a worker does not take from the group's: where it serves its metrics (each
+# process binds an address of its own; the environment's, if any, still passes).
+NOT_FOR_WORKERS = frozenset({"worker_metrics_bind"})
+# The settings a worker started here gets from the group's, whatever this process's
+# environment says: all of them, as a worker reads many (the Redis wait, the payload
+# limits) and runs agent tools' loops, which read the orchestrator's too.
+WORKER_SETTINGS = tuple(name for name in Settings.model_fields if name not in NOT_FOR_WORKERS)
+
+
+def setting_text(value: object) -> str:
+    """A setting's value as its TOOLFLEET_* variable says it (Settings reads it back)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return json.dumps(value)  # a list's items may hold commas
+    return str(value)
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -189,30 +206,19 @@ class WorkerGroup:
         return workers
 
     def environment(self) -> dict[str, str]:
-        """A worker process's environment: this process's, the settings as the TOOLFLEET_*
-        variables a worker reads, then `extra_env`."""
-        settings = self.settings
-        return {
-            **os.environ,
-            "TOOLFLEET_REDIS_URL": settings.require_redis_url(),
-            "TOOLFLEET_BROKER_URL": settings.broker_url or "",
-            "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
-            "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
-            "TOOLFLEET_DEFAULT_POOL": settings.default_pool,
-            "TOOLFLEET_IO_POOLS": ",".join(settings.io_pools),
-            "TOOLFLEET_DEFAULT_IO_POOL": settings.default_io_pool,
-            "TOOLFLEET_IO_INTAKE": "true" if settings.io_intake else "false",
-            "TOOLFLEET_IO_THREADS": str(settings.io_threads),
-            "TOOLFLEET_DEFAULT_TIMEOUT_S": str(settings.default_timeout_s),
-            "TOOLFLEET_WORKER_HEARTBEAT_S": str(settings.worker_heartbeat_s),
-            "TOOLFLEET_REDELIVERY_MARGIN_S": str(settings.redelivery_margin_s),
-            "TOOLFLEET_RESTORE_INTERVAL_S": str(settings.restore_interval_s),
-            "TOOLFLEET_MAX_DELIVERIES": str(settings.max_deliveries),
-            "TOOLFLEET_SECRET_ARG_NAMES": ",".join(settings.secret_arg_names),
-            "TOOLFLEET_CREDENTIAL_KEY": settings.credential_key or "",
-            "TOOLFLEET_FLEET_KEY": settings.fleet_key or "",
-            **self.extra_env,
-        }
+        """A worker process's environment: this process's, every setting a worker reads
+        as its TOOLFLEET_* variable (WORKER_SETTINGS; one that is None unset), then
+        `extra_env`."""
+        self.settings.require_redis_url()
+        env = dict(os.environ)
+        for name in WORKER_SETTINGS:
+            variable = f"TOOLFLEET_{name.upper()}"
+            value = getattr(self.settings, name)
+            if value is None:
+                env.pop(variable, None)
+            else:
+                env[variable] = setting_text(value)
+        return {**env, **self.extra_env}
 
     def _spawn(self, spec: WorkerSpec) -> WorkerProcess:
         kind = kind_of_pools(spec.pools, self.settings)
