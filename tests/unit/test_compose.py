@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import fakeredis
 import pytest
@@ -25,6 +26,7 @@ from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import load_definitions
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.redis_clients import sentinel_target
 from toolfleet.workers.names import default_worker_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,3 +287,59 @@ def test_image_runs_unprivileged_and_gets_only_the_sources() -> None:
     assert patterns[0] == "*"  # an allow-list
     allowed = {p.removeprefix("!").rstrip("/") for p in patterns if p.startswith("!")}
     assert allowed.isdisjoint({".env", ".venv", ".git", "tests", "bench"}), allowed
+
+
+def example_value(name: str) -> str:
+    """The value .env.example shows for `name` (its first line `NAME=...`, commented out
+    or not)."""
+    found = re.search(rf"^#?\s*{name}=(.*)$", ENV_EXAMPLE.read_text(), re.MULTILINE)
+    assert found is not None, f"{name} is not in .env.example"
+    return found.group(1).strip()
+
+
+def toolfleet_services(services: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = {name: s for name, s in services.items() if s.get("image") == "toolfleet:latest"}
+    assert {"worker", "worker-io", "orchestrator", "flower"} <= set(found)
+    return found
+
+
+def test_the_sentinel_profile_watches_redis_as_the_example_url_names_it(
+    services: dict[str, Any],
+) -> None:
+    sentinels = {n: s for n, s in services.items() if n.startswith("sentinel-")}
+    assert len(sentinels) == 3
+    assert all(s["profiles"] == ["sentinel"] for s in sentinels.values())
+    replica = " ".join(argv(services["redis-replica"]))
+    assert "--replicaof redis 6379" in replica and "--appendonly yes" in replica
+    for sentinel in sentinels.values():
+        config = " ".join(argv(sentinel))
+        # Two of the three must agree that the master is down.
+        assert "'sentinel monitor toolfleet redis 6379 2'" in config
+    target = sentinel_target(example_value("FLEET_REDIS_URL"))
+    assert target.service == "toolfleet"
+    assert set(target.sentinels) == {(name, 26379) for name in sentinels}
+    for name, service in toolfleet_services(services).items():
+        assert "FLEET_REDIS_URL" in service["environment"]["TOOLFLEET_REDIS_URL"], name
+
+
+def test_the_rabbitmq_profile_serves_the_broker_url_the_example_names(
+    services: dict[str, Any],
+) -> None:
+    rabbit = services["rabbitmq"]
+    assert rabbit["profiles"] == ["rabbitmq"]
+    assert rabbit["hostname"] == "rabbitmq"  # its data directory is named after it
+    assert "rabbitmq-data:/var/lib/rabbitmq" in rabbit["volumes"]
+    assert all(port.startswith("127.0.0.1:") for port in rabbit["ports"])
+    assert "rabbitmq-diagnostics" in rabbit["healthcheck"]["test"]
+    url = urlsplit(example_value("FLEET_BROKER_URL"))
+    assert (url.scheme, url.hostname, url.port) == ("amqp", "rabbitmq", 5672)
+    user = rabbit["environment"]["RABBITMQ_DEFAULT_USER"]
+    password = substitute(rabbit["environment"]["RABBITMQ_DEFAULT_PASS"])
+    assert (url.username, url.password) == (user, password)
+    assert password == example_value("RABBITMQ_PASSWORD")
+    assert Settings(broker_url=url.geturl()).broker_is_amqp
+    for name, service in toolfleet_services(services).items():
+        # Unset in .env, the tool queues stay on Redis.
+        broker = default_of(service, "TOOLFLEET_BROKER_URL")
+        assert broker == "" and not Settings(broker_url=broker).broker_is_amqp, name
+        assert "FLEET_BROKER_URL" in service["environment"]["TOOLFLEET_BROKER_URL"], name
