@@ -52,6 +52,14 @@ RECONNECT_START_S = 0.5
 RECONNECT_STEP_S = 0.5
 RECONNECT_MAX_S = 2.0
 
+# A worker event published with retries (Celery's worker heartbeats are) is tried again on
+# at most this many new connections once its own is lost; then the error reaches the
+# consumer's loop, which starts over on new connections. kombu would retry forever, and
+# where RabbitMQ had closed the connections of a worker that went silent (heartbeats), it
+# declared the events exchange on the lost channel each time: the worker, running again,
+# opened a connection every few milliseconds and took no calls.
+EVENT_PUBLISH_RETRIES = 2
+
 
 class Consumer(CeleryConsumer):
     """Celery's consumer with its buffered task events flushed every TASK_EVENTS_PERIOD_S."""
@@ -95,6 +103,12 @@ class Consumer(CeleryConsumer):
         (the consumer's connection and its task events' both come through here)."""
         return super().ensure_connected(_reconnecting_sooner(conn))
 
+    def connection_for_write(self, url: str | None = None, heartbeat: float | None = None) -> Any:
+        """Celery's (task events' connection), retrying a publish EVENT_PUBLISH_RETRIES
+        times at most."""
+        conn: Connection = super().connection_for_write(url=url, heartbeat=heartbeat)
+        return _retrying_at_most(conn, EVENT_PUBLISH_RETRIES)
+
     def stop(self) -> None:
         """Flush the buffered task events, then stop as Celery's consumer does."""
         self._flush_pending_events()
@@ -126,6 +140,20 @@ def _reconnecting_sooner(conn: Connection) -> Connection:
         return ensure(*args, **kwargs)
 
     conn.ensure_connection = ensure_connection  # type: ignore[method-assign]
+    return conn
+
+
+def _retrying_at_most(conn: Connection, retries: int) -> Connection:
+    """`conn`, its `ensure` (what publishes with retries go through) giving up after
+    `retries` new connections where its caller set no bound."""
+    ensure = conn.ensure
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("max_retries") is None:
+            kwargs["max_retries"] = retries
+        return ensure(*args, **kwargs)
+
+    conn.ensure = bounded  # type: ignore[method-assign]
     return conn
 
 

@@ -4,12 +4,14 @@ message a relay publishes (no broker needed)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from tests.support import tool_call
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS, celery_config
+from toolfleet.shared.celery_wire.consumer import EVENT_PUBLISH_RETRIES, _retrying_at_most
 from toolfleet.shared.celery_wire.rabbitmq import amqp_message
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
@@ -37,6 +39,22 @@ def test_an_amqp_broker_url_makes_quorum_queues_acked_late() -> None:
     assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
     assert config["worker_prefetch_multiplier"] == 1
     assert QUORUM_QUEUE_ARGUMENTS == {"x-queue-type": "quorum"}
+
+
+def test_an_event_published_with_retries_gives_up_after_a_few_connections() -> None:
+    class Connection:
+        def __init__(self) -> None:
+            self.policies: list[dict[str, Any]] = []
+
+        def ensure(self, *args: Any, **kwargs: Any) -> None:
+            self.policies.append(kwargs)
+
+    connection = Connection()
+    bounded = _retrying_at_most(connection, EVENT_PUBLISH_RETRIES)  # type: ignore[arg-type]
+    bounded.ensure(object(), print)  # Celery's worker heartbeats: retry, no policy
+    bounded.ensure(object(), print, max_retries=None)
+    bounded.ensure(object(), print, max_retries=5)
+    assert [p["max_retries"] for p in connection.policies] == [2, 2, 5]
 
 
 def test_a_broker_url_that_is_not_amqp_says_what_to_change() -> None:
