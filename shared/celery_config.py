@@ -95,16 +95,41 @@ def celery_config(settings: Settings, tools: list[FunctionTool]) -> dict[str, An
 QUORUM_QUEUE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum"}
 
 
+# RabbitMQ looks for data from a client once every heartbeat timeout and closes the
+# connection at the second look in a row that found none: 2 to 3 timeouts after the
+# last data it received.
+AMQP_HEARTBEAT_TIMEOUTS_TO_CLOSE = 3
+# How often Celery's consumer checks its heartbeats, per heartbeat timeout: it sends one
+# whenever it sent nothing for a third of the timeout, so RabbitMQ hears from a busy
+# worker (its calls on pool processes) well within the timeout.
+HEARTBEAT_CHECKS_PER_TIMEOUT = 3
+
+
+def amqp_lost_worker_bound_s(settings: Settings) -> float:
+    """At most this long after a worker on RabbitMQ goes silent (its process frozen, its
+    host or network lost), RabbitMQ closes its connection and delivers the calls it held
+    again: 3 heartbeat timeouts (`amqp_heartbeat_s`; less where RabbitMQ's own is lower);
+    without heartbeats, unbounded."""
+    if not settings.amqp_heartbeat_s:
+        return math.inf
+    return float(AMQP_HEARTBEAT_TIMEOUTS_TO_CLOSE * settings.amqp_heartbeat_s)
+
+
 def amqp_broker_config(settings: Settings) -> dict[str, Any]:
     """The broker settings of a worker whose tool queues are on RabbitMQ: quorum queues
     (`tools.<pool>` are made on first use as quorum ones) and publisher confirms for what
     workers publish (retries, jobs). A worker that dies holding unacked messages loses its
-    connection, and RabbitMQ redelivers them at once: no visibility timeout."""
+    connection, and RabbitMQ redelivers them at once: no visibility timeout. One that goes
+    silent keeps it open until its heartbeats lapse (`amqp_lost_worker_bound_s`)."""
     return {
         "broker_url": settings.require_broker_url(),
         "broker_use_ssl": None,
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": {"confirm_publish": True},
+        # Celery's consumer (prefork) and the io intake propose it; Celery's own 120 s
+        # would leave RabbitMQ's 60 s, past a call's default deadline.
+        "broker_heartbeat": settings.amqp_heartbeat_s,
+        "broker_heartbeat_checkrate": HEARTBEAT_CHECKS_PER_TIMEOUT,
         "task_default_queue_type": "quorum",
         "task_create_missing_queue_type": "quorum",
         "worker_detect_quorum_queues": True,

@@ -60,6 +60,19 @@ class Settings(BaseSettings):
         "`amqp://user:password@host:5672/vhost` URL puts them on RabbitMQ (quorum queues, "
         "publisher confirms); sessions, results and completions stay in Redis.",
     )
+    amqp_heartbeat_s: int = Field(
+        default=10,
+        ge=0,
+        le=65_535,
+        description="With the tool queues on RabbitMQ: the AMQP heartbeat timeout the "
+        "workers' connections and the outbox relay's propose (the lower of it and "
+        "RabbitMQ's own `heartbeat`, 60 s by default, holds). RabbitMQ closes a connection "
+        "it heard nothing on for 2 to 3 times this - a worker frozen, its host or network "
+        "lost - and delivers the calls it held to another worker: within 3 times this (30 s "
+        "by default, before a call's default deadline). Under 5 s a busy network may drop "
+        "live connections; 0 turns heartbeats off (a lost worker's calls then wait for TCP "
+        "to notice, many minutes).",
+    )
     key_prefix: str = Field(default="toolfleet", description="Prefix of every Redis key.")
     tool_modules: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

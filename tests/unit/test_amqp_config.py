@@ -4,13 +4,18 @@ message a relay publishes (no broker needed)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
 
 from tests.support import tool_call
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
-from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS, celery_config
+from toolfleet.shared.celery_config import (
+    QUORUM_QUEUE_ARGUMENTS,
+    amqp_lost_worker_bound_s,
+    celery_config,
+)
 from toolfleet.shared.celery_wire.consumer import EVENT_PUBLISH_RETRIES, _retrying_at_most
 from toolfleet.shared.celery_wire.rabbitmq import amqp_message
 from toolfleet.shared.config import Settings
@@ -39,6 +44,21 @@ def test_an_amqp_broker_url_makes_quorum_queues_acked_late() -> None:
     assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
     assert config["worker_prefetch_multiplier"] == 1
     assert QUORUM_QUEUE_ARGUMENTS == {"x-queue-type": "quorum"}
+
+
+def test_workers_propose_the_amqp_heartbeat_and_a_silent_one_is_dropped_within_3(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings(redis_url=REDIS, broker_url=AMQP)
+    assert settings.amqp_heartbeat_s == 10  # RabbitMQ's own 60 s outlasts a call's deadline
+    config = celery_config(settings, [])
+    assert config["broker_heartbeat"] == 10
+    assert config["broker_heartbeat_checkrate"] == 3  # a beat every third of it, at most
+    assert amqp_lost_worker_bound_s(settings) == 30 < settings.default_timeout_s
+    monkeypatch.setenv("TOOLFLEET_AMQP_HEARTBEAT_S", "0")
+    off = Settings(redis_url=REDIS, broker_url=AMQP)
+    assert celery_config(off, [])["broker_heartbeat"] == 0
+    assert amqp_lost_worker_bound_s(off) == math.inf
 
 
 def test_an_event_published_with_retries_gives_up_after_a_few_connections() -> None:

@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 ACK_PERIOD_S = 0.005
 # ... and while none is (no ack can come).
 IDLE_WAIT_S = 1.0
+# How often the thread checks the connection's heartbeats, per heartbeat timeout (and at
+# least every IDLE_WAIT_S): it sends one when it sent nothing for half the timeout, so
+# RabbitMQ, which closes a connection silent for 2 timeouts, hears from a busy worker.
+HEARTBEAT_CHECKS_PER_TIMEOUT = 4
 # The first and the longest wait between attempts to connect.
 RECONNECT_S = (0.5, 10.0)
 # AMQP's prefetch count is 16 bits wide.
@@ -156,17 +160,20 @@ class AmqpSource:
         self._inbox.put(f"{self._connection_number}:{tag}", message)
 
     def _consume(self, connection: Connection, channel: Any) -> None:
+        # A turn reads one delivery at most, so a wide batch's deliveries and acks hold
+        # the check back by a turn, not by the batch.
+        beat_s = _heartbeat_period_s(connection)
         beat_at = time.monotonic()
         while not self._stopping.is_set():
             if self._stop_taking.is_set() and self._taking:
                 self._cancel(channel)
             self._settle(channel)
-            wait_s = ACK_PERIOD_S if self._window.unsettled else IDLE_WAIT_S
+            wait_s = ACK_PERIOD_S if self._window.unsettled else beat_s
             with contextlib.suppress(socket.timeout):
                 connection.drain_events(timeout=wait_s)
-            if time.monotonic() - beat_at >= IDLE_WAIT_S:
+            if time.monotonic() - beat_at >= beat_s:
                 beat_at = time.monotonic()
-                connection.heartbeat_check()
+                connection.heartbeat_check()  # raises once RabbitMQ went silent
         self._settle(channel)
 
     def _settle(self, channel: Any) -> None:
@@ -209,6 +216,15 @@ class AmqpSource:
         self._connected = False
         with contextlib.suppress(Exception):
             connection.release()
+
+
+def _heartbeat_period_s(connection: Connection) -> float:
+    """How often the thread checks the heartbeats of `connection` (connected): a fraction
+    of the timeout it negotiated, at most IDLE_WAIT_S."""
+    timeout_s = float(connection.get_heartbeat_interval() or 0)
+    if timeout_s <= 0:
+        return IDLE_WAIT_S
+    return min(IDLE_WAIT_S, timeout_s / HEARTBEAT_CHECKS_PER_TIMEOUT)
 
 
 def _split(tag: str) -> tuple[int, int]:
