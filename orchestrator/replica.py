@@ -76,7 +76,12 @@ class Replica:
         # Tool queues on RabbitMQ: calls go through the outbox, and this replica relays it.
         self.relay: OutboxRelay | None = None
         if settings.broker_is_amqp and tool_runner is None:
-            self.relay = OutboxRelay(self.redis, self.keys, settings.require_broker_url())
+            self.relay = OutboxRelay(
+                self.redis,
+                self.keys,
+                settings.require_broker_url(),
+                heartbeat_s=settings.amqp_heartbeat_s,
+            )
         self.fleet: ToolRunner = tool_runner or CeleryFleet(
             CeleryPublisher(
                 self.redis,

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 import uuid
 
 import redis.asyncio as aioredis
@@ -38,6 +39,9 @@ RELAY_LEASE_MS = 3000
 # RELAY_BACKOFF_MAX_S; the messages wait in the outbox meanwhile.
 RELAY_BACKOFF_S = 0.1
 RELAY_BACKOFF_MAX_S = 2.0
+# How often an idle relay keeps its connection alive, per heartbeat timeout: it sends a
+# heartbeat at half the timeout, RabbitMQ closes a connection silent for 2 timeouts.
+KEEP_ALIVES_PER_TIMEOUT = 4
 
 # Remove the `n` oldest messages (the list's tail: the orchestrator pushes on the left),
 # only while this relay still holds the lease it read them under, and only while they are
@@ -91,13 +95,20 @@ def relay_lease_key(keys: Keys) -> str:
 
 class OutboxRelay:
     """Moves the outbox's messages to RabbitMQ while its replica runs (`start`/`stop`).
-    `wake` after a write to the outbox: this replica's relay takes it at once."""
+    `wake` after a write to the outbox: this replica's relay takes it at once.
+    `heartbeat_s`: the AMQP heartbeat timeout of its connection (0: none); while idle
+    it keeps the connection alive, so that RabbitMQ closes it only once this replica
+    went silent, and the relay finds a dead connection before its next batch."""
 
-    def __init__(self, client: aioredis.Redis, keys: Keys, broker_url: str) -> None:
+    def __init__(
+        self, client: aioredis.Redis, keys: Keys, broker_url: str, heartbeat_s: int = 0
+    ) -> None:
         self._redis = client
         self._outbox = outbox_key(keys)
         self._lease = relay_lease_key(keys)
-        self._publisher = AmqpPublisher(broker_url)
+        self._publisher = AmqpPublisher(broker_url, heartbeat_s=heartbeat_s)
+        self._keep_alive_s = heartbeat_s / KEEP_ALIVES_PER_TIMEOUT if heartbeat_s else None
+        self._keep_alive_at = 0.0  # monotonic time of the next keep-alive
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._token: str | None = None  # new with each lease taken
@@ -145,6 +156,15 @@ class OutboxRelay:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._woken.wait(), RELAY_POLL_S)
                 self._woken.clear()
+                await self._keep_alive()
+
+    async def _keep_alive(self) -> None:
+        """`AmqpPublisher.keep_alive`, KEEP_ALIVES_PER_TIMEOUT times per heartbeat timeout
+        (batches published meanwhile are traffic enough)."""
+        if self._keep_alive_s is None or time.monotonic() < self._keep_alive_at:
+            return
+        self._keep_alive_at = time.monotonic() + self._keep_alive_s
+        await asyncio.to_thread(self._publisher.keep_alive)
 
     async def relay_once(self) -> int:
         """One step: under the lease, publish the oldest messages (up to RELAY_BATCH) and

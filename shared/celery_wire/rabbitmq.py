@@ -12,6 +12,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
+import socket
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +28,11 @@ from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS
 CONFIRM_TIMEOUT_S = 10.0
 # What a consumer's socket read asks for at least (`read_ahead`).
 READ_AHEAD_BYTES = 8192
+# How long a keep-alive waits for what RabbitMQ sent (its heartbeats come every half
+# timeout, so what is there is read at once).
+KEEP_ALIVE_READ_S = 0.01
+
+log = logging.getLogger(__name__)
 
 
 def amqp_message(raw: bytes | str) -> tuple[str, dict[str, Any]]:
@@ -54,11 +62,19 @@ class AmqpPublisher:
     """Publishes messages in kombu's Redis envelope to RabbitMQ at `url`, every one
     confirmed before `publish` returns. A batch is published at once and its confirms
     awaited together (one broker commit for many messages, not one round trip each).
-    Synchronous (py-amqp): run it on a thread of its own."""
+    Synchronous (py-amqp): run it on a thread of its own. `heartbeat_s`: the AMQP
+    heartbeat timeout its connections propose (0: none, for a short-lived publisher);
+    with one, call `keep_alive` a few times per timeout while no batch is published."""
 
-    def __init__(self, url: str, confirm_timeout_s: float = CONFIRM_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, confirm_timeout_s: float = CONFIRM_TIMEOUT_S, heartbeat_s: int = 0
+    ) -> None:
         self._url = url
         self._confirm_timeout_s = confirm_timeout_s
+        self._heartbeat_s = heartbeat_s
+        # py-amqp's connection is one thread's at a time: a keep-alive or a close from
+        # another thread waits for the batch being published.
+        self._lock = threading.Lock()
         self._connection: Connection | None = None
         self._channel: Any = None  # py-amqp's Channel, in confirm mode
         self._declared: set[str] = set()
@@ -71,6 +87,10 @@ class AmqpPublisher:
         the workers declare it); returns once the broker confirmed every one. Raises on a
         connection error, a refusal (nack) or no confirm within the confirm timeout (the
         connection is dropped: the next call opens a new one)."""
+        with self._lock:
+            self._publish(raws)
+
+    def _publish(self, raws: Sequence[bytes | str]) -> None:
         try:
             connection, channel = self._connect()
             for raw in raws:
@@ -92,8 +112,31 @@ class AmqpPublisher:
             if self._refused:
                 raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
         except Exception:
-            self.close()
+            self._close()
             raise
+
+    def keep_alive(self) -> None:
+        """Between batches: read what RabbitMQ sent (its heartbeats) and send a heartbeat
+        when this side sent nothing for half the timeout. RabbitMQ then keeps an idle
+        connection open (it closes one silent for 2 to 3 timeouts, and so frees a lost
+        host's), and this side finds a connection that went silent now, not at the next
+        batch's confirm timeout: it is closed, and the next `publish` opens a new one."""
+        with self._lock:
+            if self._channel is None or not self._heartbeat_s:
+                return
+            # py-amqp's connection: kombu's would connect again by itself, under the channel.
+            connection = self._channel.connection
+            try:
+                with contextlib.suppress(socket.timeout):
+                    connection.drain_events(timeout=KEEP_ALIVE_READ_S)
+                connection.heartbeat_tick()
+            except Exception as exc:
+                log.warning(
+                    "the connection to RabbitMQ is gone (%s: %s): the next batch opens a new one",
+                    type(exc).__name__,
+                    exc,
+                )
+                self._close()
 
     def _confirm(self, tag: int, multiple: bool) -> None:
         # Confirms of one channel come in order; `multiple` covers every tag up to it.
@@ -104,7 +147,7 @@ class AmqpPublisher:
 
     def _connect(self) -> tuple[Connection, Any]:
         if self._connection is None or self._channel is None:
-            connection = Connection(self._url)
+            connection = Connection(self._url, heartbeat=self._heartbeat_s)
             connection.ensure_connection(max_retries=1)
             channel: Any = connection.channel()
             channel.events["basic_ack"].add(self._confirm)
@@ -118,6 +161,10 @@ class AmqpPublisher:
 
     def close(self) -> None:
         """Close the connection, if any."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         connection, self._connection, self._channel = self._connection, None, None
         if connection is not None:
             with contextlib.suppress(Exception):
