@@ -18,7 +18,8 @@ def panels(result: dict[str, Any]) -> list[dict[str, Any]]:
     base = data["replicas_base"]
 
     def per(point: dict[str, Any], units: float) -> float:
-        return float(point["memory"]["settled"] - point["base"]) / units
+        # As the table counts it (bench.cost.Point.per_unit): the run's keys' MEMORY USAGE.
+        return float(point["memory"]["keys"] - point["base"]) / units
 
     session_sizes = [f"{p['size']:,} sessions" for p in sessions]
     probes = sorted((int(n), s) for n, s in data["http_turn_s"].items())
