@@ -8,9 +8,11 @@ restore sweep every 1 s - a dead worker's call runs elsewhere within
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
+import redis
+import redis.asyncio as aioredis
 from _pytest.terminal import TerminalReporter
 
 from tests.faults.rabbit import rabbit_vhost
@@ -82,6 +84,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("brokers")
     if marker is not None and "settings" in metafunc.fixturenames:
         metafunc.parametrize("settings", marker.args, indirect=True)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[redis.Redis]:
+    """A client of the rig's Redis (a module may read it otherwise: its own fixture)."""
+    client = redis.Redis.from_url(settings.require_redis_url())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
+    """`client` for the event loop."""
+    client = aioredis.Redis.from_url(settings.require_redis_url())
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture

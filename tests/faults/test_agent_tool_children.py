@@ -8,7 +8,6 @@ saying why, the child owes nothing, and listing the user's sessions shows none o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,13 +21,6 @@ from toolfleet.orchestrator.models.protocol import function_calls
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.keys import Keys, session_key
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
-    yield client
-    client.close()
 
 
 def child_session(client: redis.Redis, keys: Keys, app: str, parent: str) -> Session | None:

@@ -14,7 +14,7 @@ import contextlib
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -75,20 +75,6 @@ def settings(redis_server: RedisServer, broker_url: str) -> Settings:
 def workers(settings: Settings) -> Iterator[WorkerGroup]:
     with WorkerGroup(settings) as group:
         yield group
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
-    yield client
-    client.close()
-
-
-@pytest.fixture
-async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(settings.require_redis_url())
-    yield client
-    await client.aclose()
 
 
 def steps_agent(n: int, seconds: float) -> Agent:

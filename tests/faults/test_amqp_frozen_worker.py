@@ -22,7 +22,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -87,20 +87,6 @@ def frozen_settings(settings: Settings) -> Settings:
 def frozen_workers(frozen_settings: Settings) -> Iterator[WorkerGroup]:
     with WorkerGroup(frozen_settings) as group:
         yield group
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
-    yield client
-    client.close()
-
-
-@pytest.fixture
-async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(settings.require_redis_url())
-    yield client
-    await client.aclose()
 
 
 def agent(scripts: Mapping[str, Script]) -> Agent:

@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 import redis.asyncio as aioredis
@@ -39,13 +39,6 @@ RUN_TIMEOUT_S = 25.0
 PATIENT_GRACE_S = 15.0
 # How long past the first tool's wake-up time the test watches for its side effect.
 WATCH_SLACK_S = 1.0
-
-
-@pytest.fixture
-async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(settings.require_redis_url())
-    yield client
-    await client.aclose()
 
 
 async def run_turn(settings: Settings, message: str) -> list[ToolResult]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -31,13 +30,6 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import CompletionsFullError, SessionNotFoundError
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.messages import CallStatus, PendingCall
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
-    yield client
-    client.close()
 
 
 def ticket(completions: Completions, session_id: str) -> str:

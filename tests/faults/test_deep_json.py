@@ -53,12 +53,6 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    with redis.Redis.from_url(settings.require_redis_url()) as connection:
-        yield connection
-
-
-@pytest.fixture
 def served(settings: Settings, tmp_path: Path) -> Iterator[str]:
     """`toolfleet serve --http` in its own process; its base URL once it answers."""
     port = free_port()

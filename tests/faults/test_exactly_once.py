@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +62,6 @@ pytestmark = ON_EACH_BROKER
 
 Figure = Callable[[str, object], None]
 INTERRUPTED = "tests.faults.exactly_once_tools:interrupted"
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
-    yield client
-    client.close()
 
 
 def of_u(app: str, session_id: str) -> SessionKey:

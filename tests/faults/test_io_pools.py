@@ -12,11 +12,10 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 import redis
-import redis.asyncio as aioredis
 from kombu.transport.redis import Channel
 
 from tests.faults import probe
@@ -43,18 +42,6 @@ pytestmark = pytest.mark.integration
 
 Report = Callable[[str, object], None]
 WIDE = {"max_parallel_calls": 256, "max_calls_per_turn": 256}  # one turn, one dispatch
-
-
-@pytest.fixture
-async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(settings.require_redis_url())
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-def client(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.require_redis_url())
 
 
 def agent_of(*calls: Call) -> Agent:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +71,6 @@ def replica_running_a_turn(
     return toolfleet(
         settings, log, "run", "--agent", AGENT, "--session", session_id, "--no-wait", "go"
     )
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
-    yield client
-    client.close()
 
 
 def of_cli(app: str, session_id: str) -> SessionKey:

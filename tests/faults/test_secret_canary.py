@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -77,12 +77,6 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(CeleryPublisher, "encode", recording)
     return messages
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    with redis.Redis.from_url(settings.require_redis_url()) as connection:
-        yield connection
 
 
 @pytest.fixture

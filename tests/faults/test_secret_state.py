@@ -10,7 +10,7 @@ import base64
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -65,12 +65,6 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     monkeypatch.setattr(CeleryPublisher, "encode", recording)
     return calls
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    with redis.Redis.from_url(settings.require_redis_url()) as connection:
-        yield connection
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -51,13 +51,6 @@ RATE_SLACK_S = 0.25
 @pytest.fixture
 def settings(redis_server: RedisServer) -> Settings:
     return fault_settings(redis_server.url(), tool_modules=["tests.faults.limit_tools"])
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.require_redis_url())
-    yield client
-    client.close()
 
 
 def limits_agent(*calls: Call) -> Agent:

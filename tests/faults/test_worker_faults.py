@@ -65,18 +65,6 @@ RECOVERY_SLACK_S = 2.0
 
 
 @pytest.fixture
-async def aclient(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(settings.require_redis_url())
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-def client(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.require_redis_url())
-
-
-@pytest.fixture
 def broker(settings: Settings, client: redis.Redis) -> Broker:
     return Broker(settings, client)
 
