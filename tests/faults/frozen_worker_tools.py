@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import os
 import time
 
 import redis
 
 from tests.faults import probe
-from tests.faults.worker_fault_tools import started_key
+from tests.faults.worker_fault_tools import announce
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.tools import tool
@@ -44,16 +43,8 @@ def _client() -> tuple[redis.Redis, str]:
 
 def _start(tool_name: str, call_id: str) -> int:
     """Count and announce an execution of the call; which one it is."""
-    client, prefix = _client()
     execution = probe.record_execution(call_id)
-    entry = {
-        "call_id": call_id,
-        "execution": execution,
-        "pid": os.getpid(),
-        "ppid": os.getppid(),
-        "at": time.time(),
-    }
-    client.rpush(started_key(prefix, tool_name), json.dumps(entry))
+    announce(tool_name, call_id, execution)
     return execution
 
 

@@ -50,7 +50,8 @@ def _client() -> tuple[redis.Redis, str]:
     return redis.Redis.from_url(settings.require_redis_url()), settings.key_prefix
 
 
-def _announce(tool_name: str, call_id: str, execution: int, **extra: object) -> None:
+def announce(tool_name: str, call_id: str, execution: int, **extra: object) -> None:
+    """Announce an execution of the call on its tool's started list (started_key)."""
     client, prefix = _client()
     entry = {
         "call_id": call_id,
@@ -72,7 +73,7 @@ def wf_hang_once(tool_context: ToolContext) -> dict[str, int]:
     """Blocks on its first execution (the test kills it there); answers on the next."""
     call_id = tool_context.function_call_id
     execution = probe.record_execution(call_id)
-    _announce("wf_hang_once", call_id, execution)
+    announce("wf_hang_once", call_id, execution)
     if execution == 1:
         _block()
     return {"execution": execution, "pid": os.getpid()}
@@ -83,7 +84,7 @@ def wf_crash_worker(tool_context: ToolContext) -> str:
     """Kills its own worker process on every execution."""
     call_id = tool_context.function_call_id
     execution = probe.record_execution(call_id)
-    _announce("wf_crash_worker", call_id, execution)
+    announce("wf_crash_worker", call_id, execution)
     os.kill(os.getpid(), signal.SIGKILL)
     return "unreachable"
 
@@ -93,7 +94,7 @@ def wf_overrun(tool_context: ToolContext) -> dict[str, Any]:
     """Runs past its time limit: swallows the soft limit, answers late (before the hard one)."""
     call_id = tool_context.function_call_id
     execution = probe.record_execution(call_id)
-    _announce("wf_overrun", call_id, execution)
+    announce("wf_overrun", call_id, execution)
     try:
         _block()
     except SoftTimeLimitExceeded:
@@ -113,7 +114,7 @@ def wf_charge(account: str, tool_context: ToolContext) -> dict[str, Any]:
     call_id = tool_context.function_call_id
     execution = probe.record_execution(call_id)
     applied = probe.apply_side_effect_once(call_id, f"charge:{account}")
-    _announce("wf_charge", call_id, execution, applied=applied)
+    announce("wf_charge", call_id, execution, applied=applied)
     if execution == 1:
         _block()  # killed after the side effect, before the tool returns
     return {"account": account, "charged_now": applied, "execution": execution}
