@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 # HKDF's `info`: this key seals secrets and nothing else (the fleet key also signs results).
 _INFO = b"toolfleet seal v1"
+# JSON's scalars: nothing in them to seal.
+_SCALARS = (str, int, float, type(None))
 
 
 class SealError(ToolfleetError):
@@ -67,7 +69,11 @@ class Sealer:
         unless `keep_sealed` is False: then a value shaped like a sealed one is sealed like
         any other, so opening it gives back that shape, never what its token holds (for
         what a tool wrote: its snapshot came opened, so a sealed shape there is not ours)."""
-        if isinstance(value, Mapping):
+        # Scalars and dicts checked first, by their own types: a walk over a call's state
+        # is mostly those, and an ABC's isinstance costs several times more.
+        if isinstance(value, _SCALARS):
+            return value
+        if isinstance(value, (dict, Mapping)):
             return {k: self._sealed_item(k, v, keep_sealed) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.seal(v, keep_sealed=keep_sealed) for v in value]

@@ -153,12 +153,23 @@ def _task_message(
 
 
 def _measure(text: str | bytes, what: str) -> None:
+    if _openings(text) <= MAX_MESSAGE_DEPTH:
+        return  # no deeper than it has brackets: no need to scan it a character at a time
     if text_depth(text, stop_above=MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
         raise MalformedMessage(
             f"{what} nests JSON objects and arrays more than {MAX_MESSAGE_DEPTH} levels deep: "
             f"not a task message toolfleet sends (a call's arguments nest {SETTING} levels "
             "at most)"
         )
+
+
+def _openings(text: str | bytes) -> int:
+    """How many `[` and `{` `text` holds, strings included: its depth is no more. Bytes
+    are counted as bytes: in any encoding json.loads reads (UTF-8, -16, -32) each of
+    those characters holds its byte, so the count is never less."""
+    if isinstance(text, str):
+        return text.count("[") + text.count("{")
+    return text.count(b"[") + text.count(b"{")
 
 
 def _instant(value: object) -> datetime | None:
