@@ -149,15 +149,15 @@ def wait_settings(topology: SentinelRedis, wait: int) -> Settings:
 
 def start_workers(settings: list[Settings], stack: contextlib.ExitStack) -> None:
     """One worker process (prefork, one child) for each of `settings`, started at once and
-    stopped when `stack` closes. Each is told its settings' wait: its results wait for as
-    many replicas as the orchestrator's writes."""
+    stopped when `stack` closes. Each gets its settings' wait with the others (the worker
+    group passes every setting): its results wait for as many replicas as the
+    orchestrator's writes."""
     groups = [toolfleet_workers(s) for s in settings]
     stack.callback(stop_groups, groups)
-    starts = []
-    for group in groups:
-        wait = str(group.settings.redis_wait_replicas)
-        group.extra_env["TOOLFLEET_REDIS_WAIT_REPLICAS"] = wait
-        starts.append(functools.partial(start_toolfleet, group, 1, 1, f"wait{wait}-"))
+    starts = [
+        functools.partial(start_toolfleet, g, 1, 1, f"wait{g.settings.redis_wait_replicas}-")
+        for g in groups
+    ]
     in_parallel(*starts)
 
 
