@@ -24,6 +24,7 @@ from toolfleet.orchestrator.sessions.cancels import CancelBoard
 from toolfleet.orchestrator.sessions.compaction import SessionLimits
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.call_signing import CallSigner
 from toolfleet.shared.cancellation import CancelRequest
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
@@ -89,6 +90,7 @@ class Replica:
                 Sealer.of(settings),
                 outbox=outbox_key(self.keys) if self.relay is not None else None,
                 on_outbox=self.relay.wake if self.relay is not None else None,
+                signer=CallSigner.of(settings.fleet_key),
             ),
             self.waiter,
             settings,

@@ -252,9 +252,10 @@ class Settings(BaseSettings):
 
     fleet_key: str | None = Field(
         default=None,
-        description="Signs tool results (HMAC) and seals secret-named values in task messages "
-        "and results (Fernet, HKDF-derived key): the same on workers and orchestrators. Unset: "
-        "results unsigned, secrets in clear in transit.",
+        description="Signs tool calls and results (HMAC; workers then run only signed calls) "
+        "and seals secret-named values in task messages and results (Fernet, HKDF-derived "
+        "key): the same on workers and orchestrators. Unset: calls and results unsigned, "
+        "secrets in clear in transit.",
     )
     credential_key: str | None = Field(
         default=None,

@@ -32,7 +32,8 @@ from toolfleet.shared.redaction import (
 
 log = logging.getLogger(__name__)
 
-# HKDF's `info`: this key seals secrets and nothing else (the fleet key also signs results).
+# HKDF's `info`: this key seals secrets and nothing else (the fleet key also signs results,
+# and a key derived apart signs calls).
 _INFO = b"toolfleet seal v1"
 # JSON's scalars: nothing in them to seal.
 _SCALARS = (str, int, float, type(None))

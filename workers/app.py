@@ -10,6 +10,7 @@ from celery import Celery
 
 from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.auth import CredentialStore
+from toolfleet.shared.call_signing import CallSigner
 from toolfleet.shared.celery_config import celery_config
 from toolfleet.shared.celery_wire.consumer import consumer_class
 from toolfleet.shared.celery_wire.transport import broker_transport
@@ -87,14 +88,15 @@ def create_app(settings: Settings) -> Celery:
     guard = DeliveryGuard(client, keys, settings.max_deliveries, claims=settings.broker_is_amqp)
     # A dead worker's slots come back within a few of its heartbeats.
     gate = Gate(client, keys, SLOT_LEASE_BEATS * settings.worker_heartbeat_s)
-    deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer, gate)
+    calls = CallSigner.of(settings.fleet_key)  # with a fleet key, signed calls alone run
+    deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer, gate, calls)
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions)
     app.steps["consumer"].add(intake_step(settings))
     install_heartbeat(app, client, settings)
     if os.environ.get(TOOL_OUTPUT_FDS):  # a local worker: the program shows what tools print
         install_tool_output(os.environ[TOOL_OUTPUT_FDS])
-    install_unregistered_answer(app, reporter, keys)
+    install_unregistered_answer(app, reporter, keys, calls)
     install_stop_command()
     log.info(
         "toolfleet worker: tools %s; jobs %s",

@@ -17,9 +17,9 @@ from toolfleet.workers.tool_runs import TOOL_RUNS, ToolRuns, ToolTaskDeps
 def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps) -> None:
     """Register a `tool.<name>` task per tool, on its pool's queue with its time limits.
 
-    Each task checks the envelope and the delivery count, registers a long-running call's
-    ticket, runs the tool, retries on the tool's `retry_on`, and posts the result to
-    `reply_to`."""
+    Each task checks the envelope (its signature, with a fleet key) and the delivery
+    count, registers a long-running call's ticket, runs the tool, retries on the tool's
+    `retry_on`, and posts the result to `reply_to`."""
     for tool in registry.values():
         _register_tool(app, tool, deps)
 
@@ -63,8 +63,10 @@ def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:
     limit = tool_time_limit(tool, settings)
     runs = ToolRuns(tool, deps, limit, tool_pool(tool, settings))
 
-    def run_tool(self: Task[Any, Any], call: dict[str, Any]) -> None:
-        runs.run(self, call)
+    # `call`: the envelope's JSON text (a mapping from an unsigned sender of old); `sig`:
+    # its signature. Both are checked before anything is read of them.
+    def run_tool(self: Task[Any, Any], call: Any, sig: Any = None) -> None:
+        runs.run(self, call, sig)
 
     task_options: dict[str, Any] = dict(
         name=task_name(tool.name),

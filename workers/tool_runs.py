@@ -21,10 +21,11 @@ from celery import Task
 from pydantic import ValidationError
 
 from toolfleet.shared import tracing
+from toolfleet.shared.call_signing import CallSigner, RefusedCall, read_call
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, task_name
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.reporting import Post, ResultReporter, TicketWrite
@@ -73,6 +74,7 @@ class ToolTaskDeps:
     deliveries: DeliveryGuard | None = None  # None: no crash guard (in-process tests)
     sealer: Sealer | None = None  # opens the secrets the orchestrator sealed (fleet key)
     gate: Gate | None = None  # fleet-wide limits (max_concurrency, rate_limit); None: off
+    signer: CallSigner | None = None  # checks the orchestrator's signature (fleet key)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class ToolRuns:
 
     def __init__(self, tool: FunctionTool, deps: ToolTaskDeps, limit_s: float, pool: str) -> None:
         self.tool = tool
+        self._task = task_name(tool.name)  # what its messages come as
         self._deps = deps
         self._limit_s = limit_s
         self._pool = pool
@@ -108,9 +111,9 @@ class ToolRuns:
         """Whether its calls can run without a thread waiting on them: coroutine tools."""
         return self.tool.is_async
 
-    def run(self, task: Task[Any, Any], call: dict[str, Any]) -> None:
+    def run(self, task: Task[Any, Any], call: Any, signature: Any = None) -> None:
         """The whole call, on this thread: admit, execute, conclude."""
-        admitted = self.admit(task.request, call)
+        admitted = self.admit(task.request, call, signature)
         if admitted is None:
             return
         gate = self._gate()
@@ -155,12 +158,13 @@ class ToolRuns:
             max_json_depth=self._deps.settings.max_json_depth,
         )
 
-    def admit(self, request: Any, call: dict[str, Any]) -> Admitted | None:
+    def admit(self, request: Any, call: Any, signature: Any = None) -> Admitted | None:
         """The call cleared to run, or None: it was malformed, refused, lost too often or
         closed already (each answered or logged here). `request`: the task's request
         (Celery's, or what the intake read of the message: id, retries, hostname and
-        the traceparent header). What stopped it is raised."""
-        ((admitted, error),) = ToolRuns.admit_all([(self, request, call)])
+        the traceparent header); `call` and `signature`: the task's kwargs `call` and
+        `sig`. What stopped it is raised."""
+        ((admitted, error),) = ToolRuns.admit_all([(self, request, call, signature)])
         if error is not None:
             raise error
         return admitted
@@ -173,15 +177,15 @@ class ToolRuns:
             raise error
 
     @classmethod
-    def admit_all(cls, calls: Sequence[tuple[ToolRuns, Any, dict[str, Any]]]) -> list[Admission]:
-        """`admit` for many calls (runs, request, call) at once: an io worker's taken batch.
-        The same steps for each call, with their delivery counts in one round trip. Each
-        call's admission: Admitted or None, or the exception that stopped it."""
+    def admit_all(cls, calls: Sequence[tuple[ToolRuns, Any, Any, Any]]) -> list[Admission]:
+        """`admit` for many calls (runs, request, call, signature) at once: an io worker's
+        taken batch. The same steps for each call, with their delivery counts in one round
+        trip. Each call's admission: Admitted or None, or the exception that stopped it."""
         admissions: list[Admission] = [(None, None)] * len(calls)
         opened: list[_Opened] = []
-        for at, (runs, request, call) in enumerate(calls):
+        for at, (runs, request, call, signature) in enumerate(calls):
             try:
-                admitted = runs._opened(request, call)
+                admitted = runs._opened(request, call, signature)
             except Exception as exc:
                 admissions[at] = (None, exc)
                 continue
@@ -223,10 +227,11 @@ class ToolRuns:
                 end_run_span(admitted.span, post.result)
         return errors
 
-    def _opened(self, request: Any, call: dict[str, Any]) -> Admitted | None:
+    def _opened(self, request: Any, call: Any, signature: Any) -> Admitted | None:
         """The call checked, its span started and its secrets opened; None when it was
-        malformed or refused (the refusal posted, its span ended)."""
-        admitted = self._received(request, call)
+        malformed or refused (the refusal posted where it has somewhere to go, its span
+        ended)."""
+        admitted = self._received(request, call, signature)
         if admitted is None:
             return None
         with _in_span(admitted.span):
@@ -250,10 +255,21 @@ class ToolRuns:
             end_run_span(admitted.span, None)
         return post
 
-    def _received(self, request: Any, call: dict[str, Any]) -> Admitted | None:
-        """The call's envelope checked and its run's span started; None if malformed."""
+    def _received(self, request: Any, call: Any, signature: Any) -> Admitted | None:
+        """The call's envelope checked (with a fleet key: its signature) and its run's
+        span started; None if malformed or refused."""
+        task = self._task
         try:
-            envelope = ToolCall.model_validate(call)
+            envelope = read_call(task, call, signature, self._deps.signer)
+        except RefusedCall as exc:
+            # Not answered: where to reply is what a forger would choose.
+            log.error(
+                "refused a message of task %s (id %s), the tool did not run: %s",
+                task,
+                getattr(request, "id", None),
+                exc,
+            )
+            return None
         except ValidationError as exc:
             # Nothing to answer: without a valid envelope we do not know where to reply.
             log.error("rejected a malformed call envelope for %s: %s", self.tool.name, exc)

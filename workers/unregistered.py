@@ -19,17 +19,27 @@ from celery.signals import task_unknown
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from toolfleet.shared.call_signing import (
+    CALL_FIELD,
+    SIGNATURE_FIELD,
+    CallSigner,
+    RefusedCall,
+    read_call,
+)
 from toolfleet.shared.celery_wire.parse import received_kwargs
 from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
-from toolfleet.shared.messages import ToolCall, error_result
+from toolfleet.shared.messages import error_result
 from toolfleet.shared.reporting import ResultReporter
 
 log = logging.getLogger(__name__)
 
 
-def install_unregistered_answer(app: Celery, reporter: ResultReporter, keys: Keys) -> None:
-    """Answer each call of an unregistered tool that `app`'s worker receives (Celery's
-    signals are global: receivers ignore workers of other apps in this process)."""
+def install_unregistered_answer(
+    app: Celery, reporter: ResultReporter, keys: Keys, signer: CallSigner | None = None
+) -> None:
+    """Answer each call of an unregistered tool that `app`'s worker receives, if `signer`
+    finds it signed (Celery's signals are global: receivers ignore workers of other apps
+    in this process)."""
 
     @task_unknown.connect(weak=False)
     def _on_unknown(
@@ -37,6 +47,7 @@ def install_unregistered_answer(app: Celery, reporter: ResultReporter, keys: Key
         message: Any = None,
         name: str = "",
         call: Any = None,
+        sig: Any = None,
         queue: str = "",
         **_: Any,
     ) -> None:
@@ -44,21 +55,34 @@ def install_unregistered_answer(app: Celery, reporter: ResultReporter, keys: Key
             return
         if message is not None:  # Celery's consumer: the message it received
             kwargs, queue = received_kwargs(message)
-            call = kwargs.get("call") if isinstance(kwargs, Mapping) else None
+            sent = kwargs if isinstance(kwargs, Mapping) else {}
+            call, sig = sent.get(CALL_FIELD), sent.get(SIGNATURE_FIELD)
         hostname = str(getattr(sender, "hostname", "") or "unknown")
-        answer_unregistered(reporter, keys, name, call, queue, hostname)
+        answer_unregistered(reporter, keys, signer, name, (call, sig), queue, hostname)
 
 
 def answer_unregistered(
-    reporter: ResultReporter, keys: Keys, task: str, call: Any, queue: str, worker: str
+    reporter: ResultReporter,
+    keys: Keys,
+    signer: CallSigner | None,
+    task: str,
+    sent: tuple[Any, Any],
+    queue: str,
+    worker: str,
 ) -> None:
     """Post an error result naming the tool, the pool and what to change, and close the
     call: another copy of its message does not run it after the model was told it did
-    not. A message with no valid call has nowhere to be answered: logged only."""
-    if not task.startswith(TASK_PREFIX) or not isinstance(call, Mapping):
+    not. `sent`: the message's kwargs `call` and `sig`. A message with no valid call has
+    nowhere to be answered, and one `signer` refuses is no call of the fleet's: logged
+    only."""
+    call, signature = sent
+    if not task.startswith(TASK_PREFIX) or call is None:
         return
     try:
-        envelope = ToolCall.model_validate(call)
+        envelope = read_call(task, call, signature, signer)
+    except RefusedCall as exc:
+        log.error("refused a message of unregistered task %s, not answered: %s", task, exc)
+        return
     except ValidationError as exc:
         log.error("a message of unregistered task %s holds no valid call: %s", task, exc)
         return

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from pydantic_core import to_json
 
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.fleet.protocol import WithFirstSend
 from toolfleet.orchestrator.sessions.fencing import Fence, write
 from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.call_signing import CallSigner, call_kwargs
 from toolfleet.shared.celery_wire.build import TaskMessageBuilder
 from toolfleet.shared.keys import task_name
 from toolfleet.shared.messages import ToolCall
@@ -34,13 +36,14 @@ DISPATCHED_TTL_S = 7 * 24 * 3600
 class Dispatch:
     """A call ready to publish, its arguments walked once: the queue it goes on (that of
     its tool's pool), its arguments as shown (secret-named values masked: Flower's args,
-    the call's span) and the call as sent (secret-named values in its arguments and
-    state sealed for the workers). `CeleryPublisher.dispatch` makes one."""
+    the call's span) and its task's keyword arguments (the call as sent, secret-named
+    values in its arguments and state sealed for the workers, as JSON text; and its
+    signature). `CeleryPublisher.dispatch` makes one."""
 
     call: ToolCall
     queue: str
     shown_args: dict[str, Any]
-    body: dict[str, Any]
+    kwargs: dict[str, str]
     traceparent: str | None = None  # the call's span, the parent of the worker's (tracing on)
 
     def traced(self, traceparent: str | None) -> Dispatch:
@@ -52,7 +55,8 @@ class CeleryPublisher:
     """Pushes tool calls onto the Celery queues as task messages, bypassing `send_task`.
 
     The args Flower shows have secret-named values masked; in the call itself they are
-    sealed for the workers (with a fleet key; in clear without one).
+    sealed for the workers, and the call is signed (with a fleet key; in clear and
+    unsigned without one).
     """
 
     def __init__(
@@ -62,23 +66,31 @@ class CeleryPublisher:
         sealer: Sealer | None = None,
         outbox: str | None = None,
         on_outbox: Callable[[], None] | None = None,
+        signer: CallSigner | None = None,
     ) -> None:
         """`outbox`: the list the messages go on instead of their queues (the tool queues
-        are on RabbitMQ: a relay moves them there); `on_outbox` is told after each write."""
+        are on RabbitMQ: a relay moves them there); `on_outbox` is told after each write.
+        `signer` signs each call (workers with a fleet key run no other)."""
         self._redis = client
         self._outbox = outbox
         self._on_outbox = on_outbox
         self._secret_names = secret_name_set(secret_arg_names)
         self._sealer = sealer
+        self._signer = signer
         self._messages = TaskMessageBuilder(f"orchestrator@{socket.gethostname()}")
 
     def dispatch(self, call: ToolCall, queue: str) -> Dispatch:
-        """`call` ready to publish on `queue`: its arguments masked and sealed, once."""
-        body = call.model_dump(mode="json")
-        if self._sealer is not None:
+        """`call` ready to publish on `queue`: its arguments masked, sealed and signed,
+        once."""
+        if self._sealer is None:
+            envelope = call.__pydantic_serializer__.to_json(call)
+        else:
+            body = call.model_dump(mode="json")
             body["args"] = self._sealer.seal(body["args"])
             body["state"] = self._sealer.seal(body["state"])
-        return Dispatch(call, queue, redact_deep(call.args, self._secret_names), body)
+            envelope = to_json(body)
+        kwargs = call_kwargs(envelope, self._signer)
+        return Dispatch(call, queue, redact_deep(call.args, self._secret_names), kwargs)
 
     def encode(self, dispatch: Dispatch) -> str:
         """The kombu Redis-transport message (JSON) of task `tool.<name>` for the call."""
@@ -86,7 +98,7 @@ class CeleryPublisher:
         traceparent = dispatch.traceparent
         return self._messages.redis_message(
             task_name(call.tool),
-            {"call": dispatch.body},
+            dispatch.kwargs,
             queue=dispatch.queue,
             # What Flower shows as args: the tool's arguments, never the state snapshot.
             argsrepr=repr(dispatch.shown_args),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from toolfleet.shared.call_signing import CALL_FIELD, call_fields
 from toolfleet.shared.celery_wire.layout import PRIORITY_STEPS, priority_lists
 from toolfleet.shared.celery_wire.parse import task_kwargs
 from toolfleet.shared.keys import queue_name
@@ -36,7 +37,7 @@ def dispatched_at(raw: bytes | str) -> float | None:
     """The `dispatched_at` of the call in a kombu Redis message (a `tool.<name>` task
     whose kwargs hold the call's envelope); None for anything else."""
     try:
-        value = task_kwargs(raw)["call"]["dispatched_at"]
+        value = call_fields(task_kwargs(raw)[CALL_FIELD])["dispatched_at"]
     except (ValueError, TypeError, KeyError, AttributeError, binascii.Error, RecursionError):
         return None  # RecursionError: JSON nested past the parser's depth (a forgery)
     # A forged or broken message's time (NaN, infinite, a bool) is no time at all.

@@ -13,6 +13,7 @@ from celery import Task
 from celery.app.task import Context
 from celery.worker import state as worker_state
 
+from toolfleet.shared.call_signing import CALL_FIELD, call_fields
 from toolfleet.shared.celery_wire.parse import TaskMessage
 
 T = TypeVar("T")
@@ -24,7 +25,8 @@ _POOL_NAMES = {"celery.concurrency.thread": "threads", "celery.concurrency.prefo
 @dataclass(frozen=True)
 class ActiveCall:
     """A task request Celery's consumer handed to the worker's pool and that has not
-    ended: its task's name and the call envelope of its keyword `call` ({} for none)."""
+    ended: its task's name and the fields of its call envelope, as read without checks
+    ({} for none)."""
 
     task: str
     call: dict[str, Any]
@@ -39,7 +41,7 @@ def active_calls() -> list[ActiveCall]:
     """The requests this worker process's consumer runs now (an io worker's intake runs
     its own calls apart: they are not among them)."""
     return [
-        ActiveCall(str(request.name), (request.kwargs or {}).get("call") or {}, request)
+        ActiveCall(str(request.name), call_fields((request.kwargs or {}).get(CALL_FIELD)), request)
         for request in list(worker_state.active_requests)
     ]
 

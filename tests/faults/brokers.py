@@ -34,6 +34,7 @@ from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerProcess
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.outbox import OutboxRelay, outbox_key
+from toolfleet.shared.call_signing import CallSigner, call_fields
 from toolfleet.shared.celery_config import broker_visibility_timeout_s, recovery_bound_s
 from toolfleet.shared.celery_wire.parse import task_kwargs
 from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
@@ -133,14 +134,15 @@ async def publishing(settings: Settings, client: aioredis.Redis) -> AsyncIterato
     """A publisher of task messages where the settings' workers take them, as a replica
     sends them: onto the Redis queues; or into the outbox, with a relay to RabbitMQ
     running until the end."""
+    signer = CallSigner.of(settings.fleet_key)
     if not settings.broker_is_amqp:
-        yield CeleryPublisher(client)
+        yield CeleryPublisher(client, signer=signer)
         return
     keys = Keys(settings.key_prefix)
     relay = OutboxRelay(client, keys, settings.require_broker_url())
     relay.start()
     try:
-        yield CeleryPublisher(client, outbox=outbox_key(keys), on_outbox=relay.wake)
+        yield CeleryPublisher(client, outbox=outbox_key(keys), on_outbox=relay.wake, signer=signer)
     finally:
         await relay.stop()
 
@@ -161,7 +163,9 @@ class SentCopies:
 
             def counted(publisher: AmqpPublisher, raws: Sequence[bytes | str]) -> None:
                 publish(publisher, raws)  # confirmed: they reached RabbitMQ
-                self._published.update(str(task_kwargs(r)["call"]["call_id"]) for r in raws)
+                self._published.update(
+                    str(call_fields(task_kwargs(r)["call"])["call_id"]) for r in raws
+                )
 
             monkeypatch.setattr(AmqpPublisher, "publish", counted)
 

@@ -36,6 +36,7 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.call_signing import CallSigner, call_kwargs
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
@@ -194,7 +195,8 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
     tmp_path: Path,
     report_figure: Callable[[str, object], None],
 ) -> None:
-    publisher = CeleryPublisher(None, input_settings.secret_arg_names)  # type: ignore[arg-type]
+    signer = CallSigner.of(input_settings.fleet_key)
+    publisher = CeleryPublisher(None, input_settings.secret_arg_names, signer=signer)  # type: ignore[arg-type]
     canary = tmp_path / "canary"
 
     def message(tool: str) -> tuple[ToolCall, str]:
@@ -205,6 +207,7 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
     pickled, pickled_msg = message("typed_echo")
     malformed, malformed_msg = message("typed_echo")
     bad_envelope, bad_envelope_msg = message("typed_echo")
+    unsigned, unsigned_msg = message("typed_echo")
     junk = [
         unregistered_msg,
         # A registered task, but a pickle body whose unpickling creates the canary.
@@ -212,9 +215,15 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
             pickled_msg, pickle.dumps(_Canary(canary)), "application/x-python-serialize", "binary"
         ),
         _with_body(malformed_msg, b'[[], {"call": {not json', "application/json"),
-        _with_body(
+        _with_body(  # signed, but no call envelope
             bad_envelope_msg,
-            json.dumps([[], {"call": {"tool": "x"}}, {}]).encode(),
+            json.dumps([[], call_kwargs(b'{"tool": "x"}', signer), {}]).encode(),
+            "application/json",
+        ),
+        # A valid call without the fleet's signature: not the orchestrator's.
+        _with_body(
+            unsigned_msg,
+            json.dumps([[], {"call": unsigned.model_dump_json()}, {}]).encode(),
             "application/json",
         ),
     ]
@@ -226,6 +235,7 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
         "content of type pickle",
         "CRITICAL/MainProcess] Can't decode message body: DecodeError(JSONDecodeError(",
         "] rejected a malformed call envelope for typed_echo",
+        "] refused a message of task tool.typed_echo",
     ]
 
     def all_refused() -> bool:
@@ -233,12 +243,12 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
         answered = client.xlen(unregistered.reply_to) == 1
         return client.llen(QUEUE) == 0 and all(m in log for m in markers) and answered
 
-    await until(all_refused, "the worker to refuse the four junk messages")
+    await until(all_refused, "the worker to refuse the five junk messages")
     assert not canary.exists(), "the pickle payload was unpickled"
     prefix = input_settings.key_prefix
-    for envelope in (unregistered, pickled, malformed, bad_envelope):
+    for envelope in (unregistered, pickled, malformed, bad_envelope, unsigned):
         assert executions(client, prefix, envelope.call_id) == 0
-    for envelope in (pickled, malformed, bad_envelope):
+    for envelope in (pickled, malformed, bad_envelope, unsigned):
         assert client.xlen(envelope.reply_to) == 0  # nothing answered a junk message
     # A valid call of a tool the worker lacks is answered, saying what to change.
     (entry,) = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(unregistered.reply_to))
@@ -251,7 +261,7 @@ async def test_junk_in_the_broker_queue_is_refused_and_the_worker_keeps_serving(
         input_settings, call(Call("typed_echo", {"text": "still", "count": 1})), say("ok")
     )
     assert responses(updates)[0].response == {"echo": ["still"]}
-    report_figure("junk broker messages refused, worker alive", f"4 of 4, {worker.alive()}")
+    report_figure("junk broker messages refused, worker alive", f"5 of 5, {worker.alive()}")
 
 
 async def test_forged_results_on_the_stream_are_rejected_and_the_real_one_reaches_the_model(

@@ -50,6 +50,7 @@ def toolfleet_env(settings: Settings) -> dict[str, str]:
         "TOOLFLEET_DEFAULT_TIMEOUT_S": str(settings.default_timeout_s),
         "TOOLFLEET_RESULT_GRACE_S": str(settings.result_grace_s),
         "TOOLFLEET_LEASE_TTL_S": str(settings.lease_ttl_s),
+        "TOOLFLEET_FLEET_KEY": settings.fleet_key or "",  # the workers run signed calls only
     }
 
 

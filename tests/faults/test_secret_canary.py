@@ -28,6 +28,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.call_signing import CallSigner
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import ToolCall
@@ -104,7 +105,8 @@ def message_for_unknown_task(settings: Settings) -> str:
         reply_to=Keys(settings.key_prefix).results(session_key("canary_agent", "u1", session)),
         dispatched_at=time.time(),
     )  # fmt: skip
-    publisher = CeleryPublisher(None, settings.secret_arg_names, Sealer.of(settings))  # type: ignore[arg-type]
+    signer = CallSigner.of(settings.fleet_key)
+    publisher = CeleryPublisher(None, settings.secret_arg_names, Sealer.of(settings), signer=signer)  # type: ignore[arg-type]
     return publisher.encode(publisher.dispatch(envelope, QUEUE))
 
 

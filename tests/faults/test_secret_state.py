@@ -60,7 +60,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     def recording(self: CeleryPublisher, dispatch: Dispatch) -> str:
         message = encode(self, dispatch)
         _, kwargs, _ = json.loads(base64.b64decode(json.loads(message)["body"]))
-        calls.append(kwargs["call"])
+        calls.append(json.loads(kwargs["call"]))  # the envelope, sent as JSON text
         return message
 
     monkeypatch.setattr(CeleryPublisher, "encode", recording)

@@ -24,6 +24,7 @@ from celery.signals import task_postrun
 from tests.faults import probe
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.models.offline import Call, Script, ScriptedModel, call, say
+from toolfleet.shared.call_signing import call_fields
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.tools import tool
@@ -157,7 +158,7 @@ def _die_after_first_post(task: Any = None, kwargs: Mapping[str, Any] | None = N
     the result is on the stream, the message not acknowledged."""
     if getattr(task, "name", "") != "tool.wf_die_after_post":
         return
-    call_id = str(((kwargs or {}).get("call") or {}).get("call_id"))
+    call_id = str(call_fields((kwargs or {}).get("call")).get("call_id"))
     client, prefix = _client()
     if client.set(f"{prefix}:probe:died-after-post:{call_id}", 1, nx=True):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -105,6 +105,8 @@ def orchestrator_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dic
         "TOOLFLEET_KEY_PREFIX": settings.key_prefix,
         "TOOLFLEET_TOOL_MODULES": ",".join(settings.tool_modules),
         "TOOLFLEET_LEASE_TTL_S": "3",
+        # The fleet's: its workers run only the calls an orchestrator signed with it.
+        "TOOLFLEET_FLEET_KEY": settings.fleet_key or "",
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)

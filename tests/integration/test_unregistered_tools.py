@@ -22,6 +22,7 @@ from toolfleet.orchestrator.fleet.pools import live_workers
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.call_signing import CallSigner
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.keys import Keys, queue_name
@@ -106,7 +107,7 @@ async def test_a_worker_answers_a_message_of_a_tool_it_does_not_have(
         state={}, reply_to=stream, dispatched_at=time.time(),
     )  # fmt: skip
     client = aioredis.Redis.from_url(sparse.require_redis_url())
-    publisher = CeleryPublisher(client)
+    publisher = CeleryPublisher(client, signer=CallSigner.of(sparse.fleet_key))
     await publisher.publish(
         [publisher.dispatch(envelope, queue_name(pool))], record_in=f"{stream}:sent"
     )

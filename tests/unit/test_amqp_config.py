@@ -93,4 +93,5 @@ def test_an_outbox_message_becomes_the_celery_task_message_on_its_queue() -> Non
     assert published["delivery_mode"] == 2
     assert published["headers"]["task"] == "tool.step"
     _, kwargs, _ = json.loads(published["body"])
-    assert kwargs["call"]["call_id"] == "c1" and kwargs["call"]["args"] == {"n": 1}
+    sent = json.loads(kwargs["call"])  # the envelope, as JSON text
+    assert sent["call_id"] == "c1" and sent["args"] == {"n": 1}

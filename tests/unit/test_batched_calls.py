@@ -105,7 +105,7 @@ def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answ
     pipelines = counted_pipelines(client)
     calls = ["open", "closed", "lost", "malformed", "open2"]
     admissions = ToolRuns.admit_all(
-        [(runs, request(), {"nope": 1} if c == "malformed" else envelope(c)) for c in calls]
+        [(runs, request(), {"nope": 1} if c == "malformed" else envelope(c), None) for c in calls]
     )
 
     admitted = {c: a for c, (a, _) in zip(calls, admissions, strict=True)}
@@ -123,7 +123,7 @@ def test_a_lost_connection_fails_each_call_of_the_batch_and_admits_none() -> Non
     # Nothing listens on port 1; no retries, so the error comes at once.
     down = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     runs = fetch_runs(down)
-    admissions = ToolRuns.admit_all([(runs, request(), envelope(c)) for c in ("a", "b")])
+    admissions = ToolRuns.admit_all([(runs, request(), envelope(c), None) for c in ("a", "b")])
     assert [a for a, _ in admissions] == [None, None]
     assert [type(e) for _, e in admissions] == [redis.ConnectionError] * 2
 
@@ -207,7 +207,7 @@ def test_a_call_run_alone_and_in_a_batch_posts_the_same_result_and_counts_once()
     fetch_runs(alone).run(cast(Any, SimpleNamespace(request=request())), call)
 
     runs = fetch_runs(batched)
-    ((admission, error),) = ToolRuns.admit_all([(runs, request(), call)])
+    ((admission, error),) = ToolRuns.admit_all([(runs, request(), call, None)])
     assert admission is not None, error
     ended: Future[Outcome] = Future()
     runs.start(admission, ended.set_result)
@@ -265,7 +265,7 @@ def test_in_a_batch_a_redelivery_is_counted_where_a_second_first_delivery_is_a_d
         return MessageRequest(message, "io@host")
 
     first, copy, again = delivered("1:1", False), delivered("1:2", False), delivered("2:1", True)
-    batch = [(runs, request, envelope("c")) for request in (first, copy, again)]
+    batch = [(runs, request, envelope("c"), None) for request in (first, copy, again)]
     admissions = ToolRuns.admit_all(batch)
 
     assert admissions[0][0] is not None  # the first delivery claims the call
@@ -276,7 +276,7 @@ def test_in_a_batch_a_redelivery_is_counted_where_a_second_first_delivery_is_a_d
 
 
 def admitted(runs: ToolRuns, call_id: str) -> Admitted:
-    (admission, error), *_ = ToolRuns.admit_all([(runs, request(), envelope(call_id))])
+    (admission, error), *_ = ToolRuns.admit_all([(runs, request(), envelope(call_id), None)])
     assert admission is not None, error
     return admission
 

@@ -103,10 +103,11 @@ def test_the_task_message_carries_secrets_sealed_and_the_worker_opens_them() -> 
         assert clear not in message and clear not in json.dumps(kwargs)
     argsrepr = json.loads(message)["headers"]["argsrepr"]
     assert "'auth': {'API_KEY': '***'}" in argsrepr
-    opened = unsealed(ToolCall.model_validate(kwargs["call"]), sealer, NAMES)
+    sent = ToolCall.model_validate_json(kwargs["call"])
+    opened = unsealed(sent, sealer, NAMES)
     assert opened.args == ARGS and opened.state == call.state
     with pytest.raises(SealError):
-        unsealed(ToolCall.model_validate(kwargs["call"]), Sealer(new_fleet_key(), NAMES), NAMES)
+        unsealed(sent, Sealer(new_fleet_key(), NAMES), NAMES)
 
 
 def test_results_are_sealed_on_the_stream_and_opened_for_the_model() -> None:

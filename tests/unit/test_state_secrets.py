@@ -131,7 +131,7 @@ async def test_a_worker_state_write_is_never_clear_in_redis_and_reaches_a_later_
     body = base64.b64decode(json.loads(message)["body"]).decode()
     assert not any(c in message + body for c in (*CLEAR, "CLEAR-APP"))
     _, kwargs, _ = json.loads(body)
-    opened = unsealed(ToolCall.model_validate(kwargs["call"]), sealer, NAMES)
+    opened = unsealed(ToolCall.model_validate_json(kwargs["call"]), sealer, NAMES)
     expected = {k: v for k, v in WRITTEN.items() if not k.startswith("temp:")}
     assert opened.state == {**expected, "app:api_key": "CLEAR-APP"}
 

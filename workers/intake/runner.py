@@ -24,6 +24,7 @@ from celery.exceptions import Retry
 from celery.signals import task_unknown
 from celery.utils.saferepr import saferepr
 
+from toolfleet.shared.call_signing import CALL_FIELD, SIGNATURE_FIELD
 from toolfleet.shared.celery_wire.parse import TaskMessage
 from toolfleet.shared.celery_wire.worker import run_as_request
 from toolfleet.shared.tracing import TRACEPARENT
@@ -99,9 +100,12 @@ class MessageRunner:
             self._event("task-started", message)
             started = time.monotonic()
             runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
-            call = message.kwargs.get("call")
-            if runs is not None and runs.holds_no_thread and isinstance(call, dict):
-                coroutines.append(_CoroutineCall(task, runs, message, call, done, started))
+            call = message.kwargs.get(CALL_FIELD)
+            if runs is not None and runs.holds_no_thread and call is not None:
+                signature = message.kwargs.get(SIGNATURE_FIELD)
+                coroutines.append(
+                    _CoroutineCall(task, runs, message, call, signature, done, started)
+                )
                 continue
             self._run_on_this_thread(task, message, done, started)
         if coroutines:
@@ -132,7 +136,8 @@ class MessageRunner:
             delivery = message.delivery_info
             task_unknown.send(
                 sender=self, message=None, exc=None, name=message.task, id=message.task_id,
-                call=message.kwargs.get("call"), queue=str(delivery.get("routing_key") or ""),
+                call=message.kwargs.get(CALL_FIELD), sig=message.kwargs.get(SIGNATURE_FIELD),
+                queue=str(delivery.get("routing_key") or ""),
             )  # fmt: skip
             self._end(message, done)
             return None
@@ -152,7 +157,7 @@ class MessageRunner:
         # Admitting reads the request, and needs no Celery request pushed (a tenth of the
         # worker's CPU per call went to pushing and popping them).
         admissions = ToolRuns.admit_all(
-            [(c.runs, MessageRequest(c.message, self.hostname), c.call) for c in calls]
+            [(c.runs, MessageRequest(c.message, self.hostname), c.call, c.signature) for c in calls]
         )
         for call, (admitted, error) in zip(calls, admissions, strict=True):
             if admitted is None:  # answered, dropped or closed already; or it raised
@@ -230,7 +235,8 @@ class _CoroutineCall:
     task: Task[Any, Any]
     runs: ToolRuns
     message: TaskMessage
-    call: dict[str, Any]
+    call: Any  # the kwargs `call` and `sig`, checked when it is admitted
+    signature: Any
     done: Done
     started: float
 

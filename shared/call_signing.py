@@ -1,0 +1,137 @@
+"""Call envelopes signed with the fleet key (HMAC-SHA256), so that a client allowed to
+write a broker queue cannot send a call a worker runs.
+
+A `tool.<name>` task carries its call as keyword arguments: `call`, the ToolCall's JSON
+as a string (secret-named values sealed), and `sig`, the signature of that string's
+exact bytes. A worker checks the signature before it parses anything, then parses the
+string as it is: no canonical encoding to agree on, and no dict to build and validate
+apart. The signing key is derived from TOOLFLEET_FLEET_KEY (HKDF-SHA256, an `info` of
+its own): results are signed with the fleet key itself, and a signature made for one
+kind of message is never valid for another.
+
+Without a fleet key calls are sent unsigned and accepted so, as results are; an envelope
+as a mapping (what toolfleet sent before calls were signed) is then accepted too.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from pydantic_core import from_json
+
+from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.keys import task_name
+from toolfleet.shared.messages import ToolCall
+from toolfleet.shared.pending import CLOSED_TTL_S
+
+# The task's keyword arguments: the envelope (JSON text) and its signature (hex).
+CALL_FIELD = "call"
+SIGNATURE_FIELD = "sig"
+# HKDF's `info`: this key signs call envelopes and nothing else.
+_INFO = b"toolfleet call v1"
+# A signed call sent longer ago than this is refused: a worker remembers that a call was
+# answered (its closed marker) this long, and no longer could tell a replay from a call.
+MAX_CALL_AGE_S = CLOSED_TTL_S
+
+UNSIGNED = (
+    "it carries no signature: its sender has no TOOLFLEET_FLEET_KEY, or runs a toolfleet "
+    "that signs no calls; give every orchestrator this worker's TOOLFLEET_FLEET_KEY, and "
+    "upgrade workers and orchestrators together"
+)
+BAD_SIGNATURE = (
+    "its signature is wrong: it was signed with another TOOLFLEET_FLEET_KEY (give the "
+    "orchestrators and workers of one fleet the same key), or changed after it was signed"
+)
+
+
+class RefusedCall(ToolfleetError):
+    """A call message a worker does not run: its signature is missing or wrong, it names
+    another tool than the task it came as, or it is older than replays are remembered."""
+
+
+def call_key(fleet_key: str) -> bytes:
+    """The key that signs call envelopes, derived from the fleet key (HKDF-SHA256)."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+        fleet_key.encode()
+    )
+
+
+class CallSigner:
+    """Signs and checks call envelopes with the key derived from one fleet key."""
+
+    def __init__(self, fleet_key: str) -> None:
+        self._key = call_key(fleet_key)
+
+    @classmethod
+    def of(cls, fleet_key: str | None) -> CallSigner | None:
+        """The signer of the fleet key, or None when none is set (calls unsigned)."""
+        return _cached(fleet_key) if fleet_key else None
+
+    def sign(self, envelope: bytes) -> str:
+        """The envelope's signature, as hex."""
+        return hmac.digest(self._key, envelope, "sha256").hex()
+
+    def valid(self, envelope: bytes, signature: object) -> bool:
+        """Whether `signature` is the envelope's, compared in constant time."""
+        if not isinstance(signature, str):
+            return False
+        return hmac.compare_digest(self.sign(envelope), signature)
+
+
+@lru_cache(maxsize=8)
+def _cached(fleet_key: str) -> CallSigner:
+    # Deriving the key per message would cost an HKDF run each time.
+    return CallSigner(fleet_key)
+
+
+def call_kwargs(envelope: bytes, signer: CallSigner | None) -> dict[str, str]:
+    """The keyword arguments of the `tool.<name>` task that carries `envelope` (a
+    ToolCall's JSON): the envelope as text, and its signature when there is a signer."""
+    if signer is None:
+        return {CALL_FIELD: envelope.decode()}
+    return {CALL_FIELD: envelope.decode(), SIGNATURE_FIELD: signer.sign(envelope)}
+
+
+def read_call(task: str, call: Any, signature: Any, signer: CallSigner | None) -> ToolCall:
+    """The envelope of a message of `task` (its kwargs `call` and `sig`), checked: with a
+    signer, only a string with its valid signature, sent within MAX_CALL_AGE_S. Raises
+    RefusedCall saying why it is not run, or pydantic's ValidationError when it is not
+    an envelope at all."""
+    if signer is not None:
+        if not isinstance(call, str) or signature is None:
+            raise RefusedCall(UNSIGNED)
+        # Text that is not UTF-8 (a lone surrogate) was signed by nobody: its bytes fail.
+        if not signer.valid(call.encode("utf-8", "surrogatepass"), signature):
+            raise RefusedCall(BAD_SIGNATURE)
+    if isinstance(call, str):
+        envelope = ToolCall.model_validate_json(call)
+    else:
+        envelope = ToolCall.model_validate(call)
+    if task != task_name(envelope.tool):
+        raise RefusedCall(f"it came as task {task} but its envelope names tool {envelope.tool!r}")
+    if signer is not None and time.time() - envelope.dispatched_at > MAX_CALL_AGE_S:
+        raise RefusedCall(
+            f"it was sent more than {MAX_CALL_AGE_S} s ago, longer than workers remember "
+            "which calls were answered: a replayed message"
+        )
+    return envelope
+
+
+def call_fields(call: Any) -> dict[str, Any]:
+    """The fields of a task's `call` kwarg, read without checks (what a gauge or a stop
+    request looks up): a mapping's, or the JSON object's of a string; {} for any other."""
+    if isinstance(call, Mapping):
+        return dict(call)
+    if isinstance(call, str | bytes):
+        try:
+            fields = from_json(call)
+        except ValueError:
+            return {}
+        return fields if isinstance(fields, dict) else {}
+    return {}
