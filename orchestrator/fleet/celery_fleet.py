@@ -206,9 +206,8 @@ class CeleryFleet:
     def _prepare(self, planned: PlannedCall) -> PreparedCall:
         pool = tool_pool(planned.tool, self._settings)
         limit = tool_time_limit(planned.tool, self._settings)
-        return PreparedCall(
-            planned, pool, limit, self._publisher.dispatch(planned.call, queue_name(pool))
-        )
+        queue, publisher = queue_name(pool), self._publisher
+        return PreparedCall(planned, pool, limit, lambda call: publisher.dispatch(call, queue))
 
     async def _split_by_pool_liveness(
         self, calls: Sequence[PreparedCall], sent: set[str]
@@ -259,9 +258,11 @@ class CeleryFleet:
         on) its message carries."""
         dispatches, watches = [], []
         for each in batch:
-            watch = CallWatch.start(each.planned, each.pool, each.dispatch.shown_args)
+            dispatch = each.dispatch
+            watch = CallWatch.start(each.planned, each.pool, dispatch.shown_args)
             watches.append(watch)
-            dispatches.append(each.dispatch.traced(watch.traceparent))
+            traceparent = watch.traceparent  # None with tracing off: the dispatch as it is
+            dispatches.append(dispatch if traceparent is None else dispatch.traced(traceparent))
         return dispatches, watches
 
     def _timed_out(self, prepared: PreparedCall) -> ToolResult:

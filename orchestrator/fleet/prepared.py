@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from toolfleet.orchestrator.fleet.dispatch import Dispatch
 from toolfleet.orchestrator.fleet.protocol import PlannedCall
@@ -13,12 +15,21 @@ from toolfleet.shared.messages import ToolCall
 class PreparedCall:
     """A planned call with what the fleet derives from it, each computed once: the pool
     that runs it, its time limit, and its message (arguments masked for Flower and the
-    call's span, sealed for the wire)."""
+    call's span, sealed and signed for the wire).
+
+    The message is made when first needed (`make_dispatch(call)`), as its call is about to
+    be sent: a wide turn's first calls then reach the workers while the last ones are
+    still to be encoded, rather than after every call of the turn was."""
 
     planned: PlannedCall
     pool: str
     time_limit_s: float
-    dispatch: Dispatch
+    make_dispatch: Callable[[ToolCall], Dispatch] = field(repr=False, compare=False)
+
+    @cached_property
+    def dispatch(self) -> Dispatch:
+        """The call's message, made once."""
+        return self.make_dispatch(self.planned.call)
 
     @property
     def call(self) -> ToolCall:

@@ -31,8 +31,10 @@ def planned(call_id: str) -> PreparedCall:
         reply_to="r",
         dispatched_at=0.0,
     )
-    dispatch = CeleryPublisher(None).dispatch(call, "tools.default")  # type: ignore[arg-type]
-    return PreparedCall(PlannedCall(call, noop), "default", 1.0, dispatch)
+    publisher = CeleryPublisher(None)  # type: ignore[arg-type]
+    return PreparedCall(
+        PlannedCall(call, noop), "default", 1.0, lambda c: publisher.dispatch(c, "tools.default")
+    )
 
 
 def result(call_id: str) -> ToolResult:
