@@ -37,6 +37,7 @@ TOO_DEEP_KEY = "$too_deep"
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _PLAIN = (dict, list)
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def text_depth(text: str | bytes | bytearray, stop_above: int | None = None) -> int:
@@ -80,6 +81,8 @@ def value_depth(value: Any, stop_above: int | None = None) -> int:
     itself is as deep as the walk goes, so give `stop_above` for values from outside)."""
     if not _is_container(value):
         return 0
+    if not any(map(_is_container, value.values() if isinstance(value, Mapping) else value)):
+        return 1  # flat, as most arguments are: no walk needed
     deepest = 0
     # The depth each container was seen at: one reached again, no deeper, adds nothing.
     seen: dict[int, int] = {}
@@ -101,7 +104,10 @@ def value_depth(value: Any, stop_above: int | None = None) -> int:
 
 def _is_container(value: Any) -> bool:
     # The plain types first: the Mapping check is an ABC's, slower.
-    return type(value) in _PLAIN or isinstance(value, Mapping | list | tuple)
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    return kind not in _SCALARS and isinstance(value, Mapping | list | tuple)
 
 
 def too_deep(what: str, limit: int, around: int = 0) -> str:

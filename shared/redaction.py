@@ -22,6 +22,7 @@ MASK = "***"
 SEALED = "$sealed"
 DEFAULT_SECRET_NAMES = ("api_key", "password", "secret", "token", "authorization")
 _SCOPES = (APP_PREFIX, USER_PREFIX, TEMP_PREFIX)
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def is_secret_name(key: Any, secrets: frozenset[str]) -> bool:
@@ -40,6 +41,8 @@ def is_sealed(value: Any) -> bool:
 
 def mentions_sealed(value: Any) -> bool:
     """Whether the reserved key `$sealed` appears anywhere in `value`."""
+    if type(value) in _SCALARS:
+        return False  # most values: no ABC check
     if isinstance(value, Mapping):
         return SEALED in value or any(mentions_sealed(v) for v in value.values())
     if isinstance(value, list | tuple):
