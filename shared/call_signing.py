@@ -15,18 +15,16 @@ as a mapping (what toolfleet sent before calls were signed) is then accepted too
 
 from __future__ import annotations
 
-import hmac
 import time
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic_core import from_json
 
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import task_name
+from toolfleet.shared.message_signing import MessageSigner, derived_key
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.pending import CLOSED_TTL_S
 
@@ -57,31 +55,19 @@ class RefusedCall(ToolfleetError):
 
 def call_key(fleet_key: str) -> bytes:
     """The key that signs call envelopes, derived from the fleet key (HKDF-SHA256)."""
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
-        fleet_key.encode()
-    )
+    return derived_key(fleet_key, _INFO)
 
 
-class CallSigner:
+class CallSigner(MessageSigner):
     """Signs and checks call envelopes with the key derived from one fleet key."""
 
     def __init__(self, fleet_key: str) -> None:
-        self._key = call_key(fleet_key)
+        super().__init__(fleet_key, _INFO)
 
     @classmethod
     def of(cls, fleet_key: str | None) -> CallSigner | None:
         """The signer of the fleet key, or None when none is set (calls unsigned)."""
         return _cached(fleet_key) if fleet_key else None
-
-    def sign(self, envelope: bytes) -> str:
-        """The envelope's signature, as hex."""
-        return hmac.digest(self._key, envelope, "sha256").hex()
-
-    def valid(self, envelope: bytes, signature: object) -> bool:
-        """Whether `signature` is the envelope's, compared in constant time."""
-        if not isinstance(signature, str):
-            return False
-        return hmac.compare_digest(self.sign(envelope), signature)
 
 
 @lru_cache(maxsize=8)
