@@ -18,6 +18,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.discovery import load_definitions
+from toolfleet.shared.job_signing import JobSigner
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.outages import resilient_client
@@ -76,9 +77,10 @@ def create_app(settings: Settings) -> Celery:
         replication=Replication.of(settings),
     )
     completions = Completions.of(client, keys, settings)
+    jobs = JobSigner.of(settings.fleet_key)  # with a fleet key, jobs go and run signed alone
     services = ToolServices(
         settings=settings,
-        scheduler=make_scheduler(app),
+        scheduler=make_scheduler(app, jobs),
         artifacts=ArtifactStore(client, keys),
         memory=MemoryStore(client, keys),
         credentials=CredentialStore(client, keys, settings.credential_key),
@@ -91,7 +93,7 @@ def create_app(settings: Settings) -> Celery:
     calls = CallSigner.of(settings.fleet_key)  # with a fleet key, signed calls alone run
     deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer, gate, calls)
     register_tool_tasks(app, found.tools, deps)
-    register_job_tasks(app, found.jobs, completions)
+    register_job_tasks(app, found.jobs, completions, jobs)
     app.steps["consumer"].add(intake_step(settings))
     install_heartbeat(app, client, settings)
     if os.environ.get(TOOL_OUTPUT_FDS):  # a local worker: the program shows what tools print

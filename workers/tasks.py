@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, Task
+from celery.utils.saferepr import saferepr
 
 from toolfleet.shared.celery_config import tool_pool, tool_time_limit
 from toolfleet.shared.completions import Completions
+from toolfleet.shared.job_signing import JobSigner, RefusedJob, job_message, read_job
 from toolfleet.shared.jobs import Job, JobContext, JobScheduler, PostResult
 from toolfleet.shared.keys import queue_name, task_name
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
 from toolfleet.workers.tool_runs import TOOL_RUNS, ToolRuns, ToolTaskDeps
+
+log = logging.getLogger(__name__)
 
 
 def register_tool_tasks(app: Celery, registry: ToolRegistry, deps: ToolTaskDeps) -> None:
@@ -33,27 +39,62 @@ def result_poster(completions: Completions, source: str) -> PostResult:
     return post_result
 
 
-def register_job_tasks(app: Celery, jobs: dict[str, Job], completions: Completions) -> None:
-    """`job.<name>` tasks: background work started by long-running tools."""
+def register_job_tasks(
+    app: Celery, jobs: dict[str, Job], completions: Completions, signer: JobSigner | None = None
+) -> None:
+    """`job.<name>` tasks: background work started by long-running tools. With `signer`
+    (a fleet key) a job runs only from a message a worker of the fleet signed."""
     context = JobContext(post_result=result_poster(completions, "job"))
     for found in jobs.values():
-
-        def run_job(job: Job = found, **kwargs: Any) -> None:
-            if job.wants_context:
-                kwargs["job_context"] = context
-            job.func(**kwargs)
-
-        app.task(name=found.task_name, queue=queue_name(found.pool), acks_late=True, shared=False)(
-            run_job
-        )
+        app.task(
+            name=found.task_name,
+            bind=True,
+            queue=queue_name(found.pool),
+            acks_late=True,
+            shared=False,
+        )(_job_runner(found, context, signer))
 
 
-def make_scheduler(app: Celery) -> JobScheduler:
+def _job_runner(job: Job, context: JobContext, signer: JobSigner | None) -> Callable[..., None]:
+    """The body of `job`'s task: its message checked, then the job run."""
+
+    # The signed form comes as positional arguments; the unsigned one as keywords.
+    def run_job(self: Task[Any, Any], *args: Any, **kwargs: Any) -> None:
+        try:
+            fields = read_job(job.task_name, args, kwargs, signer)
+        except RefusedJob as exc:
+            # Returning acknowledges it: a forged message is dropped, never retried.
+            log.error(
+                "refused a message of job %s (id %s), the job did not run: %s",
+                job.task_name,
+                self.request.id,
+                exc,
+            )
+            return
+        if job.wants_context:
+            fields["job_context"] = context
+        job.func(**fields)
+
+    return run_job
+
+
+def make_scheduler(app: Celery, signer: JobSigner | None = None) -> JobScheduler:
     """The job scheduler of tool services: sends `job.<name>` to the job's pool queue, to run
-    `delay_s` seconds later (a Celery countdown)."""
+    `delay_s` seconds later (a Celery countdown), signed with `signer` (a fleet key).
+    Flower shows the job's keyword arguments, signed or not."""
+    maxsize = app.amqp.kwargsrepr_maxsize
 
     def schedule(job: Job, delay_s: float, kwargs: dict[str, Any]) -> None:
-        app.send_task(job.task_name, kwargs=kwargs, queue=queue_name(job.pool), countdown=delay_s)
+        args, sent = job_message(job.task_name, kwargs, signer)
+        app.send_task(
+            job.task_name,
+            args=args,
+            kwargs=sent,
+            queue=queue_name(job.pool),
+            countdown=delay_s,
+            argsrepr="()",
+            kwargsrepr=saferepr(kwargs, maxsize),
+        )
 
     return schedule
 
