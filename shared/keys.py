@@ -202,6 +202,12 @@ class Keys:
         a worker does not start it, and no ticket can be opened or completed for it."""
         return f"{self.prefix}:closed:{session}:{call_id}"
 
+    def state_snapshot(self, session: SessionKey, digest: str) -> str:
+        """The session state a turn's calls were sent with (JSON, secret-named values
+        sealed), by its SHA-256 (hex): stored once for them, not in each call's message,
+        when it is large (shared.state_snapshots)."""
+        return f"{self.prefix}:statesnap:{session}:{digest}"
+
     def cancels(self) -> str:
         """Stream of session cancellations: every replica reads it, and the one running the
         session stops what is in flight there."""

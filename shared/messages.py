@@ -85,6 +85,10 @@ class ToolCall(BaseModel):
         max_llm_calls: The calling run's ceiling on model calls (ADK's
             RunConfig.max_llm_calls), which an agent tool's run obeys too, counted apart;
             None: the run has none.
+        state_ref: The SHA-256 (hex) of the state snapshot stored apart for the turn's
+            calls (Keys.state_snapshot), when it was too large to send in each message;
+            `state` is then empty until the worker loads it. None: `state` is the
+            snapshot.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -105,6 +109,8 @@ class ToolCall(BaseModel):
     confirmation: dict[str, Any] | None = None
     # The calling run's max_llm_calls, for an agent tool's run to obey (None: none).
     max_llm_calls: int | None = None
+    # The digest of the state stored apart (shared.state_snapshots); None: inline.
+    state_ref: str | None = None
 
     @property
     def session_key(self) -> SessionKey:

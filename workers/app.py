@@ -27,6 +27,7 @@ from toolfleet.shared.replication import Replication
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
+from toolfleet.shared.state_snapshots import SnapshotLoader
 from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
@@ -91,7 +92,10 @@ def create_app(settings: Settings) -> Celery:
     # A dead worker's slots come back within a few of its heartbeats.
     gate = Gate(client, keys, SLOT_LEASE_BEATS * settings.worker_heartbeat_s)
     calls = CallSigner.of(settings.fleet_key)  # with a fleet key, signed calls alone run
-    deps = ToolTaskDeps(settings, reporter, completions, services, guard, sealer, gate, calls)
+    snapshots = SnapshotLoader(client, keys)  # the large states of wide turns, stored apart
+    deps = ToolTaskDeps(
+        settings, reporter, completions, services, guard, sealer, gate, calls, snapshots
+    )
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions, jobs)
     app.steps["consumer"].add(intake_step(settings))

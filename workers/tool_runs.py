@@ -30,6 +30,7 @@ from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolRes
 from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.reporting import Post, ResultReporter, TicketWrite
 from toolfleet.shared.sealing import Sealer, SealError, unseal
+from toolfleet.shared.state_snapshots import SnapshotLoader
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped
 from toolfleet.workers.deliveries import DeliveryGuard, worker_lost
@@ -55,6 +56,12 @@ SEAL_REFUSAL = (
 )
 
 
+STATE_REFUSAL = (
+    "the session state this call was sent with is no longer stored (the call waited past "
+    "its deadline, or Redis lost it), so the tool did not run; call it again"
+)
+
+
 def unsealed(call: ToolCall, sealer: Sealer | None, secret_names: Sequence[str]) -> ToolCall:
     """The call with the secrets the orchestrator sealed opened: the tool gets the real
     values. SealError when one does not open."""
@@ -75,6 +82,7 @@ class ToolTaskDeps:
     sealer: Sealer | None = None  # opens the secrets the orchestrator sealed (fleet key)
     gate: Gate | None = None  # fleet-wide limits (max_concurrency, rate_limit); None: off
     signer: CallSigner | None = None  # checks the orchestrator's signature (fleet key)
+    snapshots: SnapshotLoader | None = None  # loads states stored apart; None: inline only
 
 
 @dataclass(frozen=True)
@@ -289,6 +297,19 @@ class ToolRuns:
         """The admitted call with its secrets opened; or the refusal posted when one does
         not open."""
         deps, envelope = self._deps, admitted.envelope
+        if envelope.state_ref is not None:
+            state = deps.snapshots.load(envelope) if deps.snapshots is not None else None
+            if state is None:
+                log.error(
+                    "call %s (%s) not run: its state snapshot %s is gone", envelope.call_id,
+                    self.tool.name, envelope.state_ref,
+                )  # fmt: skip
+                refused = error_result(
+                    envelope, "StateUnavailable", STATE_REFUSAL, worker=admitted.worker
+                )
+                deps.reporter.post(envelope.reply_to, refused)
+                return refused
+            envelope = envelope.model_copy(update={"state": state, "state_ref": None})
         try:
             envelope = unsealed(envelope, deps.sealer, deps.settings.secret_arg_names)
         except SealError as exc:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.fleet.flights import Flight, InFlight
@@ -21,7 +23,12 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, SessionKey, queue_name
-from toolfleet.shared.messages import ToolResult
+from toolfleet.shared.messages import ToolCall, ToolResult
+from toolfleet.shared.state_snapshots import (
+    INLINE_STATE_MAX_BYTES,
+    StateSnapshot,
+    digest_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +36,8 @@ log = logging.getLogger(__name__)
 # record of what was sent), and a wide turn's first calls reach the workers while the
 # next ones are encoded, without one script of ten thousand pushes holding Redis.
 PUBLISH_BATCH = 200
+# How much longer than the latest a call can start its state snapshot stays.
+SNAPSHOT_SLACK_S = 300
 
 
 class CeleryFleet:
@@ -70,7 +79,8 @@ class CeleryFleet:
         first publish, if any).
         """
         sent: set[str] = set()
-        prepared = [self._prepare(planned) for planned in calls]
+        states = TurnStates(self._publisher, self._keys, lambda: self._snapshot_ttl_s(calls))
+        prepared = [self._prepare(planned, states) for planned in calls]
         if resume and prepared:
             sent = await self._publisher.recorded(
                 self._keys.dispatched(prepared[0].call.session_key)
@@ -203,11 +213,21 @@ class CeleryFleet:
             batch, self._keys.results(session), forget=self._keys.dispatched(session)
         )
 
-    def _prepare(self, planned: PlannedCall) -> PreparedCall:
+    def _prepare(self, planned: PlannedCall, states: TurnStates) -> PreparedCall:
         pool = tool_pool(planned.tool, self._settings)
         limit = tool_time_limit(planned.tool, self._settings)
         queue, publisher = queue_name(pool), self._publisher
-        return PreparedCall(planned, pool, limit, lambda call: publisher.dispatch(call, queue))
+        return PreparedCall(
+            planned, pool, limit, lambda call: publisher.dispatch(call, queue, states.of(call))
+        )
+
+    def _snapshot_ttl_s(self, calls: Sequence[PlannedCall]) -> int:
+        """How long the state snapshots of `calls` stay: past the latest a call can start
+        (its deadline, moved once by a Redis outage's recovery bound), with slack."""
+        tools = list({id(c.tool): c.tool for c in calls}.values())
+        longest = max((tool_time_limit(t, self._settings) for t in tools), default=0.0)
+        bound = recovery_bound_s(self._settings, tools)
+        return math.ceil(longest + self._settings.result_grace_s + bound) + SNAPSHOT_SLACK_S
 
     async def _split_by_pool_liveness(
         self, calls: Sequence[PreparedCall], sent: set[str]
@@ -275,6 +295,36 @@ class CeleryFleet:
             f"tool {call.tool!r} did not answer within {prepared.time_limit_s:g} s; "
             "it may still be running - do not assume it had no effect",
         )
+
+
+class TurnStates:
+    """The state each call of a run is sent with: inline when small, else a snapshot
+    stored apart (shared.state_snapshots), made once for the calls that share a state."""
+
+    def __init__(self, publisher: CeleryPublisher, keys: Keys, ttl_s: Callable[[], int]) -> None:
+        self._publisher = publisher
+        self._keys = keys
+        self._ttl_s = ttl_s  # asked once, for the first snapshot
+        self._ttl: int | None = None
+        self._last: tuple[dict[str, Any], StateSnapshot | None] | None = None
+
+    def of(self, call: ToolCall) -> StateSnapshot | None:
+        """The snapshot `call`'s state goes in, or None: inline."""
+        # The calls of a turn share one state (a before-tool callback may change it for
+        # the calls after it): compared, equal states are sealed and hashed once.
+        last = self._last
+        if last is not None and (last[0] is call.state or last[0] == call.state):
+            return last[1]
+        text = self._publisher.sealed_state(call.state)
+        snapshot = None
+        if len(text) > INLINE_STATE_MAX_BYTES:
+            digest = digest_of(text)
+            key = self._keys.state_snapshot(call.session_key, digest)
+            if self._ttl is None:
+                self._ttl = self._ttl_s()
+            snapshot = StateSnapshot(key, text, digest, self._ttl)
+        self._last = (call.state, snapshot)
+        return snapshot
 
 
 def _split_by_stored_secrets(

@@ -26,6 +26,7 @@ from toolfleet.shared.keys import task_name
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.redaction import redact_deep, secret_name_set
 from toolfleet.shared.sealing import Sealer
+from toolfleet.shared.state_snapshots import StateSnapshot
 from toolfleet.shared.tracing import TRACEPARENT
 
 # Forgotten when the turn is answered (settle); this only bounds what a crash leaves.
@@ -45,6 +46,7 @@ class Dispatch:
     shown_args: dict[str, Any]
     kwargs: dict[str, str]
     traceparent: str | None = None  # the call's span, the parent of the worker's (tracing on)
+    snapshot: StateSnapshot | None = None  # the call's state, stored apart (large)
 
     def traced(self, traceparent: str | None) -> Dispatch:
         """The same dispatch, its message carrying `traceparent`."""
@@ -79,9 +81,19 @@ class CeleryPublisher:
         self._signer = signer
         self._messages = TaskMessageBuilder(f"orchestrator@{socket.gethostname()}")
 
-    def dispatch(self, call: ToolCall, queue: str) -> Dispatch:
+    def sealed_state(self, state: dict[str, Any]) -> bytes:
+        """`state` as JSON, its secret-named values sealed for the workers."""
+        return to_json(state if self._sealer is None else self._sealer.seal(state))
+
+    def dispatch(
+        self, call: ToolCall, queue: str, snapshot: StateSnapshot | None = None
+    ) -> Dispatch:
         """`call` ready to publish on `queue`: its arguments masked, sealed and signed,
-        once."""
+        once. With `snapshot` (its state, stored apart), the message names the snapshot
+        instead of carrying the state."""
+        shown_args = redact_deep(call.args, self._secret_names)
+        if snapshot is not None:
+            call = call.model_copy(update={"state": {}, "state_ref": snapshot.digest})
         if self._sealer is None:
             envelope = call.__pydantic_serializer__.to_json(call)
         else:
@@ -90,7 +102,7 @@ class CeleryPublisher:
             body["state"] = self._sealer.seal(body["state"])
             envelope = to_json(body)
         kwargs = call_kwargs(envelope, self._signer)
-        return Dispatch(call, queue, redact_deep(call.args, self._secret_names), kwargs)
+        return Dispatch(call, queue, shown_args, kwargs, snapshot=snapshot)
 
     def encode(self, dispatch: Dispatch) -> str:
         """The kombu Redis-transport message (JSON) of task `tool.<name>` for the call."""
@@ -125,6 +137,11 @@ class CeleryPublisher:
         # The caller's first: they may forget the previous turn's record `record_in`
         # (the responses held back for this write, loop/held.py) that this adds to.
         written = also(batch) if also is not None else None
+        # The state snapshots these calls name, in the same step (again in each write:
+        # a call sent later, once others of its turn ended, finds it as fresh).
+        snapshots = {d.snapshot.key: d.snapshot for d in dispatches if d.snapshot is not None}
+        for snapshot in snapshots.values():
+            batch.set(snapshot.key, snapshot.text, ex=snapshot.ttl_s)
         for dispatch in dispatches:
             batch.lpush(self._outbox or dispatch.queue, self.encode(dispatch))
         batch.sadd(record_in, *(d.call.call_id for d in dispatches))

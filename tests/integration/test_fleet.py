@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import redis
 from google.genai import types
 
 from tests.integration import fleet_tools, heavy_tools
@@ -97,6 +98,30 @@ async def test_state_written_on_one_worker_is_read_on_another_in_the_next_turn(
     assert recalled.response == {"value": "Oslo"}
     (finished,) = [u.result for u in updates if isinstance(u, CallFinished)]
     assert finished.worker.startswith("w3@")  # the `other` pool's worker process
+
+
+async def test_a_large_state_reaches_each_call_of_a_turn_from_one_stored_snapshot(
+    settings: Settings, fleet: WorkerGroup
+) -> None:
+    session = uuid.uuid4().hex
+    doc = "z" * 20_000  # over what travels in each message
+    await run_script(
+        settings, "remember", call(Call("remember", {"key": "doc", "value": doc})), say("ok"),
+        session=session,
+    )  # fmt: skip
+    updates = await run_script(
+        settings, "recall", call(*(Call("recall", {"key": "doc"}) for _ in range(6))), say("ok"),
+        session=session,
+    )  # fmt: skip
+    assert [p.response for p in response_parts(updates)] == [{"value": doc}] * 6
+    client = redis.Redis.from_url(settings.require_redis_url())
+    try:
+        pattern = f"{settings.key_prefix}:statesnap:*"
+        snapshots = [k for k in client.scan_iter(pattern) if session in k.decode()]
+        assert len(snapshots) == 1  # the turn's six calls named one
+        assert client.ttl(snapshots[0]) > 0
+    finally:
+        client.close()
 
 
 async def test_transient_exception_is_retried_with_backoff_then_succeeds(
