@@ -46,6 +46,7 @@ from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.queues import amqp_queue_states, broker_queue_states
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.shared.call_signing import CallSigner
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name, session_key
 from toolfleet.shared.messages import CallStatus
@@ -185,7 +186,8 @@ async def test_the_relay_moves_the_outbox_to_rabbitmq_where_status_counts_the_qu
 ) -> None:
     keys = Keys(settings.key_prefix)
     pool = f"amqp-depth-{uuid.uuid4().hex[:6]}"  # a queue no worker takes
-    publisher = CeleryPublisher(aclient, outbox=outbox.outbox_key(keys))
+    signer = CallSigner.of(settings.fleet_key)  # the workers run signed calls alone
+    publisher = CeleryPublisher(aclient, outbox=outbox.outbox_key(keys), signer=signer)
     stream = keys.results(session_key("app", "u", "depth"))
     calls = [tool_call(f"depth-{i}", "step", "depth", stream) for i in range(3)]
     dispatches = [publisher.dispatch(c, queue_name(pool)) for c in calls]
