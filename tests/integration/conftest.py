@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
 
+from examples import reimbursement, support_tickets
 from tests.integration.bank_api import BankApi, serve_bank_api
 from tests.integration.browser import find_chromium
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
+from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.shared.auth import new_credential_key
 from toolfleet.shared.config import Settings
 from toolfleet.shared.signing import new_fleet_key
@@ -113,6 +115,16 @@ def orchestrator_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dic
     for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     return {**os.environ, **env}
+
+
+@pytest.fixture
+async def orchestrator(
+    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
+) -> AsyncIterator[Orchestrator]:
+    """An orchestrator of the long-running examples (reimbursement approvals, support
+    tickets) on the fleet (a module may define its own `orchestrator`)."""
+    async with Orchestrator([reimbursement.agent, support_tickets.agent], settings) as orch:
+        yield orch
 
 
 @pytest.fixture(scope="session")

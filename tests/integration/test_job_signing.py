@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
 
-from examples import reimbursement, support_tickets
+from examples import support_tickets
 from tests.support import until
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
@@ -29,14 +28,6 @@ pytestmark = pytest.mark.integration
 
 WAIT_S = 30
 JOB = support_tickets.resolve_ticket
-
-
-@pytest.fixture
-async def orchestrator(
-    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
-) -> AsyncIterator[Orchestrator]:
-    async with Orchestrator([reimbursement.agent, support_tickets.agent], settings) as orch:
-        yield orch
 
 
 async def ask(orch: Orchestrator, app: str, message: str) -> SessionKey:

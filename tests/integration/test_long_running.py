@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 import redis
 from google.genai import types
 
-from examples import reimbursement, support_tickets
+from examples import reimbursement
 from tests.integration import fleet_tools
 from toolfleet.orchestrator.adk.completing import run_message
 from toolfleet.orchestrator.agents.agent import Agent
@@ -38,14 +38,6 @@ def sync_completions(settings: Settings) -> Completions:
     return Completions(
         redis.Redis.from_url(settings.require_redis_url()), Keys(settings.key_prefix)
     )
-
-
-@pytest.fixture
-async def orchestrator(
-    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str]
-) -> AsyncIterator[Orchestrator]:
-    async with Orchestrator([reimbursement.agent, support_tickets.agent], settings) as orch:
-        yield orch
 
 
 async def ask(orch: Orchestrator, app: str, message: str) -> tuple[SessionKey, SessionStore]:

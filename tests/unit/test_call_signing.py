@@ -13,7 +13,7 @@ from typing import Any
 
 import fakeredis
 import pytest
-from celery import Celery
+from celery import Celery, Task
 
 from tests.support import LocalTool
 from tests.unit.test_delivery_guard import KEYS, guarded_deps
@@ -210,11 +210,9 @@ def forgeries() -> dict[str, dict[str, Any]]:
     }
 
 
-# The tasks name their queue (celery deprecates the attribute for 6.0; the workers use it).
-@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
-def test_a_celery_task_refuses_forged_calls_without_running_or_answering_and_runs_a_signed_one(
-    client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
-) -> None:
+def transfer_task(client: fakeredis.FakeRedis) -> tuple[Task[Any, Any], list[int]]:
+    """The `transfer` tool's task on a keyed worker whose Redis is `client`, and the
+    amounts of the runs it made."""
     runs: list[int] = []
 
     def transfer(amount: int) -> dict[str, int]:
@@ -223,7 +221,15 @@ def test_a_celery_task_refuses_forged_calls_without_running_or_answering_and_run
 
     app = Celery("signing-test", set_as_current=False)
     register_tool_tasks(app, {"transfer": LocalTool(transfer)}, keyed_deps(client))
-    task = app.tasks[task_name("transfer")]
+    return app.tasks[task_name("transfer")], runs
+
+
+# The tasks name their queue (celery deprecates the attribute for 6.0; the workers use it).
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_celery_task_refuses_forged_calls_without_running_or_answering_and_runs_a_signed_one(
+    client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    task, runs = transfer_task(client)
 
     for kwargs in forgeries().values():
         task.apply(kwargs=kwargs)
@@ -240,18 +246,11 @@ def test_a_celery_task_refuses_forged_calls_without_running_or_answering_and_run
 def test_a_replayed_signed_call_that_was_answered_does_not_run_again(
     client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    runs: list[int] = []
-
-    def transfer(amount: int) -> dict[str, int]:
-        runs.append(amount)
-        return {"moved": amount}
-
-    app = Celery("replay-test", set_as_current=False)
-    register_tool_tasks(app, {"transfer": LocalTool(transfer)}, keyed_deps(client))
+    task, runs = transfer_task(client)
     captured = signed(envelope(call_id="once"))
 
     for _ in range(3):  # the message, then two replays of it
-        app.tasks[task_name("transfer")].apply(kwargs=captured)
+        task.apply(kwargs=captured)
 
     assert runs == [5000] and len(posted(client)) == 1
     assert client.exists(KEYS.closed(session_key("app", "u", "s"), "once"))
