@@ -2,9 +2,11 @@
 Celery's producer.
 
 Celery's `send_task` is synchronous and would stall the orchestrator's event loop; the
-message is built here - its headers and body by Celery's own `create_task_message`, the
-envelope as kombu's Redis transport writes it - and pushed by the caller with its own
-pipelined writes.
+message is built here - its headers and body as Celery's `create_task_message` makes
+them for a task sent with no options, the envelope as kombu's Redis transport writes it
+- and pushed by the caller with its own pipelined writes. Building the headers here
+takes a tenth of what Celery's builder takes (it weighs every option a task may be sent
+with); tests/unit/test_celery_wire_contract.py holds them equal to Celery's own.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from celery import Celery
 from pydantic_core import to_json
 
 from toolfleet.shared.ids import unique_hex
@@ -24,6 +25,8 @@ CONTENT_TYPE = "application/json"
 CONTENT_ENCODING = "utf-8"
 # Persistent (AMQP's delivery mode 2), as Celery's producer sends a task.
 DELIVERY_MODE = 2
+# The body's third part: a task sent alone, with no callbacks, chain or chord.
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
 class TaskMessageBuilder:
@@ -32,8 +35,6 @@ class TaskMessageBuilder:
 
     def __init__(self, origin: str) -> None:
         self._origin = origin
-        # Used only to build messages (pure); it never connects anywhere.
-        self._celery = Celery("toolfleet-orchestrator", set_as_current=False)
 
     def redis_message(
         self,
@@ -50,27 +51,40 @@ class TaskMessageBuilder:
         exchange. `argsrepr` and `kwargsrepr` are what Flower shows of its arguments;
         `headers` are added to Celery's own (a trace context)."""
         task_id = unique_hex()
-        message = self._celery.amqp.create_task_message(
-            task_id,
-            task,
-            args=(),
-            kwargs=kwargs,
-            argsrepr=argsrepr,
-            kwargsrepr=kwargsrepr,
-            origin=self._origin,
-        )
+        message_headers: dict[str, Any] = {
+            "lang": "py",
+            "task": task,
+            "id": task_id,
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "group": None,
+            "group_index": None,
+            "retries": 0,
+            "timelimit": [None, None],
+            "root_id": task_id,
+            "parent_id": None,
+            "argsrepr": argsrepr,
+            "kwargsrepr": kwargsrepr,
+            "origin": self._origin,
+            "ignore_result": False,
+            "replaced_task_nesting": 0,
+            "stamped_headers": None,
+            "stamps": {},
+        }
         if headers is not None:
-            message.headers.update(headers)
+            message_headers.update(headers)
         # pydantic-core's JSON encoder: ~2 us where the standard library's takes ~11.
-        body = to_json(message.body)
+        body = to_json(((), kwargs, _EMBED))
         return to_json(
             {
                 "body": base64.b64encode(body).decode(),
                 "content-encoding": CONTENT_ENCODING,
                 "content-type": CONTENT_TYPE,
-                "headers": message.headers,
+                "headers": message_headers,
                 "properties": {
-                    **message.properties,
+                    "correlation_id": task_id,
+                    "reply_to": "",
                     "body_encoding": BODY_ENCODING,
                     "delivery_tag": unique_hex(),
                     "delivery_mode": DELIVERY_MODE,
