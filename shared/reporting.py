@@ -134,7 +134,8 @@ class ResultReporter:
     def _post_args(self, post: Post) -> list[Any]:
         """The numkeys and arguments of `_POST` for `post`."""
         result = post.result
-        if self._sealer is not None:
+        payload = result.model_dump_json().encode()
+        if self._sealer is not None and self._sealer.may_seal(payload):
             # State writes too: the orchestrator stores them as they come (state hash),
             # and the worker of a later call opens them. What the tool returned or wrote
             # is sealed whole, a sealed shape included (its inputs came opened): opening
@@ -142,7 +143,7 @@ class ResultReporter:
             delta = self._sealer.seal(result.state_delta, keep_sealed=False)
             response = self._sealer.seal(result.response, keep_sealed=False)
             result = result.model_copy(update={"response": response, "state_delta": delta})
-        payload = result.model_dump_json().encode()
+            payload = result.model_dump_json().encode()
         fields: dict[str, bytes | str] = {RESULT_FIELD: payload}
         if self._signer is not None:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)

@@ -57,6 +57,18 @@ class Sealer:
     def __init__(self, fleet_key: str, secret_names: Iterable[str]) -> None:
         self._fernet = Fernet(seal_key(fleet_key))
         self._secrets = secret_name_set(secret_names)
+        # A name JSON would escape cannot be looked for in JSON text as it is.
+        self._findable = all(_verbatim_in_json(name) for name in self._secrets)
+
+    def may_seal(self, text: bytes) -> bool:
+        """Whether `seal` may have something to seal in the value whose JSON is `text` (as
+        pydantic writes it: other characters than quotes, backslashes and controls as
+        they are): False when no secret name appears anywhere in it, case-insensitively
+        (keys or values), so that the common value, with none, is not walked at all."""
+        if not self._findable:
+            return True
+        lowered = text.decode("utf-8", "surrogatepass").lower()
+        return any(name in lowered for name in self._secrets)
 
     @classmethod
     def of(cls, settings: Settings) -> Sealer | None:
@@ -102,6 +114,11 @@ class Sealer:
                 "a sealed secret does not decrypt with this TOOLFLEET_FLEET_KEY: give the "
                 "orchestrators and workers of one fleet the same key"
             ) from exc
+
+
+def _verbatim_in_json(name: str) -> bool:
+    """Whether JSON writes `name` as it is: no quote, backslash or control character."""
+    return not any(c in '"\\' or ord(c) < 0x20 for c in name)
 
 
 def unseal(

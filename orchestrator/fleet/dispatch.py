@@ -83,7 +83,10 @@ class CeleryPublisher:
 
     def sealed_state(self, state: dict[str, Any]) -> bytes:
         """`state` as JSON, its secret-named values sealed for the workers."""
-        return to_json(state if self._sealer is None else self._sealer.seal(state))
+        text = to_json(state)
+        if self._sealer is None or not self._sealer.may_seal(text):
+            return text
+        return to_json(self._sealer.seal(state))
 
     def dispatch(
         self, call: ToolCall, queue: str, snapshot: StateSnapshot | None = None
@@ -94,9 +97,8 @@ class CeleryPublisher:
         shown_args = redact_deep(call.args, self._secret_names)
         if snapshot is not None:
             call = call.model_copy(update={"state": {}, "state_ref": snapshot.digest})
-        if self._sealer is None:
-            envelope = call.__pydantic_serializer__.to_json(call)
-        else:
+        envelope = call.__pydantic_serializer__.to_json(call)
+        if self._sealer is not None and self._sealer.may_seal(envelope):
             body = call.model_dump(mode="json")
             body["args"] = self._sealer.seal(body["args"])
             body["state"] = self._sealer.seal(body["state"])

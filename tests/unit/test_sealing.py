@@ -8,6 +8,7 @@ import time
 
 import fakeredis
 import pytest
+from pydantic_core import to_json
 
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.turn import responses_event
@@ -108,6 +109,39 @@ def test_the_task_message_carries_secrets_sealed_and_the_worker_opens_them() -> 
     assert opened.args == ARGS and opened.state == call.state
     with pytest.raises(SealError):
         unsealed(sent, Sealer(new_fleet_key(), NAMES), NAMES)
+
+
+@pytest.mark.parametrize(
+    ("value", "may"),
+    [
+        ({"note": "n", "items": [1, {"colour": "red"}]}, False),  # no secret name anywhere
+        ({"outer": [{"inner": {"Api_Key": "k"}}]}, True),  # at depth, any case
+        ({"user:token": "t"}, True),  # a scoped state key
+        ({"\u212aEY": 1, "api_\u212aey": "k"}, True),  # KELVIN SIGN lowers to "k"
+        ({"note": "my password is not a key"}, True),  # in a value: walked, to be sure
+    ],
+)
+def test_may_seal_is_false_only_where_no_secret_name_appears(value: object, may: bool) -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    assert sealer.may_seal(to_json(value)) is may
+    if not may:
+        assert sealer.seal(value) == value
+
+
+def test_a_secret_name_json_would_escape_is_always_walked_for() -> None:
+    sealer = Sealer(new_fleet_key(), ['we"ird'])
+    assert sealer.may_seal(b'{"note": "n"}')
+
+
+def test_a_call_without_secrets_is_sent_as_it_is_and_one_with_them_sealed() -> None:
+    sealer = Sealer(new_fleet_key(), NAMES)
+    publisher = CeleryPublisher(None, NAMES, sealer)  # type: ignore[arg-type]
+    plain = make_call({"note": "n"}).model_copy(update={"state": {"colour": "red"}})
+    sent = ToolCall.model_validate_json(publisher.dispatch(plain, "tools.default").kwargs["call"])
+    assert sent == plain
+    secret = make_call({"note": "n"})  # its state holds "secret"
+    sent = ToolCall.model_validate_json(publisher.dispatch(secret, "tools.default").kwargs["call"])
+    assert sent.state["colour"] == "red" and SEALED in sent.state["secret"]
 
 
 def test_results_are_sealed_on_the_stream_and_opened_for_the_model() -> None:
