@@ -293,12 +293,20 @@ class ToolRuns:
             bool(delivery_info.get("redelivered")),
         )
 
-    def _open(self, admitted: Admitted) -> Admitted | ToolResult:
-        """The admitted call with its secrets opened; or the refusal posted when one does
-        not open."""
+    def _open(self, admitted: Admitted) -> Admitted | ToolResult | None:
+        """The admitted call with its state loaded (when stored apart) and its secrets
+        opened; or the refusal posted when either cannot be; None when it was closed
+        already (its state gone with it)."""
         deps, envelope = self._deps, admitted.envelope
         if envelope.state_ref is not None:
             state = deps.snapshots.load(envelope) if deps.snapshots is not None else None
+            if state is None and deps.completions.is_closed(PendingCall.starting(envelope)):
+                # Held past its deadline: the model was told already, nothing is posted.
+                log.warning(
+                    "call %s (%s) was answered before it started (timed out?): not run",
+                    envelope.call_id, self.tool.name,
+                )  # fmt: skip
+                return None
             if state is None:
                 log.error(
                     "call %s (%s) not run: its state snapshot %s is gone", envelope.call_id,

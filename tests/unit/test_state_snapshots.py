@@ -188,3 +188,18 @@ def test_a_call_whose_snapshot_is_gone_or_changed_is_answered_and_not_run(
     assert answer.status is CallStatus.ERROR and answer.call_id == "c1"
     assert answer.response["error_type"] == "StateUnavailable"
     assert "did not run" in answer.response["error_message"]
+
+
+def test_a_call_answered_already_whose_snapshot_is_gone_is_dropped_without_a_word(
+    client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    call = with_snapshot(client, {"doc": "y" * 5000})
+    client.delete(KEYS.state_snapshot(S, call.state_ref or ""))
+    client.set(KEYS.closed(S, "c1"), 1)  # timed out waiting: the model was told
+
+    ((admitted, error),) = ToolRuns.admit_all(
+        [(worker(client), request(), call.model_dump(), None)]
+    )
+
+    assert admitted is None and error is None and posted(client) == []
+    assert "was answered before it started" in caplog.text
