@@ -3,15 +3,19 @@ TASK_EVENTS_PERIOD_S on a connection of their own, made anew after it fails.
 
 Celery's dispatcher never reconnects: once its connection dropped (RabbitMQ restarted,
 or closed it) every publish fails, and it keeps what failed to publish again, without
-bound. Celery's consumer makes a new dispatcher when it reconnects; the intake makes one
-at the next flush after a failure (the events of that flush are lost: Flower's view is
-not worth holding memory for).
+bound. Celery's consumer makes a new dispatcher when it reconnects. The intake keeps the
+events of a period itself, each stamped when it happened: a flush that fails publishes
+them once more on a new connection at once (a dropped connection loses nothing), and
+drops them only when that fails too (the broker is down: Flower's view is not worth
+holding memory for).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 from typing import Any
 
 from celery import Celery
@@ -19,8 +23,9 @@ from celery.events.dispatcher import EventDispatcher
 
 log = logging.getLogger(__name__)
 
-# Events buffered at most before a send publishes them itself: the timed flush comes
-# first under any load an io worker takes.
+# Events kept at most between two flushes; more are dropped (the broker is unreachable,
+# or the flush thread starved): the timed flush comes first under any load an io worker
+# takes.
 BUFFER_LIMIT = 10_000
 
 
@@ -30,42 +35,56 @@ class TaskEvents:
     def __init__(self, app: Celery, hostname: str) -> None:
         self._app = app
         self._hostname = hostname
-        self._dispatcher: EventDispatcher | None = self._open()
+        self._dispatcher: EventDispatcher | None = None  # opened by the first flush
+        self._lock = threading.Lock()  # intake threads send, the flush thread takes
+        self._pending: list[tuple[str, dict[str, Any]]] = []
 
     def send(self, kind: str, **fields: Any) -> None:
-        """Buffer an event (dropped while there is no connection)."""
-        dispatcher = self._dispatcher
-        if dispatcher is not None:
-            dispatcher.send(kind, **fields)
+        """Keep an event, stamped now, for the next flush."""
+        fields.setdefault("timestamp", time.time())  # Celery's Event keeps a given one
+        with self._lock:
+            if len(self._pending) < BUFFER_LIMIT:
+                self._pending.append((kind, fields))
 
     def flush(self) -> None:
-        """Publish the events buffered (one thread's job); after a failure, on a new
-        connection the next time."""
+        """Publish the events kept (one thread's job): on the connection in use, else, or
+        when that fails, on a new one."""
+        with self._lock:
+            events, self._pending = self._pending, []
+        if not events:
+            return
+        if self._publish(events):
+            return
+        if not self._publish(events):
+            log.warning(
+                "publishing %d task events failed twice, on a new connection too: they are "
+                "lost, and the next ones go on a new connection",
+                len(events),
+            )
+
+    def close(self) -> None:
+        """Publish what is kept and close."""
+        self.flush()
+        dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            _discard(dispatcher, lost=False)
+
+    def _publish(self, events: list[tuple[str, dict[str, Any]]]) -> bool:
+        """Whether `events` were published, as one message; after a failure the
+        connection is given up (the next publish opens a new one)."""
         dispatcher = self._dispatcher
         if dispatcher is None:
             dispatcher = self._dispatcher = self._open()
         try:
+            for kind, fields in events:
+                dispatcher.send(kind, **fields)
             dispatcher.flush()
+            return True
         except Exception:
+            log.info("publishing task events failed", exc_info=True)
             self._dispatcher = None
-            log.warning(
-                "publishing task events failed: they are lost, and the next ones go on a "
-                "new connection",
-                exc_info=True,
-            )
             _discard(dispatcher, lost=True)
-
-    def close(self) -> None:
-        """Publish what is buffered and close."""
-        dispatcher, self._dispatcher = self._dispatcher, None
-        if dispatcher is None:
-            return
-        try:
-            dispatcher.flush()
-        except Exception:
-            log.warning("publishing the last task events failed", exc_info=True)
-        finally:
-            _discard(dispatcher, lost=False)
+            return False
 
     def _open(self) -> EventDispatcher:
         # Connecting is lazy: a broker that is down fails the first flush, not this.
@@ -74,7 +93,7 @@ class TaskEvents:
             hostname=self._hostname,
             groups=["task"],
             buffer_group=["task"],
-            buffer_limit=BUFFER_LIMIT,
+            buffer_limit=BUFFER_LIMIT + 1,  # the flush publishes them, never a send
             buffer_while_offline=False,  # a failed publish raises: see above
         )
         return dispatcher

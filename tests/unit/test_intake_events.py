@@ -1,0 +1,118 @@
+"""An intake's task events for Flower: kept with the time they happened, published once
+per flush, once more on a new connection when the one in use was lost."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from toolfleet.workers.intake import events as intake_events
+from toolfleet.workers.intake.events import TaskEvents
+
+
+class Dispatcher:
+    """Celery's EventDispatcher as the intake uses it: `send` buffers, `flush` publishes
+    them as one message, or raises when its connection is gone."""
+
+    def __init__(self, broken: bool, published: list[list[dict[str, Any]]]) -> None:
+        self.broken = broken
+        self.connection = SimpleNamespace(collect=lambda: None, release=lambda: None)
+        self._published = published
+        self._buffer: list[dict[str, Any]] = []
+        self.closed = False
+
+    def send(self, kind: str, **fields: Any) -> None:
+        self._buffer.append({"type": kind, **fields})
+
+    def flush(self) -> None:
+        if self.broken:
+            raise ConnectionResetError("the broker closed the connection")
+        self._published.append(self._buffer)
+        self._buffer = []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class App:
+    """What TaskEvents asks of a Celery app: a dispatcher per connection, each broken
+    or not as `broken` says, in turn."""
+
+    def __init__(self, *broken: bool) -> None:
+        self.published: list[list[dict[str, Any]]] = []
+        self.dispatchers: list[Dispatcher] = []
+        self._broken = list(broken)
+        self.events = SimpleNamespace(Dispatcher=self._dispatcher)
+
+    def connection_for_write(self) -> object:
+        return object()
+
+    def _dispatcher(self, connection: object, **options: Any) -> Dispatcher:
+        made = Dispatcher(self._broken.pop(0) if self._broken else False, self.published)
+        self.dispatchers.append(made)
+        return made
+
+
+def events_of(app: App) -> TaskEvents:
+    return TaskEvents(app, "io@host")  # type: ignore[arg-type]
+
+
+def test_the_events_of_a_period_go_as_one_message_on_one_connection() -> None:
+    app = App()
+    events = events_of(app)
+    events.send("task-received", uuid="t1", name="tool.x")
+    events.send("task-started", uuid="t1")
+    events.flush()
+    events.flush()  # nothing kept: nothing published, no connection made
+    events.send("task-succeeded", uuid="t1")
+    events.flush()
+
+    assert [[e["type"] for e in message] for message in app.published] == [
+        ["task-received", "task-started"],
+        ["task-succeeded"],
+    ]
+    assert len(app.dispatchers) == 1
+
+
+def test_a_flush_on_a_lost_connection_publishes_the_same_events_on_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = App(True)  # the first connection is gone by the first flush
+    events = events_of(app)
+    monkeypatch.setattr(intake_events.time, "time", lambda: 1000.0)
+    events.send("task-received", uuid="t1")
+    monkeypatch.setattr(intake_events.time, "time", lambda: 1005.0)
+
+    events.flush()
+
+    ((event,),) = app.published
+    assert event["uuid"] == "t1" and event["timestamp"] == 1000.0  # when it happened
+    assert len(app.dispatchers) == 2 and app.dispatchers[0].closed
+
+
+def test_events_are_dropped_only_when_a_new_connection_fails_too(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = App(True, True)  # the broker is down
+    events = events_of(app)
+    events.send("task-received", uuid="t1")
+    with caplog.at_level(logging.WARNING):
+        events.flush()
+    assert app.published == []
+    assert "publishing 1 task events failed twice" in caplog.text
+
+    events.send("task-received", uuid="t2")  # the broker is back
+    events.flush()
+    assert [[e["uuid"] for e in message] for message in app.published] == [["t2"]]
+
+
+def test_closing_publishes_what_is_kept() -> None:
+    app = App()
+    events = events_of(app)
+    events.send("task-succeeded", uuid="t1")
+    events.close()
+    assert [[e["uuid"] for e in message] for message in app.published] == [["t1"]]
+    assert app.dispatchers[0].closed
