@@ -25,7 +25,7 @@ from kombu import Connection, Exchange, Queue
 from tests.faults import probe
 from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
-from tests.faults.io_pool_tools import started_key
+from tests.faults.io_pool_tools import release_key, started_key
 from tests.faults.rabbit import close_connections, rabbit_vhost, rabbitmqctl
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_intake import deliveries, successor
@@ -274,7 +274,7 @@ async def test_an_io_worker_on_rabbitmq_runs_a_wave_of_200_async_calls_at_once(
 def task_events(url: str) -> Iterator[Callable[[], dict[str, set[tuple[str, str]]]]]:
     """The task events published on the vhost of `url` from now on, to Celery's event
     exchange, which Flower reads: a function giving those so far, (task id, hostname)
-    by type."""
+    by type, and the task-received ones by task name too (`name:<task>`)."""
     events: dict[str, set[tuple[str, str]]] = defaultdict(set)
     with Connection(url) as connection:
         exchange = Exchange("celeryev", type="topic")  # as Celery declares it
@@ -286,7 +286,10 @@ def task_events(url: str) -> Iterator[Callable[[], dict[str, set[tuple[str, str]
             while (message := bound.get(no_ack=True)) is not None:
                 body = message.decode()
                 for event in body if isinstance(body, list) else [body]:  # a batch, or one
-                    events[event["type"]].add((event["uuid"], event["hostname"]))
+                    told = (event["uuid"], event["hostname"])
+                    events[event["type"]].add(told)
+                    if event["type"] == "task-received":
+                        events[f"name:{event['name']}"].add(told)
             return events
 
         yield received
@@ -314,21 +317,20 @@ async def test_an_io_worker_killed_holding_a_batch_of_unacked_calls_has_each_ans
     report_figure("calls redelivered from the killed io worker, each answered once", 100)
 
 
-NAP_UNDER_CLOSE_S = 2.5  # under the rig's 3 s tool limit
-
-
 async def test_an_io_workers_connection_closed_under_it_reconnects_and_each_call_is_answered(
     settings: Settings, workers: WorkerGroup, client: redis.Redis
 ) -> None:
     worker = workers.start(["io"])
-    # Long enough that none ends (and is acknowledged) before the connections close, even
-    # when a loaded machine spreads the 40 starts over a second or more.
-    agent = agent_of(*[Call("io_counted_nap", {"seconds": NAP_UNDER_CLOSE_S})] * 40)
+    # Held until the connections are closed: none ends (and is acknowledged) before,
+    # however long closing them takes on a loaded machine.
+    hold = uuid.uuid4().hex
+    agent = agent_of(*[Call("io_counted_hold", {"hold": hold})] * 40)
     executions = f"{settings.key_prefix}:probe:executions:*"
     async with running(patient(settings).model_copy(update=WIDE), agent, "go") as run:
         await until(lambda: len(client.keys(executions)) == 40, "40 calls to start", 10)
         # Every connection of the vhost: the intake's, Celery's consumer's, the relay's.
         await asyncio.to_thread(close_connections, settings.require_broker_url())
+        client.set(release_key(settings.key_prefix, hold), 1, ex=60)
         await run.finish()
         results = [u.result for _, u in run.updates if isinstance(u, CallFinished)]
         assert len(results) == len({r.call_id for r in results}) == 40
@@ -339,9 +341,15 @@ async def test_an_io_workers_connection_closed_under_it_reconnects_and_each_call
     assert worker.alive()
     # Taken back with the connection while it ran, each call came back to the worker as
     # a copy that waited for the run in progress, found the call answered and did not run.
+    # (A copy is counted once the run it waited for has ended: after its result.)
+    twice = [2] * 40
+    await until(
+        lambda: [deliveries(settings, client, r.call_id) for r in results] == twice,
+        "each call's copy to be counted",
+        10,
+    )
     runs = [probe.executions(client, settings.key_prefix, r.call_id) for r in results]
     assert runs == [1] * 40, runs
-    assert [deliveries(settings, client, r.call_id) for r in results] == [2] * 40
     # The intake takes calls on its new connection, acknowledges each, and Flower hears
     # of each on a new connection too.
     with task_events(settings.require_broker_url()) as events:
@@ -349,13 +357,13 @@ async def test_an_io_workers_connection_closed_under_it_reconnects_and_each_call
         assert [r.status for r in later] == [CallStatus.SUCCESS] * 10
         assert {r.worker for r in later} == {worker.hostname}
 
-        def told() -> bool:  # of each of the 10 (the copies that waited end meanwhile)
-            received = events()["task-received"]
+        def told() -> bool:  # of each of the 10 (the copies' events may come meanwhile)
+            received = events()["name:tool.io_nap"]
             return len(received) == 10 and received <= events()["task-succeeded"]
 
         await asyncio.to_thread(wait_for, told, 10, "Flower's task events")
-        assert events()["task-received"] <= events()["task-started"]
-        assert {host for _, host in events()["task-received"]} == {worker.hostname}
+        assert events()["name:tool.io_nap"] <= events()["task-started"]
+        assert {host for _, host in events()["name:tool.io_nap"]} == {worker.hostname}
     # A warm shutdown lets the calls run again on the new connection finish: then the
     # worker holds nothing unacknowledged, and none is delivered again.
     worker.request_stop()
