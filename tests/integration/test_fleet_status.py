@@ -26,6 +26,7 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import ScriptedModel, say
+from toolfleet.shared.call_signing import CallSigner
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import queue_name
 from toolfleet.shared.messages import ToolCall
@@ -170,7 +171,8 @@ async def send(settings: Settings, pool: str, tool: str, args: dict[str, Any]) -
         dispatched_at=time.time(),
     )  # fmt: skip
     client = aioredis.Redis.from_url(settings.require_redis_url())
-    publisher = CeleryPublisher(client)
+    # Signed with the fleet's key: its workers run no other call.
+    publisher = CeleryPublisher(client, signer=CallSigner.of(settings.fleet_key))
     await publisher.publish(
         [publisher.dispatch(call, queue_name(pool))],
         record_in=f"{settings.key_prefix}:sent-{call.call_id}",
