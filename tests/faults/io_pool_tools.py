@@ -29,9 +29,6 @@ MEET_TIMEOUT_S = 2.5
 OVERRUN_LIMIT_S = 1.0
 OVERRUN_SLEEP_S = 2.5
 HANG_S = 2.9  # the first execution's wait: under the limit, the test kills before
-# How long a held call waits for its release at most, under its own time limit.
-HOLD_LIMIT_S = 30.0
-HOLD_POLL_S = 0.05
 
 _arrived: dict[str, int] = {}
 _met: dict[str, asyncio.Event] = {}  # on the process's call loop, where the tools run
@@ -172,27 +169,4 @@ async def io_counted_nap(seconds: float, tool_context: ToolContext) -> dict[str,
     """
     execution = probe.record_execution(tool_context.function_call_id)
     await asyncio.sleep(seconds)  # ok: an I/O wait, as in any async tool
-    return {"execution": execution}
-
-
-def release_key(prefix: str, hold: str) -> str:
-    return f"{prefix}:probe:io:release:{hold}"
-
-
-@tool(timeout_s=HOLD_LIMIT_S + 5)
-async def io_counted_hold(hold: str, tool_context: ToolContext) -> dict[str, int]:
-    """Records each execution, then waits on the event loop until the test releases
-    `hold` (at most HOLD_LIMIT_S), answers which execution it was: a call that is still
-    running whatever happens meanwhile, however long that takes.
-
-    Args:
-        hold: The name the test releases the calls by.
-    """
-    execution = probe.record_execution(tool_context.function_call_id)
-    client, prefix = _client()
-    deadline = time.monotonic() + HOLD_LIMIT_S
-    while time.monotonic() < deadline:
-        if await asyncio.to_thread(client.exists, release_key(prefix, hold)):
-            break
-        await asyncio.sleep(HOLD_POLL_S)  # ok: polling the release, as a tool polls an API
     return {"execution": execution}

@@ -25,7 +25,8 @@ from kombu import Connection, Exchange, Queue
 from tests.faults import probe
 from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
-from tests.faults.io_pool_tools import release_key, started_key
+from tests.faults.held_tools import held_worker, io_counted_hold, release_key
+from tests.faults.io_pool_tools import started_key
 from tests.faults.rabbit import close_connections, rabbit_vhost, rabbitmqctl
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_intake import deliveries, successor
@@ -320,11 +321,13 @@ async def test_an_io_worker_killed_holding_a_batch_of_unacked_calls_has_each_ans
 async def test_an_io_workers_connection_closed_under_it_reconnects_and_each_call_is_answered(
     settings: Settings, workers: WorkerGroup, client: redis.Redis
 ) -> None:
-    worker = workers.start(["io"])
+    worker = held_worker(workers, ["io"])
     # Held until the connections are closed: none ends (and is acknowledged) before,
     # however long closing them takes on a loaded machine.
     hold = uuid.uuid4().hex
-    agent = agent_of(*[Call("io_counted_hold", {"hold": hold})] * 40)
+    held = [Call("io_counted_hold", {"hold": hold})] * 40
+    model = ScriptedModel([call(*held), say("done")])
+    agent = Agent(name="io_agent", tools=[io_counted_hold], model=model)
     executions = f"{settings.key_prefix}:probe:executions:*"
     async with running(patient(settings).model_copy(update=WIDE), agent, "go") as run:
         await until(lambda: len(client.keys(executions)) == 40, "40 calls to start", 10)
