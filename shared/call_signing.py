@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from pydantic_core import from_json
 
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import task_name
-from toolfleet.shared.message_signing import MessageSigner, derived_key
+from toolfleet.shared.message_signing import MessageSigner
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.pending import CLOSED_TTL_S
 
@@ -53,27 +52,10 @@ class RefusedCall(ToolfleetError):
     another tool than the task it came as, or it is older than replays are remembered."""
 
 
-def call_key(fleet_key: str) -> bytes:
-    """The key that signs call envelopes, derived from the fleet key (HKDF-SHA256)."""
-    return derived_key(fleet_key, _INFO)
-
-
 class CallSigner(MessageSigner):
     """Signs and checks call envelopes with the key derived from one fleet key."""
 
-    def __init__(self, fleet_key: str) -> None:
-        super().__init__(fleet_key, _INFO)
-
-    @classmethod
-    def of(cls, fleet_key: str | None) -> CallSigner | None:
-        """The signer of the fleet key, or None when none is set (calls unsigned)."""
-        return _cached(fleet_key) if fleet_key else None
-
-
-@lru_cache(maxsize=8)
-def _cached(fleet_key: str) -> CallSigner:
-    # Deriving the key per message would cost an HKDF run each time.
-    return CallSigner(fleet_key)
+    INFO = _INFO
 
 
 def call_kwargs(envelope: bytes, signer: CallSigner | None) -> dict[str, str]:

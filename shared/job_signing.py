@@ -16,7 +16,6 @@ so (as are those of senders from before jobs were signed).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from kombu.utils.json import dumps, loads
@@ -51,19 +50,7 @@ class RefusedJob(ToolfleetError):
 class JobSigner(MessageSigner):
     """Signs and checks job messages with the key derived from one fleet key."""
 
-    def __init__(self, fleet_key: str) -> None:
-        super().__init__(fleet_key, _INFO)
-
-    @classmethod
-    def of(cls, fleet_key: str | None) -> JobSigner | None:
-        """The signer of the fleet key, or None when none is set (jobs unsigned)."""
-        return _cached(fleet_key) if fleet_key else None
-
-
-@lru_cache(maxsize=8)
-def _cached(fleet_key: str) -> JobSigner:
-    # Deriving the key per message would cost an HKDF run each time.
-    return JobSigner(fleet_key)
+    INFO = _INFO
 
 
 def _signed_bytes(task: str, text: str) -> bytes:

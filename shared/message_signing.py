@@ -8,25 +8,42 @@ for one kind of message is never valid for another.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, ClassVar, Self, cast
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 
 def derived_key(fleet_key: str, info: bytes) -> bytes:
-    """The key of the messages named by `info`, derived from the fleet key (no salt: one
-    key per fleet and kind)."""
+    """The key of what `info` names, derived from the fleet key (no salt: one key per
+    fleet and use)."""
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(
         fleet_key.encode()
     )
 
 
 class MessageSigner:
-    """Signs and checks one kind of message (`info`) with the key derived from one fleet
-    key."""
+    """Signs and checks one kind of message (a subclass names it by its `INFO`) with the
+    key derived from one fleet key."""
 
-    def __init__(self, fleet_key: str, info: bytes) -> None:
-        self._key = derived_key(fleet_key, info)
+    INFO: ClassVar[bytes]
+    # Each kind's signers, one per fleet key: a key is derived once, not per message.
+    _made: ClassVar[Callable[[str], MessageSigner]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._made = lru_cache(maxsize=8)(cls)
+
+    def __init__(self, fleet_key: str) -> None:
+        self._key = derived_key(fleet_key, self.INFO)
+
+    @classmethod
+    def of(cls, fleet_key: str | None) -> Self | None:
+        """The signer of the fleet key, one per key, or None when none is set (the
+        messages go unsigned)."""
+        return cast(Self, cls._made(fleet_key)) if fleet_key else None
 
     def sign(self, data: bytes) -> str:
         """The signature of `data`, as hex."""

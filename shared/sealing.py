@@ -17,11 +17,10 @@ from functools import lru_cache
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.message_signing import derived_key
 from toolfleet.shared.redaction import (
     DEFAULT_SECRET_NAMES,
     SEALED,
@@ -45,10 +44,7 @@ class SealError(ToolfleetError):
 
 def seal_key(fleet_key: str) -> bytes:
     """The Fernet key derived from the fleet key (HKDF-SHA256, no salt: one key per fleet)."""
-    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
-        fleet_key.encode()
-    )
-    return base64.urlsafe_b64encode(derived)
+    return base64.urlsafe_b64encode(derived_key(fleet_key, _INFO))
 
 
 class Sealer:
