@@ -37,7 +37,8 @@ TOO_DEEP_KEY = "$too_deep"
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _PLAIN = (dict, list)
-_SCALARS = (str, int, float, bool, type(None))
+# JSON's scalars as Python parses them: nothing nests in them (checked before the ABCs).
+JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 def text_depth(text: str | bytes | bytearray, stop_above: int | None = None) -> int:
@@ -107,7 +108,7 @@ def _is_container(value: Any) -> bool:
     kind = type(value)
     if kind in _PLAIN:
         return True
-    return kind not in _SCALARS and isinstance(value, Mapping | list | tuple)
+    return kind not in JSON_SCALARS and isinstance(value, Mapping | list | tuple)
 
 
 def too_deep(what: str, limit: int, around: int = 0) -> str:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from google.genai import types
 
+from toolfleet.shared.json_depth import JSON_SCALARS
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
 MASK = "***"
@@ -22,7 +23,6 @@ MASK = "***"
 SEALED = "$sealed"
 DEFAULT_SECRET_NAMES = ("api_key", "password", "secret", "token", "authorization")
 _SCOPES = (APP_PREFIX, USER_PREFIX, TEMP_PREFIX)
-_SCALARS = (str, int, float, bool, type(None))
 
 
 def is_secret_name(key: Any, secrets: frozenset[str]) -> bool:
@@ -41,7 +41,7 @@ def is_sealed(value: Any) -> bool:
 
 def mentions_sealed(value: Any) -> bool:
     """Whether the reserved key `$sealed` appears anywhere in `value`."""
-    if type(value) in _SCALARS:
+    if type(value) in JSON_SCALARS:
         return False  # most values: no ABC check
     if isinstance(value, Mapping):
         return SEALED in value or any(mentions_sealed(v) for v in value.values())

@@ -20,6 +20,7 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
+from toolfleet.shared.json_depth import JSON_SCALARS
 from toolfleet.shared.message_signing import derived_key
 from toolfleet.shared.redaction import (
     DEFAULT_SECRET_NAMES,
@@ -34,8 +35,6 @@ log = logging.getLogger(__name__)
 # HKDF's `info`: this key seals secrets and nothing else (the fleet key also signs results,
 # and a key derived apart signs calls).
 _INFO = b"toolfleet seal v1"
-# JSON's scalars: nothing in them to seal.
-_SCALARS = (str, int, float, type(None))
 
 
 class SealError(ToolfleetError):
@@ -80,7 +79,7 @@ class Sealer:
         what a tool wrote: its snapshot came opened, so a sealed shape there is not ours)."""
         # Scalars and dicts checked first, by their own types: a walk over a call's state
         # is mostly those, and an ABC's isinstance costs several times more.
-        if isinstance(value, _SCALARS):
+        if isinstance(value, JSON_SCALARS):
             return value
         if isinstance(value, (dict, Mapping)):
             return {k: self._sealed_item(k, v, keep_sealed) for k, v in value.items()}

@@ -302,10 +302,7 @@ class ToolRuns:
             state = deps.snapshots.load(envelope) if deps.snapshots is not None else None
             if state is None and deps.completions.is_closed(PendingCall.starting(envelope)):
                 # Held past its deadline: the model was told already, nothing is posted.
-                log.warning(
-                    "call %s (%s) was answered before it started (timed out?): not run",
-                    envelope.call_id, self.tool.name,
-                )  # fmt: skip
+                self._answered_already(envelope)
                 return None
             if state is None:
                 log.error(
@@ -357,13 +354,17 @@ class ToolRuns:
         elif closed is None:
             closed = deps.completions.is_closed(PendingCall.starting(envelope))
         if closed:
-            log.warning(
-                "call %s (%s) was answered before it started (timed out?): not run",
-                envelope.call_id,
-                tool.name,
-            )
+            self._answered_already(envelope)
             return None
         return admitted
+
+    def _answered_already(self, envelope: ToolCall) -> None:
+        """Log that `envelope`'s call is dropped unrun: the orchestrator closed it."""
+        log.warning(
+            "call %s (%s) was answered before it started (timed out?): not run",
+            envelope.call_id,
+            self.tool.name,
+        )
 
     def _report(self, admitted: Admitted, outcome: Outcome, retry: Retrier) -> Post | None:
         """The result to post (None: none, the call was stopped); `retry` raises Celery's
