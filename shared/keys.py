@@ -67,6 +67,11 @@ class Keys:
         all the sessions they run."""
         return f"{self.prefix}:results-feed"
 
+    def results_feed_count(self) -> str:
+        """How many entries were ever added to the results feed: each entry carries its
+        number, so a reader that fell behind the feed's trimming knows it missed some."""
+        return f"{self.prefix}:results-feed-count"
+
     def wake(self, replica_id: str) -> str:
         """Stream used only to interrupt one replica's blocking XREAD."""
         return f"{self.prefix}:wake:{replica_id}"

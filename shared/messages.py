@@ -14,6 +14,8 @@ from toolfleet.shared.keys import SessionKey, session_key
 RESULT_FIELD = "result"
 # On the results feed, beside the result: the session stream and the entry id it has there.
 FEED_STREAM_FIELD, FEED_ENTRY_FIELD = "stream", "entry"
+# On the results feed too: the entry's number (1, 2, ...; Keys.results_feed_count).
+FEED_NUMBER_FIELD = "n"
 
 
 class CallStatus(StrEnum):

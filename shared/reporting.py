@@ -14,8 +14,10 @@ from typing import Any
 import redis
 
 from toolfleet.shared.group_commit import GroupCommit
+from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import (
     FEED_ENTRY_FIELD,
+    FEED_NUMBER_FIELD,
     FEED_STREAM_FIELD,
     RESULT_FIELD,
     ToolResult,
@@ -30,7 +32,7 @@ from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 STREAM_TTL_S = 24 * 3600
 
 # About this many entries stay on the results feed: a reader that falls further behind
-# finds the results on their session streams instead (ResultWaiter's sweep).
+# sees a gap in the entries' numbers and reads the results on their session streams.
 FEED_MAXLEN = 2_000
 # A result up to this size is copied onto the feed; a larger one (up to 256 KB) only
 # named there, and the reader reads it from its session's stream: the feed stays under
@@ -39,25 +41,26 @@ FEED_COPY_MAX_BYTES = 8 * 1024
 
 # The result appended (the stream capped at about ARGV[1] entries) and the TTL renewed,
 # in one command: an io worker posts a thousand results at once. With KEYS[2], the
-# results feed gets an entry naming the stream and the entry, in the same step, with a
-# copy of the result when ARGV[4] is 1. With KEYS[3], the call is closed in the same
-# step too (for ARGV[5] seconds): a redelivery of its message does not run it again.
-# With KEYS[4] (the pending hash; KEYS[5] the session's pending set, KEYS[6] the call's
-# closed marker, KEYS[7] the pending calls' age index), the step also writes the
-# long-running call's ticket (ARGV[6] its call id): records the tool's initial response
-# ARGV[7] - only while the ticket the worker opened is still there and the call not
-# closed - or, ARGV[7] empty, takes it back.
+# results feed gets an entry naming the stream and the entry, numbered by the counter
+# KEYS[8], in the same step, with a copy of the result when ARGV[4] is 1. With KEYS[3],
+# the call is closed in the same step too (for ARGV[5] seconds): a redelivery of its
+# message does not run it again. With KEYS[4] (the pending hash; KEYS[5] the session's
+# pending set, KEYS[6] the call's closed marker, KEYS[7] the pending calls' age index),
+# the step also writes the long-running call's ticket (ARGV[6] its call id): records the
+# tool's initial response ARGV[7] - only while the ticket the worker opened is still
+# there and the call not closed - or, ARGV[7] empty, takes it back.
 _POST = LuaScript(
     f"""
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 8))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 if KEYS[2] ~= '' then
+  local n = redis.call('INCR', KEYS[8])
   if ARGV[4] == '1' then
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id, unpack(ARGV, 8))
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', '{FEED_STREAM_FIELD}', KEYS[1],
+               '{FEED_ENTRY_FIELD}', id, '{FEED_NUMBER_FIELD}', n, unpack(ARGV, 8))
   else
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-               '{FEED_STREAM_FIELD}', KEYS[1], '{FEED_ENTRY_FIELD}', id)
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', '{FEED_STREAM_FIELD}', KEYS[1],
+               '{FEED_ENTRY_FIELD}', id, '{FEED_NUMBER_FIELD}', n)
   end
 end
 if KEYS[3] ~= '' then redis.call('SET', KEYS[3], 1, 'EX', ARGV[5]) end
@@ -75,9 +78,22 @@ return id
 )
 
 
+@dataclass(frozen=True)
+class Feed:
+    """The results feed (Keys.results_feed) and the counter numbering its entries."""
+
+    stream: str
+    count: str
+
+    @classmethod
+    def of(cls, keys: Keys) -> Feed:
+        """The feed of the deployment of `keys`."""
+        return cls(keys.results_feed(), keys.results_feed_count())
+
+
 class ResultReporter:
     """Posts ToolResults to results streams, each capped at about `maxlen` entries, and a
-    copy to the results `feed` (Keys.results_feed) when given.
+    copy to the results `feed` when given.
 
     Each post renews the stream's TTL, so an abandoned session's inbox expires.
     """
@@ -89,7 +105,7 @@ class ResultReporter:
         signer: ResultSigner | None = None,
         sealer: Sealer | None = None,
         *,
-        feed: str | None = None,
+        feed: Feed | None = None,
         replication: Replication = NO_WAIT,
     ) -> None:
         self._client = client
@@ -149,8 +165,10 @@ class ResultReporter:
             fields[SIGNATURE_FIELD] = self._signer.sign(payload)
 
         ticket = post.ticket
-        keys = [post.stream, self._feed or "", post.closes or ""]
+        feed = self._feed
+        keys = [post.stream, feed.stream if feed else "", post.closes or ""]
         keys += ["", "", "", ""] if ticket is None else list(ticket.keys)
+        keys.append(feed.count if feed else "")
         copy = 1 if len(payload) <= FEED_COPY_MAX_BYTES else 0
         pairs = (x for kv in fields.items() for x in kv)
         args: list[Any] = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, CLOSED_TTL_S]

@@ -24,7 +24,7 @@ from toolfleet.shared.memory import MemoryStore
 from toolfleet.shared.outages import resilient_client
 from toolfleet.shared.redis_check import check_redis
 from toolfleet.shared.replication import Replication
-from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.reporting import Feed, ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.shared.state_snapshots import SnapshotLoader
@@ -74,7 +74,7 @@ def create_app(settings: Settings) -> Celery:
         settings.results_maxlen,
         signer,
         sealer,
-        feed=keys.results_feed(),
+        feed=Feed.of(keys),
         replication=Replication.of(settings),
     )
     completions = Completions.of(client, keys, settings)

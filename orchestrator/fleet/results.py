@@ -9,8 +9,11 @@ stream and entry) in the same step. The reader blocks on the feed, not on the st
 every session it waits for: a read that named all 200 streams of 200 sessions cost the
 orchestrator and Redis O(sessions) per result. It reads a session's stream
 itself when it starts watching it (results posted before, such as those of a session
-taken over), when the feed names a result too large to copy, and every SWEEP_S (a
-result whose copy the feed no longer holds).
+taken over), when the feed names a result too large to copy, and every SWEEP_S. The
+feed keeps only its newest entries, numbered: when the entries a read returns do not
+follow the last one read, the reader fell behind its trimming, and takes none of them;
+it reads every session stream it watches instead, from where it left each. (Taking the
+copies after a gap would skip, on their stream, the results trimmed in the gap.)
 
 While many calls are awaited, it pauses briefly after each read that delivered results,
 so that it takes the next ones in a batch (read_batching.py).
@@ -36,6 +39,7 @@ from toolfleet.shared.cancellation import CANCEL_FIELD, CancelRequest
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import (
     FEED_ENTRY_FIELD,
+    FEED_NUMBER_FIELD,
     FEED_STREAM_FIELD,
     RESULT_FIELD,
     ToolResult,
@@ -95,7 +99,9 @@ class ResultWaiter:
         self._cancels_key = keys.cancels()
         self._cancels_last = "0-0"
         self._feed_key = keys.results_feed()
+        self._feed_count_key = keys.results_feed_count()
         self._feed_last = "0-0"
+        self._feed_number: int | None = None  # of the feed's last entry read (None: unknown)
         self._unchecked: set[str] = set()  # watched streams no read has named yet
         self._next_sweep = 0.0  # monotonic time
         self._pending: dict[str, _Awaited] = {}  # by call id
@@ -115,8 +121,18 @@ class ResultWaiter:
         # Only cancellations from now on: earlier ones were for invocations of the past;
         # the feed alike (what is there already, the streams' first reads find).
         self._cancels_last = await self._newest(self._cancels_key)
-        self._feed_last = await self._newest(self._feed_key)
+        await self._start_feed()
         self._task = asyncio.create_task(self._run(), name="toolfleet-result-waiter")
+
+    async def _start_feed(self) -> None:
+        """Read the feed from its newest entry on, knowing that entry's number: the
+        counter and the stream read together, so no post falls in between."""
+        pipe = self._writer.pipeline(transaction=True)
+        pipe.get(self._feed_count_key)
+        pipe.xrevrange(self._feed_key, count=1)
+        count, newest = await pipe.execute()
+        self._feed_number = int(count or 0)
+        self._feed_last = decoded(newest[0][0]) if newest else "0-0"
 
     async def _newest(self, stream: str) -> str:
         newest: Any = await self._writer.xrevrange(stream, count=1)
@@ -265,6 +281,11 @@ class ResultWaiter:
             else:
                 for entry_id, fields in entries:
                     delivered += self._deliver(stream, decoded(entry_id), fields)
+        if feed and self._feed_gap(feed):
+            # Results were trimmed off the feed unread: each watched stream is read from
+            # where this reader left it, and the copies of this read wait there too.
+            self._unchecked |= self._watches.keys()
+            feed = []
         for _, fields in feed:
             stream = decoded(fields.get(FEED_STREAM_FIELD.encode(), b""))
             # Not watched: another replica's session. Watched but not read yet: that
@@ -277,6 +298,25 @@ class ResultWaiter:
             entry_id = decoded(fields.get(FEED_ENTRY_FIELD.encode(), b""))
             delivered += self._deliver(stream, entry_id, fields)
         return delivered
+
+    def _feed_gap(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> bool:
+        """Whether the feed's `entries` (one read's, in order) do not follow the entry
+        read last, one number after another; the last one's number is kept."""
+        expected, gap, skipped = self._feed_number, False, 0
+        for _, fields in entries:
+            number = _number(fields.get(FEED_NUMBER_FIELD.encode()))
+            if expected is None or number is None:
+                gap = True  # not known to follow on (an older worker's entry)
+            elif number != expected + 1:
+                gap, skipped = True, skipped + max(number - expected - 1, 1)
+            expected = number
+        self._feed_number = expected
+        if skipped:
+            log.info(
+                "results feed: %d entries were trimmed before this replica read them (it "
+                "fell behind); reading its sessions' streams for them", skipped,
+            )  # fmt: skip
+        return gap
 
     def _cancelled(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         for entry_id, fields in entries:
@@ -352,6 +392,14 @@ def _claimed_worker(raw: bytes | None) -> str:
         return str(json.loads(raw or b"{}").get("worker", "?"))[:200]
     except (ValueError, AttributeError):
         return "?"
+
+
+def _number(raw: bytes | None) -> int | None:
+    """A feed entry's number (None when it has none: posted by an older worker)."""
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
 def _position(entry_id: str) -> tuple[int, int] | None:

@@ -29,7 +29,7 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.reporting import _POST as POST
-from toolfleet.shared.reporting import Post
+from toolfleet.shared.reporting import Feed, Post
 from toolfleet.shared.tools import ToolOptions
 from toolfleet.workers.deliveries import _COUNT as COUNT
 from toolfleet.workers.deliveries import DeliveryGuard
@@ -186,7 +186,9 @@ def test_posts_of_a_batch_go_in_one_round_trip_signed_and_on_the_feed(
     from toolfleet.shared.reporting import ResultReporter
     from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner, new_fleet_key
 
-    reporter = ResultReporter(client, 100, ResultSigner(new_fleet_key()), feed="t:feed")
+    reporter = ResultReporter(
+        client, 100, ResultSigner(new_fleet_key()), feed=Feed("t:feed", "t:feed-count")
+    )
     pipelines = counted_pipelines(client)
     results = [outcome(admitted_envelope(c)).result for c in ("a", "b")]
     ids = reporter.post_all([Post(STREAM, results[0], "t:closed-a"), Post(STREAM, results[1])])

@@ -13,7 +13,7 @@ from toolfleet.orchestrator.fleet import results as results_module
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
-from toolfleet.shared.reporting import FEED_COPY_MAX_BYTES, ResultReporter
+from toolfleet.shared.reporting import FEED_COPY_MAX_BYTES, Feed, ResultReporter
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner, new_fleet_key
 
 KEYS = Keys("t")
@@ -133,7 +133,7 @@ async def test_with_the_fleet_key_only_results_the_workers_signed_are_accepted(
 
 def feed_reporter(fake_server: fakeredis.FakeServer) -> ResultReporter:
     """What a worker posts with: the result on its stream and a copy on the feed."""
-    return ResultReporter(fakeredis.FakeRedis(server=fake_server), 100, feed=KEYS.results_feed())
+    return ResultReporter(fakeredis.FakeRedis(server=fake_server), 100, feed=Feed.of(KEYS))
 
 
 async def read_once(waiter: ResultWaiter, server: fakeredis.FakeServer, stream: str) -> None:
@@ -183,6 +183,7 @@ async def test_a_result_read_on_its_stream_and_on_the_feed_is_delivered_once(
         feed_reporter(fake_server).post(stream, result("c3"))
         await asyncio.wait_for(futures["c3"], 5)
     assert "nobody awaits" not in caplog.text
+    assert "trimmed" not in caplog.text  # numbered one after another: no stream read again
 
 
 async def test_feed_entries_for_other_sessions_or_forged_ids_are_passed_over(
@@ -197,6 +198,7 @@ async def test_feed_entries_for_other_sessions_or_forged_ids_are_passed_over(
         forged = {
             "stream": stream,
             "entry": "not-an-id",
+            "n": sync.incr(KEYS.results_feed_count()),  # numbered as a worker numbers it
             RESULT_FIELD: result("c1").model_dump_json(),
         }
         sync.xadd(KEYS.results_feed(), forged)  # type: ignore[arg-type]
@@ -231,3 +233,60 @@ async def test_a_result_too_large_to_copy_is_read_from_its_stream(
     (_, fields), *_ = sync.xrevrange(KEYS.results_feed(), count=1)
     assert RESULT_FIELD.encode() not in fields  # named on the feed, not copied there
     assert fields[b"stream"] == stream.encode()
+
+
+async def test_results_trimmed_off_the_feed_before_it_was_read_arrive_from_their_stream(
+    waiter: ResultWaiter, fake_server: fakeredis.FakeServer
+) -> None:
+    """The feed keeps its newest entries only: a reader that fell behind finds a gap
+    before the copies it reads, and the results in it on their session's stream."""
+    stream = KEYS.results(S1)
+    await read_once(waiter, fake_server, stream)
+    futures = await waiter.expect(stream, ["c1", "c2"])
+    sync = fakeredis.FakeRedis(server=fake_server)
+    reporter = feed_reporter(fake_server)
+    reporter.post(stream, result("c1"))
+    ((c1_copy, _),) = sync.xrevrange(KEYS.results_feed(), count=1)
+    reporter.post(stream, result("c2"))
+    sync.xdel(KEYS.results_feed(), c1_copy)  # trimmed before the reader got to it
+    got = await asyncio.wait_for(asyncio.gather(futures["c1"], futures["c2"]), 5)
+    assert [r.call_id for r in got] == ["c1", "c2"]
+
+
+async def test_feed_entries_without_numbers_are_not_trusted_to_follow_on(
+    waiter: ResultWaiter, fake_server: fakeredis.FakeServer
+) -> None:
+    """An entry that carries no number (a worker of an older version posted it) may
+    follow a gap: its result, and those before it, are read on their stream."""
+    stream = KEYS.results(S1)
+    await read_once(waiter, fake_server, stream)
+    futures = await waiter.expect(stream, ["c1", "c2"])
+    sync = fakeredis.FakeRedis(server=fake_server)
+    ResultReporter(sync, 100).post(stream, result("c1"))  # no copy on the feed
+    entry = ResultReporter(sync, 100).post(stream, result("c2"))
+    copy = {"stream": stream, "entry": entry, RESULT_FIELD: result("c2").model_dump_json()}
+    sync.xadd(KEYS.results_feed(), copy)  # type: ignore[arg-type]
+    got = await asyncio.wait_for(asyncio.gather(futures["c1"], futures["c2"]), 5)
+    assert [r.call_id for r in got] == ["c1", "c2"]
+
+
+async def test_the_feed_numbered_anew_after_a_restart_is_followed_again(
+    waiter: ResultWaiter, fake_server: fakeredis.FakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis restarted empty: the numbers start over at 1; the reader reads its streams
+    once, then follows the feed from there."""
+    stream = KEYS.results(S1)
+    await read_once(waiter, fake_server, stream)
+    sync = fakeredis.FakeRedis(server=fake_server)
+    reporter = feed_reporter(fake_server)
+    for call_id in ("c1", "c2"):
+        futures = await waiter.expect(stream, [call_id])
+        reporter.post(stream, result(call_id))
+        await asyncio.wait_for(futures[call_id], 5)
+    sync.delete(KEYS.results_feed_count())
+    with caplog.at_level(logging.INFO):
+        for call_id in ("c3", "c4", "c5"):
+            futures = await waiter.expect(stream, [call_id])
+            reporter.post(stream, result(call_id))
+            assert (await asyncio.wait_for(futures[call_id], 5)).call_id == call_id
+    assert caplog.text.count("trimmed before this replica read them") == 1

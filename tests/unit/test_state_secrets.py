@@ -21,7 +21,7 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolCall, ToolResult
 from toolfleet.shared.redaction import MASK, SEALED, redact_deep
-from toolfleet.shared.reporting import ResultReporter
+from toolfleet.shared.reporting import Feed, ResultReporter
 from toolfleet.shared.sealing import Sealer, warn_without_fleet_key
 from toolfleet.shared.signing import new_fleet_key
 from toolfleet.workers.tool_runs import unsealed
@@ -77,7 +77,9 @@ def posted(
 ) -> ToolResult:
     """`delta` posted as a worker posts it, read back from the session's stream."""
     client = fakeredis.FakeRedis(server=server)
-    ResultReporter(client, 100, sealer=sealer, feed="feed").post("results", worker_result(delta))
+    ResultReporter(client, 100, sealer=sealer, feed=Feed("feed", "feed-count")).post(
+        "results", worker_result(delta)
+    )
     ((_, fields),) = client.xrange("results")
     return ToolResult.model_validate_json(fields[b"result"])
 
