@@ -6,7 +6,7 @@ import json
 import os
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolfleet.shared.errors import ConfigError
@@ -167,7 +167,11 @@ class Settings(BaseSettings):
         f"At most {HIGHEST_MAX_JSON_DEPTH}: stored documents add levels around a value.",
     )
     results_maxlen: int = Field(
-        default=10_000, ge=100, description="Approximate cap on each results stream."
+        default=20_000,
+        ge=100,
+        description="Approximate cap on each session's results stream, where a turn's "
+        "results wait until the orchestrator has stored them: at least "
+        "TOOLFLEET_MAX_CALLS_PER_TURN (twice leaves room for late results of a turn before).",
     )
     lease_ttl_s: float = Field(default=30.0, gt=0, description="Session lease lifetime.")
     max_calls_per_turn: int = Field(
@@ -280,6 +284,18 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _turns_fit_their_results_stream(self) -> Settings:
+        if self.results_maxlen < self.max_calls_per_turn:
+            raise ValueError(
+                f"TOOLFLEET_RESULTS_MAXLEN ({self.results_maxlen}) is below "
+                f"TOOLFLEET_MAX_CALLS_PER_TURN ({self.max_calls_per_turn}): a turn's results "
+                "wait on their session's stream until the orchestrator has stored them, and "
+                "those past the cap would be trimmed unread; set TOOLFLEET_RESULTS_MAXLEN to "
+                f"{2 * self.max_calls_per_turn} or lower TOOLFLEET_MAX_CALLS_PER_TURN"
+            )
+        return self
 
     def pool_kind(self, pool: str) -> PoolKind:
         """`io` for the io pools (and the default io pool), `cpu` for every other pool."""

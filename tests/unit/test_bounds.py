@@ -8,6 +8,7 @@ import asyncio
 import fakeredis
 import pytest
 from google.genai import types
+from pydantic import ValidationError
 
 from tests.unit.test_loop import make_agent, responses, run
 from toolfleet.orchestrator.completions.resumer import SessionLocks
@@ -61,6 +62,22 @@ def test_the_defaults_run_a_turn_of_ten_thousand_calls_in_one_wave() -> None:
     assert default["max_parallel_calls"] >= default["max_calls_per_turn"]
     assert default["io_concurrency"] >= default["max_calls_per_turn"]
     assert default["io_threads"] == 200  # sync tools' threads stay few
+    # and its results wait on one session's stream without being trimmed unread
+    assert default["results_maxlen"] >= 2 * default["max_calls_per_turn"]
+
+
+def test_a_results_stream_capped_below_a_turn_is_refused_saying_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TOOLFLEET_MAX_CALLS_PER_TURN", "5000")
+    monkeypatch.setenv("TOOLFLEET_RESULTS_MAXLEN", "4000")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    message = str(refused.value)
+    assert "TOOLFLEET_RESULTS_MAXLEN (4000) is below TOOLFLEET_MAX_CALLS_PER_TURN (5000)" in message
+    assert "set TOOLFLEET_RESULTS_MAXLEN to 10000" in message
+    monkeypatch.setenv("TOOLFLEET_RESULTS_MAXLEN", "5000")
+    assert Settings().results_maxlen == 5000
 
 
 async def test_a_turn_one_call_over_the_default_cap_runs_all_the_others_at_once(
