@@ -4,18 +4,24 @@ driven directly."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
 from tests.integration import fleet_tools
+from toolfleet.orchestrator import replica as replica_module
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.launch import pools_of, specs_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.cli.main import CPU_CONCURRENCY
+from toolfleet.orchestrator.connections import reader_client
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -27,6 +33,7 @@ from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
+from toolfleet.shared.reporting import FEED_MAXLEN
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +141,58 @@ async def test_a_turn_of_ten_thousand_calls_runs_end_to_end(settings: Settings) 
                 u async for u in runner.run(user_id="u1", session_id=uuid.uuid4().hex, message="go")
             ]
     assert answers(updates) == [{"shouted": f"T{i}"} for i in range(WIDE)]
+
+
+async def test_results_trimmed_off_the_feed_while_the_reader_stalled_all_arrive(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The orchestrator's result reader stalls once it has read the new session's
+    stream (a CPU spike, a long pause), until the workers have posted every result of
+    the turn, three times as many as the feed keeps: the oldest are trimmed off the feed
+    unread. The reader sees the gap in the feed's numbers and reads them on the
+    session's stream: every call is answered."""
+    wide = FEED_MAXLEN * 3
+    stalled = settings.model_copy(update={"default_io_pool": "feed_io"})
+    keys = Keys(stalled.key_prefix)
+    counter = redis.Redis.from_url(stalled.redis_url or "")
+    posted_before = int(counter.get(keys.results_feed_count()) or 0)
+    session_streams = f"{keys.prefix}:results:"  # Keys.results of any session
+    reads: list[str] = []  # "session": a read that named the session's stream; "stalled"
+
+    async def stall_until_posted() -> None:
+        deadline = time.monotonic() + 60
+        while int(counter.get(keys.results_feed_count()) or 0) < posted_before + wide:
+            assert time.monotonic() < deadline, f"the workers posted fewer than {wide} results"
+            await asyncio.sleep(0.02)  # ok: polls a counter that worker processes raise
+
+    def stalling_reader(url: str, **options: Any) -> aioredis.Redis:
+        client = reader_client(url, **options)
+        execute = client.execute_command
+
+        async def execute_command(*args: Any, **kwargs: Any) -> Any:
+            if args[0] == "XREAD":
+                if any(str(a).startswith(session_streams) for a in args):
+                    reads.append("session")
+                elif "session" in reads and "stalled" not in reads:
+                    reads.append("stalled")
+                    await stall_until_posted()
+            return await execute(*args, **kwargs)
+
+        client.execute_command = execute_command  # type: ignore[method-assign]
+        return client
+
+    monkeypatch.setattr(replica_module, "reader_client", stalling_reader)
+    calls = [Call("shout", {"text": f"t{i}"}) for i in range(wide)]
+    model = ScriptedModel([call(*calls), say("done")])
+    agent = Agent(name="stalled_agent", tools=[fleet_tools.shout], model=model)
+    logs = caplog.at_level(logging.INFO, "toolfleet.orchestrator.fleet.results")
+    with logs, WorkerGroup(stalled) as group:
+        group.start_all([WorkerSpec(["feed_io"], 500, "feed-io")])
+        async with Runner(agent, stalled) as runner:
+            updates = [
+                u async for u in runner.run(user_id="u1", session_id=uuid.uuid4().hex, message="go")
+            ]
+    counter.close()
+    assert "stalled" in reads, "the reader never stalled: the test did not test the gap"
+    assert "entries were trimmed before this replica read them" in caplog.text
+    assert answers(updates) == [{"shouted": f"T{i}"} for i in range(wide)]
