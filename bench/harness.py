@@ -310,6 +310,17 @@ def tree_cpu_s(roots: Sequence[int]) -> float:
     return sum(cpu.get(pid, 0.0) for pid in with_descendants(roots, parents))
 
 
+def child_pids(parent: int) -> list[int]:
+    """The live processes whose parent is `parent` (the workers a fleet started)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            found = _stat(int(entry.name))
+            if found is not None and found[0] == parent:
+                children.append(int(entry.name))
+    return children
+
+
 def with_descendants(roots: Sequence[int], parents: Mapping[int, int]) -> set[int]:
     """`roots` and every process below them, given each live process's parent pid."""
     wanted = set(roots)

@@ -5,6 +5,11 @@ one worker per pool of the agent (here the io pool) with the default settings, a
 orchestrator (Runner) with the same settings; against google-adk's Runner in-process
 (bench.adk_turn in an interpreter that has google-adk), the same scripted turns. Rounds
 alternate between the two sides so that the machine's noise hits both alike.
+
+Beside each turn, the CPU each side's processes spent on it: toolfleet's per call (this
+process, the orchestrator; its io workers; Redis) and the turn that CPU allows on this
+machine's cores - the calls' own time plus their CPU spread over every core, the best
+any scheduling of the same work could do.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from contextlib import ExitStack
 from bench import tools as bench_tools
 from bench.adk import SETUP_HINT, adk_python, run_adk_wide
 from bench.context import Context
-from bench.harness import median
+from bench.harness import CpuMeter, child_pids, median, redis_pid
 from bench.io_pools import open_runner_with, toolfleet_turn, turn_model
 from bench.overhead import close_runner
 from bench.report import Table, ratio
@@ -42,6 +47,20 @@ def changed_settings() -> list[str]:
     )
 
 
+# The processes whose CPU a turn is measured in: this one (the orchestrator), and the
+# io workers and Redis it started.
+CPU_GROUPS = ("this process", "io workers", "redis")
+CORES = os.cpu_count() or 1
+
+
+def fleet_processes(redis_url: str) -> dict[str, list[int]]:
+    """The embedded fleet's processes, by CPU group: the workers are this process's
+    children other than the Redis server."""
+    server = redis_pid(redis_url)
+    workers = [pid for pid in child_pids(os.getpid()) if pid != server]
+    return {"io workers": workers, "redis": [server] if server is not None else []}
+
+
 def io_defaults(ctx: Context) -> Table:
     sizes = ctx.sizes
     ctx.stop_baseline()
@@ -54,7 +73,15 @@ def io_defaults(ctx: Context) -> Table:
             f"7b. The embedded default, no setting changed: one turn of k parallel "
             f"{sizes.io_ms} ms async calls, against ADK in-process"
         ),
-        columns=["k", "ADK in-process turn ms", "toolfleet turn ms", "÷ ADK", "all answered"],
+        columns=[
+            "k",
+            "ADK in-process turn ms",
+            "toolfleet turn ms",
+            "÷ ADK",
+            "all answered",
+            "toolfleet CPU per call µs: orchestrator / io workers / Redis",
+            f"turn that CPU allows on {CORES} cores, ms",
+        ],
         goal=(
             f"k=1000 ≤ {1.5 * seconds:g} s and ≤ 0.8x ADK; k=10000 ≤ {2 * seconds:g} s "
             "(every call answered, no setting changed)"
@@ -65,6 +92,7 @@ def io_defaults(ctx: Context) -> Table:
     settings = Settings().model_copy(update={"tool_modules": ["bench.tools"]})
     adk: dict[str, list[float]] = {str(k): [] for k in ks}
     ours: dict[str, list[float]] = {str(k): [] for k in ks}
+    cpu: dict[str, list[dict[str, float]]] = {str(k): [] for k in ks}
     version = "?"
     errors: list[str] = []
     loads: list[float] = []
@@ -76,6 +104,7 @@ def io_defaults(ctx: Context) -> Table:
         runner = ctx.aio.run(open_runner_with(settings, agent, model))
         stack.callback(lambda: ctx.aio.run(close_runner(runner)))
         ctx.aio.run(toolfleet_turn(runner, 10))  # warm-up: imports, connections
+        meter_groups = fleet_processes(settings.require_redis_url())
         for _ in range(sizes.wide_rounds):
             loads.append(os.getloadavg()[0])  # other work on the machine, per round
             for k in ks:
@@ -86,11 +115,17 @@ def io_defaults(ctx: Context) -> Table:
                         errors.append(str(found["error"]))
                     else:
                         adk[str(k)] += found["wide"][str(k)]
+                meter = CpuMeter(meter_groups).start()
                 ours[str(k)].append(ctx.aio.run(toolfleet_turn(runner, k)))
+                cpu[str(k)].append(meter.stop())
     met = True
+    per_call: dict[str, dict[str, float]] = {}
     for k in ks:
         turn = median(ours[str(k)])
         reference = median(adk[str(k)]) if adk[str(k)] else None
+        used = per_call[str(k)] = {
+            group: median([r[group] for r in cpu[str(k)]]) / k * 1e6 for group in CPU_GROUPS
+        }
         table.rows.append(
             [
                 k,
@@ -98,6 +133,8 @@ def io_defaults(ctx: Context) -> Table:
                 turn * 1000,
                 ratio(turn, reference) if reference else None,
                 True,  # toolfleet_turn raises unless every call succeeded
+                " / ".join(f"{used[group]:.0f}" for group in CPU_GROUPS),
+                sizes.io_ms + k * sum(used.values()) / CORES / 1000,
             ]
         )
         if k == 1000 and (turn > 1.5 * seconds or (reference and turn > 0.8 * reference)):
@@ -115,6 +152,8 @@ def io_defaults(ctx: Context) -> Table:
         "adk_version": version,
         "changed": changed,
         "load_1min": loads,
+        "cpu_us_per_call": per_call,
+        "cores": CORES,
     }
     table.notes = [
         f"toolfleet: `toolfleet run`'s embedded default with "
@@ -124,6 +163,9 @@ def io_defaults(ctx: Context) -> Table:
         "(scripted model, session writes, results in call order).",
         f"ADK {version}: `InMemoryRunner`, a scripted `BaseLlm`, the same async tool gathered "
         "in its process (its default tool execution); a warm-up turn of 10 calls first.",
+        "CPU per call: each process's CPU time (user + system) over the turn, divided by k; "
+        "the turn it allows is the calls' own time plus k x that CPU spread evenly over all "
+        "cores, with nothing waiting on anything: no scheduling of the same work is faster.",
         f"Median of {sizes.wide_rounds} rounds; each round runs ADK then toolfleet for each k. "
         f"Load average (1 min) at the rounds' starts: "
         f"{', '.join(f'{load:.1f}' for load in loads)}.",

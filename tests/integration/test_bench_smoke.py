@@ -83,6 +83,10 @@ def test_smoke_run_writes_every_table_with_numbers(tmp_path: Path) -> None:
     assert [row[0] for row in defaults["rows"]] == list(sizes["wide_ks"])
     assert all(row[2] > 0 and row[4] is True for row in defaults["rows"])  # every call answered
     assert defaults["data"]["changed"] == []  # the embedded default, no setting changed
+    for row in defaults["rows"]:  # the CPU the turn took, and the turn it allows
+        assert len(row[5].split(" / ")) == 3 and row[6] >= sizes["io_ms"]
+    widest = defaults["data"]["cpu_us_per_call"][str(max(sizes["wide_ks"]))]
+    assert sum(widest.values()) > 0  # (in clock ticks: a narrow turn may read 0)
     mcp = result["tables"]["mcp"]["data"]
     assert mcp["worker_server_starts"] == 1  # one session for all the worker's calls
     assert mcp["direct"]["p50"] > 0 and mcp["fleet"]["p50"] > 0
