@@ -302,13 +302,15 @@ class ResultWaiter:
     def _feed_gap(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> bool:
         """Whether the feed's `entries` (one read's, in order) do not follow the entry
         read last, one number after another; the last one's number is kept."""
-        expected, gap, skipped = self._feed_number, False, 0
+        expected, gap, skipped, renumbered = self._feed_number, False, 0, False
         for _, fields in entries:
             number = _number(fields.get(FEED_NUMBER_FIELD.encode()))
             if expected is None or number is None:
                 gap = True  # not known to follow on (an older worker's entry)
-            elif number != expected + 1:
-                gap, skipped = True, skipped + max(number - expected - 1, 1)
+            elif number > expected + 1:
+                gap, skipped = True, skipped + number - expected - 1
+            elif number != expected + 1:  # the counter was lost: Redis restarted empty
+                gap = renumbered = True
             expected = number
         self._feed_number = expected
         if skipped:
@@ -316,6 +318,11 @@ class ResultWaiter:
                 "results feed: %d entries were trimmed before this replica read them (it "
                 "fell behind); reading its sessions' streams for them", skipped,
             )  # fmt: skip
+        if renumbered:
+            log.info(
+                "results feed: numbered anew (Redis restarted or failed over); reading its "
+                "sessions' streams for results it may not have read"
+            )
         return gap
 
     def _cancelled(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
