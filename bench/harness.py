@@ -298,27 +298,27 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def tree_cpu_s(roots: Sequence[int]) -> float:
-    """CPU seconds of the given processes and all their descendants (prefork children)."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
+def _live_processes() -> dict[int, tuple[int, float]]:
+    """Each live process's (parent pid, CPU seconds), by pid."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            found = _stat(int(entry.name))
-            if found is not None:
-                parents[int(entry.name)], cpu[int(entry.name)] = found
-    return sum(cpu.get(pid, 0.0) for pid in with_descendants(roots, parents))
+            stat = _stat(int(entry.name))
+            if stat is not None:
+                found[int(entry.name)] = stat
+    return found
+
+
+def tree_cpu_s(roots: Sequence[int]) -> float:
+    """CPU seconds of the given processes and all their descendants (prefork children)."""
+    live = _live_processes()
+    parents = {pid: parent for pid, (parent, _) in live.items()}
+    return sum(live[pid][1] for pid in with_descendants(roots, parents) if pid in live)
 
 
 def child_pids(parent: int) -> list[int]:
     """The live processes whose parent is `parent` (the workers a fleet started)."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            found = _stat(int(entry.name))
-            if found is not None and found[0] == parent:
-                children.append(int(entry.name))
-    return children
+    return [pid for pid, (of, _) in _live_processes().items() if of == parent]
 
 
 def with_descendants(roots: Sequence[int], parents: Mapping[int, int]) -> set[int]:
