@@ -1,4 +1,5 @@
-"""A prefork worker sends Flower's task events in batches (toolfleet.shared.celery_wire.consumer).
+"""Workers send Flower's task events in batches: a prefork worker's consumer
+(toolfleet.shared.celery_wire.consumer) and an io worker's intake.
 
 Celery's own consumer publishes a call's task-received event on its loop's next turn,
 before the call even reaches the pool's child, so the received and succeeded events of a
@@ -17,6 +18,9 @@ from typing import Any
 
 import pytest
 import redis
+from celery import Celery
+from celery.events.receiver import EventReceiver
+from celery.events.state import State
 
 from tests.integration import fleet_tools
 from toolfleet.orchestrator.agents.agent import Agent
@@ -43,7 +47,7 @@ class EventListener:
         self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         self._pubsub.psubscribe("*celeryev*")
         self.messages: list[list[dict[str, Any]]] = []
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._listen, daemon=True)
 
@@ -65,17 +69,17 @@ class EventListener:
                 continue
             envelope = json.loads(message["data"])
             body = json.loads(base64.b64decode(envelope["body"]))
-            with self._lock:
+            with self.lock:
                 self.messages.append(body if isinstance(body, list) else [body])
 
     def messages_of(self, task_id: str) -> list[list[str]]:
         """The types of `task_id`'s events, per message that carried any."""
-        with self._lock:
+        with self.lock:
             found = [[e["type"] for e in m if e.get("uuid") == task_id] for m in self.messages]
         return [types for types in found if types]
 
     def task_id_of(self, label: str) -> str | None:
-        with self._lock:
+        with self.lock:
             for message in self.messages:
                 for event in message:
                     if event.get("type") == "task-received" and label in str(event):
@@ -120,3 +124,38 @@ async def test_a_quick_calls_events_go_out_in_one_message(
             return
         split.append(per_message)
     pytest.fail(f"every call's events came in several messages: {split}")
+
+
+async def test_celerys_event_state_follows_an_io_workers_call_to_success(
+    settings: Settings, fleet: WorkerGroup, listener: EventListener
+) -> None:
+    """Flower keeps its view in Celery's State: the events an io worker's intake encodes
+    itself must drive it as a Celery worker's would."""
+    label = f"io-events-{uuid.uuid4().hex[:8]}"
+    script = [call(Call("shout", {"text": label})), say("done")]
+    agent = Agent(
+        name="io_events_agent", tools=tools_in_module(fleet_tools), model=ScriptedModel(script)
+    )  # type: ignore[arg-type]
+    async with Runner(agent, settings) as runner:
+        await runner.ask(user_id="u1", session_id=uuid.uuid4().hex, message="go")
+
+    def succeeded() -> bool:
+        task_id = listener.task_id_of(label)
+        return task_id is not None and any(
+            "task-succeeded" in types for types in listener.messages_of(task_id)
+        )
+
+    wait_for(succeeded, EVENTS_TIMEOUT_S, "the io call's task-succeeded event")
+    task_id = listener.task_id_of(label)
+    # As Flower's receiver takes each event of a message, then hands it to its State.
+    receiver = EventReceiver(channel=None, app=Celery(set_as_current=False))
+    state = State()
+    with listener.lock:
+        for message in listener.messages:
+            for event in message:
+                state.event(receiver.event_from_message(event)[1])
+    task = state.tasks[task_id]
+    assert task.state == "SUCCESS"
+    assert task.name == "tool.shout" and label in str(task.args)
+    assert task.worker is not None and task.worker.hostname.startswith("w6@")
+    assert task.received is not None and task.started is not None and task.runtime is not None

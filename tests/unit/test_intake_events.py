@@ -3,35 +3,48 @@ per flush, once more on a new connection when the one in use was lost."""
 
 from __future__ import annotations
 
+import json
 import logging
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kombu.clocks import LamportClock
 
 from toolfleet.workers.intake import events as intake_events
 from toolfleet.workers.intake.events import TaskEvents
 
 
-class Dispatcher:
-    """Celery's EventDispatcher as the intake uses it: `send` buffers, `flush` publishes
-    them as one message, or raises when its connection is gone."""
+class Producer:
+    """kombu's Producer as a flush uses it: publishes the body it is given, or raises when
+    its connection is gone."""
 
     def __init__(self, broken: bool, published: list[list[dict[str, Any]]]) -> None:
         self.broken = broken
-        self.connection = SimpleNamespace(collect=lambda: None, release=lambda: None)
-        self._published = published
-        self._buffer: list[dict[str, Any]] = []
-        self.closed = False
+        self.published = published
+        self.options: list[dict[str, Any]] = []
 
-    def send(self, kind: str, **fields: Any) -> None:
-        self._buffer.append({"type": kind, **fields})
-
-    def flush(self) -> None:
+    def publish(self, body: bytes, **options: Any) -> None:
         if self.broken:
             raise ConnectionResetError("the broker closed the connection")
-        self._published.append(self._buffer)
-        self._buffer = []
+        self.published.append(json.loads(body))
+        self.options.append(options)
+
+
+class Dispatcher:
+    """Celery's EventDispatcher as the intake uses it: its producer, exchange, headers
+    and clock."""
+
+    def __init__(self, broken: bool, published: list[list[dict[str, Any]]]) -> None:
+        self.connection = SimpleNamespace(collect=lambda: None, release=lambda: None)
+        self.producer = Producer(broken, published)
+        self.exchange = SimpleNamespace(name="celeryev")
+        self.hostname = "io@host"
+        self.pid = 4242
+        self.headers = {"hostname": "io@host"}
+        self.delivery_mode = 1
+        self.clock = LamportClock()
+        self.closed = False
 
     def close(self) -> None:
         self.closed = True
@@ -116,3 +129,40 @@ def test_closing_publishes_what_is_kept() -> None:
     events.close()
     assert [[e["uuid"] for e in message] for message in app.published] == [["t1"]]
     assert app.dispatchers[0].closed
+
+
+def test_a_flush_publishes_the_events_as_celerys_dispatcher_would() -> None:
+    app = App()
+    events = events_of(app)
+    events.send("task-received", uuid="t1", name="tool.x", args="{'a': 1}", timestamp=10.0)
+    events.send("task-succeeded", uuid="t1", result="None", runtime=0.5, timestamp=11.0)
+    events.flush()
+
+    ((received, succeeded),) = app.published
+    assert received == {
+        "uuid": "t1",
+        "name": "tool.x",
+        "args": "{'a': 1}",
+        "timestamp": 10.0,
+        "hostname": "io@host",
+        "utcoffset": received["utcoffset"],
+        "pid": 4242,
+        "clock": 1,
+        "type": "task-received",
+    }
+    assert isinstance(received["utcoffset"], int | float)
+    assert succeeded["type"] == "task-succeeded" and succeeded["clock"] == 2
+    assert succeeded["runtime"] == 0.5
+    (options,) = app.dispatchers[0].producer.options
+    assert options["routing_key"] == "task.multi" and options["exchange"] == "celeryev"
+    assert options["content_type"] == "application/json"
+    assert options["headers"] == {"hostname": "io@host"}
+
+
+def test_a_field_json_cannot_hold_goes_as_its_text() -> None:
+    app = App()
+    events = events_of(app)
+    events.send("task-failed", uuid="t1", exception=ValueError("bad"))
+    events.flush()
+    ((failed,),) = app.published
+    assert failed["exception"] == "bad"

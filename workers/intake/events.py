@@ -8,6 +8,11 @@ events of a period itself, each stamped when it happened: a flush that fails pub
 them once more on a new connection at once (a dropped connection loses nothing), and
 drops them only when that fails too (the broker is down: Flower's view is not worth
 holding memory for).
+
+A flush publishes the events as the dispatcher's buffered group would (one `task.multi`
+message on its exchange, each event with the dispatcher's hostname, pid, UTC offset and
+clock), but encodes them itself, at once: the dispatcher's per-event send and kombu's
+JSON encoder took a sixth of an io worker's CPU in a wide turn.
 """
 
 from __future__ import annotations
@@ -16,17 +21,39 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol, cast
 
 from celery import Celery
-from celery.events.dispatcher import EventDispatcher
+from celery.utils.time import utcoffset
+from kombu import Connection, Exchange, Producer
+from kombu.clocks import LamportClock
+from pydantic_core import to_json
 
 log = logging.getLogger(__name__)
 
+# The routing key of a message of task events: the dispatcher's buffered "task" group.
+TASK_GROUP_KEY = "task.multi"
 # Events kept at most between two flushes; more are dropped (the broker is unreachable,
 # or the flush thread starved): the timed flush comes first under any load an io worker
 # takes.
 BUFFER_LIMIT = 10_000
+
+
+class Dispatcher(Protocol):
+    """What a flush uses of Celery's EventDispatcher: its producer on the event exchange,
+    the sender it names and its clock."""
+
+    hostname: str
+    pid: int
+    headers: dict[str, Any]
+    delivery_mode: int
+    exchange: Exchange
+    producer: Producer
+    clock: LamportClock
+    connection: Connection | None
+
+    def close(self) -> None:
+        """Close its producer."""
 
 
 class TaskEvents:
@@ -35,7 +62,7 @@ class TaskEvents:
     def __init__(self, app: Celery, hostname: str) -> None:
         self._app = app
         self._hostname = hostname
-        self._dispatcher: EventDispatcher | None = None  # opened by the first flush
+        self._dispatcher: Dispatcher | None = None  # opened by the first flush
         self._lock = threading.Lock()  # intake threads send, the flush thread takes
         self._pending: list[tuple[str, dict[str, Any]]] = []
 
@@ -76,9 +103,17 @@ class TaskEvents:
         if dispatcher is None:
             dispatcher = self._dispatcher = self._open()
         try:
-            for kind, fields in events:
-                dispatcher.send(kind, **fields)
-            dispatcher.flush()
+            exchange = dispatcher.exchange
+            dispatcher.producer.publish(
+                _encoded(dispatcher, events),
+                routing_key=TASK_GROUP_KEY,
+                exchange=exchange.name,
+                declare=[exchange],
+                content_type="application/json",
+                content_encoding="utf-8",
+                headers=dispatcher.headers,
+                delivery_mode=dispatcher.delivery_mode,
+            )
             return True
         except Exception:
             log.info("publishing task events failed", exc_info=True)
@@ -86,20 +121,25 @@ class TaskEvents:
             _discard(dispatcher, lost=True)
             return False
 
-    def _open(self) -> EventDispatcher:
+    def _open(self) -> Dispatcher:
         # Connecting is lazy: a broker that is down fails the first flush, not this.
-        dispatcher: EventDispatcher = self._app.events.Dispatcher(
-            self._app.connection_for_write(),
-            hostname=self._hostname,
-            groups=["task"],
-            buffer_group=["task"],
-            buffer_limit=BUFFER_LIMIT + 1,  # the flush publishes them, never a send
-            buffer_while_offline=False,  # a failed publish raises: see above
+        dispatcher = self._app.events.Dispatcher(
+            self._app.connection_for_write(), hostname=self._hostname, groups=["task"]
         )
-        return dispatcher
+        return cast(Dispatcher, dispatcher)
 
 
-def _discard(dispatcher: EventDispatcher, *, lost: bool) -> None:
+def _encoded(dispatcher: Dispatcher, events: list[tuple[str, dict[str, Any]]]) -> bytes:
+    """`events` as the JSON body of one message, each as the dispatcher's `send` makes
+    it (celery.events.Event): its fields, its type, the sender and the clock."""
+    sender = {"hostname": dispatcher.hostname, "utcoffset": utcoffset(), "pid": dispatcher.pid}
+    forward = dispatcher.clock.forward
+    wire = [{**fields, **sender, "clock": forward(), "type": kind} for kind, fields in events]
+    # A field Celery's JSON would refuse goes as its text rather than losing the message.
+    return to_json(wire, fallback=str)
+
+
+def _discard(dispatcher: Dispatcher, *, lost: bool) -> None:
     """Close `dispatcher` and its connection (one that was `lost` without a word to the
     broker, which may not answer)."""
     with contextlib.suppress(Exception):
