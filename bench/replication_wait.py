@@ -40,12 +40,12 @@ from bench.overhead import close_runner, measure_turns, noop_agent
 from bench.report import Table, ratio
 from tests.faults.sentinels import SentinelRedis
 from toolfleet.orchestrator.connections import command_client
-from toolfleet.orchestrator.event_loop import loop_factory
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
+from toolfleet.shared.event_loop import loop_factory
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolResult
 from toolfleet.shared.outages import resilient_client

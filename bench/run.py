@@ -31,7 +31,7 @@ from bench.context import FULL, SMOKE, Context
 from bench.harness import bench_settings, machine_info
 from bench.report import Table, machine_markdown
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
-from toolfleet.orchestrator.event_loop import loop_factory
+from toolfleet.shared.event_loop import loop_factory
 from toolfleet.shared.gc_policy import orchestrator_policy
 
 OUT_DIR = Path(__file__).resolve().parent / "out"

@@ -43,12 +43,12 @@ from bench.harness import (
 )
 from bench.overhead import close_runner, noop_agent, one_turn, open_runner, raw_throughput
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
-from toolfleet.orchestrator.event_loop import loop_factory
 from toolfleet.orchestrator.fleet.celery_fleet import CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop import run as run_module
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.event_loop import loop_factory
 from toolfleet.shared.gc_policy import orchestrator_policy
 
 STEPS = [

@@ -119,9 +119,10 @@ class Settings(BaseSettings):
     )
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
         default="auto",
-        description="The orchestrator's event loop (`toolfleet serve`, `run`, `demo`): "
-        "uvloop, a C loop, where it is installed (the default install on Linux and macOS), "
-        "else asyncio's; `uvloop` requires it, `asyncio` never uses it.",
+        description="The event loop of the orchestrator (`toolfleet serve`, `run`, `demo`) "
+        "and of a worker's coroutine tools: uvloop, a C loop, where it is installed (the "
+        "default install on Linux and macOS), else asyncio's; `uvloop` requires it, "
+        "`asyncio` never uses it.",
     )
     default_timeout_s: float = Field(default=60.0, gt=0, description="Tool time limit.")
     result_grace_s: float = Field(

@@ -18,6 +18,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.discovery import load_definitions
+from toolfleet.shared.event_loop import loop_factory
 from toolfleet.shared.job_signing import JobSigner
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.memory import MemoryStore
@@ -28,6 +29,7 @@ from toolfleet.shared.reporting import Feed, ResultReporter
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.shared.state_snapshots import SnapshotLoader
+from toolfleet.workers.call_loop import use_loop_factory
 from toolfleet.workers.deliveries import DeliveryGuard
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
@@ -60,6 +62,7 @@ def create_app(settings: Settings) -> Celery:
     install_tracing()
     install_metrics(settings)
     found = load_definitions(settings.tool_modules)
+    use_loop_factory(loop_factory(settings))  # the loop coroutine tools run on
     app = Celery("toolfleet", set_as_current=False)
     app.conf.update(celery_config(settings, list(found.tools.values())))
     app.conf.broker_transport = broker_transport(settings.require_broker_url())

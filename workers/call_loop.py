@@ -131,12 +131,25 @@ class _Started:
     stop_requested: bool = False
 
 
-class CallLoop:
-    """The process's event loop, running on its own daemon thread."""
+# What makes a call loop's event loop (None: asyncio's), as the worker's settings choose.
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+_new_loop: LoopFactory | None = None
 
-    def __init__(self) -> None:
+
+def use_loop_factory(new_loop: LoopFactory | None) -> None:
+    """Make this process's call loops (and those of the children it forks) with
+    `new_loop`; None: asyncio's own."""
+    global _new_loop
+    _new_loop = new_loop
+
+
+class CallLoop:
+    """The process's event loop, running on its own daemon thread: made by `new_loop`
+    (None: asyncio's own)."""
+
+    def __init__(self, new_loop: LoopFactory | None = None) -> None:
         self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
+        self.loop = (new_loop or asyncio.new_event_loop)()
         self.loop.set_task_factory(_task_factory)
         self._thread = threading.Thread(target=self._serve, name="toolfleet-call-loop", daemon=True)
         self._thread.start()
@@ -152,6 +165,12 @@ class CallLoop:
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
+
+    def close(self) -> None:
+        """Stop the loop and close it (calls still running on it are dropped)."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
 
     def run(self, coro: Coroutine[Any, Any, Any], time_limit_s: float, call_id: str = "") -> Any:
         """Run `coro` on the loop as one call and wait for its value (from any thread).
@@ -269,5 +288,5 @@ def call_loop() -> CallLoop:
     global _call_loop
     with _lock:
         if _call_loop is None or _call_loop.pid != os.getpid():
-            _call_loop = CallLoop()
+            _call_loop = CallLoop(_new_loop)
         return _call_loop

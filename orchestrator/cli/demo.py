@@ -12,11 +12,11 @@ import sys
 import uuid
 from contextlib import ExitStack
 
-from toolfleet.orchestrator import event_loop
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.conversation import converse
 from toolfleet.orchestrator.cli.launch import load_agent, pools_of, start_local_fleet
 from toolfleet.orchestrator.cli.local_workers import WorkerSpec
+from toolfleet.shared import event_loop
 from toolfleet.shared.config import Settings
 
 DEMO_AGENT = "toolfleet.orchestrator.cli.demo_agent:agent"

@@ -18,7 +18,6 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from toolfleet.orchestrator import event_loop
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.console import ConsolePrinter
 from toolfleet.orchestrator.cli.dev_record import (
@@ -37,6 +36,7 @@ from toolfleet.orchestrator.cli.launch import (
     stop_on_signals,
 )
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared import event_loop
 from toolfleet.shared.celery_config import tool_pool
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import load_definitions

@@ -12,7 +12,6 @@ from contextlib import ExitStack
 
 import redis
 
-from toolfleet.orchestrator import event_loop
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.model_choice import describe_choice
 from toolfleet.orchestrator.cli.cancel import add_cancel_command
@@ -38,7 +37,7 @@ from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
-from toolfleet.shared import tracing
+from toolfleet.shared import event_loop, tracing
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.gc_policy import orchestrator_policy

@@ -6,8 +6,8 @@ import argparse
 import logging
 from typing import Any
 
-from toolfleet.orchestrator import event_loop
 from toolfleet.orchestrator.cli.launch import load_agent
+from toolfleet.shared import event_loop
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.redis_check import check_redis
