@@ -54,7 +54,11 @@ _POST = LuaScript(
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 8))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 if KEYS[2] ~= '' then
-  local n = redis.call('INCR', KEYS[8])
+  local n = redis.pcall('INCR', KEYS[8])
+  if type(n) == 'table' then  -- not a number (overwritten): numbered anew, not refused
+    redis.call('SET', KEYS[8], 1)
+    n = 1
+  end
   if ARGV[4] == '1' then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', '{FEED_STREAM_FIELD}', KEYS[1],
                '{FEED_ENTRY_FIELD}', id, '{FEED_NUMBER_FIELD}', n, unpack(ARGV, 8))

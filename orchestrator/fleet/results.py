@@ -131,7 +131,9 @@ class ResultWaiter:
         pipe.get(self._feed_count_key)
         pipe.xrevrange(self._feed_key, count=1)
         count, newest = await pipe.execute()
-        self._feed_number = int(count or 0)
+        # No counter yet: nothing was posted. One that is not a number is unknown: the
+        # first read is not trusted to follow on (the post script numbers it anew).
+        self._feed_number = 0 if count is None else _number(count)
         self._feed_last = decoded(newest[0][0]) if newest else "0-0"
 
     async def _newest(self, stream: str) -> str:

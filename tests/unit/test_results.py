@@ -291,3 +291,31 @@ async def test_the_feed_numbered_anew_after_a_restart_is_followed_again(
             assert (await asyncio.wait_for(futures[call_id], 5)).call_id == call_id
     assert caplog.text.count("numbered anew (Redis restarted or failed over)") == 1
     assert "trimmed" not in caplog.text
+
+
+async def test_a_feed_counter_that_is_not_a_number_is_numbered_anew(
+    fake_server: fakeredis.FakeServer,
+    fake_redis: fakeredis.FakeAsyncRedis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A counter overwritten with something else neither stops a replica from starting
+    nor a worker from posting: the post numbers it anew, and the reader, not knowing
+    where the feed stood, reads the streams once."""
+    sync = fakeredis.FakeRedis(server=fake_server)
+    sync.set(KEYS.results_feed_count(), "garbage")
+    reader = fakeredis.FakeAsyncRedis(server=fake_server)
+    waiter = ResultWaiter(reader, fake_redis, KEYS, "replica-4", block_ms=20)
+    await waiter.start()
+    try:
+        stream = KEYS.results(S1)
+        reporter = feed_reporter(fake_server)
+        with caplog.at_level(logging.INFO):
+            for call_id in ("c1", "c2"):
+                futures = await waiter.expect(stream, [call_id])
+                reporter.post(stream, result(call_id))
+                assert (await asyncio.wait_for(futures[call_id], 5)).call_id == call_id
+    finally:
+        await waiter.stop()
+        await reader.aclose()
+    assert sync.get(KEYS.results_feed_count()) == b"2"
+    assert "trimmed" not in caplog.text
