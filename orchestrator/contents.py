@@ -1,40 +1,67 @@
-"""google-genai Contents that toolfleet builds itself, made by copying a template.
+"""google-genai Contents that toolfleet builds itself, without validating them.
 
 google-genai's models run a validator on construction that walks every field of the
-model (a Part has 15): a validated Part with a function response takes ~27 us, a copy of
-an empty one with the field set ~10 us (`model_construct` is no faster: it fills in every
-field's default in Python). What is built here has its fields' types by construction
-(the texts, names and dicts come from our own code or the user's message); the copies
-are equal to validated ones and serialize alike.
+model (a Part has 15): a validated Part with a function response takes ~15 us, a copy of
+an empty one with the fields set (`model_copy`) ~4 us, `model_construct` no less (it
+fills in every field's default in Python). What is built here has its fields' types by
+construction (the texts, names and dicts come from our own code or the user's message),
+so it is made as `model_copy` makes a copy: the defaults' dict with the fields set,
+~2 us a Part. The results are equal to validated ones and serialize alike.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from google.genai import types
+from pydantic import BaseModel
 
-_PART, _CONTENT = types.Part(), types.Content()
-_CALL, _RESPONSE = types.FunctionCall(), types.FunctionResponse()
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class _Template:
+    """Makes instances of `model` with its defaults and the given fields set."""
+
+    def __init__(self, model: type[_Model]) -> None:
+        self._model = model
+        self._defaults = dict(model().__dict__)
+
+    def make(self, **fields: Any) -> Any:
+        made = object.__new__(self._model)
+        values = self._defaults.copy()
+        values.update(fields)
+        # What pydantic's own copy sets: the values, which were set, no extra, no private.
+        object.__setattr__(made, "__dict__", values)
+        object.__setattr__(made, "__pydantic_fields_set__", set(fields))
+        object.__setattr__(made, "__pydantic_extra__", None)
+        object.__setattr__(made, "__pydantic_private__", None)
+        return made
+
+
+_PART, _CONTENT = _Template(types.Part), _Template(types.Content)
+_CALL, _RESPONSE = _Template(types.FunctionCall), _Template(types.FunctionResponse)
 
 
 def text_part(text: str) -> types.Part:
     """`types.Part(text=text)`."""
-    return _PART.model_copy(update={"text": text})
+    part: types.Part = _PART.make(text=text)
+    return part
 
 
 def call_part(name: str, args: dict[str, Any]) -> types.Part:
     """`types.Part(function_call=types.FunctionCall(name=name, args=args))`."""
-    call = _CALL.model_copy(update={"name": name, "args": args})
-    return _PART.model_copy(update={"function_call": call})
+    part: types.Part = _PART.make(function_call=_CALL.make(name=name, args=args))
+    return part
 
 
 def response_part(call_id: str, name: str, response: dict[str, Any]) -> types.Part:
     """`types.Part(function_response=types.FunctionResponse(id=, name=, response=))`."""
-    reply = _RESPONSE.model_copy(update={"id": call_id, "name": name, "response": response})
-    return _PART.model_copy(update={"function_response": reply})
+    reply = _RESPONSE.make(id=call_id, name=name, response=response)
+    part: types.Part = _PART.make(function_response=reply)
+    return part
 
 
 def content(role: str, parts: list[types.Part]) -> types.Content:
     """`types.Content(role=role, parts=parts)`."""
-    return _CONTENT.model_copy(update={"role": role, "parts": parts})
+    made: types.Content = _CONTENT.make(role=role, parts=parts)
+    return made

@@ -47,3 +47,20 @@ def test_built_parts_share_nothing_with_each_other() -> None:
     one, two = call_part("f", {"n": 1}), call_part("g", {"n": 2})
     assert one.function_call is not two.function_call
     assert (one.function_call.name, two.function_call.name) == ("f", "g")  # type: ignore[union-attr]
+
+
+def test_built_parts_behave_as_validated_ones_when_changed_and_copied() -> None:
+    built = response_part("c1", "lookup", {"n": 1})
+    validated = types.Part(
+        function_response=types.FunctionResponse(id="c1", name="lookup", response={"n": 1})
+    )
+    for part in (built, validated):
+        assert part.function_response is not None
+        part.function_response.id = "c2"  # as the loop renames call ids
+        copied = part.model_copy(deep=True)
+        assert copied == part and copied.function_response is not part.function_response
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set == {"function_response"}
+    assert built.__pydantic_extra__ == validated.__pydantic_extra__
+    assert built.__pydantic_private__ == validated.__pydantic_private__
+    assert repr(built) == repr(validated)
