@@ -32,6 +32,7 @@ from toolfleet.orchestrator.loop.callbacks import MODEL_HOOKS, Hooks
 from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
 from toolfleet.orchestrator.loop.deep_args import drop_deep_args
 from toolfleet.orchestrator.loop.invocation import (
+    CallFinished,
     CallsDispatched,
     EndReason,
     Invocation,
@@ -42,7 +43,7 @@ from toolfleet.orchestrator.loop.parking import ask_after_run, asks_after_run, p
 from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.tool_requests import process_requests
-from toolfleet.orchestrator.loop.turn import responses_event, run_calls
+from toolfleet.orchestrator.loop.turn import ResponseParts, responses_event, run_calls
 from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
 from toolfleet.orchestrator.models.base_llm import answered
 from toolfleet.orchestrator.models.protocol import as_sent, function_calls, loop_call_id
@@ -204,11 +205,15 @@ async def _answer_calls(
     results: dict[str, ToolResult] = {}
     with_first_send = model_turn.stage if model_turn is not None else None
     sent: set[str] = set()
+    sealer = Sealer.of(inv.settings)
+    parts = ResponseParts(sealer)  # made while the other calls still run
     async for update in run_calls(
         inv, tools, calls, results, resume=resuming, with_first_send=with_first_send
     ):
         if isinstance(update, CallsDispatched):
             sent.update(c.call_id for c in update.calls)
+        elif isinstance(update, CallFinished):
+            parts.add(update.result)
         yield update
     if model_turn is not None:
         await model_turn.store_if_unsent()
@@ -234,7 +239,7 @@ async def _answer_calls(
             )
         return
     response_event = responses_event(
-        inv.id, agent.name, ordered, Sealer.of(inv.settings), inv.session.state
+        inv.id, agent.name, ordered, sealer, inv.session.state, made=parts
     )
     # A call that asked for a confirmation as it ran stays open: it runs again once
     # confirmed (and its record stays pending till then).

@@ -203,18 +203,52 @@ def pending_call(
     )
 
 
+class ResponseParts:
+    """Each result's function response part and call record, made as the result arrives:
+    while a wide turn still waits for its other calls, not all at once after the last
+    (10,000 of them took the orchestrator's one thread ~140 ms)."""
+
+    def __init__(self, sealer: Sealer | None = None) -> None:
+        self._sealer = sealer
+        self._made: dict[str, tuple[ToolResult, types.Part, CallRecord]] = {}
+
+    def add(self, result: ToolResult) -> None:
+        """Make `result`'s part and record now."""
+        self._made[result.call_id] = (result, *self._make(result))
+
+    def of(self, result: ToolResult) -> tuple[types.Part, CallRecord]:
+        """`result`'s part and record: those made when it arrived, unless another result
+        of the call took its place since (a cancellation's)."""
+        made = self._made.get(result.call_id)
+        if made is not None and made[0] is result:
+            return made[1], made[2]
+        return self._make(result)
+
+    def _make(self, result: ToolResult) -> tuple[types.Part, CallRecord]:
+        # A copy of the response, as validation would make: the event's is its own.
+        response = dict(opened_response(result, self._sealer))
+        return response_part(result.call_id, result.tool, response), CallRecord.of(result)
+
+
 def responses_event(
     invocation_id: str,
     author: str,
     ordered: list[ToolResult],
     sealer: Sealer | None = None,
     state: Mapping[str, Any] | None = None,
+    *,
+    made: ResponseParts | None = None,
 ) -> Event:
     """One Content with every function response, in call order: what the model gets, so
     secrets the workers sealed are opened here (and masked again when stored). `state`:
-    the session state the calls saw, against which their writes are merged."""
-    # A copy of each response, as validation would make: the event's is its own.
-    parts = [response_part(r.call_id, r.tool, dict(opened_response(r, sealer))) for r in ordered]
+    the session state the calls saw, against which their writes are merged. `made`: the
+    parts made as the results arrived (with the same sealer)."""
+    parts_made = made if made is not None else ResponseParts(sealer)
+    parts, calls = [], []
+    for result in ordered:
+        part, record = parts_made.of(result)
+        parts.append(part)
+        calls.append(record)
     actions = ToolActions(
         skip_summarization=bool(ordered) and all(r.actions.skip_summarization for r in ordered),
         transfer_to_agent=next(
@@ -229,7 +263,7 @@ def responses_event(
         content=content("user", parts),
         state_delta=merge_deltas([r.state_delta for r in ordered], state),
         actions=actions,
-        calls=[CallRecord.of(r) for r in ordered],
+        calls=calls,
     )
 
 
