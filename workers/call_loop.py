@@ -43,13 +43,20 @@ class CallStopped(Exception):
 
 
 class CallRun:
-    """One call's coroutine on the shared loop: its time limit and the tasks it started."""
+    """One call's coroutine on the shared loop: its time limit and the tasks it started.
+    `ended`, when given, is set once its tasks are cancelled and drained (for a thread
+    that waits on the call: a call started without one needs none)."""
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], time_limit_s: float) -> None:
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        time_limit_s: float,
+        ended: threading.Event | None = None,
+    ) -> None:
         self._coro = coro
         self._time_limit_s = time_limit_s
         self.tasks: set[asyncio.Task[Any]] = set()  # touched on the loop thread only
-        self.ended = threading.Event()  # set once its tasks are cancelled and drained
+        self.ended = ended
 
     def discard(self) -> None:
         """Close the coroutine unrun (its call was stopped before it began)."""
@@ -82,7 +89,8 @@ class CallRun:
             try:
                 await self._cancel_leftovers()
             finally:
-                self.ended.set()
+                if self.ended is not None:
+                    self.ended.set()
 
     async def _cancel_leftovers(self) -> None:
         """Cancel the tasks this call started and did not await, and wait for them to finish
@@ -180,7 +188,8 @@ class CallLoop:
         main thread of a prefork child), the call is cancelled, its tasks get
         DRAIN_TIMEOUT_S to finish, and the interruption goes on. Stopped by `stop`, the
         call is cancelled alike and CallStopped is raised."""
-        call = CallRun(coro, time_limit_s)
+        ended = threading.Event()
+        call = CallRun(coro, time_limit_s, ended)
         future = asyncio.run_coroutine_threadsafe(call.run(), self.loop)
         if call_id:
             self._running[call_id] = (call, future)
@@ -188,13 +197,13 @@ class CallLoop:
             return future.result()
         except CancelledError:
             if call_id in self._stopped:
-                call.ended.wait(DRAIN_TIMEOUT_S * 2)
+                ended.wait(DRAIN_TIMEOUT_S * 2)
                 raise CallStopped(call_id) from None
             raise
         except BaseException:
             if not future.done():
                 future.cancel()
-                call.ended.wait(DRAIN_TIMEOUT_S * 2)
+                ended.wait(DRAIN_TIMEOUT_S * 2)
             raise
         finally:
             if call_id:
