@@ -15,6 +15,9 @@ from typing import Any, TypeVar
 
 from google.genai import types
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_json
+
+from toolfleet.shared.unicode_text import has_lone_surrogates, without_lone_surrogates
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -65,3 +68,32 @@ def content(role: str, parts: list[types.Part]) -> types.Content:
     """`types.Content(role=role, parts=parts)`."""
     made: types.Content = _CONTENT.make(role=role, parts=parts)
     return made
+
+
+def encodable(content: types.Content) -> types.Content:
+    """`content`, or a copy of it whose parts hold no text UTF-8 cannot encode: each lone
+    surrogate replaced by U+FFFD (shared.unicode_text). A turn is stored, sent to workers
+    and sent back to the model; each of those would fail on such text."""
+    parts = content.parts or []
+    fixed = [part if _encodes(part) else _encodable_part(part) for part in parts]
+    if all(new is old for new, old in zip(fixed, parts, strict=True)):
+        return content
+    made: types.Content = content.model_copy(update={"parts": fixed})
+    return made
+
+
+def _encodes(part: types.Part) -> bool:
+    call = part.function_call
+    try:
+        if call is not None:  # most of a wide turn's parts: its arguments alone, quickly
+            to_json(call.args, fallback=str)
+            return not has_lone_surrogates(call.name or "")
+        part.__pydantic_serializer__.to_json(part)
+    except PydanticSerializationError:
+        return False
+    return True
+
+
+def _encodable_part(part: types.Part) -> types.Part:
+    fixed = without_lone_surrogates(part.model_dump(exclude_none=True))
+    return types.Part.model_validate(fixed)

@@ -22,6 +22,7 @@ from toolfleet.shared.errors import ToolError
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, too_deep, value_depth
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult, error_response
 from toolfleet.shared.tools import FunctionTool
+from toolfleet.shared.unicode_text import without_lone_surrogates
 from toolfleet.workers.call_loop import CallStopped, CallTimeLimit, call_loop
 
 log = logging.getLogger(__name__)
@@ -149,9 +150,18 @@ class Execution:
         """The outcome with this status and response, unless they cannot be sent."""
         call = self.call
         state_delta = self.context.state.delta
-        problem = _too_deep(response, state_delta, self._max_json_depth) or _unsendable(
-            response, state_delta, self._max_result_bytes
-        )
+        try:
+            problem = self._problem(response, state_delta)
+        except UnicodeEncodeError:  # text UTF-8 cannot carry: its lone surrogates replaced
+            log.warning(
+                "tool %s returned text with lone surrogates (call %s): sent with U+FFFD in "
+                "their place; decode bytes with errors='replace' to choose the text",
+                call.tool,
+                call.call_id,
+            )
+            response = without_lone_surrogates(response)
+            state_delta = without_lone_surrogates(state_delta)
+            problem = self._problem(response, state_delta)
         if problem:
             log.error(
                 "tool %s returned an unsendable result (call %s): %s",
@@ -182,6 +192,13 @@ class Execution:
             attempt=self._attempt,
         )
         return Outcome(result, exc)
+
+    def _problem(self, response: dict[str, Any], state_delta: dict[str, Any]) -> str | None:
+        """Why the result cannot be sent, or None; raises UnicodeEncodeError when it holds
+        text UTF-8 cannot encode."""
+        return _too_deep(response, state_delta, self._max_json_depth) or _unsendable(
+            response, state_delta, self._max_result_bytes
+        )
 
 
 def execute(
@@ -276,7 +293,8 @@ def _too_deep(response: dict[str, Any], state_delta: dict[str, Any], limit: int)
 
 
 def _json_size(value: Any) -> int:
-    return len(json.dumps(value).encode())
+    """The size of `value` as sent (UTF-8 JSON); UnicodeEncodeError for a lone surrogate."""
+    return len(json.dumps(value, ensure_ascii=False).encode())
 
 
 def _unstorable(state_delta: dict[str, Any]) -> list[str]:
@@ -288,6 +306,8 @@ def _unstorable(state_delta: dict[str, Any]) -> list[str]:
             continue
         try:
             _json_size(value)
+        except UnicodeEncodeError:
+            raise
         except (TypeError, ValueError) as exc:
             bad.append(f"{key!r} ({exc})")
     return bad
@@ -302,12 +322,16 @@ def _unsendable(response: dict[str, Any], state_delta: dict[str, Any], limit: in
     could send twice the limit, or get past it by moving data from its response to state."""
     try:
         response_size = _json_size(response)
+    except UnicodeEncodeError:
+        raise
     except (TypeError, ValueError) as exc:
         return f"the tool's result is not JSON-serializable: {exc}"
     try:
         # A key that is not a string would not even make a ToolResult.
         storable = all(isinstance(key, str) for key in state_delta)
         state_size = _json_size(state_delta) if storable and state_delta else 0
+    except UnicodeEncodeError:
+        raise
     except (TypeError, ValueError):
         storable = False
     if not storable:

@@ -19,7 +19,7 @@ from toolfleet.orchestrator.agents.planners import process_planning
 from toolfleet.orchestrator.agents.structured import structured_answer
 from toolfleet.orchestrator.agents.transfer import offered_tools
 from toolfleet.orchestrator.agents.workflow import WorkflowAgent
-from toolfleet.orchestrator.contents import content, text_part
+from toolfleet.orchestrator.contents import content, encodable, text_part
 from toolfleet.orchestrator.fleet.protocol import is_cancelled
 from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.agent_callbacks import (
@@ -95,7 +95,7 @@ async def run_invocation(
         if stored_message is not None:
             yield stored_message
         elif message is not None:
-            user_event = Event(invocation_id=inv.id, author="user", content=message)
+            user_event = Event(invocation_id=inv.id, author="user", content=encodable(message))
             # Owed until answered, an agent tool's child included: the sweep never runs a
             # child (its worker does), but closes its open turn if that worker is lost.
             await held.append(inv, user_event, owes_turn=True)
@@ -362,7 +362,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
             return None
         # As it arrives, before the callbacks see it: they may serialize it.
         drop_deep_args(generated, inv.settings.max_json_depth)
-        response = LlmResponse(generated)
+        response = LlmResponse(encodable(generated))
         if context is not None:
             response = await hooks.after_model(context, response)
     if agent.planner is not None and context is not None:  # after the callbacks, as ADK
@@ -371,6 +371,7 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
     content = with_call_ids(answered(response, f"the model callbacks of {agent.name!r}"))
     # What a callback answered too, before anything serializes the turn.
     drop_deep_args(content, inv.settings.max_json_depth)
+    content = encodable(content)
     # What the model callbacks wrote to state is stored with the turn (output_key's too).
     model_event = Event(
         invocation_id=inv.id,

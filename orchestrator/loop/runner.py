@@ -38,6 +38,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import LeaseLostError
 from toolfleet.shared.keys import Keys, session_key
+from toolfleet.shared.unicode_text import replaced, without_lone_surrogates
 
 
 class Runner:
@@ -149,16 +150,17 @@ class Runner:
         # Taken with the session read. The session is this user's: another's of the same id
         # is another session (its own key, lease and history).
         claim = self.leases.claim(session_key(self.app_name, user_id, session_id))
+        # Text UTF-8 cannot carry has its lone surrogates replaced (shared.unicode_text).
         if isinstance(message, str):
-            content = contents.content("user", [contents.text_part(message)])
+            content = contents.content("user", [contents.text_part(replaced(message))])
         else:
-            content = message.model_copy(update={"role": "user"})
+            content = contents.encodable(message.model_copy(update={"role": "user"}))
         # Appended in the round trip of the read when it can be (SessionStore.get_and_append).
         user_event = Event(
             invocation_id=new_invocation_id(),
             author="user",
             content=content,
-            state_delta=dict(state_delta or {}),
+            state_delta=without_lone_surrogates(dict(state_delta or {})),
         )
         session, stored = await self.store.get_and_append(
             self.app_name, user_id, session_id, lease=claim, message=user_event,

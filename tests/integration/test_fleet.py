@@ -178,3 +178,28 @@ async def test_parallel_turn_answers_at_once_when_no_worker_serves_a_pool(
     assert results["render_report"].worker == "orchestrator"  # answered without dispatch
     # Answered before the 0.5 s nap ended: no waiting for a deadline.
     assert results["render_report"].finished_at < results["nap"].finished_at
+
+
+async def test_lone_surrogates_of_a_user_and_a_model_are_replaced_and_the_turn_runs(
+    settings: Settings, fleet: WorkerGroup
+) -> None:
+    """Text UTF-8 cannot carry (bytes decoded with errors='surrogateescape' hold it) in
+    the user's message and the model's call and answer: U+FFFD in its place, stored, sent
+    to a worker and answered."""
+    escaped = b"caf\xe9".decode("utf-8", "surrogateescape")
+    updates = await run_script(
+        settings,
+        f"shout {escaped}",
+        call(Call("shout", {"text": escaped})),
+        say("done \ud800"),
+    )
+    (response,) = response_parts(updates)
+    assert response.response == {"shouted": "CAF\ufffd"}
+    texts = [
+        part.text
+        for u in updates
+        if isinstance(u, Event) and u.content is not None
+        for part in u.content.parts or ()
+        if part.text
+    ]
+    assert texts == ["shout caf\ufffd", "done \ufffd"]

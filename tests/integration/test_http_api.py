@@ -259,6 +259,24 @@ async def test_every_error_is_json_with_a_clear_message_and_its_status(
     assert forged.status_code == 403 and "cross-origin" in forged.json()["detail"]
 
 
+async def test_a_message_holding_a_lone_surrogate_is_refused_with_a_clear_error(
+    client: httpx.AsyncClient,
+) -> None:
+    """JSON may escape half of a surrogate pair alone; UTF-8 cannot carry it. The API
+    refuses the message, saying which field, and the session is as it was."""
+    sessions = "/apps/reimbursement_agent/users/u1/sessions"
+    session_id = await new_session(client, "reimbursement_agent")
+    sent = await client.post(
+        f"{sessions}/{session_id}/messages",
+        content=b'{"text": "Please reimburse 40$ for meals \\ud800"}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert sent.status_code == 422
+    assert sent.json()["detail"].startswith("invalid request: body.text: ")
+    assert "unicode" in sent.json()["detail"]
+    assert (await client.get(f"{sessions}/{session_id}")).json()["events"] == []
+
+
 async def test_sessions_of_a_user_and_health(client: httpx.AsyncClient) -> None:
     user = f"lister-{uuid.uuid4().hex[:6]}"
     first = await new_session(client, "reimbursement_agent", user)

@@ -291,3 +291,30 @@ def test_background_task_of_a_finished_call_does_not_run_in_the_next() -> None:
     assert run(opener).response == {"result": "opened"}
     assert log == []
     assert all(task.cancelled() for task in background)
+
+
+# --- text UTF-8 cannot carry ------------------------------------------------------------
+
+
+def test_a_results_lone_surrogates_are_replaced_and_the_result_is_sent() -> None:
+    def scrape(tool_context: ToolContext) -> dict[str, str]:
+        """Scrapes a page whose bytes were decoded with errors='surrogateescape'."""
+        tool_context.state["title\udcff"] = b"caf\xe9".decode("utf-8", "surrogateescape")
+        return {"text": "ok \udce9 then \ud83d\ude00"}
+
+    result = run(scrape)
+    assert result.status is CallStatus.SUCCESS
+    assert result.response == {"text": "ok \ufffd then \U0001f600"}
+    assert result.state_delta == {"title\ufffd": "caf\ufffd"}
+    assert ToolResult.model_validate_json(result.model_dump_json()) == result  # it travels
+
+
+def test_an_errors_message_with_lone_surrogates_reaches_the_model() -> None:
+    def fail() -> None:
+        """Fails, quoting undecodable input."""
+        raise ValueError("cannot parse \udc80")
+
+    result = run(fail)
+    assert result.status is CallStatus.ERROR
+    assert result.response["error_message"].endswith("cannot parse \ufffd")
+    result.model_dump_json()
