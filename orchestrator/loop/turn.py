@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from google.genai import types
+from pydantic_core import to_json
 
 from toolfleet.orchestrator.agents.structured import SetModelResponseTool, answer_structured
 from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
@@ -83,7 +83,7 @@ async def run_calls(
         if too_deep:
             results[envelope.call_id] = failed(envelope, "InvalidArguments", too_deep)
             continue
-        size = len(json.dumps(envelope.args, default=str).encode())
+        size = len(to_json(envelope.args, fallback=str))  # as sent: UTF-8 JSON
         if size > inv.settings.max_payload_bytes:
             results[envelope.call_id] = failed(
                 envelope,
