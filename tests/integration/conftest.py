@@ -70,8 +70,9 @@ def settings(redis_url: str) -> Iterator[Settings]:
         fleet_key=FLEET_KEY,
     )
     client = redis.Redis.from_url(redis_url)
-    # Ours, the tool queues, and kombu's bookkeeping (the database is the tests' own).
-    for pattern in (f"{prefix}:*", "tools.*", "_kombu.*", "unacked*"):
+    # Ours (and the prefixes of our own that modules derive from it, `{prefix}-sparse`),
+    # the tool queues, and kombu's bookkeeping (the database is the tests' own).
+    for pattern in (f"{prefix}*", "tools.*", "_kombu.*", "unacked*"):
         for key in client.scan_iter(pattern):
             client.delete(key)
     client.close()

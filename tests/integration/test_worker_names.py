@@ -53,10 +53,10 @@ StartWorker = Callable[..., Started]
 
 
 @pytest.fixture
-def own_settings(redis_url: str) -> Settings:
+def own_settings(redis_url: str) -> Iterator[Settings]:
     """A prefix and a default pool of this test's own: the session fleet's workers neither
-    count here nor take these calls (queues are not prefixed)."""
-    return Settings(
+    count here nor take these calls (queues are not prefixed). Its keys go after it."""
+    own = Settings(
         redis_url=redis_url,
         key_prefix=f"tfnames-{uuid.uuid4().hex[:8]}",
         default_pool=f"names{uuid.uuid4().hex[:6]}",
@@ -65,6 +65,11 @@ def own_settings(redis_url: str) -> Settings:
         default_timeout_s=20,
         fleet_key=FLEET_KEY,
     )
+    yield own
+    client = redis.Redis.from_url(redis_url)
+    for key in client.scan_iter(f"{own.key_prefix}:*"):
+        client.delete(key)
+    client.close()
 
 
 @pytest.fixture
