@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-REPLACEMENT_CHARACTER = "\ufffd"
-
 
 def has_lone_surrogates(text: str) -> bool:
     """Whether UTF-8 cannot encode `text` (it holds a lone surrogate)."""

@@ -20,6 +20,8 @@ from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from typing import Any
 
+from toolfleet.shared.event_loop import LoopFactory
+
 log = logging.getLogger(__name__)
 
 # How long the tasks a call leaves behind get to finish cancelling before the call is
@@ -140,7 +142,6 @@ class _Started:
 
 
 # What makes a call loop's event loop (None: asyncio's), as the worker's settings choose.
-LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 _new_loop: LoopFactory | None = None
 
 

@@ -369,9 +369,11 @@ async def _model_turn(inv: Invocation) -> tuple[Event, ToolRegistry] | None:
         process_planning(agent.planner, context, response.content)
     # A callback's LlmResponse may carry an error code, or nothing: no turn to store.
     content = with_call_ids(answered(response, f"the model callbacks of {agent.name!r}"))
-    # What a callback answered too, before anything serializes the turn.
-    drop_deep_args(content, inv.settings.max_json_depth)
-    content = encodable(content)
+    if context is not None:
+        # What a callback or the planner answered or changed, before anything serializes
+        # the turn (without them, the model's turn was made safe as it arrived).
+        drop_deep_args(content, inv.settings.max_json_depth)
+        content = encodable(content)
     # What the model callbacks wrote to state is stored with the turn (output_key's too).
     model_event = Event(
         invocation_id=inv.id,
