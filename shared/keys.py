@@ -4,6 +4,7 @@ prefix of `Keys`; Celery's queues (`queue_name`) are not prefixed."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NewType
 from urllib.parse import quote, unquote
 
@@ -28,6 +29,9 @@ def queue_name(pool: str) -> str:
     return f"{QUEUE_PREFIX}{pool}"
 
 
+# Remembered: a worker asks for the key of each call it runs, a thousand calls of a
+# session at once, and percent-encoding three parts costs more than the lookup.
+@lru_cache(maxsize=4096)
 def session_key(app_name: str, user_id: str, session_id: str) -> SessionKey:
     """The key of the session `session_id` of `user_id` in `app_name`: the three parts,
     each percent-encoded (no "/" or ":" left in them), joined by "/", so that no two
