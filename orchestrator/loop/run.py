@@ -259,8 +259,9 @@ async def _answer_calls(
         and settle is not None
         and held.holdable(ordered, sent, tools)
     ):
-        # Workers' final results: stored with the invocation's next write (held.py).
-        inv.held = inv.store.hold(inv.session, response_event, closed=closed, also=settle)
+        # Workers' final results: stored with the invocation's next write (held.py). Each
+        # worker's post closed its call already: the write has none to close.
+        inv.held = inv.store.hold(inv.session, response_event, also=settle)
     else:
         # A long-running call's ticket is its worker's to write (opened before the tool
         # ran, its initial response kept in the step that posted it): not written here.
