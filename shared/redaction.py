@@ -122,6 +122,22 @@ def redacted_event_fields(event: _StoredEvent, secrets: Iterable[str]) -> dict[s
     return update
 
 
+def may_name_secret(json_text: str, secrets: frozenset[str]) -> bool:
+    """Whether JSON text may hold a secret-named key: False only when no secret name
+    (lower-cased, as in `secret_name_set`) appears anywhere in the lower-cased text, so
+    no key can be one. A cheap test before walking a large value key by key.
+
+    A name with a character that JSON escapes (a quote, a backslash, a control
+    character) could be spelled otherwise in the text: with one, always True."""
+    if any(_JSON_ESCAPED.search(name) for name in secrets):
+        return True
+    lowered = json_text.lower()
+    return any(name in lowered for name in secrets)
+
+
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
 def secret_name_set(secret_names: Iterable[str]) -> frozenset[str]:
     """The secret argument names lower-cased (built once per list of names: every
     response and event is checked against them)."""

@@ -20,7 +20,13 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolCall, ToolResult
-from toolfleet.shared.redaction import MASK, SEALED, redact_deep
+from toolfleet.shared.redaction import (
+    MASK,
+    SEALED,
+    may_name_secret,
+    redact_deep,
+    secret_name_set,
+)
 from toolfleet.shared.reporting import Feed, ResultReporter
 from toolfleet.shared.sealing import Sealer, warn_without_fleet_key
 from toolfleet.shared.signing import new_fleet_key
@@ -182,3 +188,28 @@ async def test_a_parked_turn_keeps_state_writes_sealed_until_it_resumes() -> Non
     )
     assert resumed is not None
     assert sealer.unseal(resumed[0].state_delta) == WRITTEN  # applied with the real values
+
+
+def test_the_secret_name_prefilter_passes_only_text_that_names_no_secret() -> None:
+    names = secret_name_set(NAMES)
+    assert not may_name_secret('{"city": "Oslo", "n": 1}', names)
+    assert may_name_secret('{"Api_Key": "x"}', names)  # case-insensitive, as masking is
+    assert may_name_secret('{"user:password": "x"}', names)  # scoped keys
+    assert may_name_secret('{"note": "my token"}', names)  # in a value: walked, not masked
+    assert may_name_secret('{"\u212aey": 1}', secret_name_set(["key"]))  # KELVIN SIGN -> k
+    # A name JSON would escape may be spelled otherwise in the text: always walked.
+    assert may_name_secret('{"a": 1}', secret_name_set(['we"ird']))
+
+
+async def test_a_wide_turn_is_masked_whether_or_not_its_text_names_a_secret() -> None:
+    redis = fakeredis.FakeAsyncRedis()
+    store = SessionStore(redis, KEYS, NAMES)
+    session = await store.create("app", "ann", "s1")
+    plain = [worker_result({}).model_copy(update={"call_id": f"c{i}"}) for i in range(50)]
+    secret = plain[-1].model_copy(update={"response": {"nested": {"PassWord": "CLEAR-PW"}}})
+    await store.append(session, responses_event("i1", "a", plain))
+    await store.append(session, responses_event("i2", "a", [*plain[:-1], secret]))
+    events = await redis.lrange(KEYS.events(session.key), 0, -1)
+    assert len(events) == 2
+    assert b'"ok":true' in events[0] and b"***" not in events[0]  # stored as dumped
+    assert b"CLEAR-PW" not in events[1] and b'"PassWord":"***"' in events[1]
