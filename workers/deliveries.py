@@ -21,22 +21,42 @@ DELIVERIES_TTL_S = 24 * 3600
 RUNNING_TTL_S = 3600
 
 
-# One command for the five of a delivery (its count, its TTL, whether the call is closed,
-# who runs it since when, that record's TTL): an io worker admits thousands at once.
-# With claims (ARGV[5] = 1) a first delivery (not a redelivery) claims the call's attempt
-# first: a second first delivery is a message published twice, and counts as closed.
+# One command for the five of each delivery (its count, its TTL, whether the call is
+# closed, who runs it since when, that record's TTL), for a batch of deliveries: an io
+# worker admits thousands at once, and one script run per delivery cost the worker more
+# than the script. KEYS: four per delivery (its count, the call's closed marker, the
+# session's running record, the attempt's claim); ARGV[1] the count's TTL, ARGV[2] the
+# record's, then three per delivery (call id, record, whether it claims). With claims
+# (1), a first delivery (not a redelivery) claims the call's attempt first: a second
+# first delivery is a message published twice, and counts as closed. Each delivery's
+# reply is {count, closed}, or its own error: one that fails fails no other.
 _COUNT = LuaScript(
     """
-if ARGV[5] == '1' and not redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[1]) then
-  return {0, 1}
+local replies = {}
+for i = 0, #KEYS / 4 - 1 do
+  local k, a = 4 * i, 3 + 3 * i
+  local ok, reply = pcall(function()
+    if ARGV[a + 2] == '1' and not redis.call('SET', KEYS[k + 4], '1', 'NX', 'EX', ARGV[1]) then
+      return {0, 1}
+    end
+    local count = redis.call('INCR', KEYS[k + 1])
+    redis.call('EXPIRE', KEYS[k + 1], ARGV[1])
+    redis.call('HSET', KEYS[k + 3], ARGV[a], ARGV[a + 1])
+    redis.call('EXPIRE', KEYS[k + 3], ARGV[2])
+    return {count, redis.call('EXISTS', KEYS[k + 2])}
+  end)
+  if ok then
+    replies[i + 1] = reply
+  else
+    replies[i + 1] = redis.error_reply(type(reply) == 'table' and reply.err or tostring(reply))
+  end
 end
-local count = redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
-redis.call('EXPIRE', KEYS[3], ARGV[4])
-return {count, redis.call('EXISTS', KEYS[2])}
+return replies
 """
 )
+# Deliveries counted by one run of the script at most: a larger batch goes as several
+# runs in one pipeline, so that no run holds Redis for long.
+COUNT_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -66,9 +86,14 @@ class DeliveryGuard:
         records who runs the call since when (`Keys.running`), for live progress. With
         `claims`, a delivery that is not a redelivery of the same message, of an attempt
         another delivery claimed, is a duplicate: (0, True), not counted, not run."""
-        args = self._args(call, retries, worker, redelivered)
-        # With the counts of the calls admitted at the same moment (an io worker's).
-        count, is_closed = self._commits.run_script(_COUNT, 4, *args)
+        keys, args = self._args(call, retries, worker, redelivered)
+        # With the counts of the calls admitted at the same moment (a sync io worker's).
+        (reply,) = self._commits.run_script(
+            _COUNT, 4, *keys, DELIVERIES_TTL_S, RUNNING_TTL_S, *args
+        )
+        if isinstance(reply, Exception):  # the delivery's own error, as a command's
+            raise reply
+        count, is_closed = reply
         return int(count), bool(is_closed)
 
     def count_all(
@@ -77,29 +102,41 @@ class DeliveryGuard:
         """`count` for many deliveries (call, retries, worker, redelivered) in one round
         trip: an io worker's taken batch. A delivery whose count failed gets its error
         instead; a connection error is raised."""
-        runs = [
-            (4, *self._args(call, retries, worker, redelivered))
-            for call, retries, worker, redelivered in deliveries
-        ]
-        return [
-            reply if isinstance(reply, Exception) else (int(reply[0]), bool(reply[1]))
-            for reply in _COUNT.run_all(self.client, runs)
-        ]
+        runs: list[list[Any]] = []
+        for start in range(0, len(deliveries), COUNT_BATCH):
+            keys: list[Any] = []
+            args: list[Any] = [DELIVERIES_TTL_S, RUNNING_TTL_S]
+            for call, retries, worker, redelivered in deliveries[start : start + COUNT_BATCH]:
+                delivery_keys, delivery_args = self._args(call, retries, worker, redelivered)
+                keys += delivery_keys
+                args += delivery_args
+            runs.append([len(keys), *keys, *args])
+        counts: list[tuple[int, bool] | Exception] = []
+        for run, replies in zip(runs, _COUNT.run_all(self.client, runs), strict=True):
+            if isinstance(replies, Exception):  # the whole run failed: each of its deliveries
+                counts += [replies] * (run[0] // 4)
+                continue
+            counts += [
+                reply if isinstance(reply, Exception) else (int(reply[0]), bool(reply[1]))
+                for reply in replies
+            ]
+        return counts
 
     def _args(
         self, call: ToolCall, retries: int, worker: str, redelivered: bool
-    ) -> tuple[Any, ...]:
+    ) -> tuple[tuple[str, str, str, str], tuple[str, str, str]]:
+        """One delivery's keys and arguments of `_COUNT`."""
         key = self.keys.deliveries(call.call_id, retries)
-        claim = f"{key}:claimed"
         claiming = "1" if self.claims and not redelivered else "0"
-        running = self.keys.running(call.session_key)
+        session = call.session_key
         started = RunningCall(worker=worker, pid=os.getpid(), started_at=time.time())
-        closed = self.keys.closed(call.session_key, call.call_id)
-        record = started.model_dump_json()
-        return (
-            *(key, closed, running, claim),
-            *(DELIVERIES_TTL_S, call.call_id, record, RUNNING_TTL_S, claiming),
+        keys = (
+            key,
+            self.keys.closed(session, call.call_id),
+            self.keys.running(session),
+            f"{key}:claimed",
         )
+        return keys, (call.call_id, started.model_dump_json(), claiming)
 
     def exhausted(self, count: int) -> bool:
         """True once `count` deliveries exceed `max_deliveries`: answer WorkerLost, do not run."""

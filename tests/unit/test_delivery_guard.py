@@ -17,7 +17,7 @@ from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys, session_key, task_name
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.reporting import ResultReporter
-from toolfleet.workers.deliveries import DELIVERIES_TTL_S, DeliveryGuard
+from toolfleet.workers.deliveries import COUNT_BATCH, DELIVERIES_TTL_S, DeliveryGuard
 from toolfleet.workers.tasks import register_tool_tasks
 from toolfleet.workers.tool_runs import ToolTaskDeps
 
@@ -217,3 +217,24 @@ def test_a_call_redelivered_after_its_result_was_posted_does_not_run_again(
     assert len(runs) == 1
     assert client.xlen("t:results:s") == 1
     assert client.exists(KEYS.closed(S, "c1"))
+
+
+def test_a_lone_delivery_whose_count_failed_raises_its_error(client: fakeredis.FakeRedis) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3)
+    client.set(KEYS.deliveries("c2", 0), "not a number")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        guard.count(call("c2"), 0)
+    assert guard.count(call("c1"), 0) == (1, False)
+
+
+def test_a_batch_larger_than_one_run_is_counted_in_order(client: fakeredis.FakeRedis) -> None:
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3)
+    n = COUNT_BATCH * 2 + 3
+    client.set(KEYS.closed(S, "c7"), 1)
+    client.set(KEYS.deliveries(f"c{COUNT_BATCH + 1}", 0), "not a number")
+    counts = guard.count_all([(call(f"c{i}"), 0, "w", False) for i in range(n)])
+    assert len(counts) == n
+    assert counts[7] == (1, True)
+    assert isinstance(counts[COUNT_BATCH + 1], redis.ResponseError)
+    assert all(c == (1, False) for i, c in enumerate(counts) if i not in (7, COUNT_BATCH + 1))
+    assert client.hlen(KEYS.running(S)) == n - 1  # the failed one recorded nothing
