@@ -39,47 +39,71 @@ FEED_MAXLEN = 2_000
 # about 2,000 x 8 KB.
 FEED_COPY_MAX_BYTES = 8 * 1024
 
-# The result appended (the stream capped at about ARGV[1] entries) and the TTL renewed,
-# in one command: an io worker posts a thousand results at once. With KEYS[2], the
-# results feed gets an entry naming the stream and the entry, numbered by the counter
-# KEYS[8], in the same step, with a copy of the result when ARGV[4] is 1. With KEYS[3],
-# the call is closed in the same step too (for ARGV[5] seconds): a redelivery of its
-# message does not run it again. With KEYS[4] (the pending hash; KEYS[5] the session's
-# pending set, KEYS[6] the call's closed marker, KEYS[7] the pending calls' age index),
-# the step also writes the long-running call's ticket (ARGV[6] its call id): records the
-# tool's initial response ARGV[7] - only while the ticket the worker opened is still
-# there and the call not closed - or, ARGV[7] empty, takes it back.
+# Each result appended (the stream capped at about ARGV[1] entries) and the TTL
+# (ARGV[2]) renewed, for a batch of results in one command: an io worker posts a thousand
+# at once, and one script run per result cost the worker more than the script. KEYS:
+# eight per result. With its KEYS[2], the results feed (capped at about ARGV[3]) gets an
+# entry naming the stream and the entry, numbered by the counter KEYS[8], in the same
+# step, with a copy of the result when its `copy` is 1. With KEYS[3], the call is closed
+# in the same step too (for ARGV[4] seconds): a redelivery of its message does not run
+# it again. With KEYS[4] (the pending hash; KEYS[5] the session's pending set, KEYS[6]
+# the call's closed marker, KEYS[7] the pending calls' age index), the step also writes
+# the long-running call's ticket: records the tool's initial response `record` - only
+# while the ticket the worker opened is still there and the call not closed - or,
+# `record` empty, takes it back. After ARGV[4], each result's `copy`, ticket call id,
+# `record`, the number of its stream fields and values, and those. Each result's reply
+# is its entry id, or its own error: one that fails fails no other.
 _POST = LuaScript(
     f"""
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 8))
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-if KEYS[2] ~= '' then
-  local n = redis.pcall('INCR', KEYS[8])
-  if type(n) == 'table' then  -- not a number (overwritten): numbered anew, not refused
-    redis.call('SET', KEYS[8], 1)
-    n = 1
+local function post(k, copy, call_id, record, fields)
+  local id = redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[1], '*', unpack(fields))
+  redis.call('EXPIRE', KEYS[k + 1], ARGV[2])
+  if KEYS[k + 2] ~= '' then
+    local n = redis.pcall('INCR', KEYS[k + 8])
+    if type(n) == 'table' then  -- not a number (overwritten): numbered anew, not refused
+      redis.call('SET', KEYS[k + 8], 1)
+      n = 1
+    end
+    local entry = {{'{FEED_STREAM_FIELD}', KEYS[k + 1], '{FEED_ENTRY_FIELD}', id,
+                   '{FEED_NUMBER_FIELD}', n}}
+    if copy == '1' then
+      for j = 1, #fields do entry[#entry + 1] = fields[j] end
+    end
+    redis.call('XADD', KEYS[k + 2], 'MAXLEN', '~', ARGV[3], '*', unpack(entry))
   end
-  if ARGV[4] == '1' then
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', '{FEED_STREAM_FIELD}', KEYS[1],
-               '{FEED_ENTRY_FIELD}', id, '{FEED_NUMBER_FIELD}', n, unpack(ARGV, 8))
+  if KEYS[k + 3] ~= '' then redis.call('SET', KEYS[k + 3], 1, 'EX', ARGV[4]) end
+  if KEYS[k + 4] ~= '' then
+    if record == '' then
+      redis.call('HDEL', KEYS[k + 4], call_id)
+      redis.call('SREM', KEYS[k + 5], call_id)
+      redis.call('ZREM', KEYS[k + 7], call_id)
+    elseif redis.call('EXISTS', KEYS[k + 6]) == 0
+        and redis.call('HEXISTS', KEYS[k + 4], call_id) == 1 then
+      redis.call('HSET', KEYS[k + 4], call_id, record)
+    end
+  end
+  return id
+end
+local replies = {{}}
+local a = 5
+for i = 0, #KEYS / 8 - 1 do
+  local count = tonumber(ARGV[a + 3])
+  local fields = {{}}
+  for j = 1, count do fields[j] = ARGV[a + 3 + j] end
+  local ok, reply = pcall(post, 8 * i, ARGV[a], ARGV[a + 1], ARGV[a + 2], fields)
+  if ok then
+    replies[i + 1] = reply
   else
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', '{FEED_STREAM_FIELD}', KEYS[1],
-               '{FEED_ENTRY_FIELD}', id, '{FEED_NUMBER_FIELD}', n)
+    replies[i + 1] = redis.error_reply(type(reply) == 'table' and reply.err or tostring(reply))
   end
+  a = a + 4 + count
 end
-if KEYS[3] ~= '' then redis.call('SET', KEYS[3], 1, 'EX', ARGV[5]) end
-if KEYS[4] ~= '' then
-  if ARGV[7] == '' then
-    redis.call('HDEL', KEYS[4], ARGV[6])
-    redis.call('SREM', KEYS[5], ARGV[6])
-    redis.call('ZREM', KEYS[7], ARGV[6])
-  elseif redis.call('EXISTS', KEYS[6]) == 0 and redis.call('HEXISTS', KEYS[4], ARGV[6]) == 1 then
-    redis.call('HSET', KEYS[4], ARGV[6], ARGV[7])
-  end
-end
-return id
+return replies
 """
 )
+# Results posted by one run of the script at most: a larger batch goes as several runs
+# in one pipeline, so that no run holds Redis for long.
+POST_BATCH = 128
 
 
 @dataclass(frozen=True)
@@ -138,21 +162,45 @@ class ResultReporter:
     def send(self, post: Post) -> str:
         """`post` of a Post: its entry id."""
         # With the results of the calls ending at the same moment (a sync io worker's).
-        args = self._post_args(post)
+        keys, args = self._post_args(post)
+        run = [len(keys), *keys, *self._common_args, *args]
         if self._replication.replicas > 0:  # one pipeline with its wait for the replicas
-            return _entry_id(self._replication.run_sync(self._client, _POST, *args))
-        entry_id = self._commits.run_script(_POST, *args)
-        return _entry_id(entry_id)
+            (reply,) = self._replication.run_sync(self._client, _POST, *run)
+        else:
+            (reply,) = self._commits.run_script(_POST, *run)
+        if isinstance(reply, Exception):  # the post's own error, as a command's
+            raise reply
+        return _entry_id(reply)
 
     def post_all(self, posts: Sequence[Post]) -> list[str | Exception]:
         """`post` for many results in one round trip: the calls an io worker concludes
         together. Each post's entry id, or its error; a connection error is raised."""
-        calls = [self._post_args(post) for post in posts]
-        replies = self._replication.run_all_sync(self._client, _POST, calls)
-        return [reply if isinstance(reply, Exception) else _entry_id(reply) for reply in replies]
+        runs: list[list[Any]] = []
+        for start in range(0, len(posts), POST_BATCH):
+            keys: list[Any] = []
+            args: list[Any] = list(self._common_args)
+            for post in posts[start : start + POST_BATCH]:
+                post_keys, post_args = self._post_args(post)
+                keys += post_keys
+                args += post_args
+            runs.append([len(keys), *keys, *args])
+        entry_ids: list[str | Exception] = []
+        for run, replies in zip(
+            runs, self._replication.run_all_sync(self._client, _POST, runs), strict=True
+        ):
+            if isinstance(replies, Exception):  # the whole run failed: each of its posts
+                entry_ids += [replies] * (run[0] // 8)
+                continue
+            entry_ids += [r if isinstance(r, Exception) else _entry_id(r) for r in replies]
+        return entry_ids
 
-    def _post_args(self, post: Post) -> list[Any]:
-        """The numkeys and arguments of `_POST` for `post`."""
+    @property
+    def _common_args(self) -> tuple[Any, ...]:
+        """`_POST`'s arguments before each result's own."""
+        return (self._maxlen, STREAM_TTL_S, FEED_MAXLEN, CLOSED_TTL_S)
+
+    def _post_args(self, post: Post) -> tuple[list[str], list[Any]]:
+        """The keys and own arguments of `post` in a run of `_POST`."""
         result = post.result
         payload = result.model_dump_json().encode()
         if self._sealer is not None and self._sealer.may_seal(payload):
@@ -174,10 +222,10 @@ class ResultReporter:
         keys += ["", "", "", ""] if ticket is None else list(ticket.keys)
         keys.append(feed.count if feed else "")
         copy = 1 if len(payload) <= FEED_COPY_MAX_BYTES else 0
-        pairs = (x for kv in fields.items() for x in kv)
-        args: list[Any] = [self._maxlen, STREAM_TTL_S, FEED_MAXLEN, copy, CLOSED_TTL_S]
+        pairs = [x for kv in fields.items() for x in kv]
+        args: list[Any] = [copy]
         args += ["", ""] if ticket is None else [ticket.call_id, ticket.record or ""]
-        return [len(keys), *keys, *args, *pairs]
+        return keys, [*args, len(pairs), *pairs]
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,37 @@ def test_posts_of_a_batch_go_in_one_round_trip_signed_and_on_the_feed(
     assert client.exists("t:closed-a") and not client.exists("t:closed-b")
 
 
+def test_a_post_that_fails_fails_alone_in_a_batch_larger_than_one_run(
+    client: fakeredis.FakeRedis,
+) -> None:
+    from toolfleet.shared.reporting import POST_BATCH, ResultReporter
+
+    reporter = ResultReporter(client, 10_000, feed=Feed("t:feed", "t:feed-count"))
+    client.set("t:not-a-stream", "x")  # a post to it fails: WRONGTYPE
+    n = POST_BATCH * 2 + 5
+    results = [outcome(admitted_envelope(f"c{i}")).result for i in range(n)]
+    broken = POST_BATCH + 3
+    posts = [
+        Post("t:not-a-stream" if i == broken else STREAM, r, f"t:closed-{i}")
+        for i, r in enumerate(results)
+    ]
+    ids = reporter.post_all(posts)
+
+    assert isinstance(ids[broken], redis.ResponseError)
+    assert "WRONGTYPE" in str(ids[broken])
+    posted = [i for i in ids if not isinstance(i, Exception)]
+    assert len(posted) == n - 1
+    assert [i.decode() for i, _ in client.xrange(STREAM)] == posted  # in order
+    # Each on the feed, numbered in order, with its copy; each closed but the failed one.
+    numbers = [int(f[b"n"]) for _, f in client.xrange("t:feed")]
+    assert numbers == list(range(1, n))
+    assert all(RESULT_FIELD.encode() in f for _, f in client.xrange("t:feed"))
+    assert not client.exists(f"t:closed-{broken}")
+    assert client.exists(f"t:closed-{n - 1}")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):  # alone: raised
+        reporter.post("t:not-a-stream", results[0])
+
+
 def test_a_call_run_alone_and_in_a_batch_posts_the_same_result_and_counts_once() -> None:
     """A Celery task's call (`ToolRuns.run`) is a batch of one: the same call, on a worker
     of its own each way, gets the same answer, its delivery counted once."""
