@@ -122,20 +122,25 @@ def redacted_event_fields(event: _StoredEvent, secrets: Iterable[str]) -> dict[s
     return update
 
 
-def may_name_secret(json_text: str, secrets: frozenset[str]) -> bool:
-    """Whether JSON text may hold a secret-named key: False only when no secret name
-    (lower-cased, as in `secret_name_set`) appears anywhere in the lower-cased text, so
-    no key can be one. A cheap test before walking a large value key by key.
-
-    A name with a character that JSON escapes (a quote, a backslash, a control
-    character) could be spelled otherwise in the text: with one, always True."""
-    if any(_JSON_ESCAPED.search(name) for name in secrets):
+def may_name_secret(json_text: str | bytes, secrets: frozenset[str]) -> bool:
+    """Whether JSON text (as pydantic writes it: characters other than quotes,
+    backslashes and controls as they are) may hold a secret-named key or value: False
+    only when no secret name (lower-cased, as `secret_name_set` gives them) appears
+    anywhere in the lower-cased text, so that no key can be one. A cheap test before
+    walking a large value key by key."""
+    if not _findable(secrets):
         return True
+    if isinstance(json_text, bytes):
+        json_text = json_text.decode("utf-8", "surrogatepass")
     lowered = json_text.lower()
     return any(name in lowered for name in secrets)
 
 
-_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+@functools.lru_cache(maxsize=64)
+def _findable(secrets: frozenset[str]) -> bool:
+    """Whether JSON writes each name as it is (no quote, backslash or control character):
+    else a name could be spelled otherwise in the text, and every text may hold it."""
+    return not any(c in '"\\' or ord(c) < 0x20 for name in secrets for c in name)
 
 
 def secret_name_set(secret_names: Iterable[str]) -> frozenset[str]:

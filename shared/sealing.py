@@ -27,6 +27,7 @@ from toolfleet.shared.redaction import (
     SEALED,
     is_sealed,
     is_secret_name,
+    may_name_secret,
     secret_name_set,
 )
 
@@ -52,18 +53,12 @@ class Sealer:
     def __init__(self, fleet_key: str, secret_names: Iterable[str]) -> None:
         self._fernet = Fernet(seal_key(fleet_key))
         self._secrets = secret_name_set(secret_names)
-        # A name JSON would escape cannot be looked for in JSON text as it is.
-        self._findable = all(_verbatim_in_json(name) for name in self._secrets)
 
     def may_seal(self, text: bytes) -> bool:
-        """Whether `seal` may have something to seal in the value whose JSON is `text` (as
-        pydantic writes it: other characters than quotes, backslashes and controls as
-        they are): False when no secret name appears anywhere in it, case-insensitively
-        (keys or values), so that the common value, with none, is not walked at all."""
-        if not self._findable:
-            return True
-        lowered = text.decode("utf-8", "surrogatepass").lower()
-        return any(name in lowered for name in self._secrets)
+        """Whether `seal` may have something to seal in the value whose JSON is `text`:
+        False when no secret name appears anywhere in it (`may_name_secret`), so that the
+        common value, with none, is not walked at all."""
+        return may_name_secret(text, self._secrets)
 
     @classmethod
     def of(cls, settings: Settings) -> Sealer | None:
