@@ -25,6 +25,11 @@ class PreparedCall:
     pool: str
     time_limit_s: float
     make_dispatch: Callable[[ToolCall], Dispatch] = field(repr=False, compare=False)
+    # The call's id: a turn's bookkeeping reads it ten times per call.
+    call_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "call_id", self.planned.call.call_id)
 
     @cached_property
     def dispatch(self) -> Dispatch:
@@ -35,11 +40,6 @@ class PreparedCall:
     def call(self) -> ToolCall:
         """The call's envelope."""
         return self.planned.call
-
-    @property
-    def call_id(self) -> str:
-        """The call's id."""
-        return self.planned.call.call_id
 
     @property
     def has_masked_args(self) -> bool:
