@@ -58,8 +58,11 @@ class InProcessRunner:
         resume: bool = False,
         fence: object = None,
         with_first_send: object = None,  # nothing goes through Redis: the loop writes alone
+        more: AsyncIterator[Sequence[PlannedCall]] | None = None,
     ) -> AsyncIterator[ToolResult]:
         # In process nothing outlives a crash: a resumed turn runs all its calls.
+        if more is not None:  # the turn's other calls, all asked for before any runs
+            calls = [*calls, *[p async for chunk in more for p in chunk]]
         self.batches.append([p.call.call_id for p in calls])
         tasks = [asyncio.create_task(asyncio.to_thread(self._execute, p)) for p in calls]
         if self.reverse:

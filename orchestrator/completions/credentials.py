@@ -5,8 +5,8 @@ all of them (loop.parking). A rejected call gets an error instead, and never run
 from __future__ import annotations
 
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
+from toolfleet.orchestrator.loop.planning import make_envelope
 from toolfleet.orchestrator.loop.runner import Runner
-from toolfleet.orchestrator.loop.turn import make_envelope
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.completions import cancelled_ticket

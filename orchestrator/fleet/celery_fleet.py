@@ -29,6 +29,7 @@ from toolfleet.shared.state_snapshots import (
     StateSnapshot,
     digest_of,
 )
+from toolfleet.shared.tools import FunctionTool
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +71,26 @@ class CeleryFleet:
         resume: bool = False,
         fence: Fence | None = None,
         with_first_send: WithFirstSend | None = None,
+        more: AsyncIterator[Sequence[PlannedCall]] | None = None,
     ) -> AsyncIterator[ToolResult]:
         """Publish calls to their pools' queues and yield one result per call as they finish.
 
         At most `max_parallel_calls` are out at once, published PUBLISH_BATCH to a write. A
         call whose pool has no live worker, or that misses its deadline, gets an error
-        result. `resume`, `with_first_send`: see ToolRunner.run (the latter rides on the
-        first publish, if any).
+        result. `resume`, `with_first_send`, `more`: see ToolRunner.run (the model turn
+        rides on the first publish, if any; the next calls of `more` are asked for after
+        each round of publishing, until there are none).
         """
+        if not calls:
+            return
         sent: set[str] = set()
-        states = TurnStates(self._publisher, self._keys, lambda: self._snapshot_ttl_s(calls))
-        prepared = [self._prepare(planned, states) for planned in calls]
-        if resume and prepared:
-            sent = await self._publisher.recorded(
-                self._keys.dispatched(prepared[0].call.session_key)
-            )
+        tools: dict[int, FunctionTool] = {}  # the turn's tools so far, for snapshots' TTL
+        states = TurnStates(self._publisher, self._keys, lambda: self._snapshot_ttl_s(tools))
+        prepared = self._prepare_all(calls, states, tools)
+        first = prepared[0].call
+        session = first.session_key
+        if resume:
+            sent = await self._publisher.recorded(self._keys.dispatched(session))
             log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(prepared))
             prepared, unsendable = _split_by_stored_secrets(prepared, sent)
             for each in unsendable:
@@ -94,30 +100,21 @@ class CeleryFleet:
                     "the orchestrator restarted before this call was sent, and its secret "
                     "arguments are not stored: call the tool again",
                 )
-        prepared, unserved = await self._split_by_pool_liveness(prepared, sent)
-        for each in unserved:
-            yield self._no_worker(each)
-        if not prepared:
-            return
-        first = prepared[0].call
-        session = first.session_key
         record_in = self._keys.dispatched(session)
-        futures = await self._waiter.expect(
-            first.reply_to,
-            [p.call_id for p in prepared],
-            session_id=first.session_id,
-            tools={p.call_id: p.call.tool for p in prepared},
-        )
-        # Results of calls sent before a takeover are on the stream or on their way.
-        waiting = [p for p in prepared if p.call_id not in sent]
-        in_flight = InFlight()
-        self._track(in_flight, futures, [p for p in prepared if p.call_id in sent])
+        futures: dict[str, asyncio.Future[ToolResult]] = {}
         running = self._running.setdefault(session, {})
-        running.update({p.call_id: p.planned for p in prepared})
-        if self._cancels is not None and self._cancels.requested(session):
-            self.cancel(session)  # cancelled while the calls were being planned
+        waiting: list[PreparedCall] = []
+        in_flight = InFlight()
+        added: list[PreparedCall] = []  # every call this run awaits
         try:
-            while waiting or in_flight:
+            live, unserved = await self._split_by_pool_liveness(prepared, sent)
+            for each in unserved:
+                yield self._no_worker(each)
+            await self._await(first, live, futures, running, added)
+            # Results of calls sent before a takeover are on the stream or on their way.
+            waiting = [p for p in live if p.call_id not in sent]
+            self._track(in_flight, futures, [p for p in live if p.call_id in sent])
+            while waiting or in_flight or more is not None:
                 room = self._settings.max_parallel_calls - len(in_flight)
                 batch, waiting = waiting[:room], waiting[room:]
                 # Answered before it was sent (its session was cancelled): never sent.
@@ -138,6 +135,18 @@ class CeleryFleet:
                         raise
                     with_first_send = None
                     self._track(in_flight, futures, part, watches)
+                if more is not None:  # the turn's next calls, while those sent start
+                    chunk = await anext(more, None)
+                    if chunk is None:
+                        more = None
+                    elif chunk:
+                        next_ones = self._prepare_all(chunk, states, tools)
+                        live, unserved = await self._split_by_pool_liveness(next_ones, sent)
+                        for each in unserved:
+                            yield self._no_worker(each)
+                        await self._await(first, live, futures, running, added)
+                        waiting += live
+                    continue
                 if not in_flight:  # every call of the batch was answered before it was sent
                     continue
                 timeout_s = max(0.0, in_flight.next_deadline() - time.monotonic())
@@ -152,11 +161,37 @@ class CeleryFleet:
             for flight in in_flight:  # the consumer stopped early
                 if flight.watch is not None:
                     flight.watch.abandon("Abandoned")
-            for each in prepared:  # a consumer that stops early must not leak futures
+            for each in added:  # a consumer that stops early must not leak futures
                 self._waiter.forget(each.call_id)
                 running.pop(each.call_id, None)
             if not running:
                 self._running.pop(session, None)
+
+    async def _await(
+        self,
+        first: ToolCall,
+        calls: Sequence[PreparedCall],
+        futures: dict[str, asyncio.Future[ToolResult]],
+        running: dict[str, PlannedCall],
+        added: list[PreparedCall],
+    ) -> None:
+        """Register `calls`' futures before they are sent (no result can slip past), and
+        mark them running; a cancellation that came meanwhile answers them at once."""
+        if not calls:
+            return
+        futures.update(
+            await self._waiter.expect(
+                first.reply_to,
+                [p.call_id for p in calls],
+                session_id=first.session_id,
+                tools={p.call_id: p.call.tool for p in calls},
+            )
+        )
+        added += calls
+        running.update({p.call_id: p.planned for p in calls})
+        session = first.session_key
+        if self._cancels is not None and self._cancels.requested(session):
+            self.cancel(session)  # cancelled while the calls were being planned
 
     def cancel(self, session: SessionKey) -> None:
         """Answer the session's awaited calls with a Cancelled error, at once."""
@@ -213,6 +248,18 @@ class CeleryFleet:
             batch, self._keys.results(session), forget=self._keys.dispatched(session)
         )
 
+    def _prepare_all(
+        self, calls: Sequence[PlannedCall], states: TurnStates, tools: dict[int, FunctionTool]
+    ) -> list[PreparedCall]:
+        """`calls` prepared; their tools added to the turn's `tools` (a snapshot made
+        after a new one stays as long as that tool's calls need)."""
+        known = len(tools)
+        prepared = [self._prepare(planned, states) for planned in calls]
+        tools.update({id(c.tool): c.tool for c in calls})
+        if len(tools) > known:
+            states.retime()
+        return prepared
+
     def _prepare(self, planned: PlannedCall, states: TurnStates) -> PreparedCall:
         pool = tool_pool(planned.tool, self._settings)
         limit = tool_time_limit(planned.tool, self._settings)
@@ -221,12 +268,13 @@ class CeleryFleet:
             planned, pool, limit, lambda call: publisher.dispatch(call, queue, states.of(call))
         )
 
-    def _snapshot_ttl_s(self, calls: Sequence[PlannedCall]) -> int:
-        """How long the state snapshots of `calls` stay: past the latest a call can start
-        (its deadline, moved once by a Redis outage's recovery bound), with slack."""
-        tools = list({id(c.tool): c.tool for c in calls}.values())
-        longest = max((tool_time_limit(t, self._settings) for t in tools), default=0.0)
-        bound = recovery_bound_s(self._settings, tools)
+    def _snapshot_ttl_s(self, tools: dict[int, FunctionTool]) -> int:
+        """How long the state snapshots of calls of `tools` stay: past the latest a call
+        can start (its deadline, moved once by a Redis outage's recovery bound), with
+        slack."""
+        found = list(tools.values())
+        longest = max((tool_time_limit(t, self._settings) for t in found), default=0.0)
+        bound = recovery_bound_s(self._settings, found)
         return math.ceil(longest + self._settings.result_grace_s + bound) + SNAPSHOT_SLACK_S
 
     async def _split_by_pool_liveness(
@@ -304,9 +352,15 @@ class TurnStates:
     def __init__(self, publisher: CeleryPublisher, keys: Keys, ttl_s: Callable[[], int]) -> None:
         self._publisher = publisher
         self._keys = keys
-        self._ttl_s = ttl_s  # asked once, for the first snapshot
+        self._ttl_s = ttl_s  # asked for the first snapshot, and again after `retime`
         self._ttl: int | None = None
         self._last: tuple[dict[str, Any], StateSnapshot | None] | None = None
+
+    def retime(self) -> None:
+        """Calls of another tool joined the run: the next snapshot is made anew, with the
+        TTL asked again (it must outlast their deadlines too)."""
+        self._ttl = None
+        self._last = None
 
     def of(self, call: ToolCall) -> StateSnapshot | None:
         """The snapshot `call`'s state goes in, or None: inline."""

@@ -44,13 +44,16 @@ class ToolRunner(Protocol):
         resume: bool = False,
         fence: Fence | None = None,
         with_first_send: WithFirstSend | None = None,
+        more: AsyncIterator[Sequence[PlannedCall]] | None = None,
     ) -> AsyncIterator[ToolResult]:
         """`resume`: the calls are those of a turn whose invocation died; run only what
         was never sent, and collect the results of the others. `fence`: the session's
         lease, which must still be held when the calls are sent. `with_first_send`: writes
         (the model turn) to make in the same atomic step as sending the first calls; a
         runner that sends nothing through Redis may ignore it (the loop then writes them
-        alone)."""
+        alone). `more`: the turn's further calls, checked as they are asked for: run them
+        too, asking for the next ones between sends, and all of them before waiting for a
+        result (the loop tells what was sent before telling a result)."""
         ...
 
     async def settle(self, session: SessionKey) -> None:

@@ -95,7 +95,10 @@ class Invocation:
 
 @dataclass(frozen=True)
 class CallsDispatched:
-    """Progress: the calls of a turn left for the fleet.
+    """Progress: the calls of a turn left for the fleet. Once per turn, after the loop's
+    own answers and before any result of the fleet; a turn wider than one chunk of
+    checks (`loop/planning.py`) is told once its last call is checked, its first ones
+    already sent.
 
     Attributes:
         invocation_id: The invocation whose turn made the calls.

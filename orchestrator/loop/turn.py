@@ -8,29 +8,18 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from google.genai import types
-from pydantic_core import to_json
 
-from toolfleet.orchestrator.agents.structured import SetModelResponseTool, answer_structured
-from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
 from toolfleet.orchestrator.contents import content, response_part
-from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, failed
-from toolfleet.orchestrator.loop.callbacks import Hooks
-from toolfleet.orchestrator.loop.confirmation import ask_confirmation
-from toolfleet.orchestrator.loop.deep_args import deep_args_problem
-from toolfleet.orchestrator.loop.duplicates import Duplicates
+from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
-from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
-from toolfleet.orchestrator.plugins.llm_calls import ceiling_of
+from toolfleet.orchestrator.loop.planning import PLAN_CHUNK, TurnPlan
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
-from toolfleet.shared import tracing
 from toolfleet.shared.messages import (
     PendingCall,
     ToolActions,
-    ToolCall,
     ToolResult,
     error_response,
 )
-from toolfleet.shared.redaction import SEALED, mentions_sealed
 from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import ToolRegistry
 
@@ -57,128 +46,51 @@ async def run_calls(
     never dispatched), then waits for a person if its tool requires a confirmation;
     with dedupe_tool_calls a repeat of an earlier call of the turn is not dispatched
     either, and gets that call's response.
+
+    A wide turn is checked in chunks: its first calls go out while the next are checked
+    (the fleet asks for them between its sends). What the turn did with each call - the
+    answers made here, then the calls sent - is told once every call is checked, before
+    any result of the fleet.
     """
-    planned: list[PlannedCall] = []
-    callbacks = ToolCallbacks(Hooks(inv.agent, inv.plugins))
-    duplicates = Duplicates(inv.settings.dedupe_tool_calls)
-    cap = inv.settings.max_calls_per_turn
-    depth = inv.settings.max_json_depth
-    for index, fc in enumerate(calls):
-        args = dict(fc.args or {})
-        # Measured first: everything below (size, sealed keys, the schema) recurses.
-        too_deep = deep_args_problem(fc.name or "", args, depth)
-        envelope = make_envelope(inv, fc.id or "", fc.name or "", {} if too_deep else args)
-        if index >= cap:
-            results[envelope.call_id] = over_cap(envelope, len(calls), cap)
-            continue
-        tool = tools.get(envelope.tool)
-        if tool is None:
-            available = ", ".join(sorted(tools)) or "none"
-            results[envelope.call_id] = failed(
-                envelope,
-                "UnknownTool",
-                f"there is no tool named {envelope.tool!r}; available tools: {available}",
-            )
-            continue
-        if too_deep:
-            results[envelope.call_id] = failed(envelope, "InvalidArguments", too_deep)
-            continue
-        size = len(to_json(envelope.args, fallback=str))  # as sent: UTF-8 JSON
-        if size > inv.settings.max_payload_bytes:
-            results[envelope.call_id] = failed(
-                envelope,
-                "InvalidArguments",
-                f"the arguments are {size} bytes, over the {inv.settings.max_payload_bytes}-byte "
-                "limit; pass less data (or a reference to it)",
-            )
-            continue
-        if mentions_sealed(envelope.args):
-            # Only the orchestrator seals; a model (or a prompt injected into it) that
-            # passes a sealed token of someone else's must not have a worker open it.
-            results[envelope.call_id] = failed(
-                envelope,
-                "InvalidArguments",
-                f"the key {SEALED!r} is reserved: it may not appear in a tool's arguments",
-            )
-            continue
-        args, problems = tool.validate(envelope.args)
-        if problems:
-            detail = "; ".join(str(p) for p in problems)
-            results[envelope.call_id] = failed(
-                envelope, "InvalidArguments", f"invalid arguments for {tool.name}: {detail}"
-            )
-            continue
-        if isinstance(tool, TransferTool | SetModelResponseTool):
-            # Answered here, around the tool callbacks as ADK's function tools are; stored
-            # with the others below.
-            answer = await callbacks.before(tool, envelope, args)
-            if answer is None and isinstance(tool, TransferTool):
-                answer = answer_transfer(envelope, tool, args["agent_name"])
-            elif answer is None and isinstance(tool, SetModelResponseTool):
-                answer = answer_structured(envelope, tool)  # the final answer, as a call
-            assert answer is not None
-            results[envelope.call_id] = await callbacks.finish(answer)
-            continue
-        if duplicates.drop(envelope, tool):
-            continue
-        answer = await callbacks.before(tool, envelope, args)
-        if answer is None:  # not sent until a person confirms it
-            answer = await ask_confirmation(tool, envelope, args)
-        if answer is not None:
-            results[envelope.call_id] = await callbacks.finish(answer)
-            continue
-        planned.append(PlannedCall(envelope, tool, tracing.traceparent(inv.span)))
-    for result in list(results.values()):
-        for copy in [result, *duplicates.copies(result)]:
-            results[copy.call_id] = copy
-            yield CallFinished(inv.id, copy)
-    if planned:
-        yield CallsDispatched(inv.id, [p.call for p in planned])
-        skipping = {p.call.call_id for p in planned if getattr(p.tool, "skip_summarization", False)}
+    plan = TurnPlan(inv, tools, results)
+    # A resumed turn is checked whole: what was sent before is known only for all of it.
+    chunks = plan.chunks(calls, size=max(1, len(calls)) if resume else PLAN_CHUNK)
+    try:
+        first: list[PlannedCall] = []
+        while not first and not plan.done:
+            first = await anext(chunks)
+        if plan.done:  # checked whole (a narrow turn): told before anything is sent
+            for update in plan.announce():
+                yield update
+        if not first:
+            return
         sending = inv.runner.run(
-            planned, resume=resume, fence=inv.fence, with_first_send=with_first_send
+            first,
+            resume=resume,
+            fence=inv.fence,
+            with_first_send=with_first_send,
+            more=None if plan.done else chunks,
         )
+        early: list[ToolResult] = []  # answered while calls were still being checked
         async for arrived in sending:
-            result = await callbacks.finish(arrived)
-            if result.call_id in skipping:  # AgentTool(skip_summarization=True)
-                result.actions.skip_summarization = True
-            for copy in [result, *duplicates.copies(result)]:
-                results[copy.call_id] = copy
-                yield CallFinished(inv.id, copy)
-
-
-def over_cap(call: ToolCall, made: int, cap: int) -> ToolResult:
-    """The answer to a call beyond the turn's cap: not run, and the model is told the limit
-    and what to do."""
-    return failed(
-        call,
-        "TooManyCalls",
-        f"this turn made {made:,} function calls, but the fleet runs at most {cap:,} calls of "
-        f"one turn (a guard against runaway turns, TOOLFLEET_MAX_CALLS_PER_TURN): the first "
-        f"{cap:,} ran and the other {made - cap:,}, this call ({call.tool}) among them, did "
-        "not. If you still need it, call it again in a later turn; make at most "
-        f"{cap:,} calls per turn.",
-    )
-
-
-def make_envelope(inv: Invocation, call_id: str, tool: str, args: dict[str, Any]) -> ToolCall:
-    """The ToolCall sent for one call: its session's state snapshot, the stream to reply on
-    and the run's ceiling on model calls, for an agent tool's run to obey."""
-    return ToolCall(
-        call_id=call_id,
-        tool=tool,
-        args=args,
-        session_id=inv.session.id,
-        app_name=inv.session.app_name,
-        user_id=inv.session.user_id,
-        invocation_id=inv.id,
-        agent=inv.agent.name,
-        state=dict(inv.session.state),
-        reply_to=inv.keys.results(inv.session.key),
-        dispatched_at=time.time(),
-        depth=inv.depth,
-        max_llm_calls=ceiling_of(inv.plugins),
-    )
+            if not plan.announced:
+                if not plan.done:
+                    early.append(arrived)
+                    continue
+                for update in plan.announce():
+                    yield update
+            for result in [*early, arrived]:
+                for finished in await plan.finish(result):
+                    yield finished
+            early = []
+        if not plan.announced:  # the fleet answered nothing after the last check
+            for update in plan.announce():
+                yield update
+            for result in early:
+                for finished in await plan.finish(result):
+                    yield finished
+    finally:
+        await chunks.aclose()
 
 
 def pending_call(

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import fakeredis
+import pytest
 
 from toolfleet.orchestrator.fleet.celery_fleet import PUBLISH_BATCH, CeleryFleet
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher, Dispatch
@@ -21,7 +22,7 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, session_key
 from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
-from toolfleet.shared.tools import FunctionTool
+from toolfleet.shared.tools import FunctionTool, ToolOptions
 
 KEYS = Keys("t")
 S1 = session_key("a", "u", "s1")
@@ -43,17 +44,22 @@ def planned(call_id: str, args: dict[str, Any]) -> PlannedCall:
     return PlannedCall(call, TOOL)
 
 
+async def live_default_worker(client: fakeredis.FakeAsyncRedis) -> None:
+    """A worker of the default pool, alive for a minute, as its heartbeat records it."""
+    await client.set(
+        KEYS.worker("w1"),
+        json.dumps({"hostname": "w1", "pools": ["default"], "pid": 1, "started_at": 0.0}),
+    )
+    await client.zadd(KEYS.workers(), {"w1": time.time() + 60})
+
+
 async def test_a_resumed_turn_sends_only_what_was_never_sent_and_collects_the_rest(
     fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
     reader = fakeredis.FakeAsyncRedis(server=fake_server)
     waiter = ResultWaiter(reader, fake_redis, KEYS, "r1", block_ms=20)
     await waiter.start()
-    await fake_redis.set(
-        KEYS.worker("w1"),
-        json.dumps({"hostname": "w1", "pools": ["default"], "pid": 1, "started_at": 0.0}),
-    )
-    await fake_redis.zadd(KEYS.workers(), {"w1": time.time() + 60})
+    await live_default_worker(fake_redis)
     fleet = CeleryFleet(
         CeleryPublisher(fake_redis, ["api_key"]),
         waiter,
@@ -124,19 +130,25 @@ class CountingPublisher(CeleryPublisher):
 WIDE = 2 * PUBLISH_BATCH + 5
 
 
-async def test_a_wide_turn_is_sent_at_once_in_bounded_writes_the_first_with_the_turn(
+@pytest.fixture
+async def counted(
     fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
-) -> None:
+) -> AsyncIterator[tuple[CeleryFleet, CountingPublisher]]:
+    """A fleet with a live default worker, whose publisher counts its writes."""
     reader = fakeredis.FakeAsyncRedis(server=fake_server)
     waiter = ResultWaiter(reader, fake_redis, KEYS, "r1", block_ms=20)
     await waiter.start()
-    await fake_redis.set(
-        KEYS.worker("w1"),
-        json.dumps({"hostname": "w1", "pools": ["default"], "pid": 1, "started_at": 0.0}),
-    )
-    await fake_redis.zadd(KEYS.workers(), {"w1": time.time() + 60})
+    await live_default_worker(fake_redis)
     publisher = CountingPublisher(fake_redis)
-    fleet = CeleryFleet(publisher, waiter, Settings(), KEYS, LivePools(fake_redis, KEYS))
+    yield CeleryFleet(publisher, waiter, Settings(), KEYS, LivePools(fake_redis, KEYS)), publisher
+    await waiter.stop()
+    await reader.aclose()
+
+
+async def test_a_wide_turn_is_sent_at_once_in_bounded_writes_the_first_with_the_turn(
+    counted: tuple[CeleryFleet, CountingPublisher], fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    fleet, publisher = counted
     calls = [planned(f"c{i}", {"endpoint": f"/{i}"}) for i in range(WIDE)]
 
     turn_written: list[int] = []
@@ -163,5 +175,61 @@ async def test_a_wide_turn_is_sent_at_once_in_bounded_writes_the_first_with_the_
         assert await fake_redis.scard(KEYS.dispatched(S1)) == WIDE
     finally:
         running.cancel()
-        await waiter.stop()
-        await reader.aclose()
+
+
+def gpu_lookup(endpoint: str) -> dict[str, str]:
+    """Looks something up on a pool nobody serves."""
+    return {"endpoint": endpoint}
+
+
+GPU_TOOL = FunctionTool(gpu_lookup, options=ToolOptions(pool="gpu"))
+
+
+async def test_a_turn_given_in_chunks_sends_each_before_asking_for_the_next(
+    counted: tuple[CeleryFleet, CountingPublisher], fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    fleet, publisher = counted
+    first = [planned(f"c{i}", {"endpoint": f"/{i}"}) for i in range(PUBLISH_BATCH)]
+    unserved = PlannedCall(planned("g1", {"endpoint": "/g"}).call, GPU_TOOL)
+    later: list[list[PlannedCall]] = [
+        [planned(f"c{i}", {"endpoint": f"/{i}"}) for i in range(PUBLISH_BATCH, WIDE - 1)],
+        [],  # every call of a chunk answered by the loop: nothing to send
+        [unserved, planned(f"c{WIDE - 1}", {"endpoint": "/last"})],
+    ]
+    sent_when_asked: list[int] = []
+
+    async def more() -> AsyncIterator[list[PlannedCall]]:
+        for chunk in later:
+            sent_when_asked.append(sum(n for n, _ in publisher.writes))
+            yield chunk
+        sent_when_asked.append(sum(n for n, _ in publisher.writes))
+
+    turn_writes: list[int] = []
+
+    def with_the_turn(batch: WriteBatch) -> Callable[[Sequence[Any]], Awaitable[None]]:
+        async def written(replies: Sequence[Any]) -> None:
+            turn_writes.append(len(replies))
+
+        return written
+
+    results: list[ToolResult] = []
+
+    async def collect() -> None:
+        async for result in fleet.run(first, with_first_send=with_the_turn, more=more()):
+            results.append(result)
+
+    running = asyncio.create_task(collect())
+    try:
+        await asyncio.wait_for(publisher.all_sent.wait(), 10)
+        # Each chunk is asked for once the calls before it went out; the first write
+        # carried the model turn, and only it.
+        assert sent_when_asked == [PUBLISH_BATCH, WIDE - 1, WIDE - 1, WIDE]
+        assert len(turn_writes) == 1 and publisher.writes[0] == (PUBLISH_BATCH, True)
+        assert not any(also for _, also in publisher.writes[1:])
+        assert await fake_redis.llen("tools.default") == WIDE
+        # The call for a pool nobody serves is answered at once, never sent.
+        assert [r.call_id for r in results] == ["g1"]
+        assert results[0].response["error_type"] == "NoWorkerError"
+        assert b"g1" not in await fake_redis.smembers(KEYS.dispatched(S1))
+    finally:
+        running.cancel()

@@ -14,8 +14,8 @@ from tests.support import InProcessRunner
 from toolfleet.adk import LlmCallsLimitExceededError
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.invocation import Invocation
+from toolfleet.orchestrator.loop.planning import make_envelope
 from toolfleet.orchestrator.loop.run import run_invocation
-from toolfleet.orchestrator.loop.turn import make_envelope
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.plugins.llm_calls import LlmCallLimit, ceiling_of, limited

@@ -12,11 +12,13 @@ from tests.support import InProcessRunner
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.loop.invocation import (
     CallFinished,
+    CallsDispatched,
     EndReason,
     Invocation,
     InvocationEnded,
     Update,
 )
+from toolfleet.orchestrator.loop.planning import PLAN_CHUNK
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, Step, call, say
 from toolfleet.orchestrator.models.protocol import (
@@ -297,7 +299,13 @@ class FailingOnce(InProcessRunner):
         self.failed = False
 
     async def run(  # type: ignore[override]
-        self, calls: Any, *, resume: bool = False, fence: object = None, with_first_send: Any = None
+        self,
+        calls: Any,
+        *,
+        resume: bool = False,
+        fence: object = None,
+        with_first_send: Any = None,
+        more: Any = None,
     ) -> Any:
         if not self.failed:
             self.failed = True
@@ -306,7 +314,7 @@ class FailingOnce(InProcessRunner):
                 written = with_first_send(batch)
                 await written(await batch.run(self.client))
             raise ConnectionError("the broker is away")
-        async for result in super().run(calls, resume=resume, fence=fence):
+        async for result in super().run(calls, resume=resume, fence=fence, more=more):
             yield result
 
 
@@ -436,3 +444,60 @@ def test_the_loop_id_of_a_call_gives_back_the_model_id_it_keeps(
 def test_ids_stored_before_the_loop_made_every_id_are_read_as_they_were() -> None:
     assert model_call_id("call_1") == "call_1"  # the model's, kept as it gave it
     assert model_call_id("tf-0123456789abcdef") is None  # the loop's own, never the model's
+
+
+async def test_a_turn_wider_than_a_chunk_is_told_once_and_answered_in_call_order(
+    store: SessionStore,
+) -> None:
+    """A wide turn is checked in chunks, its first calls sent while the next are checked;
+    what the turn did with each call is told once, every call checked: the loop's own
+    answers first, then one CallsDispatched with every call sent, then the results."""
+    wide = 2 * PLAN_CHUNK + 7
+    unknown = {5, PLAN_CHUNK + 3, 2 * PLAN_CHUNK + 6}  # one in each chunk
+    calls = [Call("nope" if i in unknown else "add", {"a": i, "b": 1}) for i in range(wide)]
+    agent, _ = make_agent(call(*calls), say("done"))
+    updates, runner, _ = await run(store, agent, "go", reverse=True)
+
+    kinds = [type(u).__name__ for u in updates if isinstance(u, CallFinished | CallsDispatched)]
+    assert kinds == ["CallFinished"] * 3 + ["CallsDispatched"] + ["CallFinished"] * (wide - 3)
+    told = [u for u in updates if isinstance(u, CallsDispatched)]
+    assert len(told[0].calls) == wide - 3
+    assert runner.batches == [[c.call_id for c in told[0].calls]]
+    answered = responses(updates)
+    assert len(answered) == wide
+    for i, part in enumerate(answered):
+        assert part.response is not None
+        if i in unknown:
+            assert part.response["error_type"] == "UnknownTool"
+        else:
+            assert part.response == {"result": i + 1}
+
+
+class AnswersBeforeAskingForMore(InProcessRunner):
+    """Runs the first chunk's first call and yields its result before it asks for the
+    turn's other calls (as the fleet yields a no-worker answer while a turn is checked)."""
+
+    async def run(self, calls: Any, *, more: Any = None, **options: Any) -> Any:
+        first, *others = calls
+        async for result in super().run([first]):
+            yield result
+        async for result in super().run(others, more=more):
+            yield result
+
+
+async def test_a_result_that_comes_before_the_turn_is_checked_is_told_after_it(
+    store: SessionStore,
+) -> None:
+    wide = PLAN_CHUNK + 2
+    agent, _ = make_agent(call(*[Call("add", {"a": i, "b": 1}) for i in range(wide)]), say("ok"))
+    session = await store.get_or_create("app", "u1", "s1")
+    runner = AnswersBeforeAskingForMore()
+    model = agent.model
+    assert model is not None
+    inv = Invocation(agent, lambda _: model, session, store, runner, Settings(), Keys("t"))
+    go = types.Content(role="user", parts=[types.Part(text="go")])
+    updates = [u async for u in run_invocation(inv, go)]
+
+    kinds = [type(u).__name__ for u in updates if isinstance(u, CallFinished | CallsDispatched)]
+    assert kinds == ["CallsDispatched"] + ["CallFinished"] * wide
+    assert [p.response for p in responses(updates)] == [{"result": i + 1} for i in range(wide)]
