@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import redis
@@ -24,7 +25,7 @@ from toolfleet.shared.messages import (
 )
 from toolfleet.shared.pending import CLOSED_TTL_S
 from toolfleet.shared.replication import NO_WAIT, Replication
-from toolfleet.shared.scripts import LuaScript
+from toolfleet.shared.scripts import LUA_ITEM_REPLY, LuaScript, only_reply, run_items
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 
@@ -54,7 +55,8 @@ FEED_COPY_MAX_BYTES = 8 * 1024
 # `record`, the number of its stream fields and values, and those. Each result's reply
 # is its entry id, or its own error: one that fails fails no other.
 _POST = LuaScript(
-    f"""
+    LUA_ITEM_REPLY
+    + f"""
 local function post(k, copy, call_id, record, fields)
   local id = redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[1], '*', unpack(fields))
   redis.call('EXPIRE', KEYS[k + 1], ARGV[2])
@@ -90,12 +92,7 @@ for i = 0, #KEYS / 8 - 1 do
   local count = tonumber(ARGV[a + 3])
   local fields = {{}}
   for j = 1, count do fields[j] = ARGV[a + 3 + j] end
-  local ok, reply = pcall(post, 8 * i, ARGV[a], ARGV[a + 1], ARGV[a + 2], fields)
-  if ok then
-    replies[i + 1] = reply
-  else
-    replies[i + 1] = redis.error_reply(type(reply) == 'table' and reply.err or tostring(reply))
-  end
+  replies[i + 1] = item_reply(pcall(post, 8 * i, ARGV[a], ARGV[a + 1], ARGV[a + 2], fields))
   a = a + 4 + count
 end
 return replies
@@ -165,34 +162,20 @@ class ResultReporter:
         keys, args = self._post_args(post)
         run = [len(keys), *keys, *self._common_args, *args]
         if self._replication.replicas > 0:  # one pipeline with its wait for the replicas
-            (reply,) = self._replication.run_sync(self._client, _POST, *run)
+            replies = self._replication.run_sync(self._client, _POST, *run)
         else:
-            (reply,) = self._commits.run_script(_POST, *run)
-        if isinstance(reply, Exception):  # the post's own error, as a command's
-            raise reply
-        return _entry_id(reply)
+            replies = self._commits.run_script(_POST, *run)
+        return _entry_id(only_reply(replies))
 
     def post_all(self, posts: Sequence[Post]) -> list[str | Exception]:
         """`post` for many results in one round trip: the calls an io worker concludes
         together. Each post's entry id, or its error; a connection error is raised."""
-        runs: list[list[Any]] = []
-        for start in range(0, len(posts), POST_BATCH):
-            keys: list[Any] = []
-            args: list[Any] = list(self._common_args)
-            for post in posts[start : start + POST_BATCH]:
-                post_keys, post_args = self._post_args(post)
-                keys += post_keys
-                args += post_args
-            runs.append([len(keys), *keys, *args])
-        entry_ids: list[str | Exception] = []
-        for run, replies in zip(
-            runs, self._replication.run_all_sync(self._client, _POST, runs), strict=True
-        ):
-            if isinstance(replies, Exception):  # the whole run failed: each of its posts
-                entry_ids += [replies] * (run[0] // 8)
-                continue
-            entry_ids += [r if isinstance(r, Exception) else _entry_id(r) for r in replies]
-        return entry_ids
+        items = [self._post_args(post) for post in posts]
+        send = partial(self._replication.run_all_sync, self._client, _POST)
+        return [
+            reply if isinstance(reply, Exception) else _entry_id(reply)
+            for reply in run_items(send, self._common_args, items, POST_BATCH)
+        ]
 
     @property
     def _common_args(self) -> tuple[Any, ...]:

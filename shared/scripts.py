@@ -8,7 +8,7 @@ script twice.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -59,3 +59,47 @@ class LuaScript:
             for i, reply in zip(unknown, pipe.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
         return replies
+
+
+# A Lua function for scripts that run a batch of items, each in a pcall of its own: the
+# item's reply, or its own error as an error reply (one item that fails fails no other).
+LUA_ITEM_REPLY = """
+local function item_reply(ok, reply)
+  if ok then return reply end
+  return redis.error_reply(type(reply) == 'table' and reply.err or tostring(reply))
+end
+"""
+
+
+def run_items(
+    send: Callable[[list[list[Any]]], list[Any]],
+    common: Sequence[Any],
+    items: Sequence[tuple[Sequence[Any], Sequence[Any]]],
+    per_run: int,
+) -> list[Any]:
+    """Each item's reply from a script that takes a batch of items: the items' keys one
+    after another, then the `common` arguments and the items' own (`(keys, args)` each),
+    `per_run` items to a run, every run sent at once by `send` (a list of runs, each
+    `(numkeys, *args)`, to a list of replies). An item whose run failed as a whole gets
+    that run's error."""
+    runs: list[list[Any]] = []
+    for start in range(0, len(items), per_run):
+        keys: list[Any] = []
+        args: list[Any] = list(common)
+        for item_keys, item_args in items[start : start + per_run]:
+            keys += item_keys
+            args += item_args
+        runs.append([len(keys), *keys, *args])
+    replies: list[Any] = []
+    for start, reply in zip(range(0, len(items), per_run), send(runs), strict=True):
+        size = min(per_run, len(items) - start)
+        replies += [reply] * size if isinstance(reply, Exception) else reply
+    return replies
+
+
+def only_reply(replies: Sequence[Any]) -> Any:
+    """The reply of a batch script run for one item; its error raised, as a command's."""
+    (reply,) = replies
+    if isinstance(reply, Exception):
+        raise reply
+    return reply

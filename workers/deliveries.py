@@ -6,14 +6,14 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
 import redis
 
 from toolfleet.shared.group_commit import GroupCommit
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import RunningCall, ToolCall, ToolResult, error_result
-from toolfleet.shared.scripts import LuaScript
+from toolfleet.shared.scripts import LUA_ITEM_REPLY, LuaScript, only_reply, run_items
 
 # A delivery counter outlives any redelivery of its call, then goes.
 DELIVERIES_TTL_S = 24 * 3600
@@ -31,11 +31,12 @@ RUNNING_TTL_S = 3600
 # first delivery is a message published twice, and counts as closed. Each delivery's
 # reply is {count, closed}, or its own error: one that fails fails no other.
 _COUNT = LuaScript(
-    """
+    LUA_ITEM_REPLY
+    + """
 local replies = {}
 for i = 0, #KEYS / 4 - 1 do
   local k, a = 4 * i, 3 + 3 * i
-  local ok, reply = pcall(function()
+  replies[i + 1] = item_reply(pcall(function()
     if ARGV[a + 2] == '1' and not redis.call('SET', KEYS[k + 4], '1', 'NX', 'EX', ARGV[1]) then
       return {0, 1}
     end
@@ -44,16 +45,13 @@ for i = 0, #KEYS / 4 - 1 do
     redis.call('HSET', KEYS[k + 3], ARGV[a], ARGV[a + 1])
     redis.call('EXPIRE', KEYS[k + 3], ARGV[2])
     return {count, redis.call('EXISTS', KEYS[k + 2])}
-  end)
-  if ok then
-    replies[i + 1] = reply
-  else
-    replies[i + 1] = redis.error_reply(type(reply) == 'table' and reply.err or tostring(reply))
-  end
+  end))
 end
 return replies
 """
 )
+# `_COUNT`'s arguments before each delivery's own.
+_COMMON = (DELIVERIES_TTL_S, RUNNING_TTL_S)
 # Deliveries counted by one run of the script at most: a larger batch goes as several
 # runs in one pipeline, so that no run holds Redis for long.
 COUNT_BATCH = 256
@@ -88,12 +86,8 @@ class DeliveryGuard:
         another delivery claimed, is a duplicate: (0, True), not counted, not run."""
         keys, args = self._args(call, retries, worker, redelivered)
         # With the counts of the calls admitted at the same moment (a sync io worker's).
-        (reply,) = self._commits.run_script(
-            _COUNT, 4, *keys, DELIVERIES_TTL_S, RUNNING_TTL_S, *args
-        )
-        if isinstance(reply, Exception):  # the delivery's own error, as a command's
-            raise reply
-        count, is_closed = reply
+        replies = self._commits.run_script(_COUNT, 4, *keys, *_COMMON, *args)
+        count, is_closed = only_reply(replies)
         return int(count), bool(is_closed)
 
     def count_all(
@@ -102,25 +96,12 @@ class DeliveryGuard:
         """`count` for many deliveries (call, retries, worker, redelivered) in one round
         trip: an io worker's taken batch. A delivery whose count failed gets its error
         instead; a connection error is raised."""
-        runs: list[list[Any]] = []
-        for start in range(0, len(deliveries), COUNT_BATCH):
-            keys: list[Any] = []
-            args: list[Any] = [DELIVERIES_TTL_S, RUNNING_TTL_S]
-            for call, retries, worker, redelivered in deliveries[start : start + COUNT_BATCH]:
-                delivery_keys, delivery_args = self._args(call, retries, worker, redelivered)
-                keys += delivery_keys
-                args += delivery_args
-            runs.append([len(keys), *keys, *args])
-        counts: list[tuple[int, bool] | Exception] = []
-        for run, replies in zip(runs, _COUNT.run_all(self.client, runs), strict=True):
-            if isinstance(replies, Exception):  # the whole run failed: each of its deliveries
-                counts += [replies] * (run[0] // 4)
-                continue
-            counts += [
-                reply if isinstance(reply, Exception) else (int(reply[0]), bool(reply[1]))
-                for reply in replies
-            ]
-        return counts
+        items = [self._args(*delivery) for delivery in deliveries]
+        send = partial(_COUNT.run_all, self.client)
+        return [
+            reply if isinstance(reply, Exception) else (int(reply[0]), bool(reply[1]))
+            for reply in run_items(send, _COMMON, items, COUNT_BATCH)
+        ]
 
     def _args(
         self, call: ToolCall, retries: int, worker: str, redelivered: bool
