@@ -37,7 +37,6 @@ from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import (
     may_name_secret,
-    redact_deep,
     redacted_event_fields,
     secret_name_set,
 )
@@ -411,17 +410,18 @@ class SessionStore:
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
-        text = event.model_dump_json(exclude_defaults=True)
+        stored = event
+        if len(durable_delta) < len(event.state_delta):  # temp: keys are never stored
+            stored = event.model_copy(update={"state_delta": durable_delta})
+        text = stored.model_dump_json(exclude_defaults=True)
         # A turn of thousands of calls is walked for secret names only when its text
         # holds one somewhere.
-        masking = may_name_secret(text, self._secrets)
-        redacted = redacted_event_fields(event, self._secrets) if masking else {}
-        if len(durable_delta) < len(event.state_delta):
-            redacted["state_delta"] = redact_deep(durable_delta, self._secrets)
+        if may_name_secret(text, self._secrets):
+            redacted = redacted_event_fields(stored, self._secrets)
+            if redacted:
+                stored = stored.model_copy(update=redacted)
+                text = stored.model_dump_json(exclude_defaults=True)
         hashed = durable_delta if self._sealer is None else self._sealer.seal(durable_delta)
-        stored = event.model_copy(update=redacted) if redacted else event
-        if redacted:
-            text = stored.model_dump_json(exclude_defaults=True)
         staged = StagedAppend(session, event, stored, len(batch), in_memory)
         batch.rpush(self._keys.events(session.key), text)
         for key, value in durable_delta.items():
