@@ -107,10 +107,9 @@ class CeleryFleet:
         in_flight = InFlight()
         added: list[PreparedCall] = []  # every call this run awaits
         try:
-            live, unserved = await self._split_by_pool_liveness(prepared, sent)
+            live, unserved = await self._take_on(first, prepared, sent, futures, running, added)
             for each in unserved:
                 yield self._no_worker(each)
-            await self._await(first, live, futures, running, added)
             # Results of calls sent before a takeover are on the stream or on their way.
             waiting = [p for p in live if p.call_id not in sent]
             self._track(in_flight, futures, [p for p in live if p.call_id in sent])
@@ -141,10 +140,11 @@ class CeleryFleet:
                         more = None
                     elif chunk:
                         next_ones = self._prepare_all(chunk, states, tools)
-                        live, unserved = await self._split_by_pool_liveness(next_ones, sent)
+                        live, unserved = await self._take_on(
+                            first, next_ones, sent, futures, running, added
+                        )
                         for each in unserved:
                             yield self._no_worker(each)
-                        await self._await(first, live, futures, running, added)
                         waiting += live
                     continue
                 if not in_flight:  # every call of the batch was answered before it was sent
@@ -167,18 +167,22 @@ class CeleryFleet:
             if not running:
                 self._running.pop(session, None)
 
-    async def _await(
+    async def _take_on(
         self,
         first: ToolCall,
-        calls: Sequence[PreparedCall],
+        prepared: Sequence[PreparedCall],
+        sent: set[str],
         futures: dict[str, asyncio.Future[ToolResult]],
         running: dict[str, PlannedCall],
         added: list[PreparedCall],
-    ) -> None:
-        """Register `calls`' futures before they are sent (no result can slip past), and
-        mark them running; a cancellation that came meanwhile answers them at once."""
+    ) -> tuple[list[PreparedCall], list[PreparedCall]]:
+        """The calls of `prepared` a live worker can run (or sent already), their futures
+        registered before they are sent (no result can slip past) and marked running -
+        a cancellation that came meanwhile answers them at once; and those no worker
+        can run, to answer."""
+        calls, unserved = await self._split_by_pool_liveness(prepared, sent)
         if not calls:
-            return
+            return calls, unserved
         futures.update(
             await self._waiter.expect(
                 first.reply_to,
@@ -192,6 +196,7 @@ class CeleryFleet:
         session = first.session_key
         if self._cancels is not None and self._cancels.requested(session):
             self.cancel(session)  # cancelled while the calls were being planned
+        return calls, unserved
 
     def cancel(self, session: SessionKey) -> None:
         """Answer the session's awaited calls with a Cancelled error, at once."""

@@ -71,24 +71,24 @@ async def run_calls(
             with_first_send=with_first_send,
             more=None if plan.done else chunks,
         )
-        early: list[ToolResult] = []  # answered while calls were still being checked
-        async for arrived in sending:
+        arrived: list[ToolResult] = []  # kept while calls are still being checked
+        async for result in sending:
+            arrived.append(result)
+            if not plan.done:
+                continue
             if not plan.announced:
-                if not plan.done:
-                    early.append(arrived)
-                    continue
                 for update in plan.announce():
                     yield update
-            for result in [*early, arrived]:
-                for finished in await plan.finish(result):
+            for each in arrived:
+                for finished in await plan.finish(each):
                     yield finished
-            early = []
+            arrived = []
         if not plan.announced:  # the fleet answered nothing after the last check
             for update in plan.announce():
                 yield update
-            for result in early:
-                for finished in await plan.finish(result):
-                    yield finished
+        for each in arrived:
+            for finished in await plan.finish(each):
+                yield finished
     finally:
         await chunks.aclose()
 
