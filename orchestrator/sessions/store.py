@@ -93,6 +93,7 @@ class SessionStore:
         secret_arg_names: Sequence[str] = (),
         limits: SessionLimits | None = None,
         sealer: Sealer | None = None,
+        cache: EventsCache | None = None,
     ) -> None:
         self._redis = client
         self._keys = keys
@@ -102,7 +103,7 @@ class SessionStore:
         self._pending = PendingCalls(keys, self._secrets)
         self.parked = ParkedTurns(client, keys, self._secrets, sealer)
         # Per recently used session: app, user and the events stored so far (as stored).
-        self._cache = EventsCache()
+        self._cache = cache if cache is not None else EventsCache()
 
     async def create(
         self,
@@ -142,7 +143,7 @@ class SessionStore:
             raise SessionExistsError(
                 f"session {session_id!r} of user {user_id!r} in app {app_name!r} exists already"
             )
-        self._cache.put(key, CachedSession(app_name, user_id, []))
+        self._cache.put(key, CachedSession(app_name, user_id))
 
     async def _created_at(self, key: SessionKey, created_at: float) -> bool:
         """Whether the session was created at `created_at`: by this very `create`, whose
@@ -210,7 +211,7 @@ class SessionStore:
         if cached is None:
             if not await self._redis.exists(self._keys.session(key)):
                 raise SessionNotFoundError(unknown)
-            cached = CachedSession(app, user, [])
+            cached = CachedSession(app, user)
         events_key, meta_key = self._keys.events(key), self._keys.session(key)
         commands = lease.commands() if lease is not None else []
         commands += [
@@ -252,9 +253,9 @@ class SessionStore:
             state.update({decoded(k): json.loads(v) for k, v in as_hash(scope).items()})
         if length < len(cached.events) or trimmed != cached.trimmed:
             # Compacted since (or Redis lost data): trust only what it has now.
-            cached.events.clear()
+            cached.clear()
             cached.trimmed, raw_events = await self._read_all(key)
-        cached.events.extend(Event.model_validate_json(raw) for raw in raw_events)
+        cached.extend(Event.model_validate_json(raw) for raw in raw_events)
         self._cache.put(key, cached)
         events = list(cached.events)
         session = Session(session_id, app, user, events, state, decoded(active) if active else None)
@@ -457,7 +458,7 @@ class SessionStore:
         for done in (staged,) if earlier is None else (earlier, staged):
             if cached is not None:
                 if replies[done.reply_index] == len(cached.events) + 1:
-                    cached.events.append(done.stored)  # what the next read would parse
+                    cached.append(done.stored)  # what the next read would parse
                 else:
                     self._cache.drop(key)  # written elsewhere meanwhile: read it all
                     cached = None
@@ -465,6 +466,7 @@ class SessionStore:
                 _apply(done.session, done.event)
         if cached is not None:
             await self._compact(key, cached, fence)
+            self._cache.resized(key)
 
     async def _compact(self, key: SessionKey, cached: CachedSession, fence: Fence | None) -> None:
         """Drop the oldest whole turns once the history is over its bound. Read from the
@@ -473,7 +475,7 @@ class SessionStore:
         if cut == 0:
             return
         if await compact(self._redis, self._keys, key, cached.trimmed, cut, fence):
-            del cached.events[:cut]
+            cached.cut(cut)
             cached.trimmed += cut
         else:
             self._cache.drop(key)  # someone else cut: read it all next time

@@ -8,6 +8,7 @@ from google.genai import types
 from redis.asyncio.client import Pipeline
 
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.events_cache import EventsCache
 from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
@@ -32,6 +33,23 @@ async def test_state_scopes_land_in_their_own_hashes(store: SessionStore) -> Non
     assert other_session.state == {"user:lang": "fr", "app:v": 2}
     assert other_user.state == {"app:v": 2}
     assert (await store.get(S1)).state == {"k": 1, "user:lang": "fr", "app:v": 2}
+
+
+async def test_appended_events_count_against_the_cache_and_push_out_older_sessions(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    cache = EventsCache(max_size=100)
+    store = SessionStore(fake_redis, KEYS, cache=cache)
+    responses = [types.Part.from_function_response(name="t", response={}) for _ in range(40)]
+    wide = Event(invocation_id="i", author="a", content=types.Content(role="user", parts=responses))
+    for n in range(3):
+        session = await store.create("app", "ann", f"w{n}")
+        await store.append(session, wide)  # 41 each: the third pushes the first out
+    kept = [n for n in range(3) if cache.get(session_key("app", "ann", f"w{n}"))]
+    assert kept == [1, 2] and cache.size == 82
+    # A session pushed out is read whole again, and counted.
+    assert len((await store.get(session_key("app", "ann", "w0"))).events) == 1
+    assert cache.get(session_key("app", "ann", "w0")) is not None and cache.size <= 100
 
 
 async def test_events_written_by_another_replica_are_read_incrementally_in_order(
