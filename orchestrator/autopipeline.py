@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar, cast
 
 import hiredis
@@ -32,13 +32,14 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.client import CaseInsensitiveDict
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError, InvalidResponse, ReadOnlyError, ResponseError
+from redis.exceptions import InvalidResponse, ReadOnlyError, ResponseError
 
 from toolfleet.shared.redis_clients import (
     async_sentinel_manager,
     is_sentinel,
     sentinel_target,
 )
+from toolfleet.shared.resp import command_name, pack, pack_one
 
 # Commands that block the connection or change its state: they keep a pooled connection.
 POOL_COMMANDS = frozenset(
@@ -191,7 +192,7 @@ class AutoPipeline:
                 where = self._path or f"{self._host}:{self._port}"
                 raise RedisConnectionError(f"cannot connect to Redis at {where}: {exc}") from exc
             try:
-                replies = await wire.send(_pack(self._handshake), len(self._handshake))
+                replies = await wire.send(pack(self._handshake), len(self._handshake))
             except BaseException as exc:  # cancelled meanwhile (a reader stopping), or lost
                 wire.close(exc)
                 raise
@@ -250,7 +251,7 @@ class AutoPipelinedRedis(aioredis.Redis):
             return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
         async def attempt() -> Any:
-            (reply,) = await self._autopipeline.call(_pack_one(args), 1)
+            (reply,) = await self._autopipeline.call(pack_one(args), 1)
             return _parsed(args[0], reply, options)
 
         return await self._retry.call_with_retry(attempt, _reconnects_by_itself)
@@ -261,7 +262,7 @@ class AutoPipelinedRedis(aioredis.Redis):
         them, without redis-py's response callbacks (a hash is a flat list of fields and
         values), and an error reply as the exception in its place. What a session read
         needs: redis-py's pipeline object and callbacks were two thirds of its CPU."""
-        packed = _pack(commands)
+        packed = pack(commands)
 
         async def attempt() -> list[Any]:
             return await self._autopipeline.call(packed, len(commands))
@@ -306,14 +307,12 @@ class _AutoPipelinedPipeline(Pipeline):
             await self.reset()  # type: ignore[no-untyped-call]
 
     async def _commands(self, stack: list[Any], raise_on_error: bool) -> list[Any]:
-        replies = await self._client._autopipeline.call(
-            _pack(args for args, _ in stack), len(stack)
-        )
+        replies = await self._client._autopipeline.call(pack(args for args, _ in stack), len(stack))
         return self._results(stack, replies, raise_on_error)
 
     async def _transaction(self, stack: list[Any], raise_on_error: bool) -> list[Any]:
         commands = [("MULTI",), *(args for args, _ in stack), ("EXEC",)]
-        replies = await self._client._autopipeline.call(_pack(commands), len(commands))
+        replies = await self._client._autopipeline.call(pack(commands), len(commands))
         executed = replies[-1]
         if isinstance(executed, Exception):  # EXECABORT: a command was refused when queued
             queued = [r for r in replies[:-1] if isinstance(r, Exception)]
@@ -359,35 +358,12 @@ def _callback(name: Any) -> Any:
 _CALLBACK_OF: dict[str | bytes, Any] = {}
 
 
-def _pack(commands: Iterable[tuple[Any, ...]]) -> bytes:
-    """Commands in the Redis protocol, packed by hiredis in C."""
-    return b"".join(_pack_one(args) for args in commands)
-
-
-def _pack_one(args: tuple[Any, ...]) -> bytes:
-    """One command; its words as redis-py takes them: "CONFIG GET" is two words, and
-    bytearrays and memoryviews are bytes (hiredis packs str, bytes, int and float)."""
-    name = args[0]
-    if isinstance(name, str | bytes) and (" " in name if isinstance(name, str) else b" " in name):
-        args = (*name.split(), *args[1:])
-    try:
-        packed: bytes = hiredis.pack_command(args)
-    except TypeError:
-        words = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
-        try:
-            packed = hiredis.pack_command(words)  # type: ignore[arg-type]
-        except TypeError as exc:
-            raise DataError(f"cannot send {_command_name(name)!r} to Redis: {exc}") from exc
-    return packed
-
-
 def _command_name(name: Any) -> bytes:
     """The command's name, upper-cased (remembered: a few dozen names, every command)."""
     try:
         return _NAMES[name]
     except (KeyError, TypeError):  # not seen yet, or not hashable (a bytearray)
-        word = name.encode() if isinstance(name, str) else bytes(name)
-        return _remember(_NAMES, name, word.split(b" ", 1)[0].upper())
+        return _remember(_NAMES, name, command_name(name))
 
 
 _NAMES: dict[str | bytes, bytes] = {}

@@ -37,6 +37,7 @@ from redis.exceptions import NoScriptError
 
 from toolfleet.shared.config import Settings
 from toolfleet.shared.redis_clients import is_sentinel
+from toolfleet.shared.resp import send_all
 from toolfleet.shared.scripts import LuaScript
 
 log = logging.getLogger(__name__)
@@ -140,10 +141,7 @@ class Replication:
     ) -> list[Any]:
         """The replies of `commands`, sent in one pipeline with the barrier (`wait`)."""
         barrier = self.commands() if wait else []
-        pipe = client.pipeline(transaction=False)
-        for command in [*commands, *barrier]:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-        replies: list[Any] = pipe.execute(raise_on_error=False)
+        replies = send_all(client, [*commands, *barrier])
         if wait:
             self._check(replies[-1])
         return replies[: len(commands)]

@@ -15,6 +15,8 @@ import redis
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
+from toolfleet.shared.resp import send_all
+
 
 class LuaScript:
     """One script, runnable on a sync or an asyncio client."""
@@ -47,16 +49,11 @@ class LuaScript:
         """The replies of many runs (each `(numkeys, *args)`), sent in one pipeline; a run
         that failed has its error in its place, not raised. A connection error is raised:
         then some may have run and others not, as with any command whose reply is lost."""
-        pipe = client.pipeline(transaction=False)
-        for args in calls:
-            pipe.execute_command("EVALSHA", self.sha, *args)  # type: ignore[no-untyped-call]
-        replies: list[Any] = pipe.execute(raise_on_error=False)
+        replies = send_all(client, [("EVALSHA", self.sha, *args) for args in calls])
         unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if unknown:  # nothing of those ran: send them again with the text
-            pipe = client.pipeline(transaction=False)
-            for i in unknown:
-                pipe.execute_command("EVAL", self.text, *calls[i])  # type: ignore[no-untyped-call]
-            for i, reply in zip(unknown, pipe.execute(raise_on_error=False), strict=True):
+            again = send_all(client, [("EVAL", self.text, *calls[i]) for i in unknown])
+            for i, reply in zip(unknown, again, strict=True):
                 replies[i] = reply
         return replies
 

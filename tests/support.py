@@ -157,21 +157,25 @@ def tool_call(
     )
 
 
-def counted_pipelines(client: Any) -> list[int]:
-    """A list that grows by one for each pipeline `client` executes."""
-    executed: list[int] = []
-    make = client.pipeline
+def counted_round_trips(client: Any) -> list[int]:
+    """A list that grows by one for each write `client` sends on a connection of its pool
+    (a command, a pipeline, or a batch sent whole): its round trips."""
+    sent: list[int] = []
+    pool = client.connection_pool
+    get_connection = pool.get_connection
 
-    def pipeline(*args: Any, **kwargs: Any) -> Any:
-        pipe = make(*args, **kwargs)
-        execute = pipe.execute
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        connection = get_connection(*args, **kwargs)
+        if not getattr(connection, "_counted", False):
+            send = connection.send_packed_command
 
-        def counted(*a: Any, **k: Any) -> Any:
-            executed.append(1)
-            return execute(*a, **k)
+            def counted(*a: Any, **k: Any) -> Any:
+                sent.append(1)
+                return send(*a, **k)
 
-        pipe.execute = counted  # type: ignore[method-assign]
-        return pipe
+            connection.send_packed_command = counted
+            connection._counted = True
+        return connection
 
-    client.pipeline = pipeline  # type: ignore[method-assign]
-    return executed
+    pool.get_connection = counting
+    return sent

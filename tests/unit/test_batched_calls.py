@@ -22,7 +22,7 @@ from celery import Celery
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.support import LocalTool, counted_pipelines
+from tests.support import LocalTool, counted_round_trips
 from tests.unit.test_delivery_guard import KEYS, guarded_deps
 from toolfleet.shared.celery_wire.parse import decode, decode_delivery
 from toolfleet.shared.config import Settings
@@ -102,7 +102,7 @@ def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answ
 ) -> None:
     client.set(KEYS.closed(S, "closed"), 1)  # answered already (timed out in the queue)
     client.set(KEYS.deliveries("lost", 0), 2)  # its worker died on both deliveries
-    pipelines = counted_pipelines(client)
+    round_trips = counted_round_trips(client)
     calls = ["open", "closed", "lost", "malformed", "open2"]
     admissions = ToolRuns.admit_all(
         [(runs, request(), {"nope": 1} if c == "malformed" else envelope(c), None) for c in calls]
@@ -111,7 +111,8 @@ def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answ
     admitted = {c: a for c, (a, _) in zip(calls, admissions, strict=True)}
     assert [a.envelope.call_id for a in admitted.values() if a] == ["open", "open2"]
     assert [e for _, e in admissions] == [None] * 5
-    assert len(pipelines) == 1  # the four counts of well-formed calls, together
+    # The four counts of well-formed calls together, then the lost call's answer.
+    assert len(round_trips) == 2
     assert [(r.call_id, r.response["error_type"]) for r in posted(client)] == [
         ("lost", "WorkerLost")
     ]
@@ -138,7 +139,7 @@ def test_a_batch_is_concluded_with_one_round_trip_and_each_call_gets_its_own_end
         retried.append((countdown, exc))
         raise Retried
 
-    pipelines = counted_pipelines(client)
+    round_trips = counted_round_trips(client)
     errors = ToolRuns.conclude_all(
         [
             (runs, ok, outcome(ok), retry),
@@ -149,8 +150,8 @@ def test_a_batch_is_concluded_with_one_round_trip_and_each_call_gets_its_own_end
 
     assert [type(e) if e else None for e in errors] == [None, Retried, None]
     assert [(countdown, type(exc)) for countdown, exc in retried] == [(1.0, Flaky)]
+    assert len(round_trips) == 1
     assert [r.call_id for r in posted(client)] == ["ok", "again"]
-    assert len(pipelines) == 1
     # Each final answer closed its call in the step that posted it.
     assert client.exists(KEYS.closed(S, "ok"), KEYS.closed(S, "again")) == 2
 
@@ -189,11 +190,11 @@ def test_posts_of_a_batch_go_in_one_round_trip_signed_and_on_the_feed(
     reporter = ResultReporter(
         client, 100, ResultSigner(new_fleet_key()), feed=Feed("t:feed", "t:feed-count")
     )
-    pipelines = counted_pipelines(client)
+    round_trips = counted_round_trips(client)
     results = [outcome(admitted_envelope(c)).result for c in ("a", "b")]
     ids = reporter.post_all([Post(STREAM, results[0], "t:closed-a"), Post(STREAM, results[1])])
 
-    assert len(pipelines) == 1
+    assert len(round_trips) == 1
     entries = client.xrange(STREAM)
     assert [i.decode() for i, _ in entries] == ids
     assert all(SIGNATURE_FIELD.encode() in fields for _, fields in entries)

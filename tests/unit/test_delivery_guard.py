@@ -10,7 +10,7 @@ import pytest
 import redis
 from celery import Celery
 
-from tests.support import LocalTool, counted_pipelines
+from tests.support import LocalTool, counted_round_trips
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
@@ -64,12 +64,12 @@ def test_a_batch_is_counted_in_one_round_trip_as_one_by_one_counts_would_be(
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
     client.set(KEYS.closed(S, "c2"), 1)
     guard.count(call("c1"), 0)
-    pipelines = counted_pipelines(client)
+    round_trips = counted_round_trips(client)
     counts = guard.count_all(
         [(call("c1"), 0, "w", False), (call("c2"), 0, "w", False), (call("c1"), 1, "w", False)]
     )
     assert counts == [(2, False), (1, True), (1, False)]
-    assert len(pipelines) == 1
+    assert len(round_trips) == 1
     assert set(client.hkeys(KEYS.running(S))) == {b"c1", b"c2"}  # who runs them, as `count`
 
 

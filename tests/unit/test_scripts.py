@@ -8,7 +8,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.support import counted_pipelines
+from tests.support import counted_round_trips
 from toolfleet.shared.scripts import LuaScript
 
 SCRIPT = LuaScript("return redis.call('incrby', KEYS[1], ARGV[1])")
@@ -34,15 +34,15 @@ async def test_the_asyncio_form_does_the_same() -> None:
 def test_many_runs_go_in_one_pipeline_each_reply_or_error_in_its_place() -> None:
     client = fakeredis.FakeRedis()
     client.set("text", "not a number")
-    pipelines = counted_pipelines(client)
+    round_trips = counted_round_trips(client)
     replies = SCRIPT.run_all(client, [(1, "a", 2), (1, "text", 1), (1, "a", 3)])
     assert replies[0] == 2 and replies[2] == 5  # NOSCRIPT first: each sent once by its text
     assert isinstance(replies[1], redis.ResponseError)  # only its own run failed
-    assert len(pipelines) == 2  # by SHA1, then the unknown ones by text
-    client.script_flush()  # what a Redis restart does between two batches
+    assert len(round_trips) == 2  # by SHA1, then the unknown ones by text
+    client.script_flush()  # what a Redis restart does between two batches (one more)
     assert SCRIPT.run_all(client, [(1, "a", 1)]) == [6]
     assert SCRIPT.run_all(client, [(1, "a", 1), (1, "b", 1)]) == [7, 1]
-    assert len(pipelines) == 5  # known now: one pipeline for the last batch
+    assert len(round_trips) == 6  # known now: one round trip for the last batch
 
 
 def test_a_lost_connection_raises_for_the_whole_batch() -> None:
