@@ -111,6 +111,19 @@ def _verbatim_in_json(name: str) -> bool:
     return not any(c in '"\\' or ord(c) < 0x20 for c in name)
 
 
+# The sealed marker's key as JSON writes it without escapes.
+_SEALED_KEY_JSON = f'"{SEALED}"'
+
+
+def may_hold_sealed(text: str | bytes) -> bool:
+    """Whether the JSON `text` may hold a sealed value: it names the `$sealed` key, or has
+    a `\\u` escape (any key may be spelled with them). False: `unseal` of what it parses to
+    would find nothing to open, and walking it can be skipped."""
+    if isinstance(text, bytes):
+        return _SEALED_KEY_JSON.encode() in text or b"\\u" in text
+    return _SEALED_KEY_JSON in text or "\\u" in text
+
+
 def unseal(
     value: Any, sealer: Sealer | None, secret_names: Iterable[str] = DEFAULT_SECRET_NAMES
 ) -> Any:

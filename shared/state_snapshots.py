@@ -25,11 +25,12 @@ from pydantic_core import from_json
 
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolCall
+from toolfleet.shared.sealing import may_hold_sealed
 
 # A state of up to this many bytes of JSON travels in each message, as before: storing it
 # apart would cost a worker a read for little.
 INLINE_STATE_MAX_BYTES = 1024
-# Snapshots a worker process keeps parsed: the calls of one turn share one.
+# Snapshots a worker process keeps (their text): the calls of one turn share one.
 CACHED_SNAPSHOTS = 16
 
 
@@ -49,36 +50,48 @@ class StateSnapshot:
     ttl_s: int
 
 
+@dataclass(frozen=True)
+class LoadedState:
+    """A snapshot's state as one call gets it: `values` parsed for that call alone (its
+    tool may change them in place), and whether its text may hold sealed values."""
+
+    values: dict[str, Any]
+    may_hold_sealed: bool
+
+
 class SnapshotLoader:
-    """Loads the state snapshots calls name, on a worker: each read once from Redis,
-    checked against its digest, and kept parsed for the other calls of its turn."""
+    """Loads the state snapshots calls name, on a worker: each read once from Redis and
+    checked against its digest; its text kept for the other calls of its turn, each of
+    which gets a parse of its own."""
 
     def __init__(self, client: redis.Redis, keys: Keys, cached: int = CACHED_SNAPSHOTS) -> None:
         self._client = client
         self._keys = keys
         self._cached = cached
-        self._parsed: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._texts: OrderedDict[str, tuple[bytes, bool]] = OrderedDict()  # digest -> text
         self._lock = threading.Lock()  # an io worker admits calls on several threads
 
-    def load(self, call: ToolCall) -> dict[str, Any] | None:
-        """The state `call` was sent with (`call.state_ref` must be set; the caller copies
-        it before anything may change it), or None when its snapshot is gone or is not the
-        one its digest names. Raises redis.RedisError when Redis cannot be read."""
+    def load(self, call: ToolCall) -> LoadedState | None:
+        """The state `call` was sent with (`call.state_ref` must be set), or None when its
+        snapshot is gone or is not the one its digest names. Raises redis.RedisError when
+        Redis cannot be read."""
         digest = call.state_ref
         assert digest is not None
         with self._lock:
-            state = self._parsed.get(digest)
-            if state is not None:
-                self._parsed.move_to_end(digest)
-                return state
-        text = self._client.get(self._keys.state_snapshot(call.session_key, digest))
-        if not isinstance(text, bytes) or digest_of(text) != digest:
-            return None
-        parsed = from_json(text)
+            found = self._texts.get(digest)
+            if found is not None:
+                self._texts.move_to_end(digest)
+        if found is None:
+            text = self._client.get(self._keys.state_snapshot(call.session_key, digest))
+            if not isinstance(text, bytes) or digest_of(text) != digest:
+                return None
+            found = (text, may_hold_sealed(text))
+        parsed = from_json(found[0])
         if not isinstance(parsed, dict):
             return None
         with self._lock:
-            self._parsed[digest] = parsed
-            while len(self._parsed) > self._cached:
-                self._parsed.popitem(last=False)
-        return parsed
+            self._texts[digest] = found
+            self._texts.move_to_end(digest)
+            while len(self._texts) > self._cached:
+                self._texts.popitem(last=False)
+        return LoadedState(parsed, found[1])

@@ -29,7 +29,7 @@ from toolfleet.shared.keys import Keys, task_name
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, error_result
 from toolfleet.shared.metrics import guarded, metrics
 from toolfleet.shared.reporting import Post, ResultReporter, TicketWrite
-from toolfleet.shared.sealing import Sealer, SealError, unseal
+from toolfleet.shared.sealing import Sealer, SealError, may_hold_sealed, unseal
 from toolfleet.shared.state_snapshots import SnapshotLoader
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped
@@ -94,6 +94,9 @@ class Admitted:
     attempt: int
     worker: str
     redelivered: bool = False  # the broker's flag: this message was delivered before
+    # Whether the envelope's JSON may hold sealed values (`may_hold_sealed`): only then is
+    # it walked to open them.
+    sealed: bool = True
 
 
 # Raises Celery's Retry for a call: its countdown in seconds and the tool's exception.
@@ -291,13 +294,14 @@ class ToolRuns:
             request.retries + 1,
             request.hostname or "unknown",
             bool(delivery_info.get("redelivered")),
+            sealed=not isinstance(call, str) or may_hold_sealed(call),
         )
 
     def _open(self, admitted: Admitted) -> Admitted | ToolResult | None:
         """The admitted call with its state loaded (when stored apart) and its secrets
         opened; or the refusal posted when either cannot be; None when it was closed
         already (its state gone with it)."""
-        deps, envelope = self._deps, admitted.envelope
+        deps, envelope, sealed = self._deps, admitted.envelope, admitted.sealed
         if envelope.state_ref is not None:
             state = deps.snapshots.load(envelope) if deps.snapshots is not None else None
             if state is None and deps.completions.is_closed(PendingCall.starting(envelope)):
@@ -314,9 +318,11 @@ class ToolRuns:
                 )
                 deps.reporter.post(envelope.reply_to, refused)
                 return refused
-            envelope = envelope.model_copy(update={"state": state, "state_ref": None})
+            envelope = envelope.model_copy(update={"state": state.values, "state_ref": None})
+            sealed = sealed or state.may_hold_sealed
         try:
-            envelope = unsealed(envelope, deps.sealer, deps.settings.secret_arg_names)
+            if sealed:
+                envelope = unsealed(envelope, deps.sealer, deps.settings.secret_arg_names)
         except SealError as exc:
             log.error("call %s (%s) not run: %s", envelope.call_id, self.tool.name, exc)
             worker = admitted.worker
@@ -324,7 +330,12 @@ class ToolRuns:
             deps.reporter.post(envelope.reply_to, refused)
             return refused
         return Admitted(
-            envelope, admitted.span, admitted.attempt, admitted.worker, admitted.redelivered
+            envelope,
+            admitted.span,
+            admitted.attempt,
+            admitted.worker,
+            admitted.redelivered,
+            sealed=False,
         )
 
     def _settle(self, admitted: Admitted, delivery: Delivery) -> Admitted | ToolResult | None:

@@ -17,7 +17,7 @@ from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolRes
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import MASK, SEALED, mentions_sealed, redact_deep
 from toolfleet.shared.reporting import ResultReporter
-from toolfleet.shared.sealing import Sealer, SealError, unseal
+from toolfleet.shared.sealing import Sealer, SealError, may_hold_sealed, unseal
 from toolfleet.shared.signing import new_fleet_key
 from toolfleet.workers.tool_runs import unsealed
 
@@ -176,3 +176,20 @@ def test_pending_records_keep_secrets_masked_or_sealed_never_in_clear() -> None:
     sealed = pending.model_copy(update={"args": sealer.seal(ARGS)})
     kept = json.loads(PendingCalls(Keys("t"), NAMES).record(sealed))
     assert sealer.unseal(kept["args"]) == ARGS  # a credential request's call is sent again
+
+
+@pytest.mark.parametrize(
+    ("text", "may"),
+    [
+        ('{"note": "n", "items": [1, {"colour": "red"}]}', False),
+        ('{"api_key": {"$sealed": "t"}}', True),
+        ('{"api_key": {"\\u0024sealed": "t"}}', True),  # the key behind an escape
+        ('{"note": "caf\\u00e9"}', True),  # any \u escape: walked, to be sure
+        ('{"note": "a \\"quoted\\" word\\n"}', False),  # other escapes cannot spell it
+    ],
+)
+def test_may_hold_sealed_is_false_only_where_no_sealed_key_can_be(text: str, may: bool) -> None:
+    assert may_hold_sealed(text) is may
+    assert may_hold_sealed(text.encode()) is may
+    if not may:
+        assert unseal(json.loads(text), None, NAMES) == json.loads(text)

@@ -152,8 +152,9 @@ def test_the_worker_runs_the_tool_with_the_state_the_call_names(
     assert admitted.envelope.state == {"doc": "y" * 5000} and admitted.envelope.state_ref is None
 
 
+@pytest.mark.parametrize("as_text", [True, False])
 def test_the_calls_of_a_turn_read_their_snapshot_once_and_each_gets_its_own_copy(
-    client: fakeredis.FakeRedis,
+    client: fakeredis.FakeRedis, as_text: bool
 ) -> None:
     call = with_snapshot(client, {"doc": "y" * 5000, "seen": []})
     loader = SnapshotLoader(client, KEYS)
@@ -161,11 +162,14 @@ def test_the_calls_of_a_turn_read_their_snapshot_once_and_each_gets_its_own_copy
     client.delete(KEYS.state_snapshot(S, call.state_ref or ""))  # a second read would miss
 
     runs = worker(client, loader)
-    admissions = ToolRuns.admit_all([(runs, request(), call.model_dump(), None)] * 2)
+    # As text (the JSON names no sealed value: nothing is walked to open one) or a dict.
+    sent = call.model_dump_json() if as_text else call.model_dump()
+    admissions = ToolRuns.admit_all([(runs, request(), sent, None)] * 2)
     envelopes = [admitted.envelope for admitted, _ in admissions if admitted is not None]
-    assert first is not None and len(envelopes) == 2
+    assert first is not None and not first.may_hold_sealed and len(envelopes) == 2
     envelopes[0].state["seen"].append("changed by the first call's tool")
-    assert envelopes[1].state["seen"] == [] and first["seen"] == []
+    assert envelopes[1].state["seen"] == [] and first.values["seen"] == []
+    assert (loader.load(call) or first).values["seen"] == []  # the kept text is untouched
 
 
 @pytest.mark.parametrize("stored", ["gone", "changed"])
@@ -203,3 +207,37 @@ def test_a_call_answered_already_whose_snapshot_is_gone_is_dropped_without_a_wor
 
     assert admitted is None and error is None and posted(client) == []
     assert "was answered before it started" in caplog.text
+
+
+def test_a_sealed_secret_in_a_snapshot_is_opened_for_the_tool_though_the_message_names_none(
+    client: fakeredis.FakeRedis,
+) -> None:
+    sealer = Sealer(new_fleet_key(), SETTINGS.secret_arg_names)
+    publisher = CeleryPublisher(None, SETTINGS.secret_arg_names, sealer)  # type: ignore[arg-type]
+    text = publisher.sealed_state(LARGE)
+    assert b"sk-canary" not in text
+    client.set(KEYS.state_snapshot(S, digest_of(text)), text)
+    call = make_call("c1", {}).model_copy(update={"state_ref": digest_of(text)})
+    runs = ToolRuns(LocalTool(read_doc), replace(worker(client)._deps, sealer=sealer), 60.0, "io")
+    ((admitted, error),) = ToolRuns.admit_all([(runs, request(), call.model_dump_json(), None)])
+    assert error is None and admitted is not None
+    assert admitted.envelope.state == LARGE
+
+
+@pytest.mark.parametrize("key", ['"$sealed"', '"\\u0024sealed"', '"$seal\\u0065d"'])
+@pytest.mark.parametrize("where", ["message", "snapshot"])
+def test_a_sealed_value_without_a_fleet_key_is_refused_however_its_key_is_spelled(
+    client: fakeredis.FakeRedis, key: str, where: str
+) -> None:
+    sealed = '{"api_key": {' + key + ': "token"}}'
+    if where == "snapshot":
+        text = ('{"doc": "' + "x" * 2000 + '", "user:creds": ' + sealed + "}").encode()
+        client.set(KEYS.state_snapshot(S, digest_of(text)), text)
+        call = make_call("c1", {}).model_copy(update={"state_ref": digest_of(text)})
+        sent = call.model_dump_json()
+    else:
+        sent = make_call("c1", {}).model_dump_json().replace('"args":{}', '"args":' + sealed)
+    ((admitted, error),) = ToolRuns.admit_all([(worker(client), request(), sent, None)])
+    assert admitted is None and error is None
+    (refused,) = posted(client)
+    assert refused.response["error_type"] == "SealedArgumentError"
