@@ -24,8 +24,8 @@ class Node:
 class CountedFreezer(SurvivorFreezer):
     """Tells when its thread has reclaimed."""
 
-    def __init__(self, reclaim_every_s: float) -> None:
-        super().__init__(reclaim_every_s)
+    def __init__(self, reclaim_every_s: float, reclaim_after: int | None = None) -> None:
+        super().__init__(reclaim_every_s, reclaim_after)
         self.reclaimed = threading.Event()
 
     def reclaim(self) -> int:
@@ -86,6 +86,24 @@ def test_the_reclaim_runs_on_its_own_thread() -> None:
         counted.stop()
 
 
+def test_a_cycle_is_reclaimed_after_as_many_collections_as_asked_without_waiting() -> None:
+    counted = CountedFreezer(reclaim_every_s=3600, reclaim_after=3).start()
+    try:
+        old = Node()
+        gc.collect(0)  # one: `old` survives, frozen
+        young = Node()
+        old.ref, young.ref = young, old
+        gone = weakref.ref(young)
+        del old, young
+        gc.collect(0)  # two: the cycle reaches a frozen object, so it stays
+        assert gone() is not None and not counted.reclaimed.is_set()
+        gc.collect(0)  # three: a reclaim is due, on the freezer's thread
+        assert counted.reclaimed.wait(timeout=10)
+        assert gone() is None
+    finally:
+        counted.stop()
+
+
 def test_stop_gives_the_collector_back_its_policy() -> None:
     before = gc.get_threshold()
     started = SurvivorFreezer(reclaim_every_s=3600).start()
@@ -96,6 +114,20 @@ def test_stop_gives_the_collector_back_its_policy() -> None:
     kept = Node()
     gc.collect(0)
     assert in_a_generation(kept)  # no longer frozen after a collection
+
+
+def test_the_worker_policy_reclaims_after_a_bounded_number_of_collections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = gc.get_threshold()
+    monkeypatch.setattr(gc_policy, "_freezer", None)
+    started = gc_policy.worker_policy()
+    try:
+        assert started.reclaim_after == gc_policy.WORKER_RECLAIM_AFTER
+        assert gc_policy.worker_policy() is started
+    finally:
+        started.stop()
+    gc.set_threshold(*before)
 
 
 def test_the_orchestrator_policy_starts_one_freezer(monkeypatch: pytest.MonkeyPatch) -> None:

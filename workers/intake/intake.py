@@ -14,7 +14,7 @@ from celery import Celery
 
 from toolfleet.shared.celery_wire.consumer import TASK_EVENTS_PERIOD_S
 from toolfleet.shared.celery_wire.parse import TaskMessage
-from toolfleet.shared.gc_policy import freeze_startup_heap
+from toolfleet.shared.gc_policy import worker_policy
 from toolfleet.workers.intake.eta import EtaQueue
 from toolfleet.workers.intake.events import TaskEvents
 from toolfleet.workers.intake.in_flight import InFlight
@@ -108,7 +108,7 @@ class Intake:
 
     def start(self) -> None:
         """Start taking messages (a thread per taker), acking and sending events."""
-        freeze_startup_heap()
+        worker_policy()
         self._source.start()
         self._eta.start()
         for thread in self._threads:
