@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -435,10 +435,18 @@ _Opened = tuple[int, ToolRuns, Admitted]
 _Posting = tuple[int, ToolRuns, Admitted, Post]
 
 
-@contextmanager
-def _in_span(span: Span | None) -> Iterator[None]:
+def _in_span(span: Span | None) -> AbstractContextManager[None]:
     """`span` as the current one in the block; an exception leaving the block (Celery's
-    Retry too: this attempt ends) ends the span with its type."""
+    Retry too: this attempt ends) ends the span with its type. Without a span (tracing
+    off) there is nothing to do: a context built once (a call enters four)."""
+    return _NO_SPAN if span is None else _span_block(span)
+
+
+_NO_SPAN: AbstractContextManager[None] = nullcontext()
+
+
+@contextmanager
+def _span_block(span: Span) -> Iterator[None]:
     try:
         with tracing.current(span):
             yield

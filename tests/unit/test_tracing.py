@@ -189,3 +189,24 @@ async def test_an_exporter_that_fails_or_hangs_never_holds_up_a_turn(
             assert exporter.entered.wait(10)  # it hangs, turns ran all the same
             exporter.release.set()
         provider.shutdown()
+
+
+def test_a_worker_block_makes_its_span_current_and_ends_it_failed_on_an_exception(
+    memory: InMemorySpanExporter,
+) -> None:
+    from opentelemetry import trace
+
+    from toolfleet.workers.tool_runs import _in_span
+
+    span = tracing.start("run", {})
+    assert span is not None
+    with _in_span(span):
+        assert trace.get_current_span() is span
+    assert not memory.get_finished_spans()  # a block that ends well leaves it open
+    with pytest.raises(KeyError), _in_span(span):
+        raise KeyError("lost")
+    (ended,) = memory.get_finished_spans()
+    assert ended.status.status_code.name == "ERROR"
+    assert "KeyError" in ended.to_json()
+    with _in_span(None):  # tracing off for this call: nothing to make current
+        assert trace.get_current_span() is not span
