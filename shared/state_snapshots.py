@@ -81,6 +81,7 @@ class SnapshotLoader:
             found = self._texts.get(digest)
             if found is not None:
                 self._texts.move_to_end(digest)
+        read = found is None
         if found is None:
             text = self._client.get(self._keys.state_snapshot(call.session_key, digest))
             if not isinstance(text, bytes) or digest_of(text) != digest:
@@ -89,9 +90,9 @@ class SnapshotLoader:
         parsed = from_json(found[0])
         if not isinstance(parsed, dict):
             return None
-        with self._lock:
-            self._texts[digest] = found
-            self._texts.move_to_end(digest)
-            while len(self._texts) > self._cached:
-                self._texts.popitem(last=False)
+        if read:  # kept for the turn's other calls
+            with self._lock:
+                self._texts[digest] = found
+                while len(self._texts) > self._cached:
+                    self._texts.popitem(last=False)
         return LoadedState(parsed, found[1])
