@@ -85,14 +85,15 @@ class Replication:
 
         if not self._waits(role):
             return script.run_all(client, calls)
-        replies = self._send_sync(client, [("EVALSHA", script.sha, *c) for c in calls])
-        unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if unknown:  # nothing of those ran: send them again with the text
-            texts = [("EVAL", script.text, *calls[i]) for i in unknown]
-            again = self._send_sync(client, texts, wait=self._waits(role))
-            for i, reply in zip(unknown, again, strict=True):
-                replies[i] = reply
-        return replies
+        sends = 0
+
+        def send(commands: list[tuple[Any, ...]]) -> list[Any]:
+            # The first waits (asked above); a resend by text asks again.
+            nonlocal sends
+            sends += 1
+            return self._send_sync(client, commands, wait=sends == 1 or self._waits(role))
+
+        return script.run_all(client, calls, send)
 
     def run_sync(self, client: redis.Redis, script: LuaScript, numkeys: int, *args: Any) -> Any:
         """`script.run_sync`, answered once the replicas have its writes."""

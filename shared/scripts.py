@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import redis
@@ -45,14 +46,22 @@ class LuaScript:
         except NoScriptError:
             return send("EVAL", self.text, numkeys, *args)  # type: ignore[no-untyped-call]
 
-    def run_all(self, client: redis.Redis, calls: Sequence[Sequence[Any]]) -> list[Any]:
+    def run_all(
+        self,
+        client: redis.Redis,
+        calls: Sequence[Sequence[Any]],
+        send: Callable[[list[tuple[Any, ...]]], list[Any]] | None = None,
+    ) -> list[Any]:
         """The replies of many runs (each `(numkeys, *args)`), sent in one pipeline; a run
         that failed has its error in its place, not raised. A connection error is raised:
-        then some may have run and others not, as with any command whose reply is lost."""
-        replies = send_all(client, [("EVALSHA", self.sha, *args) for args in calls])
+        then some may have run and others not, as with any command whose reply is lost.
+        `send` sends each pipeline (`send_all` on `client` by default)."""
+        if send is None:
+            send = partial(send_all, client)
+        replies = send([("EVALSHA", self.sha, *args) for args in calls])
         unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if unknown:  # nothing of those ran: send them again with the text
-            again = send_all(client, [("EVAL", self.text, *calls[i]) for i in unknown])
+            again = send([("EVAL", self.text, *calls[i]) for i in unknown])
             for i, reply in zip(unknown, again, strict=True):
                 replies[i] = reply
         return replies
