@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -73,6 +74,10 @@ class Outcome:
     exception: BaseException | None = None
 
 
+# What makes a coroutine call's Outcome once it has ended (`start_coroutine`).
+OutcomeOf = Callable[[], Outcome]
+
+
 class Execution:
     """One run of `tool` for `call` in this worker process, from its checked arguments to
     the Outcome that describes how it ended."""
@@ -116,28 +121,49 @@ class Execution:
             args[self.tool.signature.context_param] = self.context
         return args
 
-    def returned(self, value: Any) -> Outcome:
-        """The outcome of a tool that returned `value`."""
+    def returned(self, value: Any, finished_at: float | None = None) -> Outcome:
+        """The outcome of a tool that returned `value` (at `finished_at`; None: now)."""
         status = CallStatus.PENDING if self.tool.is_long_running else CallStatus.SUCCESS
         if isinstance(value, dict):
-            return self.finish(status, value)
-        return self.finish(status, {"result": value}, wrapped=True)
+            return self.finish(status, value, finished_at=finished_at)
+        return self.finish(status, {"result": value}, wrapped=True, finished_at=finished_at)
 
-    def raised(self, exc: BaseException, time_limit_s: float) -> Outcome:
-        """The outcome of a tool that raised `exc` (a time limit, a stop, its own error);
-        a BaseException that is not an Exception (an interruption) is raised again."""
+    def raised(
+        self, exc: BaseException, time_limit_s: float, finished_at: float | None = None
+    ) -> Outcome:
+        """The outcome of a tool that raised `exc` (a time limit, a stop, its own error) at
+        `finished_at` (None: now); a BaseException that is not an Exception (an
+        interruption) is raised again."""
         name = self.tool.name
         if isinstance(exc, ToolError):
-            return self.finish(CallStatus.ERROR, error_response("ToolError", str(exc)), exc)
+            response = error_response("ToolError", str(exc))
+            return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
         if isinstance(exc, CallStopped):  # answered by the orchestrator already: not reported
-            return self.finish(CallStatus.ERROR, cancelled_response(name), exc)
+            response = cancelled_response(name)
+            return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
         if isinstance(exc, SoftTimeLimitExceeded | CallTimeLimit):
             message = f"tool {name!r} exceeded its time limit of {time_limit_s:g} s"
-            return self.finish(CallStatus.ERROR, error_response("TimeoutError", message), exc)
+            response = error_response("TimeoutError", message)
+            return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
         if not isinstance(exc, Exception):
             raise exc
         log.error("tool %s failed (call %s)", name, self.call.call_id, exc_info=exc)
-        return self.finish(CallStatus.ERROR, error_response(type(exc).__name__, str(exc)), exc)
+        response = error_response(type(exc).__name__, str(exc))
+        return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
+
+    def ended(
+        self, value: Any, error: BaseException | None, time_limit_s: float, finished_at: float
+    ) -> Outcome:
+        """The outcome of a coroutine call that ended on the call loop at `finished_at`,
+        with `value` or `error`. Its task cancelled by none of ours (the tool's coroutine
+        cancelled itself) is an error result: no thread of this process was interrupted."""
+        if error is None:
+            return self.returned(value, finished_at)
+        if not isinstance(error, Exception):
+            detail = str(error) or "the tool's coroutine was cancelled"
+            response = error_response(type(error).__name__, detail)
+            return self.finish(CallStatus.ERROR, response, finished_at=finished_at)
+        return self.raised(error, time_limit_s, finished_at)
 
     def finish(
         self,
@@ -146,8 +172,10 @@ class Execution:
         exc: BaseException | None = None,
         *,
         wrapped: bool = False,
+        finished_at: float | None = None,
     ) -> Outcome:
-        """The outcome with this status and response, unless they cannot be sent."""
+        """The outcome with this status and response, unless they cannot be sent; the call
+        finished at `finished_at` (None: now)."""
         call = self.call
         state_delta = self.context.state.delta
         try:
@@ -188,7 +216,7 @@ class Execution:
             worker=self._worker,
             pid=os.getpid(),
             started_at=self.started,
-            finished_at=time.time(),
+            finished_at=time.time() if finished_at is None else finished_at,
             attempt=self._attempt,
         )
         return Outcome(result, exc)
@@ -256,23 +284,24 @@ def run_execution(execution: Execution, time_limit_s: float) -> Outcome:
 def start_coroutine(
     execution: Execution,
     time_limit_s: float,
-    on_outcome: Callable[[Outcome], None],
+    on_end: Callable[[OutcomeOf], None],
     wrap: Callable[[Coroutine[Any, Any, Any]], Coroutine[Any, Any, Any]] | None = None,
 ) -> None:
     """Start an async tool's call on this process's call loop and return at once; no thread
-    waits for it. `on_outcome` gets its Outcome, on the loop's thread (or on this one, if
-    its arguments are refused). `wrap`: what runs the tool's coroutine (its limits' wait)."""
+    waits for it. `on_end` gets what makes its Outcome, on the loop's thread (or on this
+    one, if its arguments are refused): the step that concludes the call makes it, not
+    the loop, which starts the next calls meanwhile. `wrap`: what runs the tool's
+    coroutine (its limits' wait)."""
     args = execution.arguments()
     if isinstance(args, Outcome):
-        on_outcome(args)
+        refused = args
+        on_end(lambda: refused)
         return
 
     def ended(value: Any, error: BaseException | None) -> None:
+        finished_at = time.time()
         try:
-            if error is None:
-                on_outcome(execution.returned(value))
-            else:
-                on_outcome(execution.raised(error, time_limit_s))
+            on_end(partial(execution.ended, value, error, time_limit_s, finished_at))
         except BaseException:  # on the loop's thread: log it, never raise into the loop
             log.exception("concluding call %s failed", execution.call.call_id)
 

@@ -34,7 +34,13 @@ from toolfleet.shared.state_snapshots import SnapshotLoader
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.call_loop import CallStopped
 from toolfleet.workers.deliveries import DeliveryGuard, worker_lost
-from toolfleet.workers.executor import Execution, Outcome, run_execution, start_coroutine
+from toolfleet.workers.executor import (
+    Execution,
+    Outcome,
+    OutcomeOf,
+    run_execution,
+    start_coroutine,
+)
 from toolfleet.workers.limits import Gate, Turn
 from toolfleet.workers.spans import end_run_span, run_span
 
@@ -145,14 +151,14 @@ class ToolRuns:
                     gate.end(turn)
         self.conclude(task, admitted, outcome)
 
-    def start(self, admitted: Admitted, on_outcome: Callable[[Outcome], None]) -> None:
-        """Start an admitted coroutine call on the call loop; `on_outcome` gets its Outcome
-        (on the loop's thread) when it ends. A limited tool's call waits its turn there
-        first, holding no thread."""
+    def start(self, admitted: Admitted, on_end: Callable[[OutcomeOf], None]) -> None:
+        """Start an admitted coroutine call on the call loop; `on_end` gets what makes its
+        Outcome (on the loop's thread) when it ends, for `conclude_all`. A limited tool's
+        call waits its turn there first, holding no thread."""
         gate = self._gate()
         limited = None if gate is None else gate.wrap(self.tool, admitted.envelope, admitted.worker)
         with _in_span(admitted.span):  # the coroutine's context has the run's span
-            start_coroutine(self._execution(admitted), self._limit_s, on_outcome, limited)
+            start_coroutine(self._execution(admitted), self._limit_s, on_end, limited)
 
     def _gate(self) -> Gate | None:
         """The gate when the tool has a fleet-wide limit: no round trip for the others."""
@@ -213,16 +219,17 @@ class ToolRuns:
 
     @classmethod
     def conclude_all(
-        cls, calls: Sequence[tuple[ToolRuns, Admitted, Outcome, Retrier]]
+        cls, calls: Sequence[tuple[ToolRuns, Admitted, Outcome | OutcomeOf, Retrier]]
     ) -> list[Exception | None]:
-        """`conclude` for many calls (runs, admission, outcome, how to retry it) at once: an
-        io worker's coroutine calls that ended together, their results posted in one round
-        trip. Each call's error (Celery's Retry is one), or None."""
+        """`conclude` for many calls (runs, admission, outcome or what makes it, how to retry
+        it) at once: an io worker's coroutine calls that ended together, their results
+        posted in one round trip. Each call's error (Celery's Retry is one), or None."""
         errors: list[Exception | None] = [None] * len(calls)
         posting: list[_Posting] = []
         for at, (runs, admitted, outcome, retry) in enumerate(calls):
             try:
-                post = runs._reported(admitted, outcome, retry)
+                made = outcome if isinstance(outcome, Outcome) else outcome()
+                post = runs._reported(admitted, made, retry)
             except Exception as exc:
                 errors[at] = exc
                 continue

@@ -33,7 +33,7 @@ from toolfleet.shared.reporting import Feed, Post
 from toolfleet.shared.tools import ToolOptions
 from toolfleet.workers.deliveries import _COUNT as COUNT
 from toolfleet.workers.deliveries import DeliveryGuard
-from toolfleet.workers.executor import Outcome
+from toolfleet.workers.executor import Outcome, OutcomeOf
 from toolfleet.workers.intake.gathering import Gatherer
 from toolfleet.workers.intake.runner import MessageRequest, MessageRunner
 from toolfleet.workers.tool_runs import Admitted, ToolRuns
@@ -243,7 +243,7 @@ def test_a_call_run_alone_and_in_a_batch_posts_the_same_result_and_counts_once()
     runs = fetch_runs(batched)
     ((admission, error),) = ToolRuns.admit_all([(runs, request(), call, None)])
     assert admission is not None, error
-    ended: Future[Outcome] = Future()
+    ended: Future[OutcomeOf] = Future()
     runs.start(admission, ended.set_result)
 
     def retry(countdown: float, exc: Exception) -> NoReturn:

@@ -13,6 +13,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
@@ -24,8 +25,9 @@ from tests.unit.test_executor import envelope
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.messages import CallStatus, ToolResult
 from toolfleet.workers import call_loop as call_loop_module
+from toolfleet.workers import executor as executor_module
 from toolfleet.workers.call_loop import call_loop
-from toolfleet.workers.executor import execute
+from toolfleet.workers.executor import Execution, OutcomeOf, execute, start_coroutine
 
 LIMIT = 10_000
 # When the "soft limit" fires after the tool parks: the loop is in select() well before.
@@ -318,3 +320,49 @@ def test_an_errors_message_with_lone_surrogates_reaches_the_model() -> None:
     assert result.status is CallStatus.ERROR
     assert result.response["error_message"].endswith("cannot parse \ufffd")
     result.model_dump_json()
+
+
+def started(func: Any) -> OutcomeOf:
+    """What `start_coroutine` hands on once `func`'s call has ended on the call loop."""
+    tool = LocalTool(func)
+    execution = Execution(tool, envelope(tool.name, {}), worker="w", attempt=1,
+                          max_result_bytes=LIMIT, services=None)  # fmt: skip
+    ended: Future[OutcomeOf] = Future()
+    start_coroutine(execution, 0.0, ended.set_result)
+    return ended.result(timeout=10)
+
+
+def test_a_coroutine_calls_outcome_is_made_when_concluded_with_the_time_it_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The call loop hands on what makes the outcome (the step that concludes the call
+    makes it, off the loop's thread), stamped with when the coroutine ended."""
+
+    async def quick() -> dict[str, int]:
+        """Answers at once."""
+        return {"n": 1}
+
+    outcome_of = started(quick)
+    ended_by = time.time()
+    monkeypatch.setattr(executor_module.time, "time", lambda: ended_by + 3600)  # concluded late
+    result = outcome_of().result
+    assert result.status is CallStatus.SUCCESS and result.response == {"n": 1}
+    assert result.finished_at <= ended_by
+
+
+class Abandoned(BaseException):
+    """Not an Exception: what no tool should raise, and one may."""
+
+
+def test_a_coroutine_that_raises_a_base_exception_is_answered_with_an_error() -> None:
+    """A tool's coroutine that ends with a BaseException other than an Exception did not
+    interrupt the concluding thread: its call gets an error result, and is concluded."""
+
+    async def abandons() -> dict[str, int]:
+        """Raises what is not an Exception."""
+        raise Abandoned("gave up")
+
+    result = started(abandons)().result
+    assert result.status is CallStatus.ERROR
+    assert result.response["error_type"] == "Abandoned"
+    assert result.response["error_message"] == "gave up"

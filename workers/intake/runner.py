@@ -28,7 +28,7 @@ from toolfleet.shared.call_signing import CALL_FIELD, SIGNATURE_FIELD
 from toolfleet.shared.celery_wire.parse import TaskMessage
 from toolfleet.shared.celery_wire.worker import run_as_request
 from toolfleet.shared.tracing import TRACEPARENT
-from toolfleet.workers.executor import Outcome
+from toolfleet.workers.executor import OutcomeOf
 from toolfleet.workers.intake.events import TaskEvents
 from toolfleet.workers.intake.gathering import Gatherer
 from toolfleet.workers.tool_runs import (
@@ -168,7 +168,7 @@ class MessageRunner:
     def _start(self, call: _CoroutineCall, admitted: Admitted) -> None:
         """Start an admitted call's coroutine; it is concluded when it ends."""
 
-        def ended(outcome: Outcome) -> None:  # on the call loop's thread
+        def ended(outcome: OutcomeOf) -> None:  # on the call loop's thread
             self._ended.add(_Ended(call, admitted, outcome))
 
         _, error = _attempt(lambda: call.runs.start(admitted, ended))
@@ -249,7 +249,7 @@ class _Ended:
 
     call: _CoroutineCall
     admitted: Admitted
-    outcome: Outcome
+    outcome: OutcomeOf  # made by the step that concludes it
 
 
 class MessageRequest:
