@@ -20,6 +20,7 @@ from toolfleet.workers.intake.events import TaskEvents
 from toolfleet.workers.intake.in_flight import InFlight
 from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.intake.source import Source, Taken, Taker
+from toolfleet.workers.intake.steps import Steps
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +83,7 @@ class Intake:
         # wide turn's steps do not contend for the interpreter across a thousand threads.
         self.threads = min(threads, concurrency)
         self._calls = ThreadPoolExecutor(self.threads, thread_name_prefix="toolfleet-call")
-        self._steps = ThreadPoolExecutor(
-            min(STEP_THREADS, concurrency), thread_name_prefix="toolfleet-step"
-        )
+        self._steps = Steps(min(STEP_THREADS, concurrency))
         self._events = TaskEvents(app, hostname) if send_events else None
         self._stopping = threading.Event()
         self._in_flight = InFlight()
@@ -202,7 +201,7 @@ class Intake:
             else:
                 self._calls.submit(self._run, [message])
         if coroutines:
-            self._steps.submit(self._run, coroutines)
+            self._steps.admit(lambda: self._run(coroutines))
 
     def _run(self, messages: list[TaskMessage]) -> None:
         """Run messages on this intake thread; the slot of each is free once it has ended."""
@@ -230,11 +229,8 @@ class Intake:
         return done
 
     def _submit(self, step: Callable[[], None]) -> None:
-        """Run a later step of a message's run on an intake thread."""
-        try:
-            self._steps.submit(step)
-        except RuntimeError:  # the pool is shut down (a cold shutdown): run it here
-            step()
+        """Run a later step of a message's run (its conclusion) on an intake thread."""
+        self._steps.conclude(step)
 
     def _send_events(self) -> None:
         while not self._stopping.wait(TASK_EVENTS_PERIOD_S):
