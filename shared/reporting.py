@@ -53,13 +53,18 @@ FEED_COPY_MAX_BYTES = 8 * 1024
 # while the ticket the worker opened is still there and the call not closed - or,
 # `record` empty, takes it back. After ARGV[4], each result's `copy`, ticket call id,
 # `record`, the number of its stream fields and values, and those. Each result's reply
-# is its entry id, or its own error: one that fails fails no other.
+# is its entry id, or its own error: one that fails fails no other. A stream's TTL is
+# renewed once per run, however many of its results the run posts.
 _POST = LuaScript(
     LUA_ITEM_REPLY
     + f"""
+local renewed = {{}}
 local function post(k, copy, call_id, record, fields)
   local id = redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[1], '*', unpack(fields))
-  redis.call('EXPIRE', KEYS[k + 1], ARGV[2])
+  if not renewed[KEYS[k + 1]] then
+    redis.call('EXPIRE', KEYS[k + 1], ARGV[2])
+    renewed[KEYS[k + 1]] = true
+  end
   if KEYS[k + 2] ~= '' then
     local n = redis.pcall('INCR', KEYS[k + 8])
     if type(n) == 'table' then  -- not a number (overwritten): numbered anew, not refused

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import redis
+from pydantic_core import to_json
 
 from toolfleet.shared.group_commit import GroupCommit
 from toolfleet.shared.keys import Keys
-from toolfleet.shared.messages import RunningCall, ToolCall, ToolResult, error_result
+from toolfleet.shared.messages import ToolCall, ToolResult, error_result
 from toolfleet.shared.scripts import LUA_ITEM_REPLY, LuaScript, only_reply, run_items
 
 # A delivery counter outlives any redelivery of its call, then goes.
@@ -29,23 +30,29 @@ RUNNING_TTL_S = 3600
 # record's, then three per delivery (call id, record, whether it claims). With claims
 # (1), a first delivery (not a redelivery) claims the call's attempt first: a second
 # first delivery is a message published twice, and counts as closed. Each delivery's
-# reply is {count, closed}, or its own error: one that fails fails no other.
+# reply is {count, closed}, or its own error: one that fails fails no other. A
+# session's record has its TTL renewed once per run, however many of its calls the run
+# counts (a wide turn's are all one session's).
 _COUNT = LuaScript(
     LUA_ITEM_REPLY
     + """
+local renewed = {}
+local function count(k, a)
+  if ARGV[a + 2] == '1' and not redis.call('SET', KEYS[k + 4], '1', 'NX', 'EX', ARGV[1]) then
+    return {0, 1}
+  end
+  local n = redis.call('INCR', KEYS[k + 1])
+  redis.call('EXPIRE', KEYS[k + 1], ARGV[1])
+  redis.call('HSET', KEYS[k + 3], ARGV[a], ARGV[a + 1])
+  if not renewed[KEYS[k + 3]] then
+    redis.call('EXPIRE', KEYS[k + 3], ARGV[2])
+    renewed[KEYS[k + 3]] = true
+  end
+  return {n, redis.call('EXISTS', KEYS[k + 2])}
+end
 local replies = {}
 for i = 0, #KEYS / 4 - 1 do
-  local k, a = 4 * i, 3 + 3 * i
-  replies[i + 1] = item_reply(pcall(function()
-    if ARGV[a + 2] == '1' and not redis.call('SET', KEYS[k + 4], '1', 'NX', 'EX', ARGV[1]) then
-      return {0, 1}
-    end
-    local count = redis.call('INCR', KEYS[k + 1])
-    redis.call('EXPIRE', KEYS[k + 1], ARGV[1])
-    redis.call('HSET', KEYS[k + 3], ARGV[a], ARGV[a + 1])
-    redis.call('EXPIRE', KEYS[k + 3], ARGV[2])
-    return {count, redis.call('EXISTS', KEYS[k + 2])}
-  end))
+  replies[i + 1] = item_reply(pcall(count, 4 * i, 3 + 3 * i))
 end
 return replies
 """
@@ -110,14 +117,16 @@ class DeliveryGuard:
         key = self.keys.deliveries(call.call_id, retries)
         claiming = "1" if self.claims and not redelivered else "0"
         session = call.session_key
-        started = RunningCall(worker=worker, pid=os.getpid(), started_at=time.time())
+        # RunningCall's JSON, written without building one (a model per call admitted).
+        started = {"worker": worker, "pid": os.getpid(), "started_at": time.time()}
+        record = to_json({**started, "waiting_for": None}).decode()
         keys = (
             key,
             self.keys.closed(session, call.call_id),
             self.keys.running(session),
             f"{key}:claimed",
         )
-        return keys, (call.call_id, started.model_dump_json(), claiming)
+        return keys, (call.call_id, record, claiming)
 
     def exhausted(self, count: int) -> bool:
         """True once `count` deliveries exceed `max_deliveries`: answer WorkerLost, do not run."""

@@ -202,6 +202,20 @@ def test_posts_of_a_batch_go_in_one_round_trip_signed_and_on_the_feed(
     assert client.exists("t:closed-a") and not client.exists("t:closed-b")
 
 
+def test_every_stream_a_batch_posts_to_gets_its_ttl(client: fakeredis.FakeRedis) -> None:
+    """A stream's TTL is renewed once per run: each stream of a batch has one."""
+    from toolfleet.shared.reporting import STREAM_TTL_S, ResultReporter
+
+    reporter = ResultReporter(client, 100, feed=Feed("t:feed", "t:feed-count"))
+    results = [outcome(admitted_envelope(c)).result for c in ("a", "b", "c")]
+    other = "t:results:other"
+    reporter.post_all([Post(STREAM, results[0]), Post(other, results[1]), Post(STREAM, results[2])])
+
+    assert [client.xlen(STREAM), client.xlen(other)] == [2, 1]
+    for stream in (STREAM, other):
+        assert 0 < client.ttl(stream) <= STREAM_TTL_S
+
+
 def test_a_post_that_fails_fails_alone_in_a_batch_larger_than_one_run(
     client: fakeredis.FakeRedis,
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -15,9 +16,14 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.context import ToolServices
 from toolfleet.shared.keys import Keys, session_key, task_name
-from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, RunningCall, ToolCall, ToolResult
 from toolfleet.shared.reporting import ResultReporter
-from toolfleet.workers.deliveries import COUNT_BATCH, DELIVERIES_TTL_S, DeliveryGuard
+from toolfleet.workers.deliveries import (
+    COUNT_BATCH,
+    DELIVERIES_TTL_S,
+    RUNNING_TTL_S,
+    DeliveryGuard,
+)
 from toolfleet.workers.tasks import register_tool_tasks
 from toolfleet.workers.tool_runs import ToolTaskDeps
 
@@ -71,6 +77,24 @@ def test_a_batch_is_counted_in_one_round_trip_as_one_by_one_counts_would_be(
     assert counts == [(2, False), (1, True), (1, False)]
     assert len(round_trips) == 1
     assert set(client.hkeys(KEYS.running(S))) == {b"c1", b"c2"}  # who runs them, as `count`
+
+
+def test_a_batch_records_who_runs_each_call_and_renews_each_sessions_record(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """Each call's record is a RunningCall; every session of the batch has its record's
+    TTL set, though the script renews each one once per run."""
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3)
+    other = call("d1").model_copy(update={"session_id": "s2"})
+    before = time.time()
+    guard.count_all(
+        [(call("c1"), 0, "io@h", False), (other, 0, "io@h", False), (call("c2"), 0, "io@h", False)]
+    )
+    for session, call_id in [(S, "c1"), (S, "c2"), (other.session_key, "d1")]:
+        note = RunningCall.model_validate_json(client.hget(KEYS.running(session), call_id) or b"")
+        assert (note.worker, note.pid, note.waiting_for) == ("io@h", os.getpid(), None)
+        assert before <= note.started_at <= time.time()
+        assert 0 < client.ttl(KEYS.running(session)) <= RUNNING_TTL_S
 
 
 def test_in_a_batch_with_claims_a_redelivery_is_counted_and_a_second_first_one_is_not(
