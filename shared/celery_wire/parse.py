@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from pydantic_core import from_json
@@ -39,7 +40,7 @@ class TaskMessage:
     headers: dict[str, Any]
     properties: dict[str, Any]
 
-    @property
+    @cached_property
     def retries(self) -> int:
         """How many times the task was retried before this message (0: a first run)."""
         return int(self.headers.get("retries") or 0)
@@ -71,10 +72,19 @@ class TaskMessage:
 
     def eta(self) -> datetime | None:
         """When the message may run (a retry's countdown), or None: now."""
-        return _instant(self.headers.get("eta"))
+        return self._eta
 
     def expires(self) -> datetime | None:
         """After when the message must not run, or None."""
+        return self._expires
+
+    # Each read a few times per message taken (an io worker takes thousands at once).
+    @cached_property
+    def _eta(self) -> datetime | None:
+        return _instant(self.headers.get("eta"))
+
+    @cached_property
+    def _expires(self) -> datetime | None:
         return _instant(self.headers.get("expires"))
 
 

@@ -157,6 +157,11 @@ def test_a_flush_publishes_the_events_as_celerys_dispatcher_would() -> None:
     assert options["routing_key"] == "task.multi" and options["exchange"] == "celeryev"
     assert options["content_type"] == "application/json"
     assert options["headers"] == {"hostname": "io@host"}
+    # The clock moved on by one per event: the next flush's first event follows.
+    events.send("task-received", uuid="t2", name="tool.x", args="{}", timestamp=12.0)
+    events.flush()
+    assert [e["clock"] for e in app.published[-1]] == [3]
+    assert app.dispatchers[0].clock.value == 3
 
 
 def test_a_field_json_cannot_hold_goes_as_its_text() -> None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, NoReturn
 
 from celery import Celery, Task
@@ -65,6 +66,11 @@ class MessageRunner:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_ended", Gatherer(self.submit, self._conclude, CONCLUDE_BATCH))
 
+    @cached_property
+    def _tasks(self) -> Mapping[str, Task[Any, Any]]:
+        # The app's registry: its `tasks` property costs as much as a lookup, twice a call.
+        return self.app.tasks
+
     def received(self, message: TaskMessage) -> None:
         """Tell Flower the message was received (the intake does, for each one taken)."""
         eta, expires = message.eta(), message.expires()
@@ -83,7 +89,7 @@ class MessageRunner:
 
     def holds_no_thread(self, message: TaskMessage) -> bool:
         """Whether the message's call runs without a thread waiting on it (a coroutine tool)."""
-        runs: ToolRuns | None = getattr(self.app.tasks.get(message.task), TOOL_RUNS, None)
+        runs: ToolRuns | None = getattr(self._tasks.get(message.task), TOOL_RUNS, None)
         return runs is not None and runs.holds_no_thread
 
     def run(self, messages: Sequence[tuple[TaskMessage, Done]]) -> None:
@@ -124,7 +130,7 @@ class MessageRunner:
     def _due_task(self, message: TaskMessage, done: Done) -> Task[Any, Any] | None:
         """The message's task; or None, the message ended here, when this worker does not
         know the task or the message has expired."""
-        task = self.app.tasks.get(message.task)
+        task = self._tasks.get(message.task)
         if task is None:
             log.error(
                 "received a message of unregistered task %r (id %s): dropped; does this "
