@@ -145,14 +145,16 @@ def _opened(value: Any, open_token: Callable[[str], Any], secrets: frozenset[str
     if isinstance(value, Mapping):
         return {
             k: (
-                open_token(v[SEALED])
+                v  # most values: no ABC check
+                if type(v) in JSON_SCALARS
+                else open_token(v[SEALED])
                 if is_sealed(v) and is_secret_name(k, secrets)
                 else _opened(v, open_token, secrets)
             )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [_opened(v, open_token, secrets) for v in value]
+        return [v if type(v) in JSON_SCALARS else _opened(v, open_token, secrets) for v in value]
     return value
 
 

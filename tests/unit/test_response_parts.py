@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from toolfleet.orchestrator.loop.cancelling import closed_by_cancel
 from toolfleet.orchestrator.loop.turn import ResponseParts, responses_event
-from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.events import CallRecord, Event
 from toolfleet.shared.messages import CallStatus, ToolResult
 
 
@@ -61,3 +61,19 @@ def test_a_part_is_a_copy_of_the_response_made_when_it_arrived() -> None:
     response = event.content.parts[0].function_response
     assert response is not None and response.response == {"n": 1}
     assert response.response is not arrived.response  # the event's own
+
+
+def test_a_calls_record_is_the_one_validation_would_make() -> None:
+    """CallRecord.of sets the fields without validating them again: the record equals,
+    dumps and copies as the validated one."""
+    arrived = result("c1", {"n": 1}, CallStatus.ERROR).model_copy(update={"attempt": 2})
+    made = CallRecord.of(arrived)
+    validated = CallRecord.model_validate(
+        {name: getattr(arrived, name) for name in CallRecord.model_fields}
+    )
+    assert made == validated
+    assert made.model_fields_set == validated.model_fields_set
+    assert made.model_dump_json(exclude_defaults=True) == validated.model_dump_json(
+        exclude_defaults=True
+    )
+    assert made.model_copy(update={"pid": 8}).pid == 8 and made.pid == 7
