@@ -22,6 +22,18 @@ from toolfleet.shared.unicode_text import has_lone_surrogates, without_lone_surr
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
+def unvalidated(model: type[_Model], values: dict[str, Any], fields_set: set[str]) -> _Model:
+    """An instance of `model` holding `values` (every field's, already valid: taken from
+    validated models), `fields_set` the ones given, made without validating them again:
+    what pydantic's own copy sets - the values, which were set, no extra, no private."""
+    made = object.__new__(model)
+    object.__setattr__(made, "__dict__", values)
+    object.__setattr__(made, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(made, "__pydantic_extra__", None)
+    object.__setattr__(made, "__pydantic_private__", None)
+    return made
+
+
 class _Template:
     """Makes instances of `model` with its defaults and the given fields set."""
 
@@ -30,15 +42,9 @@ class _Template:
         self._defaults = dict(model().__dict__)
 
     def make(self, **fields: Any) -> Any:
-        made = object.__new__(self._model)
         values = self._defaults.copy()
         values.update(fields)
-        # What pydantic's own copy sets: the values, which were set, no extra, no private.
-        object.__setattr__(made, "__dict__", values)
-        object.__setattr__(made, "__pydantic_fields_set__", set(fields))
-        object.__setattr__(made, "__pydantic_extra__", None)
-        object.__setattr__(made, "__pydantic_private__", None)
-        return made
+        return unvalidated(self._model, values, set(fields))
 
 
 _PART, _CONTENT = _Template(types.Part), _Template(types.Content)

@@ -118,8 +118,13 @@ class DeliveryGuard:
         claiming = "1" if self.claims and not redelivered else "0"
         session = call.session_key
         # RunningCall's JSON, written without building one (a model per call admitted).
-        started = {"worker": worker, "pid": os.getpid(), "started_at": time.time()}
-        record = to_json({**started, "waiting_for": None}).decode()
+        started = {
+            "worker": worker,
+            "pid": os.getpid(),
+            "started_at": time.time(),
+            "waiting_for": None,
+        }
+        record = to_json(started).decode()
         keys = (
             key,
             self.keys.closed(session, call.call_id),

@@ -11,6 +11,7 @@ from typing import Any
 from google.genai import types
 from pydantic import BaseModel, Field
 
+from toolfleet.orchestrator.contents import unvalidated
 from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.messages import CallStatus, ToolActions, ToolResult
 
@@ -30,9 +31,8 @@ class CallRecord(BaseModel):
     @classmethod
     def of(cls, result: ToolResult) -> CallRecord:
         """The record of where and how the call of `result` ran."""
-        # Every field from a validated ToolResult's, set as pydantic's own copy sets them:
-        # one record per call, and validating each again cost a third of making its part.
-        record = object.__new__(cls)
+        # Every field from a validated ToolResult's: one record per call, and validating
+        # each again cost a third of making its part.
         values = {
             "call_id": result.call_id,
             "tool": result.tool,
@@ -43,11 +43,7 @@ class CallRecord(BaseModel):
             "finished_at": result.finished_at,
             "attempt": result.attempt,
         }
-        object.__setattr__(record, "__dict__", values)
-        object.__setattr__(record, "__pydantic_fields_set__", set(values))
-        object.__setattr__(record, "__pydantic_extra__", None)
-        object.__setattr__(record, "__pydantic_private__", None)
-        return record
+        return unvalidated(cls, values, set(values))
 
 
 class Event(BaseModel):
