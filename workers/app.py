@@ -35,6 +35,7 @@ from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
 from toolfleet.workers.limits import Gate
 from toolfleet.workers.observability import install_metrics, install_tracing
+from toolfleet.workers.shutdown_wake import install_shutdown_wake
 from toolfleet.workers.stopping import install_stop_command
 from toolfleet.workers.tasks import (
     make_scheduler,
@@ -107,6 +108,7 @@ def create_app(settings: Settings) -> Celery:
         install_tool_output(os.environ[TOOL_OUTPUT_FDS])
     install_unregistered_answer(app, reporter, keys, calls)
     install_stop_command()
+    install_shutdown_wake(app)
     log.info(
         "toolfleet worker: tools %s; jobs %s",
         ", ".join(sorted(found.tools)),

@@ -20,6 +20,7 @@ class Inbox:
     def __init__(self) -> None:
         self._deliveries: deque[Delivery] = deque()
         self._changed = threading.Condition()
+        self._waits_ended = False  # the intake stops taking: no wait blocks any more
 
     def put(self, tag: str, message: Any) -> None:
         """Add a delivery (the connection's thread does)."""
@@ -36,7 +37,13 @@ class Inbox:
     def wait(self, timeout_s: float) -> None:
         """Block until a delivery is there, or `timeout_s` passes."""
         with self._changed:
-            self._changed.wait_for(lambda: bool(self._deliveries), timeout_s)
+            self._changed.wait_for(lambda: bool(self._deliveries) or self._waits_ended, timeout_s)
+
+    def end_waits(self) -> None:
+        """End the waits in progress at once, and every later one."""
+        with self._changed:
+            self._waits_ended = True
+            self._changed.notify_all()
 
     def clear(self) -> list[Delivery]:
         """Take every delivery there (to give it back to the broker, or to forget it)."""

@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 # How long the connection's thread waits for a delivery while some are unsettled: the
 # acks made meanwhile go out within it.
 ACK_PERIOD_S = 0.005
-# ... and while none is (no ack can come).
-IDLE_WAIT_S = 1.0
+# ... and while none is (no ack can come): also how soon the thread of a worker asked to
+# stop notices, and the worker's warm shutdown waits for it.
+IDLE_WAIT_S = 0.2
 # How often the thread checks the connection's heartbeats, per heartbeat timeout (and at
 # least every IDLE_WAIT_S): it sends one when it sent nothing for half the timeout, so
 # RabbitMQ, which closes a connection silent for 2 timeouts, hears from a busy worker.
@@ -90,8 +91,10 @@ class AmqpSource:
         return self._connected and _split(tag)[0] == self._connection_number
 
     def stop_taking(self) -> None:
-        """Cancel the consumers and give back what was received and not taken."""
+        """Cancel the consumers and give back what was received and not taken; the
+        takers' waits end at once."""
         self._stop_taking.set()
+        self._inbox.end_waits()
 
     def stop(self) -> None:
         """Send the acks made so far and close the connection: RabbitMQ delivers what it

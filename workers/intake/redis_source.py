@@ -16,6 +16,7 @@ from toolfleet.shared.outages import resilient_client
 from toolfleet.workers.intake.broker import Acks
 from toolfleet.workers.intake.source import Dropped, Taken, Taker
 from toolfleet.workers.intake.sweep import Sweeper
+from toolfleet.workers.intake.unblocking import UnblockableWaits
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +24,13 @@ log = logging.getLogger(__name__)
 class RedisTaker:
     """Takes one queue's messages in batches, with one script call per take."""
 
-    def __init__(self, client: redis.Redis, queue: str, stopping: threading.Event) -> None:
+    def __init__(
+        self, client: redis.Redis, queue: str, stopping: threading.Event, waits: UnblockableWaits
+    ) -> None:
         self.name = queue
         self._queue = BrokerQueue(client, queue)
         self._stopping = stopping
+        self._waits = waits  # where it blocks while the queue is empty; cut when it stops
 
     def take(self, limit: int) -> Taken:
         """Up to `limit` messages, each recorded as kombu's unacknowledged now."""
@@ -47,8 +51,9 @@ class RedisTaker:
 
     def wait(self, timeout_s: float) -> None:
         """Block until the queue has a message, or `timeout_s` passes."""
+        seconds = max(1, round(timeout_s))
         try:
-            self._queue.wait(max(1, round(timeout_s)))
+            self._waits.run(lambda client: self._queue.wait(seconds, on=client))
         except redis.RedisError:
             log.warning("waiting on %s failed; trying again", self.name, exc_info=True)
             self._stopping.wait(timeout_s)
@@ -75,7 +80,11 @@ class RedisSource:
     ) -> None:
         self._client = resilient_client(url)
         self._stopping = threading.Event()
-        self._takers: list[Taker] = [RedisTaker(self._client, q, self._stopping) for q in queues]
+        self._waits = [UnblockableWaits(url, self._client) for _ in queues]
+        self._takers: list[Taker] = [
+            RedisTaker(self._client, q, self._stopping, waits)
+            for q, waits in zip(queues, self._waits, strict=True)
+        ]
         self._acks = Acks(self._client)
         self._sweeper = Sweeper(app, restore_interval_s)
 
@@ -102,11 +111,15 @@ class RedisSource:
         return True
 
     def stop_taking(self) -> None:
-        """Nothing is received before it is taken here."""
+        """Nothing is received before it is taken here: the takers' waits end at once."""
         self._stopping.set()
+        for waits in self._waits:
+            waits.cut()
 
     def stop(self) -> None:
         """Send the acks made so far, stop sweeping."""
         self._stopping.set()
         self._acks.stop()
         self._sweeper.stop()
+        for waits in self._waits:
+            waits.close()
