@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -63,4 +64,29 @@ def test_a_cut_with_no_wait_in_progress_returns_and_refuses_the_next(redis_url: 
         assert ran == []
     finally:
         waits.close()
+        control.close()
+
+
+def test_where_an_acl_refuses_the_client_commands_the_wait_runs_its_course(
+    redis_url: str,
+) -> None:
+    control = redis.Redis.from_url(redis_url)
+    user, password = f"tftest-noclient-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    control.acl_setuser(
+        user, enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"],
+        commands=["+@all", "-client"],
+    )  # fmt: skip
+    parts = urlsplit(redis_url)
+    restricted = urlunsplit(
+        parts._replace(netloc=f"{user}:{password}@{parts.hostname}:{parts.port}")
+    )
+    waits = UnblockableWaits(restricted, redis.Redis.from_url(restricted))
+    try:
+        replies: list[object] = []
+        waits.run(lambda client: replies.append(client.blpop([f"tftest-{user}"], 1)))
+        assert replies == [None]  # it waited, and timed out as it would have
+        waits.cut()  # the unblock is refused: nothing raises
+    finally:
+        waits.close()
+        control.acl_deluser(user)
         control.close()

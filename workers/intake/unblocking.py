@@ -36,7 +36,10 @@ class UnblockableWaits:
 
     def run(self, command: Callable[[redis.Redis], object]) -> None:
         """Run the blocking `command` on this client, unless the waits were cut."""
-        connection = int(self.client.client_id())
+        try:
+            connection: int | None = int(self.client.client_id())
+        except redis.ResponseError:  # refused (an ACL without it): the wait runs its course
+            connection = None
         with self._lock:
             if self._cut:
                 return
@@ -50,7 +53,8 @@ class UnblockableWaits:
                 self._returned.set()
 
     def cut(self) -> None:
-        """End the wait in progress, if any, and refuse every later one."""
+        """End the wait in progress, if any, and refuse every later one. Where Redis
+        refuses CLIENT UNBLOCK (an ACL without it), the wait ends with its timeout."""
         with self._lock:
             self._cut = True
             blocked = self._blocked
@@ -61,7 +65,7 @@ class UnblockableWaits:
             try:
                 self._control.client_unblock(blocked)
             except redis.RedisError:
-                return  # Redis is unreachable: the wait ends with its own timeout
+                return  # unreachable, or refused: the wait ends with its own timeout
             if self._returned.wait(RESEND_S):
                 return
 
