@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import redis
-from google.genai import types
 
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.state import USER_PREFIX
+
+if TYPE_CHECKING:
+    from google.genai import types
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class ArtifactStore:
         """Version `version` of `filename` (the latest when None), or None if there is none."""
         key = self._keys.artifact(self._scope(app, user, session, filename), filename)
         raw = self._redis.lindex(key, -1 if version is None else version)
-        return None if raw is None else types.Part.model_validate_json(raw)
+        return None if raw is None else _part(raw)
 
     def list(self, app: str, user: str, session: str) -> list[str]:
         """Sorted filenames of the session's artifacts and of the user's (`user:`) ones."""
@@ -83,7 +86,7 @@ class ArtifactStore:
             ArtifactVersion(
                 version=version,
                 saved_at=saved[version] if version < len(saved) else 0.0,
-                mime_type=_mime_type(types.Part.model_validate_json(raw)),
+                mime_type=_mime_type(_part(raw)),
             )
             for version, raw in enumerate(parts)
         )
@@ -97,6 +100,14 @@ class ArtifactStore:
         )
         pipe.srem(self._keys.artifact_names(scope), filename)
         pipe.execute()
+
+
+def _part(raw: bytes | str) -> types.Part:
+    # Imported here: google-genai takes half a second to load, and a worker whose tools
+    # keep no artifact does without it.
+    from google.genai import types
+
+    return types.Part.model_validate_json(raw)
 
 
 def _mime_type(part: types.Part) -> str | None:

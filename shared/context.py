@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from google.genai import types
-
 from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.jobs import Job, JobScheduler, PostResult
@@ -14,6 +12,8 @@ from toolfleet.shared.messages import ToolActions, ToolCall
 from toolfleet.shared.state import State
 
 if TYPE_CHECKING:
+    from google.genai import types
+
     from toolfleet.shared.artifacts import ArtifactStore
     from toolfleet.shared.auth import AuthConfig, CredentialStore
     from toolfleet.shared.config import Settings

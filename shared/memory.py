@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
-from google.genai import types
 
 from toolfleet.shared.keys import Keys, session_key
+
+if TYPE_CHECKING:
+    from google.genai import types
 
 _WORD = re.compile(r"[\w']+")
 
@@ -80,6 +82,10 @@ def _entry(session_id: str, event: dict[str, Any]) -> MemoryEntry | None:
     content = event.get("content")
     if not isinstance(content, dict):
         return None
+    # Imported here: google-genai takes half a second to load, and a worker whose tools
+    # search no memory does without it.
+    from google.genai import types
+
     parsed = types.Content.model_validate(content)
     if not any(p.text for p in parsed.parts or ()):
         return None

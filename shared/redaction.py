@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
-
-from google.genai import types
 
 from toolfleet.shared.json_depth import JSON_SCALARS
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+
+if TYPE_CHECKING:
+    from google.genai import types
 
 MASK = "***"
 # A secret value sealed for the workers (shared.sealing): {"$sealed": "<Fernet token>"}.
