@@ -185,6 +185,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
         settings = settings.model_copy(update={"tool_modules": args.tools.split(",")})
     # The orchestrator imports worker code only here.
     from toolfleet.workers.app import create_app
+    from toolfleet.workers.command import run_worker
     from toolfleet.workers.names import default_worker_name
 
     pools = args.pool or [settings.default_pool]
@@ -192,11 +193,11 @@ def cmd_worker(args: argparse.Namespace) -> None:
     concurrency = concurrency_for(kind, settings, args.concurrency, CPU_CONCURRENCY)
     app = create_app(settings)
     queues = ",".join(queue_name(p) for p in pools)
-    argv = ["worker", "-Q", queues, *worker_pool_argv(kind, concurrency), "-E"]
+    argv = ["-Q", queues, *worker_pool_argv(kind, concurrency), "-E"]
     argv += ["--loglevel", args.loglevel]
     # Celery's default, celery@<host>, is one name for every worker on a host.
     argv += ["-n", args.name or default_worker_name(pools)]
-    app.worker_main(argv)
+    run_worker(app, argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
