@@ -76,15 +76,15 @@ class BrokerQueue:
         taken, bad = _TAKE.run_sync(self._client, len(keys), *keys, limit, time.time())
         return Batch(list(taken), list(bad))
 
-    def wait(self, timeout_s: int, on: redis.Redis | None = None) -> bool:
+    def wait(self, timeout_s: int, on: redis.Redis) -> bool:
         """Block until the queue has a message, or `timeout_s` passes; whether it has one.
-        `on`: the client to block (the queue's own by default).
+        `on`: the client to block (one whose wait can be cut short, not the queue's own,
+        which takes and acknowledges meanwhile).
 
         BLMOVE from the list's tail to its tail leaves the message where it was (Redis
         has no blocking wait that does not pop), so the take that follows records it."""
         first = self._keys[2]  # priority 0's list, where every call toolfleet sends waits
-        client = on if on is not None else self._client
-        moved = client.blmove(first, first, timeout_s, "RIGHT", "RIGHT")
+        moved = on.blmove(first, first, timeout_s, "RIGHT", "RIGHT")
         return moved is not None
 
 
