@@ -31,6 +31,8 @@ _RANDOM_DIGITS = 32
 # matched by order, as Gemini does.
 _KEPT_MODEL_ID = re.compile(r"[A-Za-z0-9._@+-]{1,92}")
 _LOOP_ID = re.compile(rf"{CLIENT_CALL_ID_PREFIX}[0-9a-f]{{{_RANDOM_DIGITS}}}(?:-(.+))?", re.S)
+# The length of a loop's id that keeps no model's id.
+_OWN_ID_LENGTH = len(CLIENT_CALL_ID_PREFIX) + _RANDOM_DIGITS
 
 
 def is_client_call_id(call_id: str | None) -> bool:
@@ -55,6 +57,10 @@ def model_call_id(call_id: str | None) -> str | None:
         return None
     if not call_id.startswith(CLIENT_CALL_ID_PREFIX):
         return call_id
+    if len(call_id) == _OWN_ID_LENGTH:
+        # The loop's id with no model's id kept in it (or no id of the loop's at all):
+        # none either way. Every request asks this of each call in the history.
+        return None
     made = _LOOP_ID.fullmatch(call_id)
     return made.group(1) if made is not None else None
 

@@ -86,8 +86,10 @@ class Event(BaseModel):
     actions: ToolActions = Field(default_factory=ToolActions)
     # The sequences below default to one shared empty tuple, not a new list per event:
     # most events have none, and a session's events stay in memory (its cache), where
-    # each tracked container is work for every garbage collection.
-    calls: Sequence[CallRecord] = ()
+    # each tracked container is work for every garbage collection. `calls` is a tuple:
+    # pydantic serializes a Sequence field item by item in Python, at twice the cost (a
+    # wide turn's responses event carries thousands of records).
+    calls: tuple[CallRecord, ...] = ()
     error: str | None = None
     # An intermediate result of a long-running call: shown, not sent to the model.
     progress: dict[str, Any] | None = None

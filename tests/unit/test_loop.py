@@ -444,6 +444,7 @@ def test_the_loop_id_of_a_call_gives_back_the_model_id_it_keeps(
 def test_ids_stored_before_the_loop_made_every_id_are_read_as_they_were() -> None:
     assert model_call_id("call_1") == "call_1"  # the model's, kept as it gave it
     assert model_call_id("tf-0123456789abcdef") is None  # the loop's own, never the model's
+    assert model_call_id("tf-" + "z" * 32) is None  # the length of the loop's, not its digits
 
 
 async def test_a_turn_wider_than_a_chunk_is_told_once_and_answered_in_call_order(

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import fakeredis
 import pytest
 from google.genai import types
 from redis.asyncio.client import Pipeline
 
-from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.events import CallRecord, Event
 from toolfleet.orchestrator.sessions.events_cache import EventsCache
 from toolfleet.orchestrator.sessions.leases import LeaseClaim, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.errors import SessionBusyError
 from toolfleet.shared.keys import Keys, SessionKey, session_key
+from toolfleet.shared.messages import CallStatus
 
 KEYS = Keys("t")
 S1 = session_key("app", "ann", "s1")  # the session most tests use
@@ -66,6 +69,25 @@ async def test_events_written_by_another_replica_are_read_incrementally_in_order
     # Redis lost events (a restart without persistence): the reader trusts Redis.
     await fake_redis.ltrim(KEYS.events(S1), 0, 0)
     assert len((await reader.get(S1)).events) == 1
+
+
+async def test_an_events_call_records_are_stored_and_read_back_by_another_replica(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    writer, reader = SessionStore(fake_redis, KEYS), SessionStore(fake_redis, KEYS)
+    records = [
+        CallRecord(call_id="c1", tool="t", status=CallStatus.SUCCESS, worker="w@h", pid=7),
+        CallRecord(call_id="c2", tool="t", status=CallStatus.ERROR, attempt=2),
+    ]
+    session = await writer.create("app", "ann", "s1")
+    await writer.append(session, Event(invocation_id="i", author="a", calls=records))
+    (stored,) = await fake_redis.lrange(KEYS.events(S1), 0, -1)
+    # Each record as its own JSON says it, defaults left out.
+    assert json.loads(stored)["calls"] == [
+        json.loads(r.model_dump_json(exclude_defaults=True)) for r in records
+    ]
+    (read,) = (await reader.get(S1)).events
+    assert list(read.calls) == records
 
 
 async def test_appends_interleaved_with_another_replica_are_read_back_whole_and_in_order(
