@@ -466,7 +466,7 @@ def _response_event(pending: PendingCall, completion: Completion) -> Event:
         invocation_id=pending.invocation_id,
         author="completion",
         content=types.Content(role="user", parts=[types.Part(function_response=response)]),
-        calls=[
+        calls=(
             CallRecord(
                 call_id=pending.call_id,
                 tool=pending.tool,
@@ -474,8 +474,8 @@ def _response_event(pending: PendingCall, completion: Completion) -> Event:
                 worker=completion.source,
                 started_at=pending.created_at,
                 finished_at=completion.posted_at,
-            )
-        ],
+            ),
+        ),
     )
 
 

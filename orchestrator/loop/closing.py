@@ -66,7 +66,7 @@ def closing_event(turn: Event, calls: list[types.FunctionCall], error_type: str,
         invocation_id=turn.invocation_id,
         author=turn.author,
         content=content("user", responses),
-        calls=records,
+        calls=tuple(records),
     )
 
 

@@ -175,7 +175,7 @@ def responses_event(
         content=content("user", parts),
         state_delta=merge_deltas([r.state_delta for r in ordered], state),
         actions=actions,
-        calls=calls,
+        calls=tuple(calls),
     )
 
 
