@@ -149,7 +149,7 @@ def _common_config(settings: Settings) -> dict[str, Any]:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "worker_send_task_events": True,
+        "worker_send_task_events": settings.task_events,
         "task_send_sent_event": False,
         "task_default_queue": queue_name(settings.default_pool),
         "task_create_missing_queues": True,

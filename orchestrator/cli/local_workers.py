@@ -234,7 +234,6 @@ class WorkerGroup:
             *worker_pool_argv(kind, calls),
             "-n",
             hostname,
-            "-E",
             "--loglevel",
             "INFO",
             # Start in ~0.5 s instead of ~2 s: no cluster chatter between our workers.

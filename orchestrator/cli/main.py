@@ -193,7 +193,8 @@ def cmd_worker(args: argparse.Namespace) -> None:
     concurrency = concurrency_for(kind, settings, args.concurrency, CPU_CONCURRENCY)
     app = create_app(settings)
     queues = ",".join(queue_name(p) for p in pools)
-    argv = ["-Q", queues, *worker_pool_argv(kind, concurrency), "-E"]
+    # Task events as TOOLFLEET_TASK_EVENTS says (the app's config): no -E.
+    argv = ["-Q", queues, *worker_pool_argv(kind, concurrency)]
     argv += ["--loglevel", args.loglevel]
     # Celery's default, celery@<host>, is one name for every worker on a host.
     argv += ["-n", args.name or default_worker_name(pools)]

@@ -1,5 +1,6 @@
 """Workers send Flower's task events in batches: a prefork worker's consumer
-(toolfleet.shared.celery_wire.consumer) and an io worker's intake.
+(toolfleet.shared.celery_wire.consumer) and an io worker's intake, which sends them
+while Celery's control commands (Flower's `enable_events`) say they are wanted.
 
 Celery's own consumer publishes a call's task-received event on its loop's next turn,
 before the call even reaches the pool's child, so the received and succeeded events of a
@@ -25,7 +26,7 @@ from celery.events.state import State
 from tests.integration import fleet_tools
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
-from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
@@ -159,3 +160,72 @@ async def test_celerys_event_state_follows_an_io_workers_call_to_success(
     assert task.name == "tool.shout" and label in str(task.args)
     assert task.worker is not None and task.worker.hostname.startswith("w6@")
     assert task.received is not None and task.started is not None and task.runtime is not None
+
+
+@pytest.fixture(scope="module")
+def quiet(settings: Settings) -> Iterator[tuple[Settings, str]]:
+    """An io worker of pool `quiet_io` started with task events off
+    (TOOLFLEET_TASK_EVENTS=false), under a key prefix of its own; and its name."""
+    own = settings.model_copy(
+        update={
+            "key_prefix": f"{settings.key_prefix}-quiet",
+            "default_io_pool": "quiet_io",
+            "task_events": False,
+        }
+    )
+    with WorkerGroup(own) as group:
+        (worker,) = group.start_all([WorkerSpec(["quiet_io"], 8, "quiet")])
+        yield own, worker.hostname
+
+
+async def shout_once(settings: Settings, label: str) -> None:
+    """One call of `shout`, answered."""
+    script = [call(Call("shout", {"text": label})), say("done")]
+    agent = Agent(
+        name="quiet_agent", tools=tools_in_module(fleet_tools), model=ScriptedModel(script)
+    )  # type: ignore[arg-type]
+    async with Runner(agent, settings) as runner:
+        answer = await runner.ask(user_id="u1", session_id=uuid.uuid4().hex, message="go")
+    assert answer == "done"
+
+
+def set_task_events(control: Celery, hostname: str, on: bool) -> None:
+    """Flower's command (or `celery control`) to the worker, answered: from here on its
+    calls follow it."""
+    command = control.control.enable_events if on else control.control.disable_events
+    replies = command(destination=[hostname], reply=True, timeout=EVENTS_TIMEOUT_S)
+    assert replies and hostname in replies[0], replies
+
+
+async def test_an_io_worker_with_task_events_off_sends_them_only_while_asked(
+    quiet: tuple[Settings, str], listener: EventListener
+) -> None:
+    own, hostname = quiet
+    control = Celery("test-task-events", broker=own.require_redis_url(), set_as_current=False)
+    tag = uuid.uuid4().hex[:8]
+
+    async def heard(label: str) -> None:
+        await shout_once(own, label)
+
+        def succeeded() -> bool:
+            task_id = listener.task_id_of(label)
+            return task_id is not None and any(
+                "task-succeeded" in types for types in listener.messages_of(task_id)
+            )
+
+        wait_for(succeeded, EVENTS_TIMEOUT_S, f"the task events of {label}")
+
+    try:
+        await shout_once(own, f"before-{tag}")
+        set_task_events(control, hostname, on=True)
+        await heard(f"asked-{tag}")
+        # One thread publishes a worker's events in order: had the first call's been
+        # sent, they would have come before these.
+        assert listener.task_id_of(f"before-{tag}") is None
+        set_task_events(control, hostname, on=False)
+        await shout_once(own, f"stopped-{tag}")
+        set_task_events(control, hostname, on=True)
+        await heard(f"again-{tag}")
+        assert listener.task_id_of(f"stopped-{tag}") is None
+    finally:
+        control.close()

@@ -437,6 +437,8 @@ def test_items_added_from_many_threads_are_each_handled_once() -> None:
 class BrokenEvents:
     """A task-event dispatcher whose every send fails (its connection is gone)."""
 
+    on = True
+
     def send(self, *args: Any, **kwargs: Any) -> None:
         raise ConnectionError("the events connection is gone")
 
@@ -462,6 +464,42 @@ def test_failing_task_events_stop_no_message_of_a_batch_from_being_acknowledged(
     assert ran == [0, 1, 2]
     assert acked == done == ["tag-0", "tag-1", "tag-2"]
     assert "sending Flower's task-started event of task task-tag-1 failed" in caplog.text
+
+
+class SwitchedEvents:
+    """Task events that are wanted while `on` is set; records what it is sent."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.sent: list[tuple[str, str]] = []
+
+    def send(self, kind: str, **fields: Any) -> None:
+        self.sent.append((kind, fields["uuid"]))
+
+
+def test_the_runner_makes_no_task_event_while_none_is_wanted() -> None:
+    app = Celery("runner-test", set_as_current=False)
+
+    def counted(n: int) -> None:
+        pass
+
+    app.task(name="counted")(counted)
+    runner = MessageRunner(app, "io@host", lambda tag: None, lambda step: step(), None)
+    events = SwitchedEvents()
+    object.__setattr__(runner, "events", events)
+    quiet, heard = (decode(task_message("counted", tag, 1)) for tag in ("quiet", "heard"))
+
+    runner.received(quiet)
+    runner.run([(quiet, lambda: None)])
+    events.on = True  # a monitor asked (Celery's enable_events)
+    runner.received(heard)
+    runner.run([(heard, lambda: None)])
+
+    assert events.sent == [
+        ("task-received", "task-heard"),
+        ("task-started", "task-heard"),
+        ("task-succeeded", "task-heard"),
+    ]
 
 
 def task_message(task: str, tag: str, *args: Any) -> str:

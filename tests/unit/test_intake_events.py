@@ -1,5 +1,6 @@
-"""An intake's task events for Flower: kept with the time they happened, published once
-per flush, once more on a new connection when the one in use was lost."""
+"""An intake's task events for Flower: wanted as Celery's dispatcher says, kept with the
+time they happened, published once per flush, once more on a new connection when the
+one in use was lost."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from kombu.clocks import LamportClock
 
 from toolfleet.workers.intake import events as intake_events
-from toolfleet.workers.intake.events import TaskEvents
+from toolfleet.workers.intake.events import TaskEvents, task_events_wanted
 
 
 class Producer:
@@ -70,7 +71,27 @@ class App:
 
 
 def events_of(app: App) -> TaskEvents:
-    return TaskEvents(app, "io@host")  # type: ignore[arg-type]
+    return TaskEvents(app, "io@host", lambda: True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("enabled", "groups", "wanted"),
+    [
+        (True, set(), True),  # task events on (-E): the dispatcher sends every group
+        (True, {"worker"}, False),  # off: heartbeats only, until a monitor asks
+        (True, {"worker", "task"}, True),  # Celery's `enable_events` added the group
+        (False, set(), False),  # no events at all (no heartbeats, no gossip, no -E)
+    ],
+)
+def test_task_events_are_wanted_as_celerys_dispatcher_would_send_them(
+    enabled: bool, groups: set[str], wanted: bool
+) -> None:
+    consumer = SimpleNamespace(event_dispatcher=SimpleNamespace(enabled=enabled, groups=groups))
+    assert task_events_wanted(consumer) is wanted
+
+
+def test_no_task_events_are_wanted_before_the_consumer_has_a_dispatcher() -> None:
+    assert task_events_wanted(SimpleNamespace(event_dispatcher=None)) is False
 
 
 def test_the_events_of_a_period_go_as_one_message_on_one_connection() -> None:

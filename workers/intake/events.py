@@ -9,6 +9,11 @@ them once more on a new connection at once (a dropped connection loses nothing),
 drops them only when that fails too (the broker is down: Flower's view is not worth
 holding memory for).
 
+They are sent while the worker's consumer wants them, as Celery's dispatcher decides:
+from the start with task events on (`worker_send_task_events`, `-E`), else once a
+monitor asked (Celery's `enable_events` control command, which Flower sends every few
+seconds), until `disable_events`.
+
 A flush publishes the events as the dispatcher's buffered group would (one `task.multi`
 message on its exchange, each event with the dispatcher's hostname, pid, UTC offset and
 clock), but encodes them itself, at once: the dispatcher's per-event send and kombu's
@@ -21,6 +26,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from celery import Celery
@@ -56,15 +62,31 @@ class Dispatcher(Protocol):
         """Close its producer."""
 
 
-class TaskEvents:
-    """The task events of worker `hostname` of `app`."""
+def task_events_wanted(consumer: Any) -> bool:
+    """Whether Celery's worker `consumer` sends task events now: its event dispatcher is
+    on and sends the task group (no groups named: every group)."""
+    dispatcher = getattr(consumer, "event_dispatcher", None)
+    if dispatcher is None or not dispatcher.enabled:
+        return False
+    groups = dispatcher.groups
+    return not groups or "task" in groups
 
-    def __init__(self, app: Celery, hostname: str) -> None:
+
+class TaskEvents:
+    """The task events of worker `hostname` of `app`, sent while `wanted()` says so."""
+
+    def __init__(self, app: Celery, hostname: str, wanted: Callable[[], bool]) -> None:
         self._app = app
         self._hostname = hostname
+        self._wanted = wanted
         self._dispatcher: Dispatcher | None = None  # opened by the first flush
         self._lock = threading.Lock()  # intake threads send, the flush thread takes
         self._pending: list[tuple[str, dict[str, Any]]] = []
+
+    @property
+    def on(self) -> bool:
+        """Whether events are wanted now (a sender checks before it makes one)."""
+        return self._wanted()
 
     def send(self, kind: str, **fields: Any) -> None:
         """Keep an event, stamped now, for the next flush."""

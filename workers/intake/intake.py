@@ -73,7 +73,7 @@ class Intake:
         concurrency: int,
         *,
         threads: int,
-        send_events: bool,
+        task_events: Callable[[], bool] | None,
     ) -> None:
         self._source = source
         self._slots = Slots(concurrency)
@@ -84,7 +84,8 @@ class Intake:
         self.threads = min(threads, concurrency)
         self._calls = ThreadPoolExecutor(self.threads, thread_name_prefix="toolfleet-call")
         self._steps = Steps(min(STEP_THREADS, concurrency))
-        self._events = TaskEvents(app, hostname) if send_events else None
+        # Flower's task events, while `task_events()` says they are wanted; None: never.
+        self._events = None if task_events is None else TaskEvents(app, hostname, task_events)
         self._stopping = threading.Event()
         self._in_flight = InFlight()
         self._runner = MessageRunner(

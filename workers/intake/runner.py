@@ -73,6 +73,8 @@ class MessageRunner:
 
     def received(self, message: TaskMessage) -> None:
         """Tell Flower the message was received (the intake does, for each one taken)."""
+        if self.events is None or not self.events.on:
+            return
         eta, expires = message.eta(), message.expires()
         self._event(
             "task-received",
@@ -228,7 +230,7 @@ class MessageRunner:
         done()
 
     def _event(self, kind: str, message: TaskMessage, **fields: Any) -> None:
-        if self.events is None:
+        if self.events is None or not self.events.on:
             return
         try:
             self.events.send(kind, uuid=message.task_id, **fields)

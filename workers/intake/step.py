@@ -22,6 +22,7 @@ from toolfleet.shared.pool_kinds import CELERY_POOL
 from toolfleet.workers.heartbeat import INTAKE_QUEUES, celery_pool_name
 from toolfleet.workers.intake.amqp_source import AmqpSource
 from toolfleet.workers.intake.broker import MIN_REDIS, supports_intake
+from toolfleet.workers.intake.events import task_events_wanted
 from toolfleet.workers.intake.intake import Intake
 from toolfleet.workers.intake.redis_source import RedisSource
 from toolfleet.workers.intake.source import Source
@@ -91,7 +92,6 @@ def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
             setattr(parent, INTAKE_QUEUES, queues)
             if not queues or self.intake is not None:
                 return
-            dispatcher = getattr(parent, "event_dispatcher", None)
             concurrency = int(parent.controller.concurrency)
             self.intake = Intake(
                 parent.app,
@@ -99,7 +99,8 @@ def intake_step(settings: Settings) -> type[bootsteps.StartStopStep]:
                 parent.hostname,
                 concurrency,
                 threads=settings.io_threads,
-                send_events=bool(dispatcher is not None and dispatcher.enabled),
+                # Read on each event: Celery's control commands turn them on and off.
+                task_events=lambda: task_events_wanted(parent),
             )
             self.intake.start()
 
