@@ -73,7 +73,7 @@ class Intake:
         concurrency: int,
         *,
         threads: int,
-        task_events: Callable[[], bool] | None,
+        task_events: Callable[[], bool],
     ) -> None:
         self._source = source
         self._slots = Slots(concurrency)
@@ -84,8 +84,8 @@ class Intake:
         self.threads = min(threads, concurrency)
         self._calls = ThreadPoolExecutor(self.threads, thread_name_prefix="toolfleet-call")
         self._steps = Steps(min(STEP_THREADS, concurrency))
-        # Flower's task events, while `task_events()` says they are wanted; None: never.
-        self._events = None if task_events is None else TaskEvents(app, hostname, task_events)
+        # Flower's task events, while `task_events()` says they are wanted.
+        self._events = TaskEvents(app, hostname, task_events)
         self._stopping = threading.Event()
         self._in_flight = InFlight()
         self._runner = MessageRunner(
@@ -140,8 +140,7 @@ class Intake:
         self._steps.shutdown(wait=wait)
         self._calls.shutdown(wait=wait)
         self._source.stop()
-        if self._events is not None:
-            self._events.close()
+        self._events.close()
 
     def _take(self, taker: Taker) -> None:
         while not self._stopping.is_set():
@@ -235,6 +234,4 @@ class Intake:
 
     def _send_events(self) -> None:
         while not self._stopping.wait(TASK_EVENTS_PERIOD_S):
-            if self._events is None:
-                return
             self._events.flush()
