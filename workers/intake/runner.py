@@ -73,10 +73,12 @@ class MessageRunner:
 
     def received(self, message: TaskMessage) -> None:
         """Tell Flower the message was received (the intake does, for each one taken)."""
-        if self.events is None or not self.events.on:
+        events = self.events
+        if events is None or not events.on:  # asked before its fields are made
             return
         eta, expires = message.eta(), message.expires()
-        self._event(
+        _send(
+            events,
             "task-received",
             message,
             name=message.task,
@@ -230,12 +232,16 @@ class MessageRunner:
         done()
 
     def _event(self, kind: str, message: TaskMessage, **fields: Any) -> None:
-        if self.events is None or not self.events.on:
-            return
-        try:
-            self.events.send(kind, uuid=message.task_id, **fields)
-        except Exception:  # Flower's view is not worth a call: its ack comes next
-            log.warning("sending Flower's %s event of task %s failed", kind, message.task_id)
+        if self.events is not None and self.events.on:
+            _send(self.events, kind, message, **fields)
+
+
+def _send(events: TaskEvents, kind: str, message: TaskMessage, **fields: Any) -> None:
+    """Keep `message`'s event `kind` for Flower; a failure is logged, never raised."""
+    try:
+        events.send(kind, uuid=message.task_id, **fields)
+    except Exception:  # Flower's view is not worth a call: its ack comes next
+        log.warning("sending Flower's %s event of task %s failed", kind, message.task_id)
 
 
 @dataclass(frozen=True)
