@@ -79,6 +79,13 @@ class EventListener:
             found = [[e["type"] for e in m if e.get("uuid") == task_id] for m in self.messages]
         return [types for types in found if types]
 
+    def succeeded(self, label: str) -> bool:
+        """Whether the call whose arguments hold `label` was heard to succeed."""
+        task_id = self.task_id_of(label)
+        return task_id is not None and any(
+            "task-succeeded" in types for types in self.messages_of(task_id)
+        )
+
     def task_id_of(self, label: str) -> str | None:
         with self.lock:
             for message in self.messages:
@@ -106,13 +113,11 @@ async def test_a_quick_calls_events_go_out_in_one_message(
         async with Runner(agent, settings) as runner:
             await runner.ask(user_id="u1", session_id=uuid.uuid4().hex, message="go")
 
-        def succeeded(label: str = label) -> bool:
-            task_id = listener.task_id_of(label)
-            return task_id is not None and any(
-                "task-succeeded" in types for types in listener.messages_of(task_id)
-            )
-
-        wait_for(succeeded, EVENTS_TIMEOUT_S, f"the task events of call {attempt + 1}")
+        wait_for(
+            lambda label=label: listener.succeeded(label),
+            EVENTS_TIMEOUT_S,
+            f"the task events of call {attempt + 1}",
+        )
         task_id = listener.task_id_of(label)
         assert task_id is not None
         per_message = listener.messages_of(task_id)
@@ -140,13 +145,9 @@ async def test_celerys_event_state_follows_an_io_workers_call_to_success(
     async with Runner(agent, settings) as runner:
         await runner.ask(user_id="u1", session_id=uuid.uuid4().hex, message="go")
 
-    def succeeded() -> bool:
-        task_id = listener.task_id_of(label)
-        return task_id is not None and any(
-            "task-succeeded" in types for types in listener.messages_of(task_id)
-        )
-
-    wait_for(succeeded, EVENTS_TIMEOUT_S, "the io call's task-succeeded event")
+    wait_for(
+        lambda: listener.succeeded(label), EVENTS_TIMEOUT_S, "the io call's task-succeeded event"
+    )
     task_id = listener.task_id_of(label)
     # As Flower's receiver takes each event of a message, then hands it to its State.
     receiver = EventReceiver(channel=None, app=Celery(set_as_current=False))
@@ -207,13 +208,7 @@ async def test_an_io_worker_with_task_events_off_sends_them_only_while_asked(
     async def heard(label: str) -> None:
         await shout_once(own, label)
 
-        def succeeded() -> bool:
-            task_id = listener.task_id_of(label)
-            return task_id is not None and any(
-                "task-succeeded" in types for types in listener.messages_of(task_id)
-            )
-
-        wait_for(succeeded, EVENTS_TIMEOUT_S, f"the task events of {label}")
+        wait_for(lambda: listener.succeeded(label), EVENTS_TIMEOUT_S, f"the task events of {label}")
 
     try:
         await shout_once(own, f"before-{tag}")
