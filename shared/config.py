@@ -145,8 +145,9 @@ class Settings(BaseSettings):
         ge=0,
         le=1000,
         description="While an orchestrator awaits at least result_batch_min_calls calls, its "
-        "result reader pauses this long after each read that delivered results, so that it "
-        "takes the next ones together and their sessions' writes share round trips (a "
+        "result reader pauses this long after each read that answered the last call a "
+        "session awaited, so that it takes the next ones together and their sessions' "
+        "writes share round trips (a "
         "quarter less orchestrator CPU per call at 200 sessions). A result waits at most "
         "this much longer, only under that load. 0 reads each result at once.",
     )

@@ -15,8 +15,9 @@ follow the last one read, the reader fell behind its trimming, and takes none of
 it reads every session stream it watches instead, from where it left each. (Taking the
 copies after a gap would skip, on their stream, the results trimmed in the gap.)
 
-While many calls are awaited, it pauses briefly after each read that delivered results,
-so that it takes the next ones in a batch (read_batching.py).
+While many calls are awaited, it pauses briefly after each read that let a session go on
+(answered the last call it awaited), so that it takes the next ones in a batch
+(read_batching.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -105,6 +107,7 @@ class ResultWaiter:
         self._unchecked: set[str] = set()  # watched streams no read has named yet
         self._next_sweep = 0.0  # monotonic time
         self._pending: dict[str, _Awaited] = {}  # by call id
+        self._awaited_on: Counter[str] = Counter()  # calls of _pending, by stream
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -147,6 +150,7 @@ class ResultWaiter:
         for awaited in self._pending.values():
             awaited.future.cancel()
         self._pending.clear()
+        self._awaited_on.clear()
         await self._writer.delete(self._wake_key)
 
     async def expect(
@@ -166,7 +170,9 @@ class ResultWaiter:
         futures = {call_id: loop.create_future() for call_id in call_ids}
         for call_id, future in futures.items():
             tool = tools.get(call_id) if tools else None
+            self._take(call_id)  # expected again: only the newest future is awaited
             self._pending[call_id] = _Awaited(stream, future, session_id, tool)
+        self._awaited_on[stream] += len(futures)
         watch = self._watches.get(stream)
         if watch is not None:
             watch.settled = False
@@ -187,14 +193,14 @@ class ResultWaiter:
 
     def forget(self, call_id: str) -> None:
         """Stop waiting for a call (deadline passed); a late result will be dropped."""
-        awaited = self._pending.pop(call_id, None)
+        awaited = self._take(call_id)
         if awaited is not None and not awaited.future.done():
             awaited.future.cancel()
 
     def answer(self, result: ToolResult) -> bool:
         """Resolve the awaited call with `result` (the orchestrator's own answer, such as a
         cancellation), unless its result is in already; a later one is dropped."""
-        awaited = self._pending.pop(result.call_id, None)
+        awaited = self._take(result.call_id)
         if awaited is None or awaited.future.done():
             return False
         awaited.future.set_result(result)
@@ -248,9 +254,20 @@ class ResultWaiter:
                 continue
             finally:
                 self._reading = False
-            delivered = self._handle(response or [])
-            if self.batching.due(delivered, len(self._pending)):
+            went_on = self._handle(response or [])
+            if self.batching.due(went_on, len(self._pending)):
                 await self.batching.pause()
+
+    def _take(self, call_id: str) -> _Awaited | None:
+        """The call's entry, no longer awaited (None: it was not)."""
+        awaited = self._pending.pop(call_id, None)
+        if awaited is not None:
+            left = self._awaited_on[awaited.stream] - 1
+            if left:
+                self._awaited_on[awaited.stream] = left
+            else:
+                del self._awaited_on[awaited.stream]
+        return awaited
 
     def _streams_to_read(self) -> set[str]:
         """The session streams the next read names besides the feed: every watched one
@@ -267,8 +284,8 @@ class ResultWaiter:
     def _handle(self, response: list[Any]) -> int:
         """Deliver what a read returned: a session stream's own entries before the feed's,
         whose copies of them are then skipped as read already (by entry id). The number
-        of results delivered to a waiting call."""
-        delivered = 0
+        of streams whose last awaited call it answered: their sessions go on."""
+        delivered: set[str] = set()  # streams a result was delivered on
         feed: list[Any] = []
         for stream_raw, entries in response:
             stream = decoded(stream_raw)
@@ -282,7 +299,8 @@ class ResultWaiter:
                 self._cancelled(entries)
             else:
                 for entry_id, fields in entries:
-                    delivered += self._deliver(stream, decoded(entry_id), fields)
+                    if self._deliver(stream, decoded(entry_id), fields):
+                        delivered.add(stream)
         if feed and self._feed_gap(feed):
             # Results were trimmed off the feed unread: each watched stream is read from
             # where this reader left it, and the copies of this read wait there too.
@@ -298,8 +316,9 @@ class ResultWaiter:
                 self._unchecked.add(stream)
                 continue
             entry_id = decoded(fields.get(FEED_ENTRY_FIELD.encode(), b""))
-            delivered += self._deliver(stream, entry_id, fields)
-        return delivered
+            if self._deliver(stream, entry_id, fields):
+                delivered.add(stream)
+        return sum(stream not in self._awaited_on for stream in delivered)
 
     def _feed_gap(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> bool:
         """Whether the feed's `entries` (one read's, in order) do not follow the entry
@@ -381,7 +400,7 @@ class ResultWaiter:
                 entry_id, stream, result.call_id, result.session_id, result.tool, session_id, tool,
             )  # fmt: skip
             return False
-        del self._pending[result.call_id]
+        self._take(result.call_id)
         watch.delivered_up_to = entry_id
         if awaited.future.done():
             return False
@@ -389,7 +408,7 @@ class ResultWaiter:
         return True
 
     def _drop_idle_watches(self) -> None:
-        busy = {awaited.stream for awaited in self._pending.values()}
+        busy = self._awaited_on
         for stream in [s for s, w in self._watches.items() if w.settled and s not in busy]:
             del self._watches[stream]
             self._unchecked.discard(stream)

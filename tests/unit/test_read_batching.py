@@ -1,4 +1,5 @@
-"""The result reader batches its reads while many calls are awaited, and only then."""
+"""The result reader batches its reads while many calls are awaited, and only then; only
+after a read that let a session go on (answered the last call it awaited)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import RESULT_FIELD
 
 S1 = session_key("app", "u", "s1")
+S2 = session_key("app", "u", "s2")
 
 
 class Gate:
@@ -87,23 +89,66 @@ async def test_results_posted_during_the_pause_are_read_together(
     gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
 ) -> None:
     waiter, gate, reads = gated
-    stream = KEYS.results(S1)
-    await read_once(waiter, fake_server, stream)  # one call awaited: no pause
+    first, other = KEYS.results(S1), KEYS.results(S2)
+    await read_once(waiter, fake_server, first)  # one call awaited: no pause
+    await read_once(waiter, fake_server, other)
     assert gate.pauses == []
-    futures = await waiter.expect(stream, ["c1", "c2", "c3"])
+    futures = await waiter.expect(first, ["c1"])
+    futures |= await waiter.expect(other, ["c2", "c3"])
     post = feed_reporter(fake_server).post
-    post(stream, result("c1"))
+    post(first, result("c1"))
     assert (await asyncio.wait_for(futures["c1"], 5)).call_id == "c1"
-    await asyncio.wait_for(gate.paused.wait(), 5)  # two calls still awaited: it pauses
+    # Its session goes on, and two calls are still awaited: it pauses.
+    await asyncio.wait_for(gate.paused.wait(), 5)
     assert gate.pauses == [0.25]
-    post(stream, result("c2"))
-    post(stream, result("c3"))
+    post(other, result("c2"))
+    post(other, result("c3"))
     reads_before = len(reads.calls)
     gate.released.set()
     got = await asyncio.wait_for(asyncio.gather(futures["c2"], futures["c3"]), 5)
     assert [r.call_id for r in got] == ["c2", "c3"]
     # The first read after the pause brought both; none awaited after it: no more pauses.
     assert reads.calls[reads_before] == {"c2", "c3"}
+    assert gate.pauses == [0.25]
+
+
+async def test_a_wide_turns_results_are_read_as_they_come_until_its_last(
+    gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
+) -> None:
+    waiter, gate, _ = gated
+    wide, other = KEYS.results(S1), KEYS.results(S2)
+    await read_once(waiter, fake_server, wide)
+    await read_once(waiter, fake_server, other)
+    futures = await waiter.expect(wide, ["c1", "c2", "c3"])
+    futures |= await waiter.expect(other, ["d1", "d2"])
+    post = feed_reporter(fake_server).post
+    post(wide, result("c1"))
+    assert (await asyncio.wait_for(futures["c1"], 5)).call_id == "c1"
+    # The reader decides in the step that resolves the future: its session still
+    # awaits two calls, so nothing went on and it reads on at once.
+    assert gate.pauses == []
+    post(wide, result("c2"))
+    post(wide, result("c3"))
+    await asyncio.wait_for(asyncio.gather(futures["c2"], futures["c3"]), 5)
+    # Its last call answered, the session goes on; d1 and d2 are still awaited.
+    await asyncio.wait_for(gate.paused.wait(), 5)
+    assert gate.pauses == [0.25]
+
+
+async def test_a_call_expected_again_is_awaited_once(
+    gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
+) -> None:
+    waiter, gate, _ = gated
+    first, other = KEYS.results(S1), KEYS.results(S2)
+    await read_once(waiter, fake_server, first)
+    await read_once(waiter, fake_server, other)
+    await waiter.expect(first, ["c1"])
+    futures = await waiter.expect(first, ["c1"])  # a takeover's turn expects it again
+    await waiter.expect(other, ["d1", "d2"])
+    feed_reporter(fake_server).post(first, result("c1"))
+    assert (await asyncio.wait_for(futures["c1"], 5)).call_id == "c1"
+    # Counted twice, the session would still await c1: it went on, and the reader pauses.
+    await asyncio.wait_for(gate.paused.wait(), 5)
     assert gate.pauses == [0.25]
 
 
@@ -121,12 +166,13 @@ async def test_with_fewer_calls_awaited_every_result_is_read_at_once(
     assert gate.pauses == []
 
 
-def test_a_pause_is_due_only_after_results_and_under_load() -> None:
+def test_a_pause_is_due_only_after_a_session_went_on_and_under_load() -> None:
     batching = ReadBatching(pause_s=0.01, min_awaited=64)
-    assert batching.due(delivered=1, awaited=64)
-    assert not batching.due(delivered=1, awaited=63)  # few calls: no result waits
-    assert not batching.due(delivered=0, awaited=500)  # a wake-up or a rejected entry
-    assert not ReadBatching.off().due(delivered=100, awaited=10_000)
+    assert batching.due(went_on=1, awaited=64)
+    assert not batching.due(went_on=1, awaited=63)  # few calls: no result waits
+    # A wake-up, a rejected entry, or results that leave every session waiting.
+    assert not batching.due(went_on=0, awaited=500)
+    assert not ReadBatching.off().due(went_on=100, awaited=10_000)
 
 
 def test_a_negative_pause_or_no_calls_is_refused() -> None:
