@@ -17,10 +17,11 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import redis
+from pydantic_core import to_json
 
 from toolfleet.shared.auth import AuthConfig, CredentialStore
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.config import Settings
+from toolfleet.shared.config import DEFAULT_MAX_PAYLOAD_BYTES, Settings
 from toolfleet.shared.errors import (
     AlreadyCompletedError,
     AwaitingConfirmationError,
@@ -29,6 +30,7 @@ from toolfleet.shared.errors import (
     CompletionError,
     CompletionsFullError,
     InvalidCompletionError,
+    PayloadTooLargeError,
 )
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, dropped, too_deep, value_depth
 from toolfleet.shared.keys import Keys, SessionKey, applied_record
@@ -41,6 +43,10 @@ from toolfleet.shared.reporting import TicketWrite
 from toolfleet.shared.scripts import LuaScript
 
 DEAD_LETTERS_MAXLEN = 10_000
+# The most of a refused post's response a dead letter keeps, where any caller may post
+# (the HTTP API's client): refused posts must not fill Redis.
+KEPT_REFUSED_BYTES = 4096
+NOT_KEPT = "$not_kept"  # the key of a dead letter's response kept only as its size
 # A session's order list outlives any completion waiting in it, then goes.
 ORDER_TTL_S = 7 * 24 * 3600
 # The orchestrators' consumer group on every completions stream.
@@ -114,6 +120,10 @@ class Completions:
         maxlen: Most unapplied entries a completions stream holds; a post beyond it is
             refused (TOOLFLEET_COMPLETIONS_MAXLEN).
         max_json_depth: Deepest nesting a posted value may have; deeper is refused.
+        max_payload_bytes: Largest JSON a posted result or confirmation payload may take
+            (TOOLFLEET_MAX_PAYLOAD_BYTES); larger is refused.
+        kept_refused_bytes: The most JSON of a refused post's response its dead letter
+            keeps (a larger one is kept as its size); None: all of it.
         replication: How many replicas must have a post before it is acknowledged;
             default: none waited for.
     """
@@ -126,6 +136,8 @@ class Completions:
         *,
         maxlen: int = 10_000,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        kept_refused_bytes: int | None = None,
         replication: Replication = NO_WAIT,
     ) -> None:
         self._redis = client
@@ -133,18 +145,30 @@ class Completions:
         self._keys = keys
         self._maxlen = maxlen  # TOOLFLEET_COMPLETIONS_MAXLEN (its default here too)
         self.max_json_depth = max_json_depth
+        self.max_payload_bytes = max_payload_bytes
+        self._kept_refused_bytes = kept_refused_bytes
         self._secrets = secret_name_set(secret_names)
         self._pending = PendingCalls(keys, self._secrets)
 
     @classmethod
-    def of(cls, client: redis.Redis, keys: Keys, settings: Settings) -> Completions:
-        """The client with the settings' secret names, completions cap and nesting limit."""
+    def of(
+        cls,
+        client: redis.Redis,
+        keys: Keys,
+        settings: Settings,
+        *,
+        kept_refused_bytes: int | None = None,
+    ) -> Completions:
+        """The client with the settings' secret names, completions cap, nesting and size
+        limits (`kept_refused_bytes`: see the class)."""
         return cls(
             client,
             keys,
             settings.secret_arg_names,
             maxlen=settings.completions_maxlen,
             max_json_depth=settings.max_json_depth,
+            max_payload_bytes=settings.max_payload_bytes,
+            kept_refused_bytes=kept_refused_bytes,
             replication=Replication.of(settings),
         )
 
@@ -178,15 +202,14 @@ class Completions:
             return pending
         else:
             error = _wrong_kind(pending, completion.kind)
-        dead_letter(self._redis, self._keys, completion, str(error))
+        self._dead_letter(completion, str(error))
         raise error
 
     def dead_letter_unless_pending(self, completion: Completion) -> None:
         """Keep `completion` in the dead-letter stream, with why, if its call is not pending
         (a route refused it before asking: the caller is told less than the operator)."""
         if self._pending.get(self._redis, completion.call_id) is None:
-            reason = str(self._not_pending(completion.call_id))
-            dead_letter(self._redis, self._keys, completion, reason)
+            self._dead_letter(completion, str(self._not_pending(completion.call_id)))
 
     def waiting(self, call: PendingCall) -> list[str]:
         """Entry ids of completions posted for `call` and not applied yet, oldest first
@@ -213,6 +236,7 @@ class Completions:
             )
         if value_depth(response, stop_above=self.max_json_depth) > self.max_json_depth:
             raise self.refuse_too_deep(call_id, "the result", final=final, source=source)
+        self._check_size(call_id, "the result", response, final=final, source=source)
         completion = Completion(
             call_id=call_id,
             response=redact_deep(response, self._secrets),
@@ -234,6 +258,7 @@ class Completions:
         if value_depth(payload, stop_above=self.max_json_depth) > self.max_json_depth:
             raise self.refuse_too_deep(call_id, "the payload", source=source, kind="confirmation")
         if payload is not UNCHANGED:
+            self._check_size(call_id, "the payload", payload, source=source, kind="confirmation")
             response["payload"] = redact_deep(payload, self._secrets)
         completion = Completion(
             call_id=call_id,
@@ -276,6 +301,42 @@ class Completions:
         raise. The value is not kept (its secrets could not be masked without walking it
         to the end): the dead letter holds the call, the poster and the reason."""
         reason = too_deep(what, self.max_json_depth)
+        self._refuse_unkept(call_id, reason, final=final, source=source, kind=kind)
+        return InvalidCompletionError(f"{reason}; nothing was posted")
+
+    def _check_size(
+        self,
+        call_id: str,
+        what: str,
+        value: Any,
+        *,
+        final: bool = True,
+        source: str,
+        kind: Literal["result", "confirmation"] = "result",
+    ) -> None:
+        """Refuse (dead-lettered without it) a posted `value` whose JSON is over
+        `max_payload_bytes`: PayloadTooLargeError."""
+        size = len(to_json(value, fallback=str))
+        if size <= self.max_payload_bytes:
+            return
+        reason = (
+            f"{what} is {size} bytes of JSON, over the {self.max_payload_bytes}-byte limit "
+            "(TOOLFLEET_MAX_PAYLOAD_BYTES)"
+        )
+        self._refuse_unkept(call_id, reason, final=final, source=source, kind=kind)
+        raise PayloadTooLargeError(f"{reason}; nothing was posted")
+
+    def _refuse_unkept(
+        self,
+        call_id: str,
+        reason: str,
+        *,
+        final: bool,
+        source: str,
+        kind: Literal["result", "confirmation"],
+    ) -> None:
+        """Dead-letter a post refused for its value, without the value: the call, the
+        poster and the reason."""
         refused = Completion(
             call_id=call_id,
             response=dropped(reason),
@@ -284,8 +345,17 @@ class Completions:
             source=source,
             posted_at=time.time(),
         )
-        dead_letter(self._redis, self._keys, refused, reason)
-        return InvalidCompletionError(f"{reason}; nothing was posted")
+        self._dead_letter(refused, reason)
+
+    def _dead_letter(self, completion: Completion, reason: str) -> None:
+        """Keep a refused `completion`, its response cut to `kept_refused_bytes`."""
+        limit = self._kept_refused_bytes
+        if limit is not None:
+            size = len(to_json(completion.response, fallback=str))
+            if size > limit:
+                kept = {NOT_KEPT: f"{size} bytes of JSON"}
+                completion = completion.model_copy(update={"response": kept})
+        dead_letter(self._redis, self._keys, completion, reason)
 
     def supply_credential(
         self, call_id: str, credential: str, store: CredentialStore, *, source: str = "api"

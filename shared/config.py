@@ -18,6 +18,8 @@ PoolKind = Literal["io", "cpu"]
 
 # The URL schemes of a RabbitMQ broker.
 AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
+# The largest arguments or result a call may have, in JSON bytes, unless set otherwise.
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 
 
 class Settings(BaseSettings):
@@ -165,7 +167,9 @@ class Settings(BaseSettings):
     )
     max_steps: int = Field(default=16, ge=1, description="Model calls per invocation.")
     max_payload_bytes: int = Field(
-        default=256 * 1024, ge=1024, description="Largest arguments or result in JSON bytes."
+        default=DEFAULT_MAX_PAYLOAD_BYTES,
+        ge=1024,
+        description="Largest arguments or result in JSON bytes.",
     )
     max_json_depth: int = Field(
         default=DEFAULT_MAX_JSON_DEPTH,

@@ -73,6 +73,10 @@ class InvalidCompletionError(CompletionError):
     """The posted payload is not what the call accepts (a result must be an object)."""
 
 
+class PayloadTooLargeError(InvalidCompletionError):
+    """A posted result or confirmation payload is over TOOLFLEET_MAX_PAYLOAD_BYTES."""
+
+
 class AwaitingCredentialError(CompletionError):
     """The call waits for a credential, not a result (or the other way round)."""
 

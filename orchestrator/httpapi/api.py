@@ -25,7 +25,7 @@ from toolfleet.orchestrator.service.orchestrator import Orchestrator
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.auth import CredentialStore
-from toolfleet.shared.completions import Completions
+from toolfleet.shared.completions import KEPT_REFUSED_BYTES, Completions
 from toolfleet.shared.errors import CompletionError, SessionNotFoundError
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import PendingCall
@@ -53,7 +53,10 @@ class HttpApi:
         self.store: SessionStore = replica.store
         # The CLI's code path, run in a thread: the same checks and dead letters.
         sync_redis = replica.sync_client()
-        self.completions = Completions.of(sync_redis, self.keys, self.settings)
+        # Any caller may post for any call id: a refused post keeps only a small response.
+        self.completions = Completions.of(
+            sync_redis, self.keys, self.settings, kept_refused_bytes=KEPT_REFUSED_BYTES
+        )
         self.credentials = CredentialStore(sync_redis, self.keys, self.settings.credential_key)
         self._tasks: set[asyncio.Task[None]] = set()
         self._streams: set[asyncio.Queue[RunItem]] = set()

@@ -20,6 +20,7 @@ from toolfleet.shared.errors import (
     ConfigError,
     InvalidCompletionError,
     ModelError,
+    PayloadTooLargeError,
     SessionError,
     SessionNotFoundError,
     ToolfleetError,
@@ -44,6 +45,7 @@ class ApiError(Exception):
 # The status of each toolfleet error, most specific first (the first match wins).
 STATUS_BY_TYPE: tuple[tuple[type[Exception], int], ...] = (
     (CallNotPendingError, 404),  # unknown call, or never long-running
+    (PayloadTooLargeError, 413),  # a result or payload over TOOLFLEET_MAX_PAYLOAD_BYTES
     (InvalidCompletionError, 422),  # a result that is not a JSON object, or nested too deep
     (CompletionsFullError, 503),  # the orchestrators are behind: retry later
     (CompletionError, 409),  # the call's state refuses it: completed, awaits a credential

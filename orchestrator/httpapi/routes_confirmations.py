@@ -4,7 +4,6 @@ for it (FunctionTool(require_confirmation=...), tool_context.request_confirmatio
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Annotated, Any, Literal
 
@@ -17,9 +16,6 @@ from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, Accepted, ConfirmationAnswer
 from toolfleet.shared.completions import UNCHANGED
 from toolfleet.shared.messages import Completion, PendingCall
-
-# The largest response of a post refused by a route that is kept in the dead-letter stream.
-KEPT_REFUSED_BYTES = 4096
 
 CallId = Annotated[str, Path(pattern=ID_PATTERN, description="The waiting call's id.")]
 
@@ -51,14 +47,7 @@ def confirmations_router(api: HttpApi) -> APIRouter:
                 "ticket's user or approver:<app>, and the ticket must wait for a confirmation",
             )
         payload = body.payload if "payload" in body.model_fields_set else UNCHANGED
-        if payload is not UNCHANGED:
-            size = len(json.dumps(payload).encode())
-            if size > api.settings.max_payload_bytes:
-                raise ApiError(
-                    413,
-                    f"the payload is {size} bytes of JSON, over the "
-                    f"{api.settings.max_payload_bytes}-byte limit (TOOLFLEET_MAX_PAYLOAD_BYTES)",
-                )
+        # Over TOOLFLEET_MAX_PAYLOAD_BYTES, the payload is refused there (413).
         entry_id = await asyncio.to_thread(
             api.completions.confirm, call_id, body.confirmed, payload=payload, source="http"
         )
@@ -87,16 +76,14 @@ async def ticket_for_post(
     and keeps it in the dead-letter stream with why, as every path does (the caller is
     told only what `api.ticket` tells them).
 
-    Any caller may get here, for any call id: only a small response is kept, so that
-    refused posts cannot fill Redis (the dead-letter stream is capped in entries)."""
+    Any caller may get here, for any call id: the API's client keeps only a small
+    response of a refused post, so that refused posts cannot fill Redis."""
     try:
         return await api.ticket(caller, call_id)
     except ApiError:
-        size = len(json.dumps(response).encode())
-        kept = response if size <= KEPT_REFUSED_BYTES else {"$not_kept": f"{size} bytes of JSON"}
         attempt = Completion(
             call_id=call_id,
-            response=kept,
+            response=response,
             final=final,
             kind=kind,
             source="http",

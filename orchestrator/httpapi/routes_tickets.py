@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -142,20 +141,13 @@ def tickets_router(api: HttpApi) -> APIRouter:
     async def post(
         call_id: str, response: dict[str, Any], final: bool, known: PendingCall | None
     ) -> Accepted:
-        size = len(json.dumps(response).encode())
-        if size > api.settings.max_payload_bytes:
-            raise ApiError(
-                413,
-                f"the result is {size} bytes of JSON, over the {api.settings.max_payload_bytes}"
-                "-byte limit (TOOLFLEET_MAX_PAYLOAD_BYTES)",
-            )
-
         def post_sync() -> tuple[str, PendingCall | None]:
             call = known  # read already to authorize the caller, unless an admin
             if call is None:
                 with contextlib.suppress(CompletionError):  # post_result refuses it below
                     call = api.completions.get(call_id)
-            # The CLI's code path: a refused completion is dead-lettered and raises.
+            # The CLI's code path: a refused completion (over the size limit too) is
+            # dead-lettered and raises.
             entry = api.completions.post_result(call_id, response, final=final, source="http")
             return entry, call
 
