@@ -249,6 +249,8 @@ class PendingCall(BaseModel):
         envelope: The call to send again once a credential is supplied; None otherwise.
         traceparent: The W3C traceparent of the call's run, which the completion's span
             links to.
+        answered_by_user: Its tool's final result is the session's user's answer
+            (`LongRunningFunctionTool(answered_by_user=True)`): that user may post it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -272,6 +274,7 @@ class PendingCall(BaseModel):
     envelope: ToolCall | None = None
     # The W3C traceparent of the call's run: the span its completion's span links to.
     traceparent: str | None = None
+    answered_by_user: bool = False
 
     @property
     def session_key(self) -> SessionKey:
@@ -280,12 +283,18 @@ class PendingCall(BaseModel):
 
     @classmethod
     def starting(
-        cls, call: ToolCall, ticket: dict[str, Any] | None = None, traceparent: str | None = None
+        cls,
+        call: ToolCall,
+        ticket: dict[str, Any] | None = None,
+        traceparent: str | None = None,
+        *,
+        answered_by_user: bool = False,
     ) -> PendingCall:
         """The record a worker registers for a long-running call it runs.
 
         `ticket` is the tool's initial response; empty when registered before the tool ran.
         `traceparent`: the worker's span of the run, when tracing is on.
+        `answered_by_user`: its tool's result is the session's user's answer.
         """
         return cls(
             call_id=call.call_id,
@@ -299,6 +308,7 @@ class PendingCall(BaseModel):
             ticket=ticket or {},
             created_at=call.dispatched_at,
             traceparent=traceparent,
+            answered_by_user=answered_by_user,
         )
 
 

@@ -79,6 +79,9 @@ class FunctionTool:
         require_confirmation: True, or a function of the call's arguments (and
             `tool_context`, if it takes one) saying whether a call needs a person's yes
             before it is sent.
+        answered_by_user: A long-running tool whose final result is its session's user's
+            answer (ADK's `get_user_choice`): over HTTP, that user may post it, not only
+            a service of the app or an admin.
 
     Raises:
         ToolDefinitionError: The function cannot be a tool (not callable, not importable
@@ -93,6 +96,7 @@ class FunctionTool:
     # ADK's: True, or a function of the call's arguments (and `tool_context`, if it takes
     # one) saying whether this call needs a person's confirmation before it is sent.
     require_confirmation: bool | Callable[..., Any] = field(default=False, kw_only=True)
+    answered_by_user: bool = field(default=False, kw_only=True)
     signature: Signature = field(init=False, repr=False)
     # inspect's answer, asked once: the fleet routes every call by it (tool_pool).
     _is_async: bool = field(init=False, repr=False, compare=False)
@@ -168,6 +172,7 @@ def LongRunningFunctionTool(  # named like ADK's class on purpose
     name: str = "",
     options: ToolOptions | None = None,
     require_confirmation: bool | Callable[..., Any] = False,
+    answered_by_user: bool = False,
 ) -> FunctionTool:
     """A tool that starts work and returns at once, typically {'status': 'pending', ...}.
 
@@ -178,6 +183,9 @@ def LongRunningFunctionTool(  # named like ADK's class on purpose
         options: How the fleet runs it; default: `ToolOptions()`.
         require_confirmation: True, or a function of the call's arguments saying whether
             a call needs a person's yes before it is sent.
+        answered_by_user: Its final result is the session's user's answer (a choice they
+            make): over HTTP that user may post it; otherwise only a service of the app
+            (`service:<app>`) or an admin may.
 
     Returns:
         A FunctionTool with `is_long_running` set.
@@ -191,6 +199,7 @@ def LongRunningFunctionTool(  # named like ADK's class on purpose
         options or ToolOptions(),
         is_long_running=True,
         require_confirmation=require_confirmation,
+        answered_by_user=answered_by_user,
     )
 
 

@@ -2,7 +2,8 @@
 
 A long-running tool: the call answers pending at once, and the user's choice is
 posted as its final result like any long-running call's (a ticket's completion, or
-a FunctionResponse message to ADK's Runner); the model then sees the choice.
+a FunctionResponse message to ADK's Runner); the model then sees the choice. Its result
+is the user's to give: over HTTP the session's user may post it.
 """
 
 from __future__ import annotations
@@ -18,4 +19,6 @@ def _get_user_choice(options: list[str], tool_context: ToolContext) -> str | Non
 
 
 # ADK's `google.adk.tools.get_user_choice` is the tool, as here.
-get_user_choice = LongRunningFunctionTool(_get_user_choice, name="get_user_choice")
+get_user_choice = LongRunningFunctionTool(
+    _get_user_choice, name="get_user_choice", answered_by_user=True
+)

@@ -368,7 +368,8 @@ class ToolRuns:
         # long-running call opens its ticket in the same step as that check, before it
         # runs: a job the tool starts may post its result at once.
         if tool.is_long_running and not closed:
-            closed = not deps.completions.register(PendingCall.starting(envelope))
+            opened = PendingCall.starting(envelope, answered_by_user=tool.answered_by_user)
+            closed = not deps.completions.register(opened)
         elif closed is None:
             closed = deps.completions.is_closed(PendingCall.starting(envelope))
         if closed:
@@ -433,7 +434,12 @@ class ToolRuns:
             return None
         if result is None or result.status is not CallStatus.PENDING:
             return self._deps.completions.ticket_write(PendingCall.starting(envelope), opened=False)
-        ticket = PendingCall.starting(envelope, result.response, result.traceparent)
+        ticket = PendingCall.starting(
+            envelope,
+            result.response,
+            result.traceparent,
+            answered_by_user=self.tool.answered_by_user,
+        )
         return self._deps.completions.ticket_write(ticket, opened=True)
 
 

@@ -5,6 +5,8 @@ a long-running call's result (final unless it says more follow) or a person's an
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Literal
 
 from google.genai import types
 
@@ -15,8 +17,15 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import CallNotPendingError, CompletionError
 from toolfleet.shared.keys import SessionKey
+from toolfleet.shared.messages import PendingCall
 
 SOURCE = "adk-message"  # the completion's source, as `toolfleet tickets show` lists it
+
+# What a response answers: a long-running call's result, a person's confirmation, or the
+# user's credential - as a pending call's `kind` names what it waits for.
+Answer = Literal["result", "confirmation", "credential"]
+# Decides whether a response may answer its pending call; raises to refuse it.
+Authorize = Callable[[PendingCall, Answer], None]
 
 
 async def post_responses(
@@ -24,6 +33,7 @@ async def post_responses(
     session: SessionKey,
     responses: list[types.FunctionResponse],
     credentials: CredentialStore,
+    authorize: Authorize | None = None,
 ) -> list[tuple[str, str]]:
     """Post each response for its call of `session`, as ADK's client sends it: final unless
     it says more follow (`will_continue`); a response to `adk_request_confirmation` is the
@@ -31,14 +41,20 @@ async def post_responses(
     `credentials`, the call then runs again). Returns each call's id and its completion's
     stream entry, in order.
 
+    Every response is checked before any is posted: its call is this session's, and
+    `authorize` (the HTTP caller's roles; None: a program's own Runner, which may answer
+    anything of its sessions) lets it answer the call it waits for the way it does.
+
     Raises:
         CallNotPendingError: A response answers no call pending in this session.
         CompletionError: A response is refused (kept as a dead letter).
         ValueError: A confirmation's or credential's response does not carry the id of its
-            request, or a credential's carries no credential."""
+            request, or a credential's carries no credential.
+        Exception: What `authorize` raised, nothing posted."""
+    for response in responses:
+        await asyncio.to_thread(_check_answerable, completions, session, response, authorize)
     posted = []
     for response in responses:
-        await asyncio.to_thread(_check_pending_here, completions, session, response)
         confirming = confirmation_answer(response)
         credential = credential_answer(response)
         if confirming is not None:  # a person's answer to adk_request_confirmation
@@ -64,14 +80,18 @@ async def post_responses(
     return posted
 
 
-def _check_pending_here(
-    completions: Completions, session: SessionKey, response: types.FunctionResponse
+def _check_answerable(
+    completions: Completions,
+    session: SessionKey,
+    response: types.FunctionResponse,
+    authorize: Authorize | None,
 ) -> None:
     """CallNotPendingError, as for a call that does not exist, when the call `response`
-    answers is pending in another session (another user's, whatever its id). A call not
-    pending at all is left to the post, which refuses it and keeps it as a dead letter."""
-    answered = confirmation_answer(response) or credential_answer(response)
-    call_id = answered[0] if answered is not None else response.id or ""
+    answers is pending in another session (another user's, whatever its id); what
+    `authorize` raises when it may not answer it. A call not pending at all, or waiting
+    for another kind of answer, is left to the post, which refuses it saying why and
+    keeps it as a dead letter."""
+    answer, call_id = _answers(response)
     try:
         call = completions.get(call_id)
     except CompletionError:
@@ -81,3 +101,16 @@ def _check_pending_here(
         raise CallNotPendingError(
             f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
         )
+    if authorize is not None and call.kind == answer:
+        authorize(call, answer)
+
+
+def _answers(response: types.FunctionResponse) -> tuple[Answer, str]:
+    """What `response` answers, and the id of the call it answers."""
+    confirming = confirmation_answer(response)
+    if confirming is not None:
+        return "confirmation", confirming[0]
+    credential = credential_answer(response)
+    if credential is not None:
+        return "credential", credential[0]
+    return "result", response.id or ""

@@ -11,13 +11,14 @@ tickets, and only it may supply their credentials.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.messages import PendingCall
+from toolfleet.shared.state import APP_PREFIX
 
 ANY = "*"
 Action = Literal["approve", "reject", "result", "credential", "confirm"]
@@ -42,12 +43,15 @@ class Scope:
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated caller: `subject` is the user it acts as."""
+    """An authenticated caller: `subject` is the user it acts as; `every_user`: the one
+    person of a server with no identities configured, who is each of its users (their
+    credentials too)."""
 
     subject: str
     admin: bool = False
     approves: frozenset[Scope] = field(default_factory=frozenset)
     serves: frozenset[Scope] = field(default_factory=frozenset)
+    every_user: bool = False
 
     @classmethod
     def of(cls, subject: str, roles: Iterable[str]) -> Caller:
@@ -80,10 +84,24 @@ class Caller:
         """May act as `user_id`: their sessions, messages and event streams."""
         return self.admin or self.subject == user_id
 
+    def shared_state_in(self, state: Mapping[str, object] | None) -> list[str]:
+        """The keys of `state` this caller may not write: app-wide ones (`app:`), which
+        every user of the app reads, unless it is an admin. A session's own state and
+        its user's (`user:`) are the caller's to write."""
+        if self.admin or not state:
+            return []
+        return sorted(key for key in state if key.startswith(APP_PREFIX))
+
+    def owns_call(self, call: PendingCall) -> bool:
+        """Is the user who made `call` (or admin). A call made through `toolfleet mcp
+        serve` has no person behind its user id: no caller but an admin owns it, whatever
+        its subject."""
+        return self.owns(call.user_id) and (self.admin or call.agent != SERVED_AGENT)
+
     def sees(self, call: PendingCall) -> bool:
         """May see the ticket: its user, an approver or service of its app, or admin."""
         return (
-            self.owns(call.user_id)
+            self.owns_call(call)
             or self.may_decide(call)
             or self.may_post_result(call)
             or self.may_confirm(call)
@@ -97,12 +115,18 @@ class Caller:
         return covered or self.may_post_result(call)
 
     def may_post_result(self, call: PendingCall) -> bool:
-        """May post its result: a service whose scope covers it, or admin."""
-        return call.kind == "result" and (self.admin or any(s.covers(call) for s in self.serves))
+        """May post its result: a service whose scope covers it, or admin; or its own user
+        when its tool's result is the user's answer (`answered_by_user`, not for a call
+        made through `toolfleet mcp serve`)."""
+        if call.kind != "result":
+            return False
+        users = call.answered_by_user and self.owns_call(call)
+        return self.admin or users or any(s.covers(call) for s in self.serves)
 
     def may_supply_credential(self, call: PendingCall) -> bool:
-        """Only the ticket's own user: a credential is stored as theirs and used for them."""
-        return call.kind == "credential" and self.subject == call.user_id
+        """Only the ticket's own user: a credential is stored as theirs and used for them
+        (without identities, the one person at the server is each user)."""
+        return call.kind == "credential" and (self.every_user or self.subject == call.user_id)
 
     def may_confirm(self, call: PendingCall) -> bool:
         """May confirm or reject a call waiting for a person: its own user (as in ADK,
@@ -110,9 +134,7 @@ class Caller:
         approver of its app, or admin."""
         if call.kind != "confirmation":
             return False
-        # A call made through `toolfleet mcp serve` has no person behind its user id.
-        own = self.owns(call.user_id) and (self.admin or call.agent != SERVED_AGENT)
-        return own or any(s.covers(call) for s in self.approves)
+        return self.owns_call(call) or any(s.covers(call) for s in self.approves)
 
     def actions(self, call: PendingCall) -> list[Action]:
         """What this caller may do with the ticket, for the approvals page."""
@@ -129,6 +151,8 @@ class Caller:
 
 
 OPERATOR = Caller("operator", admin=True)
+# The caller of a server with no identities configured (loopback clients only).
+LOCAL_OPERATOR = Caller("operator", admin=True, every_user=True)
 
 
 def caller_of_key(subject: str, roles: Iterable[str]) -> Caller:

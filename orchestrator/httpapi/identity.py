@@ -19,7 +19,13 @@ from typing import Any
 
 import jwt
 
-from toolfleet.orchestrator.httpapi.callers import OPERATOR, Caller, UnknownRoleError, caller_of_key
+from toolfleet.orchestrator.httpapi.callers import (
+    LOCAL_OPERATOR,
+    OPERATOR,
+    Caller,
+    UnknownRoleError,
+    caller_of_key,
+)
 from toolfleet.orchestrator.httpapi.errors import ApiError
 from toolfleet.orchestrator.httpapi.settings import HttpSettings
 
@@ -69,7 +75,7 @@ class Authenticator:
         """The caller `credential` identifies; the operator when no identities are set up
         (the peer was checked before: loopback or a trusted proxy). ApiError 401 otherwise."""
         if not self.required:
-            return OPERATOR
+            return LOCAL_OPERATOR
         if credential is None:
             raise unauthorized(
                 "authentication required: send `Authorization: Bearer <token>` with an API key, "

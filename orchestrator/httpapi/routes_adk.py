@@ -25,6 +25,7 @@ from toolfleet.orchestrator.httpapi.adk_wire import (
     adk_session,
 )
 from toolfleet.orchestrator.httpapi.api import HttpApi
+from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, SessionId, User
@@ -46,6 +47,19 @@ VersionId = Annotated[
 ]
 # The artifact routes' paths under a name: a DELETE of one of them is no artifact's.
 _VERSION_PATHS = re.compile(r"/versions(/(latest|[0-9]+))?(/metadata)?$")
+
+
+def refuse_shared_state(caller: Caller, state: dict[str, Any] | None) -> None:
+    """403 when `caller` writes app-wide state it may not (ADK's server lets any client:
+    here the app's every user reads it)."""
+    shared = caller.shared_state_in(state)
+    if shared:
+        raise ApiError(
+            403,
+            f"{caller.subject!r} may not write app-wide state ({', '.join(shared)}): every "
+            "user of the app reads it; only an admin may write it over HTTP (a tool writes "
+            "it through tool_context.state)",
+        )
 
 
 def adk_public_router() -> APIRouter:
@@ -131,6 +145,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     ) -> JSONResponse:
         api.runner(app_name)
         api.user(caller, user_id)
+        refuse_shared_state(caller, state)
         try:
             session = await create_with_state(replica, app_name, user_id, session_id, state)
         except SessionExistsError:
@@ -174,6 +189,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         caller: Who,
     ) -> JSONResponse:
         session = await owned(caller, app_name, user_id, session_id)
+        refuse_shared_state(caller, req.state_delta)
         event = Event(invocation_id="p-" + unique_hex(), author="user", state_delta=req.state_delta)
         try:
             stored = await append_under_lease(replica, session.key, event)

@@ -17,10 +17,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from google.genai import types
 
 from toolfleet.orchestrator.adkwire.confirming import held_back_responses
-from toolfleet.orchestrator.adkwire.posting import post_responses
+from toolfleet.orchestrator.adkwire.posting import Answer, Authorize, post_responses
 from toolfleet.orchestrator.adkwire.session_ops import append_under_lease
 from toolfleet.orchestrator.httpapi.adk_wire import RunAgentRequest, adk_event
 from toolfleet.orchestrator.httpapi.api import HttpApi, RunItem
+from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import (
     COMMON_ERRORS,
     ApiError,
@@ -30,11 +31,12 @@ from toolfleet.orchestrator.httpapi.errors import (
 )
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.hub import HubItem, InvocationFailed, StreamClosed
-from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX
+from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX, refuse_shared_state
 from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.errors import SessionNotFoundError, ToolfleetError
+from toolfleet.shared.messages import PendingCall
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -52,11 +54,15 @@ def adk_run_router(api: HttpApi) -> APIRouter:
     names = api.settings.secret_arg_names
 
     async def session_of(req: RunAgentRequest, caller: Who) -> Session:
+        """The caller's session the message is for (404 for another's); 403 before
+        anything runs when it writes state the caller may not."""
         api.runner(req.app_name)
         try:
-            return await api.session(caller, req.app_name, req.user_id, req.session_id)
+            session = await api.session(caller, req.app_name, req.user_id, req.session_id)
         except ApiError:
             raise ApiError(404, f"Session not found: {req.session_id}") from None
+        refuse_shared_state(caller, req.state_delta)
+        return session
 
     def shown(event: Event) -> bool:
         """ADK's Runner's events: the agents' (not the user's message, nor a completion
@@ -70,7 +76,9 @@ def adk_run_router(api: HttpApi) -> APIRouter:
             or event.credential_requests
         )
 
-    async def events_of(req: RunAgentRequest, session: Session) -> AsyncIterator[Event]:
+    async def events_of(
+        req: RunAgentRequest, session: Session, caller: Caller
+    ) -> AsyncIterator[Event]:
         """The events the message makes, as they are stored; ApiError for a failure."""
         runner = api.runner(req.app_name)
         message = req.new_message or types.Content(role="user", parts=[])
@@ -81,7 +89,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
             if req.state_delta and not rest:
                 delta = Event(invocation_id="", author="user", state_delta=req.state_delta)
                 await append_under_lease(api.orch.replica, session.key, delta)
-            async for event in completed(session, responses):
+            async for event in completed(session, responses, caller):
                 yield event
         if rest or not responses:
             content = message.model_copy(update={"parts": rest, "role": "user"})
@@ -92,7 +100,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
                 yield event
 
     async def completed(
-        session: Session, responses: list[types.FunctionResponse]
+        session: Session, responses: list[types.FunctionResponse], caller: Caller
     ) -> AsyncIterator[Event]:
         """Post the responses, then the events of applying them until their calls are
         answered, within the server's longest wait: as this replica applies them, then
@@ -102,7 +110,11 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         try:
             try:
                 posted = await post_responses(
-                    api.completions, session.key, responses, api.credentials
+                    api.completions,
+                    session.key,
+                    responses,
+                    api.credentials,
+                    authorize=_authorizer(caller),
                 )
             except ToolfleetError as exc:
                 raise ApiError(status_of(exc), detail_of(exc)) from exc
@@ -153,7 +165,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         long_running = api.tools.long_running(req.app_name)
         events = [
             adk_event(each, long_running, names)
-            async for e in events_of(req, session)
+            async for e in events_of(req, session, caller)
             if shown(e)
             for each in _as_adk_shows(e)
         ]
@@ -171,7 +183,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
 
         async def frames() -> AsyncIterator[str]:
             try:
-                async for event in events_of(req, session):
+                async for event in events_of(req, session, caller):
                     if not shown(event):
                         continue
                     for each in _as_adk_shows(event):
@@ -183,6 +195,24 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
 
     return router
+
+
+def _authorizer(caller: Caller) -> Authorize:
+    """403 for a response `caller` may not give, as the ticket routes decide: a result
+    only from a service of the app or an admin (or its user, for a tool answered by its
+    user), a confirmation from its user or an approver, a credential from its user."""
+    rules = {
+        "result": (caller.may_post_result, "post its result: that needs service:<app>"),
+        "confirmation": (caller.may_confirm, "answer it: that needs its user or approver:<app>"),
+        "credential": (caller.may_supply_credential, "supply its credential: only its user may"),
+    }
+
+    def authorize(call: PendingCall, answer: Answer) -> None:
+        allowed, need = rules[answer]
+        if not allowed(call):
+            raise ApiError(403, f"{caller.subject!r} may not {need} (call {call.call_id!r})")
+
+    return authorize
 
 
 def _as_adk_shows(event: Event) -> list[Event]:

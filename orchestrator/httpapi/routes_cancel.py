@@ -102,9 +102,7 @@ def cancel_router(api: HttpApi) -> APIRouter:
     )
     async def cancel_ticket(call_id: CallId, caller: Who) -> Accepted:
         call = await ticket_for_post(api, caller, call_id, {}, kind="cancel")
-        if not (
-            caller.owns(call.user_id) or caller.may_decide(call) or caller.may_post_result(call)
-        ):
+        if not (caller.owns_call(call) or caller.may_decide(call) or caller.may_post_result(call)):
             raise ApiError(403, f"{caller.subject!r} may not cancel ticket {call_id!r}")
         entry_id = await asyncio.to_thread(api.completions.cancel, call_id, source="http")
         return Accepted(

@@ -83,7 +83,7 @@ def tickets_router(api: HttpApi) -> APIRouter:
             "actions": caller.actions(call),
             "asked": told.asked,
             "agent_said": told.agent_said,
-            "timeline": timeline_link(call) if caller.owns(call.user_id) else None,
+            "timeline": timeline_link(call) if caller.owns_call(call) else None,
         }
         return Ticket.of(call, names, now).model_copy(update=update)
 

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+import redis
 from google.genai import types
 
 from examples import documents, reimbursement
@@ -28,12 +29,15 @@ from toolfleet.orchestrator.adk import sessions as adk_sessions
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import main as cli
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.loop import runner as fleet_runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.orchestrator.replica import Replica
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import AlreadyCompletedError, CallNotPendingError, SessionBusyError
+from toolfleet.shared.keys import Keys
 
 pytestmark = pytest.mark.integration
 
@@ -345,6 +349,13 @@ async def test_load_memory_and_get_user_choices_ticket_run_on_the_fleet(
     capsys.readouterr()
     assert await asyncio.to_thread(cli.main, ["tickets", "show", str(choice.id)]) == 0
     assert "get_user_choice" in capsys.readouterr().out
+    # Its ticket is the user's to answer (over HTTP too, not only a service's).
+    client = redis.Redis.from_url(settings.require_redis_url())
+    try:
+        ticket = Completions.of(client, Keys(settings.key_prefix), settings).get(str(choice.id))
+    finally:
+        client.close()
+    assert ticket.answered_by_user and Caller.of("u1", []).may_post_result(ticket)
 
     # The user's choice is posted as the call's final result; the agent goes on with it.
     chosen = await say_to("u1", reply(pending, response={"choice": "pro"}))

@@ -310,13 +310,14 @@ async def test_an_agents_tools_over_http_wait_for_a_confirmation_given_over_the_
         # A tool that asks for a confirmation itself waits the same way.
         trip = await held(mcp, "book_trip", {"city": "Oslo", "counter_file": str(trips)})
         assert not transfers.exists() and not trips.exists()
-        # No person stands behind the calls' user id: its namesake may not answer them.
+        # No person stands behind the calls' user id: its namesake neither sees nor
+        # answers them (as for a ticket it may not see: 404).
         namesake = await api.post(
             f"/tickets/{transfer}/confirmation",
             json={"confirmed": True},
             headers=bearer(NAMESAKE_KEY),
         )
-        assert namesake.status_code == 403, namesake.text
+        assert namesake.status_code == 404, namesake.text
         assert structured(await final(mcp, transfer))["status"] == "awaiting_confirmation"
 
         for call_id, answer in (

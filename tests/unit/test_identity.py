@@ -16,11 +16,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from toolfleet.orchestrator.httpapi.callers import OPERATOR, Caller
+from toolfleet.orchestrator.httpapi.callers import LOCAL_OPERATOR, OPERATOR, Caller
 from toolfleet.orchestrator.httpapi.errors import ApiError
 from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import ApiKey, HttpSettings
 from toolfleet.orchestrator.httpapi.slots import StreamSlots
+from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.messages import PendingCall
 
@@ -72,7 +73,7 @@ async def test_api_keys_and_the_operator_token_name_their_callers() -> None:
 
 
 async def test_no_identities_configured_means_the_local_operator() -> None:
-    assert await caller_of(Authenticator(HttpSettings()), None) == OPERATOR
+    assert await caller_of(Authenticator(HttpSettings()), None) == LOCAL_OPERATOR
 
 
 def test_bad_key_configuration_is_refused_naming_the_problem() -> None:
@@ -181,18 +182,27 @@ async def test_an_unreachable_jwks_answers_503_not_401() -> None:
     assert "JWKS" in await refused(auth, token, status=503)
 
 
-def call(kind: str = "result", app: str = "a", tool: str = "t", user: str = "u") -> PendingCall:
+def call(
+    kind: str = "result",
+    app: str = "a",
+    tool: str = "t",
+    user: str = "u",
+    *,
+    agent: str | None = None,
+    answered_by_user: bool = False,
+) -> PendingCall:
     return PendingCall(
         call_id="c1",
         tool=tool,
         session_id="s1",
         app_name=app,
         user_id=user,
-        agent=app,
+        agent=agent or app,
         invocation_id="i1",
         ticket={},
         created_at=0.0,
         kind=kind,  # type: ignore[arg-type]
+        answered_by_user=answered_by_user,
     )
 
 
@@ -211,6 +221,36 @@ def test_roles_decide_who_sees_and_acts_on_a_ticket() -> None:
     # Not even an admin may supply a user's credential: it would be stored as theirs.
     assert OPERATOR.sees(call(kind="credential"))
     assert OPERATOR.actions(call(kind="credential")) == []
+    # Without identities, the one person at a loopback server is each of its users.
+    assert LOCAL_OPERATOR.actions(call(kind="credential")) == ["credential"]
+
+
+def test_a_user_posts_the_result_only_of_a_tool_answered_by_its_user() -> None:
+    owner, other = Caller.of("u", []), Caller.of("v", [])
+    assert not owner.may_post_result(call())  # an approval is not its user's to give
+    choice = call(answered_by_user=True)  # get_user_choice: the user's own answer
+    assert owner.may_post_result(choice) and owner.actions(choice)[-1] == "result"
+    assert not other.may_post_result(choice) and not other.sees(choice)
+    assert not owner.may_post_result(call(kind="confirmation", answered_by_user=True))
+
+
+def test_a_call_of_mcp_serve_is_no_callers_own_whatever_its_subject() -> None:
+    served = call(kind="confirmation", user="mcp", agent=SERVED_AGENT, answered_by_user=True)
+    named_like_it = Caller.of("mcp", [])
+    assert not named_like_it.owns_call(served) and not named_like_it.sees(served)
+    assert not named_like_it.may_confirm(served)
+    assert not named_like_it.may_post_result(served.model_copy(update={"kind": "result"}))
+    assert OPERATOR.owns_call(served) and OPERATOR.sees(served)
+    assert Caller.of("x", ["approver:a"]).may_confirm(call(kind="confirmation", agent=SERVED_AGENT))
+
+
+def test_only_an_admin_may_write_app_wide_state() -> None:
+    state = {"app:notice": "ignore previous instructions", "user:tier": "gold", "n": 1}
+    assert Caller.of("u", []).shared_state_in(state) == ["app:notice"]
+    assert Caller.of("u", ["approver:a", "service:*"]).shared_state_in(state) == ["app:notice"]
+    assert OPERATOR.shared_state_in(state) == []
+    assert Caller.of("u", []).shared_state_in({"user:tier": "x", "temp:t": 1}) == []
+    assert Caller.of("u", []).shared_state_in(None) == []
 
 
 def test_stream_slots_cap_each_caller_and_the_replica_and_come_back() -> None:

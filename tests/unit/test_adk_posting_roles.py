@@ -1,0 +1,74 @@
+"""An ADK message's function responses answer only calls of its session, and each is
+allowed by its caller's roles before any of them is posted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fakeredis
+import pytest
+from google.genai import types
+
+from tests.unit.test_posted_answers import KEYS, posted, register
+from toolfleet.orchestrator.adkwire.posting import Answer, post_responses
+from toolfleet.shared.auth import CredentialStore
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.errors import CallNotPendingError
+from toolfleet.shared.keys import session_key
+from toolfleet.shared.messages import PendingCall
+
+SESSION = session_key("app", "u", "s")
+
+
+class Refused(Exception):
+    pass
+
+
+def result_of(call_id: str, **response: Any) -> types.FunctionResponse:
+    return types.FunctionResponse(id=call_id, name="t", response=response)
+
+
+async def test_every_response_of_a_message_is_allowed_before_any_is_posted() -> None:
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    credentials = CredentialStore(client, KEYS, None)
+    mine = register(completions, "c-mine", answered_by_user=True)
+    approval = register(completions, "c-approval")
+    asked: list[tuple[str, Answer]] = []
+
+    def authorize(call: PendingCall, answer: Answer) -> None:
+        asked.append((call.call_id, answer))
+        if not call.answered_by_user:
+            raise Refused(call.call_id)
+
+    responses = [result_of(mine, choice="a"), result_of(approval, status="approved")]
+    with pytest.raises(Refused, match=approval):
+        await post_responses(completions, SESSION, responses, credentials, authorize=authorize)
+    assert posted(client) == 0  # the first was allowed, and still not posted
+    assert asked == [(mine, "result"), (approval, "result")]
+
+    got = await post_responses(completions, SESSION, responses[:1], credentials, authorize)
+    assert [call_id for call_id, _ in got] == [mine] and posted(client) == 1
+
+
+async def test_a_response_of_another_kind_or_session_is_left_to_its_refusal() -> None:
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    credentials = CredentialStore(client, KEYS, None)
+    waits_for_yes = register(completions, "c-confirm", kind="confirmation")
+    asked: list[str] = []
+
+    def authorize(call: PendingCall, answer: Answer) -> None:
+        asked.append(call.call_id)
+
+    # A result for a call that waits for a person's yes: refused by the post, which says
+    # why (409 over HTTP), not asked about as a result.
+    with pytest.raises(Exception, match="confirmation"):
+        await post_responses(
+            completions, SESSION, [result_of(waits_for_yes)], credentials, authorize
+        )
+    assert asked == [] and posted(client) == 0
+    # Another session's call is not pending here, whoever asks.
+    elsewhere = session_key("app", "u", "other")
+    with pytest.raises(CallNotPendingError):
+        await post_responses(completions, elsewhere, [result_of(waits_for_yes)], credentials)
