@@ -30,7 +30,7 @@ def cmd_mcp_serve(args: argparse.Namespace) -> None:
     settings = Settings()
     check_redis(settings.require_redis_url())
     if args.agent:
-        catalog = Catalog(agent=load_agent(args.agent), app_name=args.app)
+        catalog = Catalog.of_agent(load_agent(args.agent), args.app)
     else:
         catalog = Catalog.of_modules(args.tools.split(","), args.app)
     # stdout carries the protocol over stdio: logs go to stderr (logging's default).

@@ -14,6 +14,8 @@ from toolfleet.shared.toolsets import ReadonlyContext
 
 # The ids an MCP client's calls run under (it has no toolfleet session).
 MCP_SESSION = "mcp"
+# An agent's callbacks around its tools' calls, which only its turns run.
+TOOL_CALLBACKS = ("before_tool_callback", "after_tool_callback", "on_tool_error_callback")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,21 @@ class Catalog:
     fixed: ToolRegistry | None = None
     app_name: str = "mcp"
     user_id: str = "mcp"
+
+    @classmethod
+    def of_agent(cls, agent: Agent, app_name: str) -> Catalog:
+        """The agent's tools; ConfigError when the agent guards them with tool callbacks,
+        which only its turns run: served alone, its tools would run unguarded."""
+        guards = [name for name in TOOL_CALLBACKS if getattr(agent, name)]
+        if guards:
+            raise ConfigError(
+                f"agent {agent.name!r} has {', '.join(guards)}: `toolfleet mcp serve` runs "
+                "its tools without an agent's turn, so the callbacks would not run and "
+                "whatever they guard would be skipped; serve the tools with --tools "
+                "<module> once they need no guard, or move the check into the tools "
+                "(require_confirmation, or a check inside the function)"
+            )
+        return cls(agent=agent, app_name=app_name)
 
     @classmethod
     def of_modules(cls, names: list[str], app_name: str) -> Catalog:
