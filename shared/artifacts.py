@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.keys import Keys, scope_key
 from toolfleet.shared.state import USER_PREFIX
 
 if TYPE_CHECKING:
@@ -45,7 +45,9 @@ class ArtifactStore:
         self._keys = keys
 
     def _scope(self, app: str, user: str, session: str, filename: str) -> str:
-        return f"{app}:{user}" if filename.startswith(USER_PREFIX) else f"{app}:{user}:{session}"
+        if filename.startswith(USER_PREFIX):
+            return scope_key(app, user)
+        return scope_key(app, user, session)
 
     def save(self, app: str, user: str, session: str, filename: str, part: types.Part) -> int:
         """Append `part` as a new version of `filename` and return that version (from 0)."""
@@ -68,7 +70,7 @@ class ArtifactStore:
     def list(self, app: str, user: str, session: str) -> list[str]:
         """Sorted filenames of the session's artifacts and of the user's (`user:`) ones."""
         names: set[bytes] = set()
-        for scope in (f"{app}:{user}:{session}", f"{app}:{user}"):
+        for scope in (scope_key(app, user, session), scope_key(app, user)):
             names |= self._redis.smembers(self._keys.artifact_names(scope))  # type: ignore[arg-type]
         return sorted(n.decode() for n in names)
 

@@ -39,6 +39,14 @@ def session_key(app_name: str, user_id: str, session_id: str) -> SessionKey:
     return SessionKey("/".join(quote(p, safe="") for p in (app_name, user_id, session_id)))
 
 
+def scope_key(*parts: str) -> str:
+    """A key part naming a scope of things kept per app and user (and session, tool, ...):
+    each part percent-encoded (no "/" or ":" left in it), joined by "/", so that no two
+    scopes share one whatever their ids hold - a user `alice:s1` is not alice's session
+    `s1`, and a scope of two parts never one of three. `session_key` is one of these."""
+    return "/".join(quote(p, safe="") for p in parts)
+
+
 def session_parts(key: SessionKey) -> tuple[str, str, str]:
     """(app name, user id, session id) of a `session_key`; ValueError if it is not one."""
     parts = key.split("/")
@@ -173,7 +181,8 @@ class Keys:
         return f"{self.prefix}:dead-letters"
 
     def artifact(self, scope: str, filename: str) -> str:
-        """List of an artifact's versions (JSON Parts); scope is app:user[:session]."""
+        """List of an artifact's versions (JSON Parts); scope is a `scope_key` of app, user
+        (and session): it holds no ":", so the filename after it is read whole."""
         return f"{self.prefix}:artifact:{scope}:{filename}"
 
     def artifact_times(self, scope: str, filename: str) -> str:
@@ -181,12 +190,13 @@ class Keys:
         return f"{self.prefix}:artifact-times:{scope}:{filename}"
 
     def artifact_names(self, scope: str) -> str:
-        """Set of the artifact filenames saved in one scope (app:user[:session])."""
+        """Set of the artifact filenames saved in one scope (a `scope_key` of app, user and
+        session, or of app and user for the user's own)."""
         return f"{self.prefix}:artifacts:{scope}"
 
     def credential(self, app: str, user: str, auth_key: str) -> str:
         """A user's encrypted credential for one AuthConfig key."""
-        return f"{self.prefix}:credential:{app}:{user}:{auth_key}"
+        return f"{self.prefix}:credential:{scope_key(app, user, auth_key)}"
 
     def parked(self, turn_id: str) -> str:
         """Hash call id -> ToolResult of a turn waiting for a credential."""
