@@ -269,6 +269,7 @@ class Completions:
         )
         pending = self.pending_for(completion)
         completion.session_key = pending.session_key
+        completion.asked_again = pending.asked_again  # the question it answers
         return self._post(pending, completion)
 
     def cancel(self, call_id: str, *, resume: bool = True, source: str = "api") -> str:

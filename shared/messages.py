@@ -251,6 +251,8 @@ class PendingCall(BaseModel):
             links to.
         answered_by_user: Its tool's final result is the session's user's answer
             (`LongRunningFunctionTool(answered_by_user=True)`): that user may post it.
+        asked_again: How many times the call asked again for what it waits for, once
+            given it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -275,6 +277,9 @@ class PendingCall(BaseModel):
     # The W3C traceparent of the call's run: the span its completion's span links to.
     traceparent: str | None = None
     answered_by_user: bool = False
+    # How many times the call asked again (a confirmation after one was given): an answer
+    # posted for an earlier question does not answer this one.
+    asked_again: int = 0
 
     @property
     def session_key(self) -> SessionKey:
@@ -330,6 +335,9 @@ class Completion(BaseModel):
     resume: bool = True
     source: str = Field(default="api", description="Who posted it: cli, job, http, api.")
     posted_at: float
+    # A confirmation: the call's `asked_again` when it was posted. A call that asked again
+    # since (a new question) does not take it; None: posted by a version that did not say.
+    asked_again: int | None = None
 
 
 COMPLETION_FIELD = "completion"

@@ -330,6 +330,14 @@ class CompletionApplier:
                 reason = f"{pending.call_id!r} expects a {pending.kind}"
                 await self.refuse(stream, entry, reason, session)
                 return False
+            posted_for = completion.asked_again
+            if posted_for is not None and posted_for != pending.asked_again:
+                reason = (
+                    f"{pending.call_id!r} asked again since this answer was posted (it "
+                    "answered an earlier question): answer the question it asks now"
+                )
+                await self.refuse(stream, entry, reason, session)
+                return False
             try:
                 answer = _confirmation(pending, completion)
             except ValidationError as exc:

@@ -58,6 +58,8 @@ class WaitingCalls:
             auth, asked = result.actions.requested_auth, result.actions.requested_confirmation
             updated = pending.model_copy(
                 update={
+                    # A new question: an answer posted for an earlier one is not its.
+                    "asked_again": pending.asked_again + 1,
                     "ticket": auth or asked or {},
                     "kind": "credential" if auth else "confirmation",
                     "envelope": confirmed_envelope(runner, session, pending, answer)

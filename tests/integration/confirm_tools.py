@@ -105,3 +105,29 @@ def book_trip(city: str, counter_file: str, tool_context: ToolContext) -> dict[s
 
 
 book_trip_tool = FunctionTool(book_trip)
+
+
+def book_long_stay(city: str, counter_file: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Books a trip; asks a person to confirm it, and again for a stay over three nights.
+
+    Args:
+        city: Where to.
+        counter_file: Where the runs that booked are counted.
+    """
+    confirmation = tool_context.tool_confirmation
+    if confirmation is None:
+        tool_context.request_confirmation(
+            hint=f"Book a trip to {city}?", payload={"city": city, "nights": 2}
+        )
+        return {"status": "awaiting approval"}
+    nights = int((confirmation.payload or {}).get("nights", 0))
+    if nights > 3 and not (confirmation.payload or {}).get("long_stay_ok"):
+        tool_context.request_confirmation(
+            hint=f"{nights} nights: over the three-night policy. Book anyway?",
+            payload={"city": city, "nights": nights, "long_stay_ok": True},
+        )
+        return {"status": "awaiting a second approval"}
+    return {"booked": confirmation.payload, "runs": counted(counter_file)}
+
+
+book_long_stay_tool = FunctionTool(book_long_stay)

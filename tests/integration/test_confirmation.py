@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -63,6 +63,20 @@ class Confirming:
         assert self.orch is not None
         assert await self.orch.wait_until_settled(key, WAIT_S)
         return await self.orch.runner("confirming").store.get(key)
+
+    async def handled(self, done: Callable[[], bool]) -> None:
+        """Wait until `done()` says so, checked after each completion the listener handles."""
+        assert self.orch is not None
+        listener = self.orch.listener
+
+        async def until_done() -> None:
+            while True:
+                listener.handled.clear()
+                if done():
+                    return
+                await listener.handled.wait()
+
+        await asyncio.wait_for(until_done(), WAIT_S)
 
     async def close(self) -> None:
         """Stop the orchestrator."""
@@ -163,6 +177,42 @@ async def test_a_tool_asks_itself_and_gets_the_payload_as_the_person_edited_it(
         (request.call_id, {"booked": {"city": "Oslo", "nights": 5}, "runs": 1}),
     ]
     assert len(confirming.model.requests) == 3 and trips.read_text() == "1"
+
+
+async def test_an_answer_posted_twice_does_not_answer_the_question_asked_next(
+    confirming: Confirming, tmp_path: Path
+) -> None:
+    """Two approvers (or a double submit) confirm the same request: the first answer runs
+    the tool, which asks again; the second, given for the first question, is refused and
+    kept as a dead letter, and the call waits for an answer to the question it asks now."""
+    stays = tmp_path / "stays"
+    session_id, (request,) = await confirming.ask(
+        call(Call("book_long_stay", {"city": "Oslo", "counter_file": str(stays)})),
+        say("asked"),
+        say("asked again"),
+        say("booked"),
+    )
+    client = redis.Redis.from_url(confirming.settings.require_redis_url())
+    keys = Keys(confirming.settings.key_prefix)
+    letters_before = client.xlen(keys.dead_letters())
+    long_stay = {"city": "Oslo", "nights": 5}
+    confirming.completions.confirm(request.call_id, True, payload=long_stay)
+    confirming.completions.confirm(request.call_id, True, payload=long_stay)
+    # Both are handled once the second is refused: the call waits again meanwhile.
+    await confirming.handled(lambda: client.xlen(keys.dead_letters()) > letters_before)
+    asked_again = confirming.completions.get(request.call_id)
+    assert asked_again.asked_again == 1
+    assert asked_again.ticket["payload"]["long_stay_ok"] is True
+    ((_, letter),) = client.xrange(keys.dead_letters())[letters_before:]
+    assert b"asked again since this answer was posted" in letter[b"reason"]
+    assert not stays.exists()  # booked by neither answer
+    confirming.completions.confirm(request.call_id, True)  # the question asked now
+    session = await confirming.settled(session_id)
+    assert answers(session)[-1] == (
+        request.call_id,
+        {"booked": {"city": "Oslo", "nights": 5, "long_stay_ok": True}, "runs": 1},
+    )
+    client.close()
 
 
 async def test_the_cli_lists_a_confirmation_with_its_hint_and_confirms_an_edited_payload(

@@ -23,6 +23,7 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import CallStatus, Completion, PendingCall
+from toolfleet.shared.pending import PendingCalls
 
 KEYS = Keys("t")
 APP = "app"
@@ -172,3 +173,31 @@ async def test_a_completion_naming_no_session_is_refused_saying_so(
     assert letter[b"reason"].decode().startswith("the completion for call 'a1' names no session")
     assert replica.sync.hget(KEYS.pending(), "a1") is not None
     assert replica.sync.xlen(STREAM) == 0
+
+
+async def test_an_answer_to_an_earlier_question_of_the_call_is_refused(
+    replica: ApplyingReplica,
+) -> None:
+    """Two confirmations posted while a call waits (two approvers, a double submit): the
+    first is applied and the tool asks again; the second, posted for the first question,
+    does not answer the new one."""
+    asking = call("a1", ANN).model_copy(update={"kind": "confirmation", "ticket": {"hint": "?"}})
+    assert replica.completions.register(asking)
+    replica.completions.confirm("a1", True)
+    stale = replica.completions.confirm("a1", True)
+    # The first was applied and the call asked again: its record says so.
+    asked_again = asking.model_copy(update={"asked_again": 1})
+    replica.sync.hset(KEYS.pending(), "a1", PendingCalls(KEYS, frozenset()).record(asked_again))
+    first_id = replica.sync.xrange(STREAM)[0][0].decode()
+    replica.sync.xdel(STREAM, first_id)
+    replica.sync.lrem(KEYS.completion_order(ANN), 1, first_id)
+
+    await replica.applier.apply(STREAM, replica.entry(stale))
+
+    ((_, letter),) = replica.sync.xrange(KEYS.dead_letters())
+    assert "'a1' asked again since this answer was posted" in letter[b"reason"].decode()
+    assert replica.completions.get("a1").asked_again == 1  # still waits for the new answer
+    assert replica.continued == [] and replica.sync.xlen(STREAM) == 0
+    # An answer posted now answers the question asked now.
+    fresh = replica.completions.confirm("a1", False)
+    assert replica.entry(fresh).completion.asked_again == 1  # type: ignore[union-attr]
