@@ -63,6 +63,15 @@ def _feed_call_ids(response: list[Any]) -> set[str]:
     return ids
 
 
+async def two_streams_read(waiter: ResultWaiter, server: fakeredis.FakeServer) -> tuple[str, str]:
+    """The results streams of sessions S1 and S2, each read once by the reader (a call
+    awaited at a time, answered there)."""
+    streams = KEYS.results(S1), KEYS.results(S2)
+    for stream in streams:
+        await read_once(waiter, server, stream)
+    return streams
+
+
 @pytest.fixture
 async def gated(
     fake_server: fakeredis.FakeServer,
@@ -89,9 +98,7 @@ async def test_results_posted_during_the_pause_are_read_together(
     gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
 ) -> None:
     waiter, gate, reads = gated
-    first, other = KEYS.results(S1), KEYS.results(S2)
-    await read_once(waiter, fake_server, first)  # one call awaited: no pause
-    await read_once(waiter, fake_server, other)
+    first, other = await two_streams_read(waiter, fake_server)  # one call at a time: no pause
     assert gate.pauses == []
     futures = await waiter.expect(first, ["c1"])
     futures |= await waiter.expect(other, ["c2", "c3"])
@@ -116,9 +123,7 @@ async def test_a_wide_turns_results_are_read_as_they_come_until_its_last(
     gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
 ) -> None:
     waiter, gate, _ = gated
-    wide, other = KEYS.results(S1), KEYS.results(S2)
-    await read_once(waiter, fake_server, wide)
-    await read_once(waiter, fake_server, other)
+    wide, other = await two_streams_read(waiter, fake_server)
     futures = await waiter.expect(wide, ["c1", "c2", "c3"])
     futures |= await waiter.expect(other, ["d1", "d2"])
     post = feed_reporter(fake_server).post
@@ -139,9 +144,7 @@ async def test_a_call_expected_again_is_awaited_once(
     gated: tuple[ResultWaiter, Gate, RecordedReads], fake_server: fakeredis.FakeServer
 ) -> None:
     waiter, gate, _ = gated
-    first, other = KEYS.results(S1), KEYS.results(S2)
-    await read_once(waiter, fake_server, first)
-    await read_once(waiter, fake_server, other)
+    first, other = await two_streams_read(waiter, fake_server)
     await waiter.expect(first, ["c1"])
     futures = await waiter.expect(first, ["c1"])  # a takeover's turn expects it again
     await waiter.expect(other, ["d1", "d2"])
