@@ -11,7 +11,7 @@ orchestrator's CPU per call by a quarter (bench/RESULTS.md).
 Only a read that let a session go on (answered the last call it awaited) starts a
 pause: the writes to share are those sessions'. A wide turn's results leave their
 session waiting for the rest; pausing after them held back its last results, and the
-turn's end, by up to `pause_s` (8-10 ms of a turn of 100 or 1,000 parallel calls).
+turn's end, by up to `pause_s` (7-8 ms of a turn of 100 parallel 1 s calls).
 
 The cost is latency, bounded and only under load: a result waits at most `pause_s`
 longer, and only while at least `min_awaited` calls are awaited on the replica. A call
