@@ -5,6 +5,9 @@ The turn is stored, shown and sent back to the model; each of those serializes i
 would fail (or recurse past Python's limit) on arguments nested deeply enough. So such
 arguments never get that far: the turn keeps a short note in their place, and a call
 whose arguments hold that note is refused whenever it is answered (a resumed turn too).
+
+Arguments over TOOLFLEET_MAX_PAYLOAD_BYTES are refused as well, on every path that
+sends a call (an agent's turn, `toolfleet mcp serve`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.genai import types
+from pydantic_core import to_json
 
 from toolfleet.shared.json_depth import TOO_DEEP_KEY, dropped, too_deep, value_depth
 
@@ -31,6 +35,18 @@ def deep_args_problem(tool: str, args: dict[str, Any], limit: int) -> str | None
     forge the note either: it is refused the same way)."""
     if TOO_DEEP_KEY in args or value_depth(args, stop_above=limit) > limit:
         return _message(tool, limit)
+    return None
+
+
+def large_args_problem(args: dict[str, Any], limit: int) -> str | None:
+    """Why a call with `args` may not run for their size, or None: their JSON, as sent
+    (UTF-8), is over `limit` bytes."""
+    size = len(to_json(args, fallback=str))
+    if size > limit:
+        return (
+            f"the arguments are {size} bytes, over the {limit}-byte limit; pass less data "
+            "(or a reference to it)"
+        )
     return None
 
 

@@ -10,14 +10,13 @@ from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 from google.genai import types
-from pydantic_core import to_json
 
 from toolfleet.orchestrator.agents.structured import SetModelResponseTool, answer_structured
 from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
 from toolfleet.orchestrator.loop.callbacks import Hooks
 from toolfleet.orchestrator.loop.confirmation import ask_confirmation
-from toolfleet.orchestrator.loop.deep_args import deep_args_problem
+from toolfleet.orchestrator.loop.deep_args import deep_args_problem, large_args_problem
 from toolfleet.orchestrator.loop.duplicates import Duplicates
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
@@ -112,14 +111,9 @@ class TurnPlan:
         if too_deep:
             results[envelope.call_id] = failed(envelope, "InvalidArguments", too_deep)
             return None
-        size = len(to_json(envelope.args, fallback=str))  # as sent: UTF-8 JSON
-        if size > inv.settings.max_payload_bytes:
-            results[envelope.call_id] = failed(
-                envelope,
-                "InvalidArguments",
-                f"the arguments are {size} bytes, over the {inv.settings.max_payload_bytes}-byte "
-                "limit; pass less data (or a reference to it)",
-            )
+        too_large = large_args_problem(envelope.args, inv.settings.max_payload_bytes)
+        if too_large:
+            results[envelope.call_id] = failed(envelope, "InvalidArguments", too_large)
             return None
         if mentions_sealed(envelope.args):
             # Only the orchestrator seals; a model (or a prompt injected into it) that

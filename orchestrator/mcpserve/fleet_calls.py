@@ -13,11 +13,9 @@ import time
 import uuid
 from typing import Any
 
-from pydantic_core import to_json
-
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
 from toolfleet.orchestrator.loop.confirmation import AWAITING, ask_confirmation
-from toolfleet.orchestrator.loop.deep_args import deep_args_problem
+from toolfleet.orchestrator.loop.deep_args import deep_args_problem, large_args_problem
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.confirmation import SERVED_AGENT, ToolConfirmation
@@ -55,10 +53,9 @@ class FleetCalls:
             return failed(envelope, "InvalidArguments", too_deep)
         if mentions_sealed(args):  # only the orchestrator seals values: not a caller
             return failed(envelope, "InvalidArguments", "the key '$sealed' is reserved")
-        size, limit = len(to_json(args, fallback=str)), self._replica.settings.max_payload_bytes
-        if size > limit:  # as sent: UTF-8 JSON, as an agent's call is measured
-            detail = f"the arguments are {size} bytes, over the {limit}-byte limit"
-            return failed(envelope, "InvalidArguments", f"{detail}; pass less data")
+        too_large = large_args_problem(args, self._replica.settings.max_payload_bytes)
+        if too_large:
+            return failed(envelope, "InvalidArguments", too_large)
         checked, problems = tool.validate(args)
         if problems:
             detail = "; ".join(str(p) for p in problems)
