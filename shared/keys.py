@@ -29,6 +29,14 @@ def queue_name(pool: str) -> str:
     return f"{QUEUE_PREFIX}{pool}"
 
 
+def scope_key(*parts: str) -> str:
+    """A key part naming a scope of things kept per app and user (and session, tool, ...):
+    each part percent-encoded (no "/" or ":" left in it), joined by "/", so that no two
+    scopes share one whatever their ids hold - a user `alice:s1` is not alice's session
+    `s1`, and a scope of two parts never one of three. `session_key` is one of these."""
+    return "/".join(quote(p, safe="") for p in parts)
+
+
 # Remembered: a worker asks for the key of each call it runs, a thousand calls of a
 # session at once, and percent-encoding three parts costs more than the lookup.
 @lru_cache(maxsize=4096)
@@ -36,15 +44,7 @@ def session_key(app_name: str, user_id: str, session_id: str) -> SessionKey:
     """The key of the session `session_id` of `user_id` in `app_name`: the three parts,
     each percent-encoded (no "/" or ":" left in them), joined by "/", so that no two
     sessions share one and `session_parts` gives them back."""
-    return SessionKey("/".join(quote(p, safe="") for p in (app_name, user_id, session_id)))
-
-
-def scope_key(*parts: str) -> str:
-    """A key part naming a scope of things kept per app and user (and session, tool, ...):
-    each part percent-encoded (no "/" or ":" left in it), joined by "/", so that no two
-    scopes share one whatever their ids hold - a user `alice:s1` is not alice's session
-    `s1`, and a scope of two parts never one of three. `session_key` is one of these."""
-    return "/".join(quote(p, safe="") for p in parts)
+    return SessionKey(scope_key(app_name, user_id, session_id))
 
 
 def session_parts(key: SessionKey) -> tuple[str, str, str]:
