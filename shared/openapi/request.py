@@ -52,11 +52,14 @@ def prepare(
 ) -> Prepared:
     """The request for `op` with the model's `args`: path parameters percent-encoded (a
     value cannot leave its path segment), the others in the query, headers or cookies.
+    A header of `headers` (the toolset's own, the credential's) is never replaced by an
+    argument, whatever its case.
 
     ToolError (the model's error response) for a path value that would name another
     path: see `segment`."""
     path = op.path
     sent = Prepared(op.method.upper(), "", headers=dict(headers))
+    own = {name.lower() for name in headers}  # the toolset's own: never the model's
     for param in op.parameters:
         if param.arg not in args or args[param.arg] is None:
             continue
@@ -66,7 +69,8 @@ def prepare(
         elif param.location == "query":
             sent.params[param.name] = value if isinstance(value, list) else _text(value)
         elif param.location == "header":
-            sent.headers[param.name] = _text(value)
+            if param.name.lower() not in own:
+                sent.headers[param.name] = _text(value)
         else:
             sent.cookies[param.name] = _text(value)
     has_body = op.body_schema is not None and "body" in args

@@ -11,14 +11,21 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolfleet.shared.errors import ToolDefinitionError
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 LOCATIONS = ("path", "query", "header", "cookie")
+# Header parameters never offered to the model: OpenAPI ignores the first three (the
+# media types and the credential are not arguments), and the others frame or route the
+# request - a model that set Host would send the user's credential to another site.
+IGNORED_HEADERS = frozenset(
+    {"accept", "content-type", "authorization", "host", "content-length",
+     "transfer-encoding", "connection", "cookie", "accept-encoding"}
+)  # fmt: skip
 # Bounds on what one spec may make us build (a spec is data, possibly hostile).
 MAX_OPERATIONS = 500
 MAX_SCHEMA_DEPTH = 32
@@ -52,6 +59,15 @@ class Operation:
     parameters: tuple[Parameter, ...]
     body_schema: dict[str, Any] | None  # JSON request body, None when there is none
     body_required: bool
+
+    def without(self, location: str, names: Iterable[str]) -> Operation:
+        """This operation less its parameters in `location` with one of `names`
+        (case-insensitive): those the toolset sets itself."""
+        dropped = {n.lower() for n in names}
+        kept = tuple(
+            p for p in self.parameters if p.location != location or p.name.lower() not in dropped
+        )
+        return replace(self, parameters=kept)
 
     def parameters_json_schema(self) -> dict[str, Any]:
         """The arguments the model passes: one per parameter, and `body` for the body."""
@@ -180,6 +196,8 @@ def _operation(resolver: _Resolver, path: str, method: str, op: Any, shared: Any
     params: list[Parameter] = []
     taken = {"body"}
     for (name, location), param in by_key.items():
+        if location == "header" and name.lower() in IGNORED_HEADERS:
+            continue
         arg = _unique(_identifier(name), taken)
         schema = resolver.schema(param.get("schema") or {"type": "string"})
         if param.get("description"):

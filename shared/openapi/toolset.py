@@ -92,7 +92,7 @@ class OpenAPIToolset(BaseToolset):
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
         )
-        self._tools = [RestApiTool(op, api) for op in operations(spec)]
+        self._tools = [RestApiTool(api.without_own_parameters(op), api) for op in operations(spec)]
         mask_http_logs()  # before any call: httpx's lines hold request URLs
 
     async def get_tools(
@@ -129,6 +129,21 @@ class _Api:
         self.headers = headers
         self.timeout_s = timeout_s
         self.max_response_bytes = max_response_bytes
+
+    def without_own_parameters(self, operation: Operation) -> Operation:
+        """`operation` less the parameters this API sets on every call - its headers and
+        the credential's header or query parameter: the model may not replace them."""
+        headers = set(self.headers)
+        query: set[str] = set()
+        if self.auth is not None:
+            place, name = self.auth_place
+            if self.auth.scheme != "api_key":
+                headers.add("Authorization")
+            elif place == "query":
+                query.add(name)
+            else:
+                headers.add(name)
+        return operation.without("header", headers).without("query", query)
 
 
 class RestApiTool(BaseTool):

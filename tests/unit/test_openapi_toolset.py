@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import fakeredis
@@ -19,7 +20,8 @@ from toolfleet.shared.errors import ToolDefinitionError
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult
 from toolfleet.shared.openapi import OpenAPIToolset
-from toolfleet.shared.openapi.spec import RECURSION_STUB
+from toolfleet.shared.openapi.request import prepare
+from toolfleet.shared.openapi.spec import RECURSION_STUB, Parameter, operations
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
 
@@ -210,6 +212,39 @@ def test_credential_is_asked_for_then_sent_where_the_spec_says(
     assert store.get("app", "u", PETS_AUTH) is None
 
 
+def test_the_model_cannot_replace_the_credential_or_the_toolsets_headers(
+    api: PetsApi,
+) -> None:
+    # Given a spec whose getPet also declares the credential's header, Authorization,
+    # Host, the toolset's own header and a header of its own as parameters
+    spec = pets_spec(api.url)
+    spec["paths"]["/pets/{petId}"]["get"]["parameters"] += [
+        {"name": name, "in": "header", "schema": {"type": "string"}}
+        for name in ("x-pets-key", "Authorization", "Host", "X-Tenant", "X-Trace")
+    ]
+    store = CredentialStore(fakeredis.FakeRedis(), Keys("t"), new_credential_key())
+    store.put("app", "u", PETS_AUTH, "k-123")
+    api.valid_keys.add("k-123")
+    toolset = OpenAPIToolset(spec_dict=spec, auth=PETS_AUTH, headers={"X-Tenant": "acme"})
+    get_pet = tools_of(toolset)["get_pet"]
+
+    # Then only the header of its own is offered to the model
+    offered = set(get_pet.parameters_json_schema["properties"])
+    assert offered == {"pet_id", "verbose", "token", "x_trace"}
+
+    # When the model passes the others anyway, the user's credential and the toolset's
+    # header are sent, not the model's values
+    args = {"pet_id": "p1", "x_pets_key": "attacker", "authorization": "Bearer x",
+            "host": "evil.test", "x_tenant": "other", "x_trace": "t-1"}  # fmt: skip
+    got = call(get_pet, args, ToolServices(credentials=store))
+
+    assert got.status is CallStatus.SUCCESS
+    seen = api.seen[-1]
+    assert seen["x-pets-key"] == "k-123" and seen["x-tenant"] == "acme"
+    assert seen["x-trace"] == "t-1"
+    assert "authorization" not in seen and seen["host"] != "evil.test"
+
+
 @pytest.mark.parametrize(
     ("mutate", "problem"),
     [
@@ -280,3 +315,16 @@ def test_a_schema_nested_without_end_is_refused() -> None:
     spec["components"]["schemas"]["Tag"] = deep
     with pytest.raises(ToolDefinitionError, match="nested deeper"):
         OpenAPIToolset(spec_dict=spec)
+
+
+def test_a_header_the_toolset_sets_is_kept_whatever_its_case() -> None:
+    # Given an operation that takes X-Tenant, and a request the toolset sends as x-tenant
+    operation = operations(pets_spec("http://api.test"))[0]
+    header = Parameter("X-Tenant", "header", "x_tenant", False, {"type": "string"})
+    operation = replace(operation, parameters=(*operation.parameters, header))
+
+    sent = prepare(operation, "http://api.test", {"pet_id": "p1", "x_tenant": "other"},
+                   {"x-tenant": "acme"})  # fmt: skip
+
+    # Then the toolset's value goes, alone
+    assert sent.headers == {"x-tenant": "acme"}
