@@ -102,7 +102,7 @@ class Keys:
 
     def user_state(self, app: str, user: str) -> str:
         """Hash of a user's `user:` state, shared by all their sessions of the app."""
-        return f"{self.prefix}:state:user:{app}:{user}"
+        return f"{self.prefix}:state:user:{scope_key(app, user)}"
 
     def app_state(self, app: str) -> str:
         """Hash of an app's `app:` state, shared by every session of the app."""
@@ -110,11 +110,11 @@ class Keys:
 
     def user_sessions(self, app: str, user: str) -> str:
         """Set of session ids of one user."""
-        return f"{self.prefix}:sessions:{app}:{user}"
+        return f"{self.prefix}:sessions:{scope_key(app, user)}"
 
     def memory_sessions(self, app: str, user: str) -> str:
         """Set of the ids of the sessions one user's memory holds (add_session_to_memory)."""
-        return f"{self.prefix}:memory:{app}:{user}"
+        return f"{self.prefix}:memory:{scope_key(app, user)}"
 
     def lease(self, session: SessionKey) -> str:
         """Which replica runs a session now (SET NX with a TTL)."""

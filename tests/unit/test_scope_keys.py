@@ -1,6 +1,7 @@
-"""What is kept per app and user (artifacts, credentials) is keyed by percent-encoded
-parts: no id a program or a token may hold (a ":", a "/", a session named "user") makes
-one user's keys another's, nor a session's the user's own."""
+"""What is kept per app and user (artifacts, credentials, user state, the lists of
+sessions and of sessions in memory) is keyed by percent-encoded parts: no id a program
+or a token may hold (a ":", a "/", a session named "user") makes one user's keys
+another's, nor a session's the user's own."""
 
 from __future__ import annotations
 
@@ -48,3 +49,10 @@ def test_one_users_credential_is_not_anothers_whatever_their_ids_hold() -> None:
     store.put("app", "u", AuthConfig(key="x:k"), "u's token")
     assert store.get("app", "u:x", AuthConfig(key="k")) is None
     assert store.get("app", "u", AuthConfig(key="x:k")) == "u's token"
+
+
+def test_a_users_state_sessions_and_memory_are_theirs_whatever_the_ids_hold() -> None:
+    # User "b:c" of app "a" is not user "c" of app "a:b" (a program names its apps).
+    for of in (KEYS.user_state, KEYS.user_sessions, KEYS.memory_sessions):
+        assert of("a", "b:c") != of("a:b", "c")
+        assert of("a", "b/c") != of("a/b", "c")
