@@ -107,7 +107,9 @@ class CeleryFleet:
         in_flight = InFlight()
         added: list[PreparedCall] = []  # every call this run awaits
         try:
-            live, unserved = await self._take_on(first, prepared, sent, futures, running, added)
+            live, unserved = await self._take_on(
+                first, prepared, sent, futures, running, added, reread=resume
+            )
             for each in unserved:
                 yield self._no_worker(each)
             # Results of calls sent before a takeover are on the stream or on their way.
@@ -175,11 +177,13 @@ class CeleryFleet:
         futures: dict[str, asyncio.Future[ToolResult]],
         running: dict[str, PlannedCall],
         added: list[PreparedCall],
+        *,
+        reread: bool = False,
     ) -> tuple[list[PreparedCall], list[PreparedCall]]:
         """The calls of `prepared` a live worker can run (or sent already), their futures
         registered before they are sent (no result can slip past) and marked running -
         a cancellation that came meanwhile answers them at once; and those no worker
-        can run, to answer."""
+        can run, to answer. `reread`: see ResultWaiter.expect."""
         calls, unserved = await self._split_by_pool_liveness(prepared, sent)
         if not calls:
             return calls, unserved
@@ -189,6 +193,7 @@ class CeleryFleet:
                 [p.call_id for p in calls],
                 session_id=first.session_id,
                 tools={p.call_id: p.call.tool for p in calls},
+                reread=reread,
             )
         )
         added += calls

@@ -160,20 +160,25 @@ class ResultWaiter:
         *,
         session_id: str | None = None,
         tools: Mapping[str, str] | None = None,
+        reread: bool = False,
     ) -> dict[str, asyncio.Future[ToolResult]]:
         """Register futures before dispatching, so no result can slip past.
 
         A result is accepted for a call only on `stream`, and only if it names
         `session_id` and the call's tool in `tools` (call id -> tool), when given.
+        `reread`: the calls may have been sent before (a resumed turn): unless others are
+        awaited there, the stream is read again from its start, for results delivered
+        here before whose caller failed before persisting them (it trims what it did).
         """
         loop = asyncio.get_running_loop()
         futures = {call_id: loop.create_future() for call_id in call_ids}
+        rewind = reread and stream not in self._awaited_on
+        watch = None if rewind else self._watches.get(stream)
         for call_id, future in futures.items():
             tool = tools.get(call_id) if tools else None
             self._take(call_id)  # expected again: only the newest future is awaited
             self._pending[call_id] = _Awaited(stream, future, session_id, tool)
         self._awaited_on[stream] += len(futures)
-        watch = self._watches.get(stream)
         if watch is not None:
             watch.settled = False
         else:

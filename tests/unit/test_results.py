@@ -87,6 +87,21 @@ async def test_late_or_duplicate_result_is_delivered_once(
     assert await fake_redis.xlen(stream) == 0
 
 
+async def test_a_result_delivered_but_not_settled_is_delivered_again_when_awaited_again(
+    waiter: ResultWaiter, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    # Given a result delivered, whose caller failed before storing it (no settle)
+    stream = KEYS.results(S1)
+    first = await waiter.expect(stream, ["c1"])
+    await post(fake_redis, stream, result("c1"))
+    await asyncio.wait_for(first["c1"], 5)
+
+    # When the call is awaited again by a resumed turn in this process, it gets it again
+    again = await waiter.expect(stream, ["c1"], reread=True)
+
+    assert (await asyncio.wait_for(again["c1"], 5)).response == {"n": "c1"}
+
+
 async def test_settle_keeps_results_not_yet_delivered(
     waiter: ResultWaiter, fake_redis: fakeredis.FakeAsyncRedis
 ) -> None:
