@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import redis
@@ -54,6 +54,10 @@ COMPLETIONS_GROUP = "orchestrators"
 
 # `Completions.confirm` without a payload: the tool gets the payload that was asked.
 UNCHANGED: Any = object()
+
+# Checks the record of the call a post answers, as read for the post; raises to refuse
+# it (nothing posted or kept): who may answer that call.
+PendingCheck = Callable[[PendingCall], None]
 
 # Drop the entries every consumer is done with: those older than both the first entry
 # the group has not been delivered (after last-delivered-id) and the oldest delivered
@@ -191,14 +195,18 @@ class Completions:
         """The pending call `call_id`, or None if it is not pending."""
         return self._pending.get(self._redis, call_id)
 
-    def pending_for(self, completion: Completion) -> PendingCall:
+    def pending_for(self, completion: Completion, check: PendingCheck | None = None) -> PendingCall:
         """The pending call `completion` answers. Refused - the call is not pending, or it
         waits for another kind of answer - the completion goes to the dead-letter stream
-        with the reason, and the CompletionError saying it is raised."""
+        with the reason, and the CompletionError saying it is raised. `check` is given
+        the call's record as read here, the one the post answers: what it raises refuses
+        the post (nothing kept)."""
         pending = self._pending.get(self._redis, completion.call_id)
         if pending is None:
             error: CompletionError = self._not_pending(completion.call_id)
         elif completion.kind in ("cancel", pending.kind):
+            if check is not None:
+                check(pending)
             return pending
         else:
             error = _wrong_kind(pending, completion.kind)
@@ -227,9 +235,16 @@ class Completions:
         return waiting
 
     def post_result(
-        self, call_id: str, response: dict[str, Any], *, final: bool = True, source: str = "api"
+        self,
+        call_id: str,
+        response: dict[str, Any],
+        *,
+        final: bool = True,
+        source: str = "api",
+        check: PendingCheck | None = None,
     ) -> str:
-        """Queue a result for a pending call; return the stream entry id."""
+        """Queue a result for a pending call; return the stream entry id. `check`: see
+        `pending_for`."""
         if not isinstance(response, dict):
             raise InvalidCompletionError(
                 'a result must be a JSON object, e.g. {"status": "approved"}'
@@ -244,16 +259,23 @@ class Completions:
             source=source,
             posted_at=time.time(),
         )
-        pending = self.pending_for(completion)
+        pending = self.pending_for(completion, check)
         completion.session_key = pending.session_key
         return self._post(pending, completion)
 
     def confirm(
-        self, call_id: str, confirmed: bool, *, payload: Any = UNCHANGED, source: str = "api"
+        self,
+        call_id: str,
+        confirmed: bool,
+        *,
+        payload: Any = UNCHANGED,
+        source: str = "api",
+        check: PendingCheck | None = None,
     ) -> str:
         """Answer a call waiting for a person's confirmation: confirmed, it is sent (its
         tool finds `payload`, if given, in `tool_context.tool_confirmation`); rejected, it
-        gets an error response and never runs. Return the stream entry id."""
+        gets an error response and never runs. Return the stream entry id. `check`: see
+        `pending_for`."""
         response: dict[str, Any] = {"confirmed": bool(confirmed)}
         if value_depth(payload, stop_above=self.max_json_depth) > self.max_json_depth:
             raise self.refuse_too_deep(call_id, "the payload", source=source, kind="confirmation")
@@ -267,7 +289,7 @@ class Completions:
             source=source,
             posted_at=time.time(),
         )
-        pending = self.pending_for(completion)
+        pending = self.pending_for(completion, check)
         completion.session_key = pending.session_key
         completion.asked_again = pending.asked_again  # the question it answers
         return self._post(pending, completion)
@@ -359,9 +381,16 @@ class Completions:
         dead_letter(self._redis, self._keys, completion, reason)
 
     def supply_credential(
-        self, call_id: str, credential: str, store: CredentialStore, *, source: str = "api"
+        self,
+        call_id: str,
+        credential: str,
+        store: CredentialStore,
+        *,
+        source: str = "api",
+        check: PendingCheck | None = None,
     ) -> str:
         """Store the user's credential (encrypted, per user) and re-run the waiting call.
+        `check`: see `pending_for`.
 
         The credential itself never enters the completions stream, the dead-letter
         stream or the session.
@@ -369,7 +398,7 @@ class Completions:
         completion = Completion(
             call_id=call_id, response={}, kind="credential", source=source, posted_at=time.time()
         )
-        pending = self.pending_for(completion)
+        pending = self.pending_for(completion, check)
         completion.session_key = pending.session_key
         store.put(
             pending.app_name, pending.user_id, AuthConfig.model_validate(pending.ticket), credential

@@ -13,7 +13,7 @@ from google.genai import types
 from toolfleet.orchestrator.adkwire.confirming import confirmation_answer
 from toolfleet.orchestrator.adkwire.credentials import credential_answer
 from toolfleet.shared.auth import CredentialStore
-from toolfleet.shared.completions import Completions
+from toolfleet.shared.completions import Completions, PendingCheck
 from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import CallNotPendingError, CompletionError
 from toolfleet.shared.keys import SessionKey
@@ -55,18 +55,23 @@ async def post_responses(
         await asyncio.to_thread(_check_answerable, completions, session, response, authorize)
     posted = []
     for response in responses:
+        # Checked again on the record each post reads: the call may have become pending
+        # (its ticket opened) or changed since the check above.
+        check = _checker(session, _answers(response)[0], authorize)
         confirming = confirmation_answer(response)
         credential = credential_answer(response)
         if confirming is not None:  # a person's answer to adk_request_confirmation
             call_id, confirmed, payload = confirming
             entry_id = await asyncio.to_thread(
-                completions.confirm, call_id, confirmed, payload=payload, source=SOURCE
-            )
+                completions.confirm, call_id, confirmed, payload=payload, source=SOURCE,
+                check=check,
+            )  # fmt: skip
         elif credential is not None:  # the user's credential, for adk_request_credential
             call_id, secret = credential
             entry_id = await asyncio.to_thread(
-                completions.supply_credential, call_id, secret, credentials, source=SOURCE
-            )
+                completions.supply_credential, call_id, secret, credentials, source=SOURCE,
+                check=check,
+            )  # fmt: skip
         else:
             call_id = response.id or ""
             entry_id = await asyncio.to_thread(
@@ -75,6 +80,7 @@ async def post_responses(
                 dict(response.response or {}),
                 final=not response.will_continue,
                 source=SOURCE,
+                check=check,
             )
         posted.append((call_id, entry_id))
     return posted
@@ -96,13 +102,30 @@ def _check_answerable(
         call = completions.get(call_id)
     except CompletionError:
         return
+    if call.kind == answer:
+        _checker(session, answer, authorize)(call)
+    else:
+        _check_session(session, call)
+
+
+def _checker(session: SessionKey, answer: Answer, authorize: Authorize | None) -> PendingCheck:
+    """The check of a pending call that a response answering it the `answer` way must
+    pass: the call is of `session`, and `authorize` lets it be answered so."""
+
+    def check(call: PendingCall) -> None:
+        _check_session(session, call)
+        if authorize is not None:
+            authorize(call, answer)
+
+    return check
+
+
+def _check_session(session: SessionKey, call: PendingCall) -> None:
     # A call made through `toolfleet mcp serve` is no session's, whatever its ids say.
     if call.session_key != session or call.agent == SERVED_AGENT:
         raise CallNotPendingError(
-            f"no pending call with id {call_id!r}; see `toolfleet tickets list`"
+            f"no pending call with id {call.call_id!r}; see `toolfleet tickets list`"
         )
-    if authorize is not None and call.kind == answer:
-        authorize(call, answer)
 
 
 def _answers(response: types.FunctionResponse) -> tuple[Answer, str]:

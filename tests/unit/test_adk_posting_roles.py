@@ -72,3 +72,37 @@ async def test_a_response_of_another_kind_or_session_is_left_to_its_refusal() ->
     elsewhere = session_key("app", "u", "other")
     with pytest.raises(CallNotPendingError):
         await post_responses(completions, elsewhere, [result_of(waits_for_yes)], credentials)
+
+
+class OpenedAfterTheCheck(Completions):
+    """The call's ticket opens between the message's check and its post: the check
+    finds it not pending, the post finds it pending."""
+
+    def __init__(self, client: fakeredis.FakeRedis, call: str) -> None:
+        super().__init__(client, KEYS)
+        self._call = call
+        self.opened = False
+
+    def get(self, call_id: str) -> PendingCall:
+        if call_id == self._call and not self.opened:
+            self.opened = True
+            raise CallNotPendingError(f"no pending call with id {call_id!r}")
+        return super().get(call_id)
+
+
+async def test_a_call_pending_only_once_checked_is_allowed_on_the_record_it_is_posted_for() -> None:
+    # Given an approval whose ticket opens after the message was checked
+    client = fakeredis.FakeRedis()
+    completions = OpenedAfterTheCheck(client, "c-approval")
+    approval = register(completions, "c-approval")
+    credentials = CredentialStore(client, KEYS, None)
+
+    def authorize(call: PendingCall, answer: Answer) -> None:
+        raise Refused(call.call_id)  # a user may not post an approval's result
+
+    # When its user posts the result, it is refused on the record the post read
+    with pytest.raises(Refused, match=approval):
+        await post_responses(
+            completions, SESSION, [result_of(approval, status="approved")], credentials, authorize
+        )
+    assert completions.opened and posted(client) == 0
