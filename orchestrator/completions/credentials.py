@@ -87,6 +87,8 @@ async def rerun_with_credential(
             "TOOLFLEET_FLEET_KEY): call the tool again",
         )
     planned = [PlannedCall(envelope, tool)]
-    results = [r async for r in runner.tool_runner.run(planned, fence=hold.fence)]
-    await runner.tool_runner.settle(session.key)
+    # As a resumed turn: a run sent before (by a replica that failed before storing its
+    # result) is not sent again; its result is read from the results stream, which the
+    # caller trims in the step that stores it (ToolRunner.stage_settle).
+    results = [r async for r in runner.tool_runner.run(planned, resume=True, fence=hold.fence)]
     return results[0]

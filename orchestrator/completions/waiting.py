@@ -20,6 +20,7 @@ from toolfleet.orchestrator.loop.parking import confirmation_request
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.orchestrator.sessions.fencing import write
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.confirmation import ToolConfirmation
@@ -48,12 +49,16 @@ class WaitingCalls:
         the completion's acknowledgement into the step that stores the outcome. True
         once the turn is complete and the agent is to answer it."""
         session = await runner.store.get(pending.session_key)
+        also = consume
         if cancel is not None:
             result = cancelled(runner, session, pending)
         elif answer is not None and not answer.confirmed:
             result = rejected(runner, session, pending)
         else:
             result = await rerun_with_credential(runner, session, pending, hold, answer)
+            # Its result leaves the results stream in the step that stores it, not before:
+            # a replica that takes over after a fault finds it there, and runs nothing again.
+            also = _with_settle(consume, runner, pending)
         if result.actions.waits():  # still missing, rejected by the tool, or asked again
             auth, asked = result.actions.requested_auth, result.actions.requested_confirmation
             updated = pending.model_copy(
@@ -76,7 +81,7 @@ class WaitingCalls:
                 confirmation_requests=() if auth else confirming,
             )
             await runner.store.append(
-                session, event, pending=[updated], also=consume, fence=hold.fence
+                session, event, pending=[updated], also=also, fence=hold.fence
             )
             await self._resumer.notify(session.key, event)
             return False
@@ -85,18 +90,35 @@ class WaitingCalls:
             # applied alone, as a long-running call's is.
             ordered: list[ToolResult] | None = [result]
         else:
-            ordered = await runner.store.parked.complete(
+            parked = await runner.store.parked.complete(
                 pending.turn_id, result, hold.fence, pending.session_key
             )
+            ordered, also = parked.ordered, _both(parked.stage, also)
         if ordered is None:  # another call of the turn still waits
             batch = WriteBatch()
-            consume(batch)
-            await batch.run(self._redis)
+            also(batch)
+            await write(self._redis, batch, hold.fence)
             return False
         sealer = Sealer.of(runner.settings)
         event = responses_event(
             pending.invocation_id, pending.agent, ordered, sealer, session.state
         )
-        await runner.store.append(session, event, resolved=pending, also=consume, fence=hold.fence)
+        await runner.store.append(session, event, resolved=pending, also=also, fence=hold.fence)
         await self._resumer.notify(session.key, event)
         return cancel is None or cancel.resume
+
+
+Stage = Callable[[WriteBatch], None]
+
+
+def _both(first: Stage, then: Stage) -> Stage:
+    def stage(batch: WriteBatch) -> None:
+        first(batch)
+        then(batch)
+
+    return stage
+
+
+def _with_settle(consume: Stage, runner: Runner, pending: PendingCall) -> Stage:
+    """`consume`, and the results stream of the call's session trimmed of what was read."""
+    return _both(consume, lambda batch: runner.tool_runner.stage_settle(pending.session_key, batch))

@@ -11,7 +11,9 @@ fleet key): the turn applies them when it resumes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
@@ -23,6 +25,8 @@ from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
 from toolfleet.shared.sealing import Sealer
+
+log = logging.getLogger(__name__)
 
 ORDER_FIELD = "__order__"
 PARKED_TTL_S = 7 * 24 * 3600
@@ -66,11 +70,12 @@ class ParkedTurns:
 
     async def complete(
         self, turn_id: str, result: ToolResult, fence: Fence | None, session: SessionKey
-    ) -> list[ToolResult] | None:
+    ) -> ParkedCompletion:
         """Add a call's result (run again with its credential or confirmation, or
-        rejected): every result of the turn
-        in call order once none is missing (the record is then gone), else None (and
-        the call no longer waits; `session`: the call's)."""
+        rejected): every result of the turn in call order once none is missing, else
+        None; with what the step that stores the outcome must also write - the record
+        gone, or the call no longer waiting (`session`: the call's). Until that step, the
+        turn is as it was: added again, the result replaces itself."""
         key = self._keys.parked(turn_id)
         batch = WriteBatch()
         batch.hset(key, result.call_id, self._record(result))
@@ -79,12 +84,23 @@ class ParkedTurns:
         # HGETALL's reply: a dict from a transaction, a flat list from a fenced script.
         pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
         fields = {decoded(k): v for k, v in pairs}
+        if ORDER_FIELD not in fields:
+            # The record outlived its TTL: the turn's other results are gone, this one
+            # is answered alone (and the record the write made again goes with it).
+            log.warning("parked turn %s expired: call %s answered alone", turn_id, result.call_id)
+            return ParkedCompletion([result], lambda b: b.delete(key))
         order: list[str] = json.loads(fields[ORDER_FIELD])
-        batch = WriteBatch()
         if any(call_id not in fields for call_id in order):
-            self._pending.stage_drop(batch, session, result.call_id)
-            await write(self._redis, batch, fence)
-            return None
-        batch.delete(key)
-        await write(self._redis, batch, fence)
-        return [ToolResult.model_validate_json(fields[call_id]) for call_id in order]
+            call_id = result.call_id
+            return ParkedCompletion(None, lambda b: self._pending.stage_drop(b, session, call_id))
+        ordered = [ToolResult.model_validate_json(fields[call_id]) for call_id in order]
+        return ParkedCompletion(ordered, lambda b: b.delete(key))
+
+
+@dataclass(frozen=True)
+class ParkedCompletion:
+    """What adding a result to a parked turn gave: every result of the turn (None: some
+    still wait), and `stage`, the writes that make it so in the step storing the outcome."""
+
+    ordered: list[ToolResult] | None
+    stage: Callable[[WriteBatch], None]

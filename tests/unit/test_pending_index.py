@@ -167,8 +167,14 @@ async def test_a_parked_call_answered_leaves_its_record_and_its_set(
     turn = [done, *(done.model_copy(update={"call_id": c, "actions": asks}) for c in ("c2", "c3"))]
     parked = ParkedTurns(fake_redis, KEYS)
     await parked.park("t1", turn, None)
-    # c2 ran again with its credential; c3 still waits: c2 no longer does.
-    assert await parked.complete("t1", done.model_copy(update={"call_id": "c2"}), None, ANN) is None
+    # c2 ran again with its credential; c3 still waits: c2 no longer does, once the step
+    # that stores the outcome ran.
+    got = await parked.complete("t1", done.model_copy(update={"call_id": "c2"}), None, ANN)
+    assert got.ordered is None
+    assert await consistent(fake_redis) == {ANN: {"c2", "c3"}}
+    batch = WriteBatch()
+    got.stage(batch)
+    await batch.run(fake_redis)
     assert await consistent(fake_redis) == {ANN: {"c3"}}
 
 

@@ -186,8 +186,8 @@ async def test_a_parked_turn_keeps_state_writes_sealed_until_it_resumes() -> Non
         None,
         session_key("app", "ann", "s1"),
     )
-    assert resumed is not None
-    assert sealer.unseal(resumed[0].state_delta) == WRITTEN  # applied with the real values
+    assert resumed.ordered is not None
+    assert sealer.unseal(resumed.ordered[0].state_delta) == WRITTEN  # applied with the real values
 
 
 def test_the_secret_name_prefilter_passes_only_text_that_names_no_secret() -> None:
