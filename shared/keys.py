@@ -168,9 +168,11 @@ class Keys:
         """Set once when a call's final result is applied (the apply-once guard)."""
         return f"{self.prefix}:applied:{call_id}"
 
-    def deliveries(self, call_id: str, retries: int) -> str:
-        """Counter of the broker's deliveries of one attempt of a call (the crash guard)."""
-        return f"{self.prefix}:deliveries:{call_id}:{retries}"
+    def deliveries(self, call_id: str, retries: int, sent_at: float) -> str:
+        """Counter of the broker's deliveries of one attempt of a call (the crash guard),
+        as sent at `sent_at` (its envelope's `dispatched_at`): a call sent again once
+        confirmed, or with the user's credential, is another message, counted anew."""
+        return f"{self.prefix}:deliveries:{call_id}:{sent_at!r}:{retries}"
 
     def completions(self, app_name: str) -> str:
         """Stream of posted long-running results for one app, read by a consumer group."""

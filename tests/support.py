@@ -20,6 +20,7 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared import tracing
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.context import ToolServices
+from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.workers.executor import execute
@@ -155,6 +156,13 @@ def tool_call(
         reply_to=reply_to,
         dispatched_at=time.time(),
     )
+
+
+def first_deliveries(client: Any, keys: Keys, call_id: str) -> int:
+    """How many times the broker delivered the first attempt of `call_id`, over every
+    send of it (`Keys.deliveries`: a send's counter is named by when it was sent)."""
+    pattern = f"{keys.prefix}:deliveries:{call_id}:*:0"
+    return sum(int(client.get(key) or 0) for key in client.scan_iter(pattern))
 
 
 def counted_round_trips(client: Any) -> list[int]:

@@ -70,7 +70,9 @@ class DeliveryGuard:
 
     With acks_late and task_reject_on_worker_lost, Celery requeues a call whose worker
     process died - forever, if the tool itself kills it. Each attempt (`retries`: a
-    retry via `self.retry` is a new message, not a crash) is allowed `max_deliveries`.
+    retry via `self.retry` is a new message, not a crash) of each send of the call (a
+    call runs again once confirmed, or with the user's credential) is allowed
+    `max_deliveries`.
     """
 
     client: redis.Redis
@@ -114,7 +116,7 @@ class DeliveryGuard:
         self, call: ToolCall, retries: int, worker: str, redelivered: bool
     ) -> tuple[tuple[str, str, str, str], tuple[str, str, str]]:
         """One delivery's keys and arguments of `_COUNT`."""
-        key = self.keys.deliveries(call.call_id, retries)
+        key = self.keys.deliveries(call.call_id, retries, call.dispatched_at)
         claiming = "1" if self.claims and not redelivered else "0"
         session = call.session_key
         # RunningCall's JSON, written without building one (a model per call admitted).

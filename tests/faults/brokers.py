@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from kombu import Connection
 from kombu.transport.redis import Channel
 
+from tests.support import first_deliveries
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerProcess
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
@@ -173,8 +174,6 @@ class SentCopies:
         if self._broker.settings.broker_is_amqp:
             return self._published[call_id]
         client = self._broker.client
-        delivered = int(
-            client.get(Keys(self._broker.settings.key_prefix).deliveries(call_id, 0)) or 0
-        )
+        delivered = first_deliveries(client, Keys(self._broker.settings.key_prefix), call_id)
         queued = client.lrange(queue_name(pool), 0, -1)
         return delivered + sum(call_id.encode() in m for m in queued)

@@ -186,3 +186,24 @@ state_writer = Agent(
     tools=[write_unjson, write_huge],
     offline_script=[call(Call("write_unjson", {}), Call("write_huge", {})), say("done")],
 )
+
+
+# More rounds than the fault settings' max_deliveries (3): each is a send of its own.
+ASKING_ROUNDS = 4
+
+
+@tool(timeout_s=3)
+def sign_off(tool_context: ToolContext) -> dict[str, object]:
+    """Has a document signed off by a person, round after round, then files it."""
+    runs = record_execution(tool_context.function_call_id)
+    if runs <= ASKING_ROUNDS:
+        tool_context.request_confirmation(hint=f"Sign off round {runs}?")
+        return {"status": f"waiting for round {runs}"}
+    return {"filed": True, "runs": runs}
+
+
+signing = Agent(
+    name="signing",
+    tools=[sign_off],
+    offline_script=[call(Call("sign_off", {})), *(say("asked") for _ in range(5)), say("filed")],
+)

@@ -22,17 +22,19 @@ from tests.faults import probe
 from tests.faults.brokers import ON_EACH_BROKER
 from tests.faults.conftest import fault_settings
 from tests.faults.exactly_once_tools import (
+    ASKING_ROUNDS,
     case_opener,
     delegator,
     holder,
     interrupted,
+    signing,
     state_writer,
     ticketing,
 )
 from tests.faults.input_tools import gate_key
 from tests.faults.servers import RedisServer
 from tests.faults.test_orchestrator_faults import call_ids, response_ids, toolfleet
-from tests.support import until
+from tests.support import first_deliveries, until
 from toolfleet import (
     AlreadyCompletedError,
     CallNotPendingError,
@@ -109,8 +111,7 @@ async def test_a_long_running_call_answered_before_it_started_never_runs_nor_ope
     (case,) = [u.result for u in updates if isinstance(u, CallFinished)]
     assert case.status is CallStatus.ERROR and case.response["error_type"] == "TimeoutError"
     # The worker took the message (its delivery counter) and dropped it unrun.
-    delivered = keys.deliveries(case.call_id, 0)
-    await until(lambda: client.exists(delivered), "the late delivery", 15)
+    await until(lambda: first_deliveries(client, keys, case.call_id) > 0, "the late delivery", 15)
     assert probe.executions(client, settings.key_prefix, case.call_id) == 0
     assert client.hget(keys.pending(), case.call_id) is None
     with pytest.raises(CallNotPendingError):
@@ -427,3 +428,32 @@ async def test_a_bad_state_write_is_answered_at_once_and_nothing_of_it_is_stored
     )
     assert unjson.duration_s < settings.default_timeout_s and not unjson.state_delta
     assert client.hgetall(keys.session_state(of_u("state_writer", "bad"))) == {}
+
+
+async def test_a_call_confirmed_round_after_round_runs_each_time_it_is_sent(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    """A tool that asks a person again after each run is sent again once each answer
+    comes, more times than a call may be delivered: each send is a message of its own,
+    run once (not a copy of the first, nor a crash loop), until it files."""
+    keys = Keys(settings.key_prefix)
+    workers.start(["default"], concurrency=1)
+    async with Orchestrator([signing], settings) as orch:
+        runner = orch.runner("signing")
+        await runner.ask(user_id="u", session_id="rounds", message="go")
+        session = of_u("signing", "rounds")
+        for _ in range(ASKING_ROUNDS):
+            (request,) = await runner.store.pending_calls(session)
+            asked = request.asked_again
+            Completions(client, keys).confirm(request.call_id, True)
+
+            def answered(call_id: str = request.call_id, asked: int = asked) -> bool:
+                record = client.hget(keys.pending(), call_id)
+                return record is None or f'"asked_again":{asked + 1}'.encode() in record
+
+            await until(answered, "the confirmed call to run and ask again", 20)
+        assert await orch.wait_until_settled(session, 20)
+        call_id = request.call_id
+        events = stored_events(client, keys, session)
+        assert final_responses(events, call_id)[-1] == {"filed": True, "runs": ASKING_ROUNDS + 1}
+        assert probe.executions(client, settings.key_prefix, call_id) == ASKING_ROUNDS + 1

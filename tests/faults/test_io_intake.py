@@ -28,7 +28,7 @@ from tests.faults.conftest import fault_settings
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_pools import agent_of, one_turn
 from tests.faults.test_worker_faults import running
-from tests.support import until
+from tests.support import first_deliveries, until
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.loop.invocation import CallFinished
@@ -91,7 +91,7 @@ async def successor(settings: Settings, workers: WorkerGroup) -> WorkerProcess:
 
 def deliveries(settings: Settings, client: redis.Redis, call_id: str) -> int:
     """How many times the broker delivered the call's first attempt to a worker."""
-    return int(client.get(Keys(settings.key_prefix).deliveries(call_id, 0)) or 0)
+    return first_deliveries(client, Keys(settings.key_prefix), call_id)
 
 
 def envelope(

@@ -32,7 +32,7 @@ from tests.faults.worker_fault_tools import (
     release_key,
     started_key,
 )
-from tests.support import tool_call, until
+from tests.support import first_deliveries, tool_call, until
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess, WorkerSpec
@@ -299,7 +299,7 @@ async def test_tool_that_always_kills_its_worker_stops_after_max_deliveries(
     assert broker.waiting() == 0
     executions = probe.executions(client, settings.key_prefix, call_id)
     assert executions == n
-    assert int(client.get(Keys(settings.key_prefix).deliveries(call_id, 0)) or 0) == n + 1
+    assert first_deliveries(client, Keys(settings.key_prefix), call_id) == n + 1
     report_figure("executions", f"{executions} (max_deliveries {n})")
 
 
@@ -414,7 +414,7 @@ async def test_a_call_whose_pool_child_died_after_posting_its_result_is_not_run_
     async with publishing(settings, aclient) as publisher:
         dispatch = publisher.dispatch(call, queue_name("default"))
         await publisher.publish([dispatch], record_in="after-post:sent")
-        delivered = keys.deliveries(call.call_id, 0)
+        delivered = keys.deliveries(call.call_id, 0, call.dispatched_at)
         await until(lambda: client.get(delivered) == b"2", "the redelivery after the death", 15)
     assert "WorkerLostError" in worker.log()  # prefork saw its child die, and requeued
     # The redelivery was acknowledged, unrun: nothing left to deliver again.

@@ -23,7 +23,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tests.support import LocalTool, counted_round_trips
-from tests.unit.test_delivery_guard import KEYS, guarded_deps
+from tests.unit.test_delivery_guard import KEYS, SENT_AT, guarded_deps
 from toolfleet.shared.celery_wire.parse import decode, decode_delivery
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import session_key
@@ -80,7 +80,7 @@ def fetch_runs(client: redis.Redis) -> ToolRuns:
 def envelope(call_id: str) -> dict[str, Any]:
     call = ToolCall(
         call_id=call_id, tool="fetch", args={"n": 1}, session_id="s", app_name="app",
-        user_id="u", invocation_id="inv", agent="a", reply_to=STREAM, dispatched_at=time.time(),
+        user_id="u", invocation_id="inv", agent="a", reply_to=STREAM, dispatched_at=SENT_AT,
     )  # fmt: skip
     return call.model_dump(mode="json")
 
@@ -101,7 +101,7 @@ def test_a_batch_is_admitted_with_one_round_trip_and_each_call_gets_its_own_answ
     client: fakeredis.FakeRedis, runs: ToolRuns, caplog: pytest.LogCaptureFixture
 ) -> None:
     client.set(KEYS.closed(S, "closed"), 1)  # answered already (timed out in the queue)
-    client.set(KEYS.deliveries("lost", 0), 2)  # its worker died on both deliveries
+    client.set(KEYS.deliveries("lost", 0, SENT_AT), 2)  # its worker died on both deliveries
     round_trips = counted_round_trips(client)
     calls = ["open", "closed", "lost", "malformed", "open2"]
     admissions = ToolRuns.admit_all(
@@ -271,7 +271,7 @@ def test_a_call_run_alone_and_in_a_batch_posts_the_same_result_and_counts_once()
     timeless = {"started_at", "finished_at"}
     assert answers[0][0].model_dump(exclude=timeless) == answers[1][0].model_dump(exclude=timeless)
     for client in (alone, batched):
-        assert client.get(KEYS.deliveries("c", 0)) == b"1"
+        assert client.get(KEYS.deliveries("c", 0, SENT_AT)) == b"1"
         assert client.exists(KEYS.closed(S, "c"))
 
 
@@ -293,7 +293,7 @@ def test_a_lone_redelivery_is_counted_where_a_second_first_delivery_is_a_duplica
     assert runs.admit(first, envelope("c")) is not None
     assert runs.admit(first, envelope("c")) is None  # published twice: the copy is closed
     assert runs.admit(again, envelope("c")) is not None
-    assert client.get(KEYS.deliveries("c", 0)) == b"2"
+    assert client.get(KEYS.deliveries("c", 0, SENT_AT)) == b"2"
 
 
 def test_in_a_batch_a_redelivery_is_counted_where_a_second_first_delivery_is_a_duplicate(
@@ -320,7 +320,7 @@ def test_in_a_batch_a_redelivery_is_counted_where_a_second_first_delivery_is_a_d
     assert admissions[1] == (None, None)  # published twice: the copy is closed
     redelivery = admissions[2][0]  # its worker died: counted and run
     assert redelivery is not None and redelivery.redelivered
-    assert client.get(KEYS.deliveries("c", 0)) == b"2"
+    assert client.get(KEYS.deliveries("c", 0, SENT_AT)) == b"2"
 
 
 def admitted(runs: ToolRuns, call_id: str) -> Admitted:

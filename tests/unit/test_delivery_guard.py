@@ -29,6 +29,7 @@ from toolfleet.workers.tool_runs import ToolTaskDeps
 
 KEYS = Keys("t")
 S = session_key("app", "u", "s")
+SENT_AT = time.time()  # when the calls of these tests were sent (their dispatched_at)
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_counts_each_delivery_of_an_attempt_and_refuses_past_the_limit(
     counts = [guard.count(call("c1"), 0)[0] for _ in range(4)]
     assert counts == [1, 2, 3, 4]
     assert [guard.exhausted(n) for n in counts] == [False, False, False, True]
-    ttl = client.ttl(KEYS.deliveries("c1", 0))
+    ttl = client.ttl(KEYS.deliveries("c1", 0, SENT_AT))
     assert 0 < ttl <= DELIVERIES_TTL_S  # the counter goes by itself
 
 
@@ -53,6 +54,20 @@ def test_a_retry_and_another_call_have_counters_of_their_own(client: fakeredis.F
     assert guard.count(call("c1"), 1) == (1, False)  # self.retry sends a new message: no crash
     assert guard.count(call("c2"), 0) == (1, False)
     assert guard.count(call("c1"), 0) == (2, False)
+
+
+@pytest.mark.parametrize("claims", [False, True])
+def test_a_call_sent_again_is_counted_anew_not_as_a_copy(
+    client: fakeredis.FakeRedis, claims: bool
+) -> None:
+    # Given a call delivered to its limit (with claims: a first delivery, claimed)
+    guard = DeliveryGuard(client, KEYS, max_deliveries=1, claims=claims)
+    assert guard.count(call("c1"), 0) == (1, False)
+    # When it is sent again, once confirmed or with the user's credential (a new message)
+    again = call("c1").model_copy(update={"dispatched_at": SENT_AT + 30})
+    # Then that send's first delivery runs; a copy of it does not
+    assert guard.count(again, 0) == (1, False)
+    assert guard.count(again, 0) == ((0, True) if claims else (2, False))
 
 
 def test_the_count_also_says_whether_the_orchestrator_closed_the_call(
@@ -113,7 +128,7 @@ def test_a_delivery_whose_count_failed_gets_its_error_and_the_others_their_count
     client: fakeredis.FakeRedis,
 ) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
-    client.set(KEYS.deliveries("c2", 0), "not a number")
+    client.set(KEYS.deliveries("c2", 0, SENT_AT), "not a number")
     counts = guard.count_all(
         [(call("c1"), 0, "w", False), (call("c2"), 0, "w", False), (call("c3"), 0, "w", False)]
     )
@@ -128,7 +143,7 @@ def call(call_id: str) -> ToolCall:
 def _envelope(tool: str) -> dict[str, Any]:
     call = ToolCall(
         call_id="c1", tool=tool, args={}, session_id="s", app_name="app", user_id="u",
-        invocation_id="inv", agent="a", reply_to="t:results:s", dispatched_at=time.time(),
+        invocation_id="inv", agent="a", reply_to="t:results:s", dispatched_at=SENT_AT,
     )  # fmt: skip
     return call.model_dump(mode="json")
 
@@ -245,7 +260,7 @@ def test_a_call_redelivered_after_its_result_was_posted_does_not_run_again(
 
 def test_a_lone_delivery_whose_count_failed_raises_its_error(client: fakeredis.FakeRedis) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
-    client.set(KEYS.deliveries("c2", 0), "not a number")
+    client.set(KEYS.deliveries("c2", 0, SENT_AT), "not a number")
     with pytest.raises(redis.ResponseError, match="not an integer"):
         guard.count(call("c2"), 0)
     assert guard.count(call("c1"), 0) == (1, False)
@@ -255,7 +270,7 @@ def test_a_batch_larger_than_one_run_is_counted_in_order(client: fakeredis.FakeR
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
     n = COUNT_BATCH * 2 + 3
     client.set(KEYS.closed(S, "c7"), 1)
-    client.set(KEYS.deliveries(f"c{COUNT_BATCH + 1}", 0), "not a number")
+    client.set(KEYS.deliveries(f"c{COUNT_BATCH + 1}", 0, SENT_AT), "not a number")
     counts = guard.count_all([(call(f"c{i}"), 0, "w", False) for i in range(n)])
     assert len(counts) == n
     assert counts[7] == (1, True)
