@@ -39,11 +39,16 @@ from toolfleet.shared.scripts import LuaScript
 # A closed call's marker outlives any redelivery or late post of it, then goes.
 CLOSED_TTL_S = 7 * 24 * 3600
 
+# Beside a call's closed marker: the call's ticket holds the tool's initial response (an
+# earlier delivery ran the tool and posted it): a redelivery must not run it again.
+TICKETED_SUFFIX = ":ticketed"
+
 # KEYS: closed marker, pending hash, the session's pending set, the session hash, the age
-# index. ARGV: call id, record, its creation time. 1 if recorded, 0 if closed. The set
-# takes the session's time to live (the session's writes restart both together).
-_OPEN_LUA = """
-if redis.call('exists', KEYS[1]) == 1 then return 0 end
+# index. ARGV: call id, record, its creation time. 1 if recorded; 0 if closed, or if an
+# earlier delivery of the call posted its initial response (its marker, TICKETED_SUFFIX).
+# The set takes the session's time to live (the session's writes restart both together).
+_OPEN_LUA = f"""
+if redis.call('exists', KEYS[1], KEYS[1] .. '{TICKETED_SUFFIX}') > 0 then return 0 end
 redis.call('hset', KEYS[2], ARGV[1], ARGV[2])
 redis.call('sadd', KEYS[3], ARGV[1])
 redis.call('zadd', KEYS[5], ARGV[3], ARGV[1])
@@ -165,7 +170,9 @@ class PendingCalls:
 
     def open(self, client: redis.Redis, call: PendingCall) -> bool:
         """Record a ticket for `call` unless the orchestrator closed the call already
-        (it timed out, say): then False, and the call must not run."""
+        (it timed out, say), or an earlier delivery of it ran the tool and posted its
+        initial response (its process died before the broker's ack): then False, and the
+        call must not run."""
         session = call.session_key
         opened = _OPEN.run_sync(
             client,

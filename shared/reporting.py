@@ -23,7 +23,7 @@ from toolfleet.shared.messages import (
     RESULT_FIELD,
     ToolResult,
 )
-from toolfleet.shared.pending import CLOSED_TTL_S
+from toolfleet.shared.pending import CLOSED_TTL_S, TICKETED_SUFFIX
 from toolfleet.shared.replication import NO_WAIT, Replication
 from toolfleet.shared.scripts import LUA_ITEM_REPLY, LuaScript, only_reply, run_items
 from toolfleet.shared.sealing import Sealer
@@ -50,8 +50,9 @@ FEED_COPY_MAX_BYTES = 8 * 1024
 # it again. With KEYS[4] (the pending hash; KEYS[5] the session's pending set, KEYS[6]
 # the call's closed marker, KEYS[7] the pending calls' age index), the step also writes
 # the long-running call's ticket: records the tool's initial response `record` - only
-# while the ticket the worker opened is still there and the call not closed - or,
-# `record` empty, takes it back. After ARGV[4], each result's `copy`, ticket call id,
+# while the ticket the worker opened is still there and the call not closed, marking the
+# call ticketed (a redelivery does not run it again, `PendingCalls.open`) - or, `record`
+# empty, takes it back. After ARGV[4], each result's `copy`, ticket call id,
 # `record`, the number of its stream fields and values, and those. Each result's reply
 # is its entry id, or its own error: one that fails fails no other. A stream's TTL is
 # renewed once per run, however many of its results the run posts.
@@ -87,6 +88,7 @@ local function post(k, copy, call_id, record, fields)
     elseif redis.call('EXISTS', KEYS[k + 6]) == 0
         and redis.call('HEXISTS', KEYS[k + 4], call_id) == 1 then
       redis.call('HSET', KEYS[k + 4], call_id, record)
+      redis.call('SET', KEYS[k + 6] .. '{TICKETED_SUFFIX}', 1, 'EX', ARGV[4])
     end
   end
   return id

@@ -378,11 +378,13 @@ class ToolRuns:
         return admitted
 
     def _answered_already(self, envelope: ToolCall) -> None:
-        """Log that `envelope`'s call is dropped unrun: the orchestrator closed it."""
+        """Log that `envelope`'s call is dropped unrun: the orchestrator closed it (or, for a
+        long-running call, an earlier delivery ran it and opened its ticket)."""
         log.warning(
-            "call %s (%s) was answered before it started (timed out?): not run",
+            "call %s (%s) was answered before it started (timed out?)%s: not run",
             envelope.call_id,
             self.tool.name,
+            ", or ran already and opened its ticket" if self.tool.is_long_running else "",
         )
 
     def _report(self, admitted: Admitted, outcome: Outcome, retry: Retrier) -> Post | None:

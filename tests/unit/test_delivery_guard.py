@@ -258,6 +258,38 @@ def test_a_call_redelivered_after_its_result_was_posted_does_not_run_again(
     assert client.exists(KEYS.closed(S, "c1"))
 
 
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_long_running_call_redelivered_after_it_posted_its_ticket_does_not_run_again(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """Its process died between posting the tool's pending answer and the broker's ack:
+    the redelivery neither runs the tool again nor touches its ticket, and the job's
+    final result is taken."""
+    runs: list[int] = []
+
+    def open_case() -> dict[str, str]:
+        """Starts a job; a second start fails (the case exists upstream)."""
+        runs.append(1)
+        if len(runs) > 1:
+            raise RuntimeError("the case is open already")
+        return {"status": "pending", "case": "job-1"}
+
+    settings = Settings(redis_url="redis://unused", key_prefix="t")
+    completions = Completions(client, KEYS)
+    deps = guarded_deps(client, settings, completions)
+    app = Celery("ticket-redelivery-test", set_as_current=False)
+    tool = LocalTool(open_case, "open_case_once", is_long_running=True)
+    register_tool_tasks(app, {"open_case_once": tool}, deps)
+
+    for _ in range(2):  # the message, then its redelivery
+        app.tasks[task_name("open_case_once")].apply(args=[_envelope("open_case_once")])
+
+    assert len(runs) == 1 and client.xlen("t:results:s") == 1
+    ticket = completions.get("c1").ticket
+    assert ticket == {"status": "pending", "case": "job-1"}
+    completions.post_result("c1", {"status": "done"})  # the job's final result
+
+
 def test_a_lone_delivery_whose_count_failed_raises_its_error(client: fakeredis.FakeRedis) -> None:
     guard = DeliveryGuard(client, KEYS, max_deliveries=3)
     client.set(KEYS.deliveries("c2", 0, SENT_AT), "not a number")
