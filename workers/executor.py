@@ -44,6 +44,19 @@ def _signals_reach_us() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+# The helper thread of the sync call this thread gave up on at its time limit, still
+# running (`_call_sync`): what holds the call's fleet-wide slot holds it until it ends.
+_abandoned = threading.local()
+
+
+def abandoned_run() -> Future[Any] | None:
+    """The run of the sync call this thread gave up on at its time limit: done once its
+    helper thread ends. None if the last call this thread ran was not given up on."""
+    run: Future[Any] | None = getattr(_abandoned, "run", None)
+    _abandoned.run = None
+    return run
+
+
 def _call_sync(func: Callable[..., Any], args: dict[str, Any], time_limit_s: float) -> Any:
     """Call a sync tool. On the main thread directly (Celery's limits interrupt it); on a
     pool thread on a helper thread of its own, waited for up to `time_limit_s`: past it the
@@ -62,6 +75,7 @@ def _call_sync(func: Callable[..., Any], args: dict[str, Any], time_limit_s: flo
     threading.Thread(target=target, name="toolfleet-sync-call", daemon=True).start()
     wait([done], timeout=time_limit_s)
     if not done.done():
+        _abandoned.run = done
         raise CallTimeLimit(time_limit_s)
     return done.result()
 

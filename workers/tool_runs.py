@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -38,6 +39,7 @@ from toolfleet.workers.executor import (
     Execution,
     Outcome,
     OutcomeOf,
+    abandoned_run,
     run_execution,
     start_coroutine,
 )
@@ -147,8 +149,9 @@ class ToolRuns:
             else:
                 outcome = run_execution(self._execution(admitted), self._limit_s)
             finally:
+                still_running = abandoned_run()
                 if gate is not None and turn is not None:
-                    gate.end(turn)
+                    _end_when_done(gate, turn, still_running)
         self.conclude(task, admitted, outcome)
 
     def start(self, admitted: Admitted, on_end: Callable[[OutcomeOf], None]) -> None:
@@ -482,6 +485,15 @@ def _in_spans(spans: Sequence[Span | None]) -> Iterator[None]:
         for span in spans:
             tracing.finish(span, error=type(exc).__name__)
         raise
+
+
+def _end_when_done(gate: Gate, turn: Turn, still_running: Future[Any] | None) -> None:
+    """Give the call's slot back now, or - its tool still running on the thread it was
+    given up on at its time limit - once that thread ends: a limit counts what runs."""
+    if still_running is None:
+        gate.end(turn)
+    else:
+        still_running.add_done_callback(lambda _: gate.end(turn))
 
 
 def _count_all(guard: DeliveryGuard, entries: list[_Opened]) -> list[tuple[int, bool] | Exception]:

@@ -4,7 +4,8 @@
 (the worker's host clock: the test's own) and announces its start; its first execution
 of the call named `hang` blocks until the test kills its worker. `lim_rate` (an io tool,
 rate_limit 3 per 2 s) appends its start time and pid; `lim_slot_io` (an io tool,
-max_concurrency=2) its start and end.
+max_concurrency=2) its start and end; `lim_overrun` (a sync io tool, max_concurrency=1)
+its start and end, past its time limit.
 """
 
 from __future__ import annotations
@@ -96,4 +97,24 @@ async def lim_slot_io(n: int, tool_context: ToolContext) -> dict[str, int]:
     return {"n": n}
 
 
-TOOLS = [lim_slot, lim_rate, lim_slot_io]
+# A sync io tool that runs past its time limit: answered TimeoutError at the limit, its
+# thread runs on.
+OVERRUN_LIMIT_S = 0.5
+OVERRUN_S = 1.5
+
+
+@tool(max_concurrency=1, timeout_s=OVERRUN_LIMIT_S, kind="io")
+def lim_overrun(n: int, tool_context: ToolContext) -> dict[str, int]:
+    """Runs past its time limit, holding the fleet's one slot.
+
+    Args:
+        n: Which call this is.
+    """
+    started = time.time()
+    time.sleep(OVERRUN_S)  # ok: the tool's own (too long) work
+    where = {"call_id": tool_context.function_call_id, "pid": os.getpid()}
+    _record("lim_overrun", start=started, end=time.time(), **where)
+    return {"n": n}
+
+
+TOOLS = [lim_slot, lim_rate, lim_slot_io, lim_overrun]

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from tests.faults.conftest import fault_settings
 from tests.faults.limit_tools import (
+    OVERRUN_S,
     RATE_COUNT,
     RATE_PERIOD_S,
     SLOTS,
@@ -24,6 +25,7 @@ from tests.faults.limit_tools import (
 )
 from tests.faults.servers import RedisServer
 from tests.faults.test_worker_faults import patient, running
+from tests.support import until
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.loop.invocation import CallFinished
@@ -161,3 +163,30 @@ async def test_an_io_tool_never_runs_more_than_max_concurrency_across_workers(
     most, _ = most_at_once([(e["start"], e["end"]) for e in recorded])
     assert most == SLOTS, recorded
     assert not client.zcard(Keys(settings.key_prefix).tool_slots("lim_slot_io"))
+
+
+async def test_a_sync_io_tool_past_its_time_limit_holds_its_slot_until_its_thread_ends(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    """Each call is answered TimeoutError at its limit while its thread runs on (Python
+    cannot stop one): the next call starts only once that thread has ended."""
+    workers.start_all([WorkerSpec([settings.default_io_pool], None, "ia")])
+    n = 3
+    agent = limits_agent(*[Call("lim_overrun", {"n": i}) for i in range(n)])
+    async with running(patient(settings, 15), agent, "go") as run:
+        await run.finish()
+    results = [u.result for _, u in run.updates if isinstance(u, CallFinished)]
+    assert [r.response["error_type"] for r in results] == ["TimeoutError"] * n, results
+    await until(
+        lambda: len(entries(client, settings.key_prefix, "lim_overrun")) == n,
+        "every abandoned run to end",
+        START_TIMEOUT_S + n * OVERRUN_S,
+    )
+    recorded = entries(client, settings.key_prefix, "lim_overrun")
+    most, _ = most_at_once([(e["start"], e["end"]) for e in recorded])
+    assert most == 1, recorded
+    await until(
+        lambda: not client.zcard(Keys(settings.key_prefix).tool_slots("lim_overrun")),
+        "the last slot to be given back",
+        5,
+    )
