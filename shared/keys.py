@@ -229,6 +229,11 @@ class Keys:
         when it is large (shared.state_snapshots)."""
         return f"{self.prefix}:statesnap:{session}:{digest}"
 
+    def cancelled(self, session: SessionKey) -> str:
+        """A session's last cancellation, kept for the replica that next resumes it (none
+        ran it when it came): the length its events had then (`shared.cancellation`)."""
+        return f"{self.prefix}:cancelled:{session}"
+
     def cancels(self) -> str:
         """Stream of session cancellations: every replica reads it, and the one running the
         session stops what is in flight there."""

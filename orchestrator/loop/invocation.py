@@ -47,6 +47,9 @@ class Invocation:
     release_on_answer: bool = True  # release the lease in the answer's write (last step)
     plugins: Sequence[BasePlugin] = field(default_factory=tuple)  # the app's, around every call
     cancellation: Cancellation | None = None  # set when the session is cancelled
+    # Set by a cancellation kept for the session that stops only its open turn: the
+    # message that found the turn open came after it.
+    cancels_open_turn_only: bool = False
     span: Span | None = None  # its trace's root span; None while tracing is off
     # A turn's responses, in the session in memory, for the next write to store (held.py).
     held: HeldAppend | None = None

@@ -87,6 +87,8 @@ async def run_invocation(
                 inv.agent, inv.branch = _turn_agent(workflow, open_turn), open_turn.branch
             async for update in _answer_calls(inv, open_turn, _Ending()):
                 yield update
+            if inv.cancels_open_turn_only and inv.cancellation is not None:
+                inv.cancellation.withdraw()  # the message came after the cancellation
             inv.id, open_turn = own_id, None
             if workflow is not None:  # the message goes to the workflow
                 inv.agent, inv.branch = workflow, None

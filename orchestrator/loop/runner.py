@@ -33,7 +33,12 @@ from toolfleet.orchestrator.sessions.leases import LeaseHold, Leases
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared import tracing
-from toolfleet.shared.cancellation import cancel_session
+from toolfleet.shared.cancellation import (
+    KeptCancel,
+    cancel_session,
+    forget_kept_cancel,
+    kept_cancel,
+)
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import LeaseLostError
@@ -201,8 +206,12 @@ class Runner:
         invocation.release_on_answer = release
         ended: InvocationEnded | None = None
         invocation.span = invocation_span(invocation)
+        kept = await self._kept_cancel(session, message)
         try:
             with self.replica.cancels.watch(session.key) as invocation.cancellation:
+                if kept is not None:  # the session was cancelled while no replica ran it
+                    invocation.cancellation.set(kept.keep_tickets)
+                    invocation.cancels_open_turn_only = message is not None
                 async for update in run_invocation(invocation, message, stored_message):
                     if isinstance(update, InvocationEnded):
                         ended = update
@@ -228,8 +237,20 @@ class Runner:
         if not invocation.answered:
             # Ended otherwise (an action, max_steps, a credential): nothing more is owed.
             await self.store.resumed(session.key, fence=invocation.fence)
+        if kept is not None:
+            await forget_kept_cancel(self.replica.redis, self.keys, session.key)
         if ended is not None:
             yield ended
+
+    async def _kept_cancel(
+        self, session: Session, message: types.Content | None
+    ) -> KeptCancel | None:
+        """The cancellation kept for `session` that this invocation carries out: one that
+        came while no replica ran the session, for the work this invocation resumes - the
+        open turn, or the model's turn it owes (a new message finds none of its own)."""
+        if message is not None and session.open_turn() is None:
+            return None
+        return await kept_cancel(self.replica.redis, self.keys, session.key)
 
     async def cancel(
         self, *, user_id: str, session_id: str, keep_tickets: bool = False

@@ -40,6 +40,11 @@ class Cancellation:
         for work in list(self.racing):
             work.cancel()
 
+    def withdraw(self) -> None:
+        """Take the cancellation back: what it stopped is done, what follows runs."""
+        self.event.clear()
+        self.keep_tickets = False
+
 
 class CancelBoard:
     """The sessions this replica runs an invocation of, and their cancellations."""

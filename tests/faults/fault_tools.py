@@ -75,3 +75,16 @@ answers_slowly = Agent(
         _answer_slowly_once,
     ],
 )
+
+
+# A slow call and one behind it: on a worker of one process, the second waits in the
+# queue while the first runs.
+two_in_line = Agent(
+    name="two_in_line",
+    instruction="Run the steps.",
+    tools=[step],
+    offline_script=[
+        call(Call("step", {"n": 1, "seconds": 2.0}), Call("step", {"n": 2, "seconds": 0.05})),
+        say(_summary),
+    ],
+)

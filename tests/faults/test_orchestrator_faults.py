@@ -29,6 +29,8 @@ from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event
+from toolfleet.shared.cancellation import cancel_session
+from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import SessionError
 from toolfleet.shared.keys import Keys, SessionKey, session_key
@@ -36,6 +38,7 @@ from toolfleet.shared.keys import Keys, SessionKey, session_key
 pytestmark = ON_EACH_BROKER
 
 AGENT = "tests.faults.fault_tools:three_steps"
+TWO_IN_LINE = "tests.faults.fault_tools:two_in_line"
 
 Figure = Callable[[str, object], None]
 
@@ -302,3 +305,52 @@ def test_an_orchestrator_killed_while_the_model_answers_the_results_it_was_given
     assert (
         client.xlen(Keys(settings.key_prefix).results(of_cli("answers_slowly", "s-held"))) == 0
     )  # trimmed when stored
+
+
+def test_a_session_cancelled_while_no_replica_runs_it_is_stopped_by_the_next_one(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, tmp_path: Path
+) -> None:
+    """Given a replica killed mid-turn (one call running, one waiting in the queue), the
+    user's cancellation finds no replica to stop the turn. The replica that takes the
+    session over answers both calls Cancelled, does not call the model again, and the
+    call that waited never runs."""
+    workers.start(["default"], concurrency=1)
+    session = of_cli("two_in_line", "s-orphan")
+    doomed = toolfleet(
+        settings, tmp_path / "doomed.log", "run", "--agent", TWO_IN_LINE,
+        "--session", "s-orphan", "--no-wait", "go",
+    )  # fmt: skip
+
+    def first_running() -> bool:
+        ids = call_ids(stored_events(client, settings, session))
+        return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[0]) == 1
+
+    wait_for(first_running, 20, "the first call to run and the second to wait")
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(10)
+    first, second = call_ids(stored_events(client, settings, session))
+    keys = Keys(settings.key_prefix)
+    cancel_session(client, keys, Completions(client, keys), session)
+
+    successor = toolfleet(settings, tmp_path / "successor.log", "serve", "--agent", TWO_IN_LINE)
+    try:
+        wait_for(
+            lambda: len(response_ids(stored_events(client, settings, session))) == 2,
+            30,
+            "the successor to answer the turn",
+        )
+        wait_for(lambda: not client.exists(keys.cancelled(session)), 10, "the turn to end")
+    finally:
+        successor.send_signal(signal.SIGTERM)
+        successor.wait(15)
+
+    events = stored_events(client, settings, session)
+    errors = [
+        (part.function_response.id, (part.function_response.response or {}).get("error_type"))
+        for event in events
+        for part in (event.content.parts or () if event.content else ())
+        if part.function_response
+    ]
+    assert sorted(errors) == sorted([(first, "Cancelled"), (second, "Cancelled")])
+    assert not answered(client, settings, session)  # the model was not asked again
+    assert probe.executions(client, settings.key_prefix, second) == 0
