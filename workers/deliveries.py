@@ -12,6 +12,7 @@ import redis
 from pydantic_core import to_json
 
 from toolfleet.shared.group_commit import GroupCommit
+from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolCall, ToolResult, error_result
 from toolfleet.shared.scripts import LUA_ITEM_REPLY, LuaScript, only_reply, run_items
@@ -27,9 +28,11 @@ RUNNING_TTL_S = 3600
 # worker admits thousands at once, and one script run per delivery cost the worker more
 # than the script. KEYS: four per delivery (its count, the call's closed marker, the
 # session's running record, the attempt's claim); ARGV[1] the count's TTL, ARGV[2] the
-# record's, then three per delivery (call id, record, whether it claims). With claims
-# (1), a first delivery (not a redelivery) claims the call's attempt first: a second
-# first delivery is a message published twice, and counts as closed. Each delivery's
+# record's, then three per delivery (call id, record, its claim). With a claim (a token
+# of its own; '0': none), a first delivery (not a redelivery) claims the call's attempt
+# first: a second first delivery is a message published twice, and counts as closed. The
+# same claim found again is this delivery's own count sent again (its reply was lost):
+# it gets the count it made, not counted twice. Each delivery's
 # reply is {count, closed}, or its own error: one that fails fails no other. A
 # session's record has its TTL renewed once per run, however many of its calls the run
 # counts (a wide turn's are all one session's).
@@ -38,8 +41,14 @@ _COUNT = LuaScript(
     + """
 local renewed = {}
 local function count(k, a)
-  if ARGV[a + 2] == '1' and not redis.call('SET', KEYS[k + 4], '1', 'NX', 'EX', ARGV[1]) then
-    return {0, 1}
+  if ARGV[a + 2] ~= '0' then
+    local claimed = redis.call('GET', KEYS[k + 4])
+    if claimed == ARGV[a + 2] then
+      return {tonumber(redis.call('GET', KEYS[k + 1])), redis.call('EXISTS', KEYS[k + 2])}
+    elseif claimed then
+      return {0, 1}
+    end
+    redis.call('SET', KEYS[k + 4], ARGV[a + 2], 'EX', ARGV[1])
   end
   local n = redis.call('INCR', KEYS[k + 1])
   redis.call('EXPIRE', KEYS[k + 1], ARGV[1])
@@ -117,7 +126,7 @@ class DeliveryGuard:
     ) -> tuple[tuple[str, str, str, str], tuple[str, str, str]]:
         """One delivery's keys and arguments of `_COUNT`."""
         key = self.keys.deliveries(call.call_id, retries, call.dispatched_at)
-        claiming = "1" if self.claims and not redelivered else "0"
+        claiming = unique_hex() if self.claims and not redelivered else "0"
         session = call.session_key
         # RunningCall's JSON, written without building one (a model per call admitted).
         started = {

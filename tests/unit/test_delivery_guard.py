@@ -70,6 +70,21 @@ def test_a_call_sent_again_is_counted_anew_not_as_a_copy(
     assert guard.count(again, 0) == ((0, True) if claims else (2, False))
 
 
+def test_with_claims_a_count_sent_again_after_its_reply_was_lost_is_its_own(
+    client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a first delivery's count that Redis made, and whose reply was lost: the
+    # client sends the same command again (the same claim)
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3, claims=True)
+    monkeypatch.setattr("toolfleet.workers.deliveries.unique_hex", lambda: "delivery-1")
+    assert guard.count(call("c1"), 0) == (1, False)
+    # Then the resend gets that delivery's count: it runs, and is not counted twice
+    assert guard.count(call("c1"), 0) == (1, False)
+    # While another first delivery of the message (published twice) is a copy
+    monkeypatch.setattr("toolfleet.workers.deliveries.unique_hex", lambda: "delivery-2")
+    assert guard.count(call("c1"), 0) == (0, True)
+
+
 def test_the_count_also_says_whether_the_orchestrator_closed_the_call(
     client: fakeredis.FakeRedis,
 ) -> None:
