@@ -354,3 +354,49 @@ def test_a_session_cancelled_while_no_replica_runs_it_is_stopped_by_the_next_one
     assert sorted(errors) == sorted([(first, "Cancelled"), (second, "Cancelled")])
     assert not answered(client, settings, session)  # the model was not asked again
     assert probe.executions(client, settings.key_prefix, second) == 0
+
+
+def test_a_message_after_such_a_cancellation_runs_once_the_turn_is_answered_cancelled(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, tmp_path: Path
+) -> None:
+    """The same, but the user's next message comes before any replica took the session
+    over: the turn it finds open is answered Cancelled, and then the model answers it."""
+    workers.start(["default"], concurrency=1)
+    session = of_cli("two_in_line", "s-next")
+    doomed = toolfleet(
+        settings, tmp_path / "doomed.log", "run", "--agent", TWO_IN_LINE,
+        "--session", "s-next", "--no-wait", "go",
+    )  # fmt: skip
+
+    def first_running() -> bool:
+        ids = call_ids(stored_events(client, settings, session))
+        return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[0]) == 1
+
+    wait_for(first_running, 20, "the first call to run and the second to wait")
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(10)
+    first, second = call_ids(stored_events(client, settings, session))
+    keys = Keys(settings.key_prefix)
+    cancel_session(client, keys, Completions(client, keys), session)
+
+    # Once the dead replica's lease has lapsed (it would wait that long for it anyway)
+    wait_for(lambda: not client.exists(keys.lease(session)), 10, "the lease to lapse")
+    nxt = toolfleet(
+        settings, tmp_path / "next.log", "run", "--agent", TWO_IN_LINE,
+        "--session", "s-next", "--no-wait", "and now?",
+    )  # fmt: skip
+    assert nxt.wait(30) == 0
+
+    events = stored_events(client, settings, session)
+    errors = sorted(
+        (part.function_response.id, (part.function_response.response or {}).get("error_type"))
+        for event in events
+        for part in (event.content.parts or () if event.content else ())
+        if part.function_response and part.function_response.id in (first, second)
+    )
+    assert errors == sorted([(first, "Cancelled"), (second, "Cancelled")])
+    # The message after it was answered: its model ran (its script from the start: a new
+    # turn of calls, run, then the answer).
+    assert answered(client, settings, session)
+    assert len(call_ids(events)) == 4
+    assert probe.executions(client, settings.key_prefix, second) == 0
