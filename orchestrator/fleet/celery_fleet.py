@@ -91,7 +91,8 @@ class CeleryFleet:
         session = first.session_key
         if resume:
             sent = await self._publisher.recorded(self._keys.dispatched(session))
-            log.info("resuming a turn: %d of %d calls were sent already", len(sent), len(prepared))
+            if sent:
+                log.info("resuming: %d of %d calls were sent already", len(sent), len(prepared))
             prepared, unsendable = _split_by_stored_secrets(prepared, sent)
             for each in unsendable:
                 yield failed(
