@@ -34,6 +34,7 @@ from toolfleet.shared.tools import FunctionTool, ToolOptions
 if TYPE_CHECKING:
     from toolfleet.orchestrator.loop.runner import Runner
     from toolfleet.orchestrator.sessions.leases import LeaseHold
+    from toolfleet.orchestrator.sessions.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -175,12 +176,18 @@ async def run_agent_as_tool(
             session = await runner.store.get(child)
             session.state.update(tool_context.state)  # the caller's snapshot, temp: included
             before = dict(session.state)
+            # A delivery of this call that ran before (its worker died) left the request
+            # in the child: its answer, if it came, is the call's; else the child goes on
+            # from where it was (its open turn collected, not sent again).
+            ran_before = any(e.author == "user" for e in session.events)
+            answer = _answer_given(session) if ran_before else ""
             message = types.Content(role="user", parts=[types.Part(text=request)])
-            answer = ""
             try:
-                async for update in runner.invoke(session, message, lease=hold):
-                    if isinstance(update, Event) and answer_of(update):
-                        answer = answer_of(update)
+                if not answer:
+                    updates = runner.invoke(session, None if ran_before else message, lease=hold)
+                    async for update in updates:
+                        if isinstance(update, Event) and answer_of(update):
+                            answer = answer_of(update)
             except BaseException as exc:
                 await _close_child(runner, child, agent.name, exc, hold)
                 raise
@@ -221,6 +228,20 @@ async def _close_child(
             log.warning("could not close the open turn of %s; the sweep will", child, exc_info=exc)
             return
     log.warning("could not close the open turn of %s (cancelled); the sweep will", child)
+
+
+def _answer_given(session: Session) -> str:
+    """The child's answer, when a run of it before this one answered ("" otherwise: it
+    stopped before, with its turn open or owed)."""
+    if session.open_turn() is not None:
+        return ""
+    for event in reversed(session.events):
+        if event.content is None:
+            continue
+        if event.author == "user" or not event.is_final_response():
+            return ""
+        return answer_of(event)
+    return ""
 
 
 def _temp_writes(events: list[Event]) -> dict[str, Any]:

@@ -8,12 +8,19 @@ saying why, the child owes nothing, and listing the user's sessions shows none o
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from tests.faults import probe
+from tests.faults.agent_tool_delivery import deliver
 from tests.faults.exactly_once_tools import hurried_delegator, lost_delegator
+from tests.faults.test_orchestrator_faults import toolfleet_env
 from tests.support import until
 from toolfleet import Event, Runner, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
@@ -117,3 +124,46 @@ async def test_a_child_whose_worker_is_killed_mid_turn_is_closed_by_the_sweep(
     assert child is not None
     assert_closed(child, "WorkerLost", "the worker running agent tool 'lost_researcher' was lost")
     assert not client.sismember(keys.resume(), child.id)
+
+
+@pytest.mark.timeout(90)
+async def test_an_agent_tool_call_delivered_again_goes_on_with_its_child(
+    settings: Settings, client: redis.Redis, tmp_path: Path
+) -> None:
+    """Its first delivery's worker is killed while the child's call runs: the next
+    delivery does not send the request to the child again - it collects the child's
+    call (run once) and returns the child's answer."""
+    keys = Keys(settings.key_prefix)
+    call_id = "agent-call-1"
+    child = session_key("delegating", "u", f"parent.{call_id}")
+    with WorkerGroup(settings) as workers:
+        workers.start(["default"], concurrency=2)
+        with (tmp_path / "first.log").open("wb") as log:
+            first = subprocess.Popen(
+                [sys.executable, "-m", "tests.faults.agent_tool_delivery", call_id],
+                env=toolfleet_env(settings), stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+        def child_call_running() -> bool:
+            events = client.lrange(keys.events(child), 0, -1)
+            contents = [c for c in map(_content, events) if c is not None]
+            calls = [c.id or "" for content in contents for c in function_calls(content)]
+            return bool(calls) and probe.executions(client, settings.key_prefix, calls[0]) == 1
+
+        await until(child_call_running, "the child's call to run", 30)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+
+        answer = await deliver(call_id, settings)  # the broker's next delivery
+
+    assert answer == "researched: yes"
+    events = [Event.model_validate_json(e) for e in client.lrange(keys.events(child), 0, -1)]
+    assert [e.author for e in events if e.author == "user"] == ["user"]  # asked once
+    calls = [c.id or "" for e in events if e.content for c in function_calls(e.content)]
+    assert len(calls) == 1
+    assert probe.executions(client, settings.key_prefix, calls[0]) == 1
+
+
+def _content(raw: bytes) -> Any:
+    event = Event.model_validate_json(raw)
+    return event.content if event.content is not None else None
