@@ -27,7 +27,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError, ToolError
-from toolfleet.shared.keys import SessionKey, session_key
+from toolfleet.shared.keys import SessionKey, agent_tool_child, session_key, session_parts
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import FunctionTool, ToolOptions
 
@@ -159,8 +159,9 @@ async def run_agent_as_tool(
             f"agent tool {agent.name!r} would nest deeper than {MAX_DEPTH} levels; answer directly"
         )
     settings = tool_context.settings  # the worker's own: its Redis, prefix and pools
-    child_id = f"{tool_context.session_id}.{tool_context.function_call_id}"
-    child = session_key(tool_context.app_name, tool_context.user_id, child_id)
+    parent = session_key(tool_context.app_name, tool_context.user_id, tool_context.session_id)
+    child = agent_tool_child(parent, tool_context.function_call_id)
+    child_id = session_parts(child)[2]
     # The caller's ceiling on model calls holds for this run too, counted from 0 (ADK's
     # nested run is given the caller's RunConfig).
     inherited = app_plugins(tool_context.app_name) if include_plugins else ()
@@ -203,7 +204,8 @@ async def _close_child(
     runner: Runner, child: SessionKey, name: str, exc: BaseException, hold: LeaseHold
 ) -> None:
     """The child's run ended without its answer: answer what its turn left open (calls
-    still running, or never sent), so the child keeps no call without a response. If
+    still running, or never sent), so the child keeps no call without a response, and
+    have the workers stop those still running. If
     this fails too (Redis away, the lease lost), the child stays owed and the sweep
     closes it once its lease lapses."""
     from toolfleet.orchestrator.loop.closing import AGENT_TOOL_ENDED, close_open_turn
@@ -218,9 +220,11 @@ async def _close_child(
     for _ in range(CLOSE_ATTEMPTS):
         try:
             session = await runner.store.get(child)
-            await close_open_turn(
+            closed = await close_open_turn(
                 runner.store, session, error_type=AGENT_TOOL_ENDED, why=why, fence=hold.fence
             )
+            # Those running on other workers are stopped, as a cancelled turn's are.
+            await runner.tool_runner.stop(child, closed)
             return
         except asyncio.CancelledError:
             continue  # a write it cut short is found stored, or made again: fenced, once

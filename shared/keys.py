@@ -37,6 +37,13 @@ def scope_key(*parts: str) -> str:
     return "/".join(quote(p, safe="") for p in parts)
 
 
+def agent_tool_child(session: SessionKey, call_id: str) -> SessionKey:
+    """The child session in which an agent tool runs its agent for the call `call_id` of
+    `session`: the same app and user, the id `<session id>.<call id>`."""
+    app_name, user_id, session_id = session_parts(session)
+    return session_key(app_name, user_id, f"{session_id}.{call_id}")
+
+
 # Remembered: a worker asks for the key of each call it runs, a thousand calls of a
 # session at once, and percent-encoding three parts costs more than the lookup.
 @lru_cache(maxsize=4096)

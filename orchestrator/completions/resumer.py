@@ -152,6 +152,7 @@ class SessionResumer:
                     closed = await close_open_turn(
                         runner.store, stored, error_type=WORKER_LOST, why=why, fence=hold.fence
                     )
+                    await runner.tool_runner.stop(session, closed)  # any still running
                     if closed:
                         log.info("closed %s of session %s: its worker was lost", closed, session)
                     else:  # nothing open: its worker died before its first call or after

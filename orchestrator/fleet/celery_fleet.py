@@ -22,7 +22,7 @@ from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.celery_config import recovery_bound_s, tool_pool, tool_time_limit
 from toolfleet.shared.config import Settings
-from toolfleet.shared.keys import Keys, SessionKey, queue_name
+from toolfleet.shared.keys import Keys, SessionKey, agent_tool_child, queue_name
 from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.state_snapshots import (
     INLINE_STATE_MAX_BYTES,
@@ -210,9 +210,19 @@ class CeleryFleet:
             self._waiter.answer(cancelled(planned.call))
 
     async def stop(self, session: SessionKey, call_ids: Sequence[str]) -> None:
-        """Have the workers stop these calls (they are closed: none starts after this)."""
-        if call_ids and self._stopper is not None:
-            await self._stopper.stop(session, call_ids)
+        """Have the workers stop these calls (they are closed: none starts after this),
+        and the calls an agent tool's child session of one of them has out: the child's
+        run stops with its call, but those run on other workers."""
+        if not call_ids or self._stopper is None:
+            return
+        await self._stopper.stop(session, call_ids)
+        children = [agent_tool_child(session, call_id) for call_id in call_ids]
+        sent = await asyncio.gather(
+            *(self._publisher.recorded(self._keys.dispatched(child)) for child in children)
+        )
+        for child, ids in zip(children, sent, strict=True):
+            if ids:
+                await self.stop(child, sorted(ids))
 
     def _track(
         self,

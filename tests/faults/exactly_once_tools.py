@@ -207,3 +207,30 @@ signing = Agent(
     tools=[sign_off],
     offline_script=[call(Call("sign_off", {})), *(say("asked") for _ in range(5)), say("filed")],
 )
+
+
+@tool(timeout_s=8)
+def marked_work(seconds: float, tool_context: ToolContext) -> dict[str, object]:
+    """Works for `seconds`, marking its start and (a side effect) its end.
+
+    Args:
+        seconds: How long it works.
+    """
+    record_execution(tool_context.function_call_id)
+    time.sleep(seconds)  # ok: the tool under test works on purpose
+    record_execution(f"{tool_context.function_call_id}:ended")
+    return {"worked": seconds}
+
+
+slow_worker = Agent(
+    name="slow_worker",
+    description="Works slowly.",
+    tools=[marked_work],
+    offline_script=[call(Call("marked_work", {"seconds": 4})), say("worked")],
+)
+
+work_delegator = Agent(
+    name="work_delegator",
+    tools=[AgentTool(slow_worker, timeout_s=8)],
+    offline_script=[call(Call("slow_worker", {"request": "work"})), say(_responses_text)],
+)

@@ -19,7 +19,7 @@ import redis
 
 from tests.faults import probe
 from tests.faults.agent_tool_delivery import deliver
-from tests.faults.exactly_once_tools import hurried_delegator, lost_delegator
+from tests.faults.exactly_once_tools import hurried_delegator, lost_delegator, work_delegator
 from tests.faults.test_orchestrator_faults import toolfleet_env
 from tests.support import until
 from toolfleet import Event, Runner, Settings
@@ -167,3 +167,34 @@ async def test_an_agent_tool_call_delivered_again_goes_on_with_its_child(
 def _content(raw: bytes) -> Any:
     event = Event.model_validate_json(raw)
     return event.content if event.content is not None else None
+
+
+@pytest.mark.timeout(90)
+async def test_cancelling_the_parent_stops_the_calls_its_agent_tools_child_runs(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """The child's call runs on another worker than the agent tool: the session's
+    cancellation stops it too, as it stops the session's own calls."""
+    keys = Keys(settings.key_prefix)
+    with WorkerGroup(settings) as workers:
+        workers.start(["default"], concurrency=2)
+        workers.start(["agents"], concurrency=1)
+        async with Runner(work_delegator, settings) as runner:
+            running = asyncio.create_task(runner.ask(user_id="u", session_id="p", message="go"))
+
+            def child_calls() -> list[str]:
+                found = child_session(client, keys, "work_delegator", "p")
+                events = found.events if found is not None else []
+                return [c.id or "" for e in events if e.content for c in function_calls(e.content)]
+
+            def child_call_running() -> bool:
+                ids = child_calls()
+                return bool(ids) and probe.executions(client, settings.key_prefix, ids[0]) == 1
+
+            await until(child_call_running, "the child's call to run", 30)
+            await runner.cancel(user_id="u", session_id="p")
+            await asyncio.wait_for(running, 30)
+        (call_id,) = child_calls()
+        # Past the work's own 4 s: it was stopped, and never ended.
+        await asyncio.sleep(5)  # ok: waits out the time the call would take to end
+    assert probe.executions(client, settings.key_prefix, f"{call_id}:ended") == 0
