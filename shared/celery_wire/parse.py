@@ -153,6 +153,7 @@ def _task_message(
     """The message of a protocol 2 `body` (JSON [args, kwargs, embed]) and its `headers`."""
     if content_type != "application/json":
         raise MalformedMessage(f"content type {content_type!r} is not JSON")
+    _check_fields(headers, properties)
     _measure(body, "its body")
     args, kwargs, _embed = from_json(body)
     return TaskMessage(
@@ -164,6 +165,23 @@ def _task_message(
         headers=dict(headers),
         properties=dict(properties),
     )
+
+
+def _check_fields(headers: object, properties: object) -> None:
+    """MalformedMessage unless the fields the intake reads of every message before it
+    runs it have the types Celery gives them: a forged one must not stop the intake."""
+    if not isinstance(headers, dict) or not isinstance(properties, dict):
+        raise MalformedMessage("its headers and properties are not JSON objects")
+    retries = headers.get("retries") or 0
+    if isinstance(retries, bool) or not isinstance(retries, int | str):
+        raise MalformedMessage(f"its retries header {retries!r} is not a count")
+    try:
+        if int(retries) < 0:
+            raise ValueError(retries)
+    except ValueError:
+        raise MalformedMessage(f"its retries header {retries!r} is not a count") from None
+    if not isinstance(properties.get("delivery_info") or {}, dict):
+        raise MalformedMessage("its delivery_info is not a JSON object")
 
 
 def _measure(text: str | bytes, what: str) -> None:

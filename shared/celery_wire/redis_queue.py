@@ -22,11 +22,13 @@ from toolfleet.shared.celery_wire.layout import UNACKED_INDEX_KEY, UNACKED_KEY, 
 from toolfleet.shared.scripts import LuaScript
 
 # Each popped message is recorded as kombu's QoS.append does: [message, exchange,
-# routing key] under its delivery tag, scored by when it was taken. A message that is
-# not kombu's JSON is returned apart, never recorded: the caller logs and drops it.
+# routing key] under its delivery tag, scored by when it was taken; the tags are returned
+# beside the messages (the caller acknowledges one it cannot read by the tag recorded
+# here: Lua's JSON reader takes some text Python's does not). A message that is not
+# kombu's JSON is returned apart, never recorded: the caller logs and drops it.
 _TAKE = LuaScript(
     """
-local taken, bad = {}, {}
+local taken, bad, tags = {}, {}, {}
 local limit = tonumber(ARGV[1])
 for i = 3, #KEYS do
   while #taken + #bad < limit do
@@ -46,20 +48,23 @@ for i = 3, #KEYS do
         '[' .. raw .. ',' .. cjson.encode(exchange) .. ',' .. cjson.encode(routing_key) .. ']')
       redis.call('ZADD', KEYS[2], ARGV[2], tag)
       taken[#taken + 1] = raw
+      tags[#tags + 1] = tag
     end
   end
 end
-return {taken, bad}
+return {taken, bad, tags}
 """
 )
 
 
 @dataclass(frozen=True)
 class Batch:
-    """What one take got: messages to run, and raw values that were not messages."""
+    """What one take got: messages to run, the tags they were recorded under (in the
+    same order), and raw values that were not messages."""
 
     messages: list[bytes]
     malformed: list[bytes]
+    tags: list[str]
 
 
 class BrokerQueue:
@@ -73,8 +78,9 @@ class BrokerQueue:
     def take(self, limit: int) -> Batch:
         """Up to `limit` messages, oldest first, each recorded as unacknowledged now."""
         keys = self._keys
-        taken, bad = _TAKE.run_sync(self._client, len(keys), *keys, limit, time.time())
-        return Batch(list(taken), list(bad))
+        taken, bad, tags = _TAKE.run_sync(self._client, len(keys), *keys, limit, time.time())
+        recorded = [t.decode() if isinstance(t, bytes) else str(t) for t in tags]
+        return Batch(list(taken), list(bad), recorded)
 
     def wait(self, timeout_s: int, on: redis.Redis) -> bool:
         """Block until the queue has a message, or `timeout_s` passes; whether it has one.

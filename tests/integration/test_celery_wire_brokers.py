@@ -8,6 +8,7 @@ is the one Celery's producer publishes for the same call.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +30,8 @@ from toolfleet.shared.celery_wire.redis_queue import BrokerQueue, ack, restore
 from toolfleet.shared.celery_wire.transport import broker_transport
 from toolfleet.shared.config import Settings
 from toolfleet.shared.tracing import TRACEPARENT
+from toolfleet.workers.intake.redis_source import RedisTaker
+from toolfleet.workers.intake.unblocking import UnblockableWaits
 
 pytestmark = pytest.mark.integration
 
@@ -213,3 +216,32 @@ def test_ours_reads_a_redelivery_from_rabbitmq_as_celerys_request_reads_it(
     assert ours.delivery_info["redelivered"] is True
     assert ours.delivery_info["routing_key"] == queue
     assert ours.properties["correlation_id"] == theirs.correlation_id == theirs.id
+
+
+def test_a_message_only_redis_can_read_is_dropped_by_the_tag_it_was_taken_under(
+    settings: Settings, queue: str
+) -> None:
+    """Lua's JSON reader takes a hex number Python's refuses: the take records it, the
+    worker cannot read it, and acknowledges it by the tag the take recorded - so no
+    record is left for every worker's sweep to fail on."""
+    client = redis.Redis.from_url(settings.require_redis_url())
+    try:
+        envelope = json.loads(built(queue))
+        envelope["properties"]["delivery_tag"] = "tag-lua-only"
+        raw = json.dumps(envelope).replace('"retries": 0', '"retries": 0x0')
+        client.lpush(queue, raw)
+        stopping = threading.Event()
+        taker = RedisTaker(
+            client, queue, stopping, UnblockableWaits(settings.require_redis_url(), client)
+        )
+
+        taken = taker.take(10)
+
+        assert taken.messages == []
+        (dropped,) = taken.dropped
+        assert dropped.tag == "tag-lua-only" and "malformed" in dropped.reason
+        assert client.hexists(UNACKED_KEY, "tag-lua-only")  # recorded by the take
+        ack(client, [dropped.tag])
+        assert not client.hexists(UNACKED_KEY, "tag-lua-only")
+    finally:
+        client.close()

@@ -52,6 +52,13 @@ def test_an_eta_without_a_zone_is_utc_as_celery_writes_it() -> None:
     assert decode(message(eta="2026-12-01T10:00:00")).eta() == datetime(2026, 12, 1, 10, tzinfo=UTC)
 
 
+def with_properties(**changed: object) -> str:
+    """`message()` with its properties changed."""
+    envelope = json.loads(message())
+    envelope["properties"].update(changed)
+    return json.dumps(envelope)
+
+
 @pytest.mark.parametrize(
     ("raw", "why"),
     [
@@ -59,6 +66,13 @@ def test_an_eta_without_a_zone_is_utc_as_celery_writes_it() -> None:
         (json.dumps({"headers": {}, "properties": {}}), "'body'"),
         (message(body={"task": "protocol 1"}), "not a Celery protocol 2 task message"),
         (json.dumps({**json.loads(message()), "content-type": "application/x-python"}), "JSON"),
+        # Fields the intake reads of every message before it runs one: a forged value
+        # is the message's problem, not the intake's.
+        (message(retries="x"), "its retries header 'x' is not a count"),
+        (message(retries=-1), "its retries header -1 is not a count"),
+        (message(retries=[1]), r"its retries header \[1\] is not a count"),
+        (with_properties(delivery_info="tools.io"), "its delivery_info is not a JSON object"),
+        (json.dumps({**json.loads(message()), "headers": ["task"]}), "not JSON objects"),
     ],
 )
 def test_a_malformed_message_says_what_is_wrong(raw: str, why: str) -> None:

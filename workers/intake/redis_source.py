@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import redis
 from celery import Celery
 
-from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode, tag_of
+from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode
 from toolfleet.shared.celery_wire.redis_queue import BrokerQueue
 from toolfleet.shared.outages import resilient_client
 from toolfleet.workers.intake.broker import Acks
@@ -43,8 +43,8 @@ class RedisTaker:
         for raw in batch.malformed:
             reason = f"a message that is not kombu's JSON from {self.name}"
             taken.dropped.append(Dropped(reason, raw, None))
-        for raw in batch.messages:
-            message = _read(raw, taken)
+        for raw, tag in zip(batch.messages, batch.tags, strict=True):
+            message = _read(raw, tag, taken)
             if message is not None:
                 taken.messages.append(message)
         return taken
@@ -59,16 +59,23 @@ class RedisTaker:
             self._stopping.wait(timeout_s)
 
 
-def _read(raw: bytes, taken: Taken) -> TaskMessage | None:
-    """The message in `raw`; or None, `raw` added to what `taken` dropped."""
+def _read(raw: bytes, tag: str, taken: Taken) -> TaskMessage | None:
+    """The message in `raw`, taken under `tag`; or None, `raw` added to what `taken`
+    dropped, to be acknowledged by that tag (the one its record is under)."""
     try:
-        return decode(raw)
+        message = decode(raw)
     except MalformedMessage as exc:
-        taken.dropped.append(Dropped(f"a malformed message: {exc}", raw, tag_of(raw)))
+        taken.dropped.append(Dropped(f"a malformed message: {exc}", raw, tag))
+        return None
     except Exception as exc:
         reason = f"a message that could not be read: {exc!r}"
-        taken.dropped.append(Dropped(reason, raw, tag_of(raw)))
-    return None
+        taken.dropped.append(Dropped(reason, raw, tag))
+        return None
+    if message.tag != tag:  # a delivery tag given twice: not a message kombu wrote
+        reason = f"a message whose delivery tag reads {message.tag!r} and {tag!r}"
+        taken.dropped.append(Dropped(f"a malformed message: {reason}", raw, tag))
+        return None
+    return message
 
 
 class RedisSource:
