@@ -103,6 +103,14 @@ def ack(client: redis.Redis, tags: Sequence[str]) -> None:
     pipe.execute()
 
 
+def keep_taken(client: redis.Redis, tags: Sequence[str]) -> None:
+    """Score the taken messages `tags` as taken now, those still unacknowledged (XX):
+    kombu's sweep puts back only messages scored past the visibility timeout."""
+    if tags:
+        now = time.time()
+        client.zadd(UNACKED_INDEX_KEY, dict.fromkeys(tags, now), xx=True)
+
+
 def restore_visible(connection: Any) -> None:
     """kombu's sweep, on the kombu Redis `connection` (a Celery app's
     `connection_for_write()`): every taken message past the visibility timeout goes back

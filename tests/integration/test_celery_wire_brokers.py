@@ -26,7 +26,7 @@ from toolfleet.shared.celery_wire.build import TaskMessageBuilder
 from toolfleet.shared.celery_wire.layout import UNACKED_INDEX_KEY, UNACKED_KEY
 from toolfleet.shared.celery_wire.parse import decode, decode_delivery
 from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
-from toolfleet.shared.celery_wire.redis_queue import BrokerQueue, ack, restore
+from toolfleet.shared.celery_wire.redis_queue import BrokerQueue, ack, keep_taken, restore
 from toolfleet.shared.celery_wire.transport import broker_transport
 from toolfleet.shared.config import Settings
 from toolfleet.shared.tracing import TRACEPARENT
@@ -243,5 +243,26 @@ def test_a_message_only_redis_can_read_is_dropped_by_the_tag_it_was_taken_under(
         assert client.hexists(UNACKED_KEY, "tag-lua-only")  # recorded by the take
         ack(client, [dropped.tag])
         assert not client.hexists(UNACKED_KEY, "tag-lua-only")
+    finally:
+        client.close()
+
+
+def test_a_message_kept_taken_is_scored_anew_and_an_acknowledged_one_is_not_again(
+    settings: Settings, queue: str
+) -> None:
+    client = redis.Redis.from_url(settings.require_redis_url())
+    try:
+        client.lpush(queue, built(queue))
+        [raw] = BrokerQueue(client, queue).take(10).messages
+        tag = decode(raw).tag
+        client.zadd(UNACKED_INDEX_KEY, {tag: 1.0})  # taken long ago, as the sweep sees it
+
+        keep_taken(client, [tag])
+        score = client.zscore(UNACKED_INDEX_KEY, tag)
+        assert score is not None and score > 1.0
+
+        ack(client, [tag])
+        keep_taken(client, [tag])
+        assert client.zscore(UNACKED_INDEX_KEY, tag) is None  # not recorded again
     finally:
         client.close()

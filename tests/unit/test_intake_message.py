@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -142,6 +143,28 @@ def test_held_messages_are_handed_over_in_eta_order_and_stop_returns_the_rest() 
     assert both.wait(5)
     assert handed == ["sooner", "later"]
     assert [m.task_id for m in queue.stop()] == ["tomorrow"]
+
+
+def test_held_messages_are_kept_taken_each_second_while_they_wait() -> None:
+    """The broker is told they are still taken: past its visibility timeout it would
+    deliver them again, to another worker, which would run them at their ETA too."""
+    kept: list[list[str]] = []
+    handed = threading.Event()
+    twice = threading.Event()
+
+    def keep(tags: Sequence[str]) -> None:
+        kept.append(list(tags))
+        if len(kept) == 2:
+            twice.set()
+
+    queue = EtaQueue(lambda message: handed.set(), keep=keep)
+    queue.start()
+    held = decode(message(id="soon"))
+    queue.hold(held, datetime.now(UTC) + timedelta(seconds=60))
+    queue.hold(decode(message(id="much later")), datetime.now(UTC) + timedelta(days=1))
+    assert twice.wait(5)  # about a second apart
+    assert kept[:2] == [[held.tag, held.tag]] * 2
+    assert len(queue.stop()) == 2 and not handed.is_set()
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,9 @@ class AmqpSource:
         """Whether `tag` came over the connection that is open now."""
         return self._connected and _split(tag)[0] == self._connection_number
 
+    def keep(self, tags: Sequence[str]) -> None:
+        """Nothing to do: RabbitMQ keeps a delivery this worker's until its channel closes."""
+
     def stop_taking(self) -> None:
         """Cancel the consumers and give back what was received and not taken; the
         takers' waits end at once."""

@@ -95,7 +95,7 @@ class Intake:
             events=self._events,
             submit=self._submit,
         )
-        self._eta = EtaQueue(lambda message: self._run_due([message]))
+        self._eta = EtaQueue(lambda message: self._run_due([message]), keep=source.keep)
         self._threads = [
             threading.Thread(
                 target=self._take, args=(taker,), name=f"toolfleet-take-{taker.name}", daemon=True

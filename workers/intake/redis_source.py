@@ -11,7 +11,7 @@ import redis
 from celery import Celery
 
 from toolfleet.shared.celery_wire.parse import MalformedMessage, TaskMessage, decode
-from toolfleet.shared.celery_wire.redis_queue import BrokerQueue
+from toolfleet.shared.celery_wire.redis_queue import BrokerQueue, keep_taken
 from toolfleet.shared.outages import resilient_client
 from toolfleet.workers.intake.broker import Acks
 from toolfleet.workers.intake.source import Dropped, Taken, Taker
@@ -112,6 +112,14 @@ class RedisSource:
     def requeue(self, tag: str) -> None:
         """Put the taken message `tag` back on its queue, where it is taken next."""
         self._sweeper.requeue(tag)
+
+    def keep(self, tags: Sequence[str]) -> None:
+        """Score the messages `tags` as taken now in kombu's unacknowledged index (those
+        still there): the sweep restores a message scored past the visibility timeout."""
+        try:
+            keep_taken(self._client, tags)
+        except redis.RedisError:
+            log.warning("could not keep %d held messages taken; trying again", len(tags))
 
     def holds(self, tag: str) -> bool:
         """Always: only the sweep takes a message back, past the visibility timeout."""

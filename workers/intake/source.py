@@ -3,6 +3,7 @@ the intake, one implementation per broker (Redis lists, RabbitMQ queues)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -63,6 +64,11 @@ class Source(Protocol):
 
     def requeue(self, tag: str) -> None:
         """Put the message `tag`, taken and never run, back on its queue."""
+        ...
+
+    def keep(self, tags: Sequence[str]) -> None:
+        """The messages `tags`, taken and held for their ETA, are still this worker's:
+        the broker must not deliver them again when its visibility timeout passes."""
         ...
 
     def holds(self, tag: str) -> bool:
