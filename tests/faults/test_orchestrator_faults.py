@@ -307,19 +307,15 @@ def test_an_orchestrator_killed_while_the_model_answers_the_results_it_was_given
     )  # trimmed when stored
 
 
-def test_a_session_cancelled_while_no_replica_runs_it_is_stopped_by_the_next_one(
-    settings: Settings, workers: WorkerGroup, client: redis.Redis, tmp_path: Path
-) -> None:
-    """Given a replica killed mid-turn (one call running, one waiting in the queue), the
-    user's cancellation finds no replica to stop the turn. The replica that takes the
-    session over answers both calls Cancelled, does not call the model again, and the
-    call that waited never runs."""
-    workers.start(["default"], concurrency=1)
-    session = of_cli("two_in_line", "s-orphan")
+def cancelled_while_orphaned(
+    settings: Settings, client: redis.Redis, log: Path, session_id: str
+) -> tuple[SessionKey, str, str]:
+    """A `two_in_line` turn whose replica is killed while its first call runs and its
+    second waits in the queue, then cancelled: the session and the two calls' ids."""
+    session = of_cli("two_in_line", session_id)
     doomed = toolfleet(
-        settings, tmp_path / "doomed.log", "run", "--agent", TWO_IN_LINE,
-        "--session", "s-orphan", "--no-wait", "go",
-    )  # fmt: skip
+        settings, log, "run", "--agent", TWO_IN_LINE, "--session", session_id, "--no-wait", "go"
+    )
 
     def first_running() -> bool:
         ids = call_ids(stored_events(client, settings, session))
@@ -331,6 +327,31 @@ def test_a_session_cancelled_while_no_replica_runs_it_is_stopped_by_the_next_one
     first, second = call_ids(stored_events(client, settings, session))
     keys = Keys(settings.key_prefix)
     cancel_session(client, keys, Completions(client, keys), session)
+    return session, first, second
+
+
+def error_types(events: list[Event], call_ids: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """The error type of each response to one of `call_ids` (None: not an error), sorted."""
+    return sorted(
+        (part.function_response.id or "", (part.function_response.response or {}).get("error_type"))
+        for event in events
+        for part in (event.content.parts or () if event.content else ())
+        if part.function_response and part.function_response.id in call_ids
+    )
+
+
+def test_a_session_cancelled_while_no_replica_runs_it_is_stopped_by_the_next_one(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, tmp_path: Path
+) -> None:
+    """Given a replica killed mid-turn (one call running, one waiting in the queue), the
+    user's cancellation finds no replica to stop the turn. The replica that takes the
+    session over answers both calls Cancelled, does not call the model again, and the
+    call that waited never runs."""
+    workers.start(["default"], concurrency=1)
+    session, first, second = cancelled_while_orphaned(
+        settings, client, tmp_path / "doomed.log", "s-orphan"
+    )
+    keys = Keys(settings.key_prefix)
 
     successor = toolfleet(settings, tmp_path / "successor.log", "serve", "--agent", TWO_IN_LINE)
     try:
@@ -345,13 +366,9 @@ def test_a_session_cancelled_while_no_replica_runs_it_is_stopped_by_the_next_one
         successor.wait(15)
 
     events = stored_events(client, settings, session)
-    errors = [
-        (part.function_response.id, (part.function_response.response or {}).get("error_type"))
-        for event in events
-        for part in (event.content.parts or () if event.content else ())
-        if part.function_response
-    ]
-    assert sorted(errors) == sorted([(first, "Cancelled"), (second, "Cancelled")])
+    assert error_types(events, (first, second)) == sorted(
+        [(first, "Cancelled"), (second, "Cancelled")]
+    )
     assert not answered(client, settings, session)  # the model was not asked again
     assert probe.executions(client, settings.key_prefix, second) == 0
 
@@ -362,22 +379,10 @@ def test_a_message_after_such_a_cancellation_runs_once_the_turn_is_answered_canc
     """The same, but the user's next message comes before any replica took the session
     over: the turn it finds open is answered Cancelled, and then the model answers it."""
     workers.start(["default"], concurrency=1)
-    session = of_cli("two_in_line", "s-next")
-    doomed = toolfleet(
-        settings, tmp_path / "doomed.log", "run", "--agent", TWO_IN_LINE,
-        "--session", "s-next", "--no-wait", "go",
-    )  # fmt: skip
-
-    def first_running() -> bool:
-        ids = call_ids(stored_events(client, settings, session))
-        return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[0]) == 1
-
-    wait_for(first_running, 20, "the first call to run and the second to wait")
-    doomed.send_signal(signal.SIGKILL)
-    doomed.wait(10)
-    first, second = call_ids(stored_events(client, settings, session))
+    session, first, second = cancelled_while_orphaned(
+        settings, client, tmp_path / "doomed.log", "s-next"
+    )
     keys = Keys(settings.key_prefix)
-    cancel_session(client, keys, Completions(client, keys), session)
 
     # Once the dead replica's lease has lapsed (it would wait that long for it anyway)
     wait_for(lambda: not client.exists(keys.lease(session)), 10, "the lease to lapse")
@@ -388,13 +393,9 @@ def test_a_message_after_such_a_cancellation_runs_once_the_turn_is_answered_canc
     assert nxt.wait(30) == 0
 
     events = stored_events(client, settings, session)
-    errors = sorted(
-        (part.function_response.id, (part.function_response.response or {}).get("error_type"))
-        for event in events
-        for part in (event.content.parts or () if event.content else ())
-        if part.function_response and part.function_response.id in (first, second)
+    assert error_types(events, (first, second)) == sorted(
+        [(first, "Cancelled"), (second, "Cancelled")]
     )
-    assert errors == sorted([(first, "Cancelled"), (second, "Cancelled")])
     # The message after it was answered: its model ran (its script from the start: a new
     # turn of calls, run, then the answer).
     assert answered(client, settings, session)
