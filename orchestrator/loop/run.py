@@ -44,7 +44,7 @@ from toolfleet.orchestrator.loop.requests import model_request
 from toolfleet.orchestrator.loop.spans import generate
 from toolfleet.orchestrator.loop.tool_requests import process_requests
 from toolfleet.orchestrator.loop.turn import ResponseParts, responses_event, run_calls
-from toolfleet.orchestrator.loop.workflow import close_stray_turns, run_workflow
+from toolfleet.orchestrator.loop.workflow import Progress, close_stray_turns, run_workflow
 from toolfleet.orchestrator.models.base_llm import answered
 from toolfleet.orchestrator.models.protocol import as_sent, function_calls, loop_call_id
 from toolfleet.orchestrator.plugins.context import LlmResponse
@@ -102,13 +102,8 @@ async def run_invocation(
             # child (its worker does), but closes its open turn if that worker is lost.
             await held.append(inv, user_event, owes_turn=True)
             yield user_event
-        if isinstance(inv.agent, WorkflowAgent) and open_turn is not None:
-            # Resumed: the sub-agent whose turn it was finishes it (the workflow's other
-            # sub-agents do not run again).
-            inv.agent = _turn_agent(inv.agent, open_turn)
-            inv.branch = open_turn.branch
         if isinstance(inv.agent, WorkflowAgent):
-            runs = run_workflow(inv, run_agent)
+            runs = run_workflow(inv, run_agent, _progress(inv, inv.agent, message, open_turn))
         else:
             runs = run_agent(inv, open_turn)
         async for update in runs:
@@ -122,6 +117,18 @@ async def run_invocation(
                 await Hooks(inv.agent, inv.plugins).after_run(inv.callback_context())
         except Exception:  # a plugin's cleanup must not hide how the invocation ended
             log.exception("a plugin's after_run_callback failed (invocation %s)", inv.id)
+
+
+def _progress(
+    inv: Invocation, workflow: WorkflowAgent, message: types.Content | None, open_turn: Event | None
+) -> Progress | None:
+    """For a workflow's invocation resumed (no message: it died, or a long-running call's
+    result came), what it did before: it goes on as that invocation. None otherwise."""
+    events = inv.session.events
+    if message is not None or not events:
+        return None
+    inv.id = open_turn.invocation_id if open_turn is not None else events[-1].invocation_id
+    return Progress.of(workflow, events, inv.id, open_turn)
 
 
 def _turn_agent(agent: Agent, turn: Event) -> Agent:

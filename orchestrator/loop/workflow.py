@@ -6,14 +6,20 @@ A sub-agent's answer does not end the call: it is stored without releasing the l
 or clearing the session's owed mark (`Invocation.answers_call`); the call ends when the
 workflow does, and its runner then clears the mark. A ParallelAgent's branches run as
 concurrent coroutines: their calls are out on the fleet at the same time.
+
+A workflow's invocation that died (its replica with it) is resumed from its events
+(`Progress`): the sub-agents that answered are not run again, the turn it left open is
+finished by its sub-agent, and the workflow goes on from there - a LoopAgent counting
+the rounds that ran.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 
 from google.genai import types
 
@@ -30,7 +36,8 @@ from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, Invoca
 from toolfleet.orchestrator.models.protocol import function_calls
 from toolfleet.orchestrator.sessions.events import Event
 
-AgentRun = Callable[[Invocation], AsyncIterator[Update]]
+# Runs an LLM agent's invocation; with a turn, that open turn of it first.
+AgentRun = Callable[[Invocation, Event | None], AsyncIterator[Update]]
 
 # A sub-agent that ended so finished its part; any other ending (a pause for a person
 # or a credential, a cancellation, max_steps) ends the whole call there.
@@ -74,15 +81,92 @@ _INTERRUPTED_WHY = (
 )
 
 
+@dataclass(frozen=True)
+class _Finished:
+    """A sub-agent's run that ended in its answer, and whether it escalated."""
+
+    agent: str
+    escalated: bool
+
+
+@dataclass
+class Progress:
+    """How far a workflow's invocation got before it died, read from its events: per
+    branch, the runs of LLM sub-agents that finished, in order, and the turn it left
+    open. A resumed run skips each run that finished and finishes the open turn first."""
+
+    finished: dict[str | None, deque[_Finished]] = field(default_factory=dict)
+    open_turn: Event | None = None
+
+    @classmethod
+    def of(
+        cls,
+        workflow: WorkflowAgent,
+        events: Sequence[Event],
+        invocation_id: str,
+        open_turn: Event | None,
+    ) -> Progress:
+        """The progress of `workflow`'s invocation `invocation_id` in `events`. A run
+        finished with its answer (an event ADK calls a final response); an event of the
+        same agent that follows it directly is its after_agent_callback's, not a run."""
+        llm_agents = {a.name for a in workflow.walk() if not isinstance(a, WorkflowAgent)}
+        finished: dict[str | None, deque[_Finished]] = defaultdict(deque)
+        escalated: set[tuple[str | None, str]] = set()
+        answered_last: dict[str | None, str] = {}  # per branch: who the last answer was
+        for event in events:
+            if event.invocation_id != invocation_id or event.author not in llm_agents:
+                continue
+            run = (event.branch, event.author)
+            if event.actions.escalate:
+                escalated.add(run)
+            if event.content is None:
+                continue
+            if not _answers(event):
+                answered_last.pop(event.branch, None)
+            elif answered_last.get(event.branch) != event.author:
+                finished[event.branch].append(_Finished(event.author, run in escalated))
+                escalated.discard(run)
+                answered_last[event.branch] = event.author
+        return cls(dict(finished), open_turn)
+
+    def take_finished(self, branch: str | None, agent: str) -> _Finished | None:
+        """The run of `agent` in `branch` that finished next, if it is the next there."""
+        runs = self.finished.get(branch)
+        if runs and runs[0].agent == agent:
+            return runs.popleft()
+        return None
+
+    def take_open_turn(self, branch: str | None, agent: str) -> Event | None:
+        """The open turn, if it is `agent`'s in `branch`. The branch's progress ends
+        there: what follows in it runs anew."""
+        turn = self.open_turn
+        if turn is None or turn.branch != branch or turn.author != agent:
+            return None
+        self.open_turn = None
+        self.finished.pop(branch, None)
+        return turn
+
+
+def _answers(event: Event) -> bool:
+    """Whether the event ends its agent's run with an answer (ADK's final response)."""
+    waits = event.credential_requests or event.confirmation_requests
+    return event.author != "user" and not waits and event.is_final_response()
+
+
 @dataclass
 class _Flow:
     run_agent: AgentRun
     stop: InvocationEnded | None = None  # the ending that stops every sub-agent after it
+    replay: Progress | None = None  # a resumed invocation's: what ran before it died
+    replayed_escalation: bool = False  # the run `_run` just skipped escalated
 
 
-async def run_workflow(inv: Invocation, run_agent: AgentRun) -> AsyncIterator[Update]:
-    """Run `inv.agent`, a workflow agent, to its end; InvocationEnded last."""
-    flow = _Flow(run_agent)
+async def run_workflow(
+    inv: Invocation, run_agent: AgentRun, replay: Progress | None = None
+) -> AsyncIterator[Update]:
+    """Run `inv.agent`, a workflow agent, to its end; InvocationEnded last. `replay`: the
+    progress of the invocation `inv` resumes (None: a new one)."""
+    flow = _Flow(run_agent, replay=replay)
     async for update in _run(flow, inv):
         yield update
     yield flow.stop or InvocationEnded(inv.id, EndReason.ANSWERED)
@@ -92,7 +176,15 @@ async def _run(flow: _Flow, inv: Invocation) -> AsyncIterator[Update]:
     """Run `inv.agent` (any kind) as part of a workflow; no InvocationEnded."""
     agent = inv.agent
     if not isinstance(agent, WorkflowAgent):
-        async for update in flow.run_agent(inv):
+        turn = None
+        if flow.replay is not None:
+            done = flow.replay.take_finished(inv.branch, agent.name)
+            if done is not None:  # it answered before the invocation died
+                flow.replayed_escalation = done.escalated
+                return
+            turn = flow.replay.take_open_turn(inv.branch, agent.name)
+            flow.replay.finished.pop(inv.branch, None)  # this branch goes on anew
+        async for update in flow.run_agent(inv, turn):
             if not isinstance(update, InvocationEnded):
                 yield update
             elif update.reason not in _GOES_ON:
@@ -168,11 +260,11 @@ async def _loop(flow: _Flow, inv: Invocation, agent: LoopAgent) -> AsyncIterator
         for index in range(len(agent.sub_agents)):
             if _halted(inv):
                 return
-            escalated = False
+            escalated = flow.replayed_escalation = False
             async for update in _run(flow, _sub(inv, agent, index, inv.branch)):
                 escalated = escalated or (isinstance(update, Event) and update.actions.escalate)
                 yield update
-            if escalated or flow.stop is not None:
+            if escalated or flow.replayed_escalation or flow.stop is not None:
                 return
         rounds += 1
 

@@ -393,3 +393,120 @@ async def test_a_branch_that_escalates_ends_the_parallel_agent_after_the_others_
     assert waited.response == {"result": "waited"}
     assert answers(events) == [("closing", "after")]
     assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+def note(text: str) -> str:
+    """Notes something down.
+
+    Args:
+        text: What to note.
+    """
+    return f"noted {text}"
+
+
+def noting(name: str, *steps: Step) -> Agent:
+    return Agent(
+        name=name, instruction=f"you are {name}", tools=[note], model=ScriptedModel(list(steps))
+    )
+
+
+async def died_after(store: SessionStore, *events: tuple[str, types.Part, str | None]) -> None:
+    """Store what an invocation `inv-dead` wrote before its replica died: the user's
+    message, then each (author, part, branch)."""
+    session = await store.get_or_create("app", "u1", "s1")
+    user = types.Content(role="user", parts=[types.Part(text="go")])
+    await store.append(session, Event(invocation_id="inv-dead", author="user", content=user))
+    for author, part, branch in events:
+        role = "user" if part.function_response else "model"
+        content = types.Content(role=role, parts=[part])
+        event = Event(invocation_id="inv-dead", author=author, content=content, branch=branch)
+        await store.append(session, event)
+
+
+async def resumed(store: SessionStore, root: Agent) -> tuple[list[Update], list[Event]]:
+    """The updates of the dead invocation resumed (as the sweep does), and the events."""
+    session = await store.get(S1)
+    inv = Invocation(root, _model, session, store, InProcessRunner(), Settings(), Keys("t"))
+    updates = [u async for u in run_invocation(inv, None)]
+    return updates, (await store.get(S1)).events
+
+
+async def test_a_sequence_resumed_between_sub_agents_runs_only_those_left(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import SequentialAgent
+
+    first, second = noting("first", say("never again")), noting("second", say("second done"))
+    root = SequentialAgent(name="flow", sub_agents=[first, second])
+    await died_after(store, ("first", types.Part(text="first done"), None))
+
+    updates, events = await resumed(store, root)
+
+    assert answers(events) == [("first", "first done"), ("second", "second done")]
+    assert model_of(first).requests == []  # it answered before the invocation died
+    assert {e.invocation_id for e in events} == {"inv-dead"}  # it goes on as that one
+    assert [e.reason for e in endings(updates)] == [EndReason.ANSWERED]
+
+
+async def test_a_sequence_resumed_with_a_turn_open_finishes_it_and_goes_on(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import SequentialAgent
+
+    # The offline model answers by the agent's turns so far: its first made the call.
+    first = noting("first", call(Call("note", {"text": "x"})), say("first done"))
+    second = noting("second", say("second done"))
+    root = SequentialAgent(name="flow", sub_agents=[first, second])
+    asked = types.FunctionCall(id="c-open", name="note", args={"text": "x"})
+    await died_after(store, ("first", types.Part(function_call=asked), None))
+
+    _, events = await resumed(store, root)
+
+    (response,) = [r for e in events for r in e.get_function_responses()]
+    assert response.id == "c-open" and response.response == {"result": "noted x"}
+    assert answers(events) == [("first", "first done"), ("second", "second done")]
+
+
+async def test_a_loop_resumed_counts_the_rounds_that_ran(store: SessionStore) -> None:
+    from toolfleet.adk import LoopAgent
+
+    worker = noting("worker", say("round one"), say("round two"), say("never"))
+    root = LoopAgent(name="loop", sub_agents=[worker], max_iterations=2)
+    await died_after(store, ("worker", types.Part(text="round one"), None))
+
+    _, events = await resumed(store, root)
+
+    assert answers(events) == [("worker", "round one"), ("worker", "round two")]
+    assert len(model_of(worker).requests) == 1
+
+
+async def test_parallel_branches_resumed_run_only_the_branch_that_did_not_answer(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import ParallelAgent, SequentialAgent
+
+    left = noting("left", call(Call("note", {"text": "l"})), say("left done"))
+    right = noting("right", say("never again"))
+    after = noting("after", say("after done"))
+    both = ParallelAgent(name="both", sub_agents=[left, right])
+    root = SequentialAgent(name="flow", sub_agents=[both, after])
+    asked = types.FunctionCall(id="c-left", name="note", args={"text": "l"})
+    await died_after(
+        store,
+        ("left", types.Part(function_call=asked), "both.left"),
+        ("right", types.Part(text="right done"), "both.right"),
+    )
+
+    _, events = await resumed(store, root)
+
+    # The left branch's call, out when the invocation died, is answered as interrupted
+    # (it may have run); its agent answers that; the right branch answered already.
+    (response,) = [r for e in events for r in e.get_function_responses()]
+    assert response.id == "c-left" and response.response is not None
+    assert response.response["error_type"] == "Interrupted"
+    assert model_of(right).requests == []
+    assert answers(events) == [
+        ("right", "right done"),
+        ("left", "left done"),
+        ("after", "after done"),
+    ]
