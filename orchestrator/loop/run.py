@@ -122,13 +122,19 @@ async def run_invocation(
 def _progress(
     inv: Invocation, workflow: WorkflowAgent, message: types.Content | None, open_turn: Event | None
 ) -> Progress | None:
-    """For a workflow's invocation resumed (no message: it died, or a long-running call's
-    result came), what it did before: it goes on as that invocation. None otherwise."""
+    """For a workflow's invocation resumed (no message: it died, or a call it parked for
+    a person was answered), what it did before: it goes on as that invocation. None
+    otherwise - a long-running call's result that came after the invocation ended runs
+    the workflow anew."""
     events = inv.session.events
     if message is not None or not events:
         return None
-    inv.id = open_turn.invocation_id if open_turn is not None else events[-1].invocation_id
-    return Progress.of(workflow, events, inv.id, open_turn)
+    dead = open_turn.invocation_id if open_turn is not None else events[-1].invocation_id
+    progress = Progress.of(workflow, events, dead, open_turn)
+    if progress.ended:  # a result that came after its invocation ended: a run of its own
+        return None
+    inv.id = dead
+    return progress
 
 
 def _turn_agent(agent: Agent, turn: Event) -> Agent:

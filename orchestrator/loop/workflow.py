@@ -97,6 +97,9 @@ class Progress:
 
     finished: dict[str | None, deque[_Finished]] = field(default_factory=dict)
     open_turn: Event | None = None
+    # A sub-agent got a response after it answered (a long-running call's result): the
+    # invocation had ended; this is a new one, not the rest of it.
+    ended: bool = False
 
     @classmethod
     def of(
@@ -113,6 +116,8 @@ class Progress:
         finished: dict[str | None, deque[_Finished]] = defaultdict(deque)
         escalated: set[tuple[str | None, str]] = set()
         answered_last: dict[str | None, str] = {}  # per branch: who the last answer was
+        ran: set[tuple[str | None, str]] = set()  # runs that finished, and none since
+        ended = False
         for event in events:
             if event.invocation_id != invocation_id or event.author not in llm_agents:
                 continue
@@ -123,11 +128,16 @@ class Progress:
                 continue
             if not _answers(event):
                 answered_last.pop(event.branch, None)
+                # A new run starts with the model's turn; responses first are a result
+                # that came after its run answered.
+                ended = ended or (run in ran and not event.get_function_calls())
+                ran.discard(run)
             elif answered_last.get(event.branch) != event.author:
                 finished[event.branch].append(_Finished(event.author, run in escalated))
                 escalated.discard(run)
                 answered_last[event.branch] = event.author
-        return cls(dict(finished), open_turn)
+                ran.add(run)
+        return cls(dict(finished), open_turn, ended)
 
     def take_finished(self, branch: str | None, agent: str) -> _Finished | None:
         """The run of `agent` in `branch` that finished next, if it is the next there."""

@@ -510,3 +510,32 @@ async def test_parallel_branches_resumed_run_only_the_branch_that_did_not_answer
         ("left", "left done"),
         ("after", "after done"),
     ]
+
+
+async def test_a_result_that_comes_after_the_workflow_answered_is_answered(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import SequentialAgent
+
+    # The workflow's invocation ended (first answered its call's pending response, then
+    # second answered); the call's final result came after, as the completions stream
+    # stores it.
+    first = noting("first", call(Call("note", {"text": "x"})), say("started"), say("it came"))
+    second = noting("second", say("second done"), say("second again"))
+    root = SequentialAgent(name="flow", sub_agents=[first, second])
+    asked = types.FunctionCall(id="c-long", name="note", args={"text": "x"})
+    pending = types.FunctionResponse(id="c-long", name="note", response={"status": "pending"})
+    final = types.FunctionResponse(id="c-long", name="note", response={"status": "done"})
+    await died_after(
+        store,
+        ("first", types.Part(function_call=asked), None),
+        ("first", types.Part(function_response=pending), None),
+        ("first", types.Part(text="started"), None),
+        ("second", types.Part(text="second done"), None),
+        ("first", types.Part(function_response=final), None),
+    )
+
+    _, events = await resumed(store, root)
+
+    # Not taken for the rest of that invocation (all of it answered): its agent answers.
+    assert ("first", "it came") in answers(events)
