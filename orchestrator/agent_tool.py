@@ -27,7 +27,7 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.sessions.events import Event, answer_of
 from toolfleet.shared.context import ToolContext
 from toolfleet.shared.errors import ToolDefinitionError, ToolError
-from toolfleet.shared.keys import SessionKey, agent_tool_child, session_key, session_parts
+from toolfleet.shared.keys import SessionKey, agent_tool_child_id, session_key
 from toolfleet.shared.state import TEMP_PREFIX
 from toolfleet.shared.tools import FunctionTool, ToolOptions
 
@@ -159,9 +159,8 @@ async def run_agent_as_tool(
             f"agent tool {agent.name!r} would nest deeper than {MAX_DEPTH} levels; answer directly"
         )
     settings = tool_context.settings  # the worker's own: its Redis, prefix and pools
-    parent = session_key(tool_context.app_name, tool_context.user_id, tool_context.session_id)
-    child = agent_tool_child(parent, tool_context.function_call_id)
-    child_id = session_parts(child)[2]
+    child_id = agent_tool_child_id(tool_context.session_id, tool_context.function_call_id)
+    child = session_key(tool_context.app_name, tool_context.user_id, child_id)
     # The caller's ceiling on model calls holds for this run too, counted from 0 (ADK's
     # nested run is given the caller's RunConfig).
     inherited = app_plugins(tool_context.app_name) if include_plugins else ()

@@ -7,13 +7,23 @@ writer still holds a session's lease, checked by Redis in the same step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
 
 Arg = str | bytes | int | float
+
+
+def together(*stages: Stage) -> Stage:
+    """One stage that stages each of `stages` on the batch, in order."""
+
+    def stage(batch: WriteBatch) -> None:
+        for each in stages:
+            each(batch)
+
+    return stage
 
 
 class WriteBatch:
@@ -126,3 +136,7 @@ class WriteBatch:
             pipe.execute_command(*command)
         for key, seconds in self.ttls.items():
             pipe.execute_command("EXPIRE", key, seconds)
+
+
+# Stages commands of its own on a batch another step runs (the writes that go with it).
+Stage = Callable[[WriteBatch], None]

@@ -37,11 +37,16 @@ def scope_key(*parts: str) -> str:
     return "/".join(quote(p, safe="") for p in parts)
 
 
+def agent_tool_child_id(session_id: str, call_id: str) -> str:
+    """The id of the child session in which an agent tool runs its agent for the call
+    `call_id` of session `session_id` (of the same app and user)."""
+    return f"{session_id}.{call_id}"
+
+
 def agent_tool_child(session: SessionKey, call_id: str) -> SessionKey:
-    """The child session in which an agent tool runs its agent for the call `call_id` of
-    `session`: the same app and user, the id `<session id>.<call id>`."""
+    """The key of that child session of the call `call_id` of `session`."""
     app_name, user_id, session_id = session_parts(session)
-    return session_key(app_name, user_id, f"{session_id}.{call_id}")
+    return session_key(app_name, user_id, agent_tool_child_id(session_id, call_id))
 
 
 # Remembered: a worker asks for the key of each call it runs, a thousand calls of a

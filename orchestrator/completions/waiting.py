@@ -5,7 +5,7 @@ call that asked while its turn went on gets its final response alone."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 
 import redis.asyncio as aioredis
 
@@ -22,7 +22,7 @@ from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.fencing import write
 from toolfleet.orchestrator.sessions.leases import LeaseHold
-from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.batch import Stage, WriteBatch, together
 from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.messages import Completion, PendingCall, ToolResult
 from toolfleet.shared.sealing import Sealer
@@ -40,7 +40,7 @@ class WaitingCalls:
         runner: Runner,
         pending: PendingCall,
         hold: LeaseHold,
-        consume: Callable[[WriteBatch], None],
+        consume: Stage,
         answer: ToolConfirmation | None = None,
         cancel: Completion | None = None,
     ) -> bool:
@@ -58,7 +58,7 @@ class WaitingCalls:
             result = await rerun_with_credential(runner, session, pending, hold, answer)
             # Its result leaves the results stream in the step that stores it, not before:
             # a replica that takes over after a fault finds it there, and runs nothing again.
-            also = _with_settle(consume, runner, pending)
+            also = together(consume, partial(runner.tool_runner.stage_settle, session.key))
         if result.actions.waits():  # still missing, rejected by the tool, or asked again
             auth, asked = result.actions.requested_auth, result.actions.requested_confirmation
             updated = pending.model_copy(
@@ -93,7 +93,7 @@ class WaitingCalls:
             parked = await runner.store.parked.complete(
                 pending.turn_id, result, hold.fence, pending.session_key
             )
-            ordered, also = parked.ordered, _both(parked.stage, also)
+            ordered, also = parked.ordered, together(parked.stage, also)
         if ordered is None:  # another call of the turn still waits
             batch = WriteBatch()
             also(batch)
@@ -106,19 +106,3 @@ class WaitingCalls:
         await runner.store.append(session, event, resolved=pending, also=also, fence=hold.fence)
         await self._resumer.notify(session.key, event)
         return cancel is None or cancel.resume
-
-
-Stage = Callable[[WriteBatch], None]
-
-
-def _both(first: Stage, then: Stage) -> Stage:
-    def stage(batch: WriteBatch) -> None:
-        first(batch)
-        then(batch)
-
-    return stage
-
-
-def _with_settle(consume: Stage, runner: Runner, pending: PendingCall) -> Stage:
-    """`consume`, and the results stream of the call's session trimmed of what was read."""
-    return _both(consume, lambda batch: runner.tool_runner.stage_settle(pending.session_key, batch))

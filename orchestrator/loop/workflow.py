@@ -147,13 +147,11 @@ class Progress:
         return None
 
     def take_open_turn(self, branch: str | None, agent: str) -> Event | None:
-        """The open turn, if it is `agent`'s in `branch`. The branch's progress ends
-        there: what follows in it runs anew."""
+        """The open turn, if it is `agent`'s in `branch`."""
         turn = self.open_turn
         if turn is None or turn.branch != branch or turn.author != agent:
             return None
         self.open_turn = None
-        self.finished.pop(branch, None)
         return turn
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.sessions.fencing import Fence, write
-from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.batch import Stage, WriteBatch
 from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import ToolResult
 from toolfleet.shared.pending import PendingCalls
@@ -103,4 +103,4 @@ class ParkedCompletion:
     still wait), and `stage`, the writes that make it so in the step storing the outcome."""
 
     ordered: list[ToolResult] | None
-    stage: Callable[[WriteBatch], None]
+    stage: Stage
