@@ -1,6 +1,9 @@
 """ADK's names with ADK's signatures, for programs moving over from `google.adk`.
 
-Replace the `google.adk...` import lines of an ADK program with one line::
+An ADK program's import lines move over by replacing `google.adk` with `toolfleet.adk`:
+`from toolfleet.adk.agents import Agent`, `from toolfleet.adk.tools.tool_context import
+ToolContext` and the rest of ADK's modules give ADK's names there (the table in
+toolfleet.orchestrator.adk.module_paths); or in one line::
 
     from toolfleet.adk import Agent, FunctionTool, ToolContext
 
@@ -20,10 +23,13 @@ that uses them loads neither the HTTP stack nor the loop.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import toolfleet
+from toolfleet.orchestrator.adk.module_paths import ALIASES, adk_module_names
 
 if TYPE_CHECKING:
     from toolfleet.orchestrator.adk.app import App, EventsCompactionConfig, ResumabilityConfig
@@ -57,6 +63,8 @@ if TYPE_CHECKING:
         LiveRequestQueue,
         NotPortedError,
         RemoteA2aAgent,
+        SseConnectionParams,
+        SseServerParams,
         VertexAiMemoryBankService,
         VertexAiRagMemoryService,
         VertexAiRagRetrieval,
@@ -100,6 +108,9 @@ if TYPE_CHECKING:
         McpToolset,
         StdioConnectionParams,
         StreamableHTTPConnectionParams,
+    )
+    from toolfleet.shared.mcp_tools import (
+        McpToolset as MCPToolset,
     )
     from toolfleet.shared.memory_tools import load_memory, preload_memory
     from toolfleet.shared.openapi import OpenAPIToolset
@@ -170,6 +181,11 @@ _MODULES: dict[str, str] = {
     "VertexAiMemoryBankService": "toolfleet.orchestrator.adk.unsupported",
     "VertexAiSearchTool": "toolfleet.orchestrator.adk.unsupported",
     "VertexAiRagRetrieval": "toolfleet.orchestrator.adk.unsupported",
+    "SseConnectionParams": "toolfleet.orchestrator.adk.unsupported",
+    "SseServerParams": "toolfleet.orchestrator.adk.unsupported",
+    # The MCP SDK's parameters of a server run over stdio, as ADK's MCP modules re-export
+    # them (the SDK's own class: not in __all__, which lists toolfleet's documented names).
+    "StdioServerParameters": "toolfleet.shared.mcp_tools",
 }
 
 __all__ = [
@@ -211,6 +227,7 @@ __all__ = [
     "LlmResponse",
     "LongRunningFunctionTool",
     "LoopAgent",
+    "MCPToolset",
     "McpToolset",
     "NotPortedError",
     "OpenAPIToolset",
@@ -227,6 +244,8 @@ __all__ = [
     "Runner",
     "SequentialAgent",
     "Session",
+    "SseConnectionParams",
+    "SseServerParams",
     "StdioConnectionParams",
     "StreamableHTTPConnectionParams",
     "StreamingMode",
@@ -273,19 +292,45 @@ _ADK_MODULES = frozenset(
 
 
 class _AdkModule(ModuleType):
-    """One of ADK's modules as a program imported it: its names are toolfleet.adk's."""
+    """One of ADK's modules as a program imported it: its names are toolfleet.adk's.
+
+    `names`: those it offers (the ones ADK's module has); None: every name of
+    toolfleet.adk (a module named on its own, `from toolfleet.adk import tool_context`)."""
+
+    def __init__(self, name: str, names: frozenset[str] | None = None) -> None:
+        super().__init__(name)
+        self._names = names
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        self.__path__: list[str] = []  # a package: ADK's modules below it import too
+        self.__all__ = sorted(names if names is not None else __all__)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        try:
-            return __getattr__(name)
-        except AttributeError:
-            adk_name = self.__name__.rpartition(".")[2]
-            raise AttributeError(
-                f"toolfleet.adk.{adk_name} (ADK's module {adk_name}) has no attribute "
-                f"{name!r}: toolfleet.adk has ADK's names that port (dir(toolfleet.adk))"
-            ) from None
+        below = sys.modules.get(f"{self.__name__}.{name}")
+        if below is not None:  # `from toolfleet.adk.tools import tool_context`
+            return below
+        if self._names is None or name in self._names:
+            try:
+                return __getattr__(ALIASES.get(name, name) if self._names else name)
+            except AttributeError:
+                pass
+        adk_name = self.__name__.removeprefix(f"{__name__}.")
+        raise AttributeError(
+            f"toolfleet.adk.{adk_name} (ADK's module {adk_name}) has no attribute "
+            f"{name!r}: toolfleet.adk has ADK's names that port (dir(toolfleet.adk))"
+        )
+
+    def __dir__(self) -> list[str]:
+        return list(self.__all__)
+
+
+def _add_adk_modules() -> None:
+    """Make ADK's modules importable below this one (`import toolfleet.adk.agents`): an
+    import finds a module already in sys.modules, once its parent was imported."""
+    for module, names in adk_module_names().items():
+        name = f"{__name__}.{module}"
+        sys.modules.setdefault(name, _AdkModule(name, names))
 
 
 def __getattr__(name: str) -> Any:
@@ -293,8 +338,12 @@ def __getattr__(name: str) -> Any:
         value = getattr(toolfleet, name)
     elif name in _MODULES:
         value = getattr(importlib.import_module(_MODULES[name]), name)
+    elif f"{__name__}.{name}" in sys.modules:  # one of ADK's packages: agents, tools...
+        value = sys.modules[f"{__name__}.{name}"]
     elif name in _ADK_MODULES:
         value = _AdkModule(f"{__name__}.{name}")
+    elif name in ALIASES:  # ADK's other name of the same object (MCPToolset)
+        value = __getattr__(ALIASES[name])
     else:
         raise AttributeError(f"module 'toolfleet.adk' has no attribute {name!r}")
     globals()[name] = value  # later lookups skip this function
@@ -303,3 +352,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+_add_adk_modules()

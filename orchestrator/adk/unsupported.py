@@ -31,6 +31,11 @@ GROUNDING = (
     "which runs on the workers"
 )
 
+MCP_SSE = (
+    "MCP over SSE is not supported by toolfleet: connect with StreamableHTTPConnectionParams "
+    "(streamable HTTP, which replaced SSE in MCP) or StdioConnectionParams"
+)
+
 
 class NotPortedError(ConfigError):
     """An ADK feature toolfleet does not have; the message says what to use instead."""
@@ -101,3 +106,15 @@ class VertexAiRagRetrieval(_NotPorted):
     """ADK's retrieval from a Vertex AI RAG corpus: cloud-only."""
 
     _why = f"retrieval from a Vertex AI RAG corpus {GROUNDING}"
+
+
+class SseConnectionParams(_NotPorted):
+    """ADK's MCP connection over SSE: not supported (see MCP_SSE)."""
+
+    _why = MCP_SSE
+
+
+class SseServerParams(_NotPorted):
+    """ADK's older name of an MCP connection over SSE: not supported (see MCP_SSE)."""
+
+    _why = MCP_SSE

@@ -17,6 +17,8 @@ from toolfleet.adk import (
     NotPortedError,
     RemoteA2aAgent,
     Runner,
+    SseConnectionParams,
+    SseServerParams,
     VertexAiMemoryBankService,
     VertexAiRagMemoryService,
     VertexAiRagRetrieval,
@@ -63,6 +65,16 @@ USES: dict[str, tuple[Callable[[], Any], str, str]] = {
         lambda: VertexAiSearchTool(data_store_id="projects/p/dataStores/d"),
         "VertexAiSearchTool",
         "FunctionTool",
+    ),
+    "MCP over SSE": (
+        lambda: SseConnectionParams(url="http://localhost:8090/sse"),
+        "SseConnectionParams",
+        "StreamableHTTPConnectionParams",
+    ),
+    "MCP over SSE, older name": (
+        lambda: SseServerParams(url="http://localhost:8090/sse"),
+        "SseServerParams",
+        "StdioConnectionParams",
     ),
     "RAG retrieval": (
         lambda: VertexAiRagRetrieval(name="retrieve", description="docs", rag_resources=[]),
