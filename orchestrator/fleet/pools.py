@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from toolfleet.orchestrator.connections import decoded
 from toolfleet.shared.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -60,11 +59,24 @@ async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:
     _, hostnames = await pipe.execute()
     if not hostnames:
         return []
-    values = await client.mget([keys.worker(decoded(h)) for h in hostnames])
-    return sorted(
-        (WorkerInfo.model_validate(json.loads(v)) for v in values if v is not None),
-        key=lambda w: w.hostname,
-    )
+    # A forged member that is not UTF-8 names no worker's key: it reads as no record.
+    names = [h.decode(errors="replace") if isinstance(h, bytes) else h for h in hostnames]
+    values = await client.mget([keys.worker(h) for h in names])
+    workers = (_worker_info(h, v) for h, v in zip(names, values, strict=True))
+    return sorted((w for w in workers if w is not None), key=lambda w: w.hostname)
+
+
+def _worker_info(hostname: str, value: bytes | str | None) -> WorkerInfo | None:
+    """The worker `hostname`'s record; None when there is none, or it is no record of ours
+    (malformed, or forged by whoever can write Redis): logged and skipped, the others
+    still count."""
+    if value is None:
+        return None
+    try:
+        return WorkerInfo.model_validate(json.loads(value))
+    except (ValueError, RecursionError) as exc:  # ValidationError is a ValueError
+        log.warning("ignored the malformed heartbeat record of worker %r: %.200s", hostname, exc)
+        return None
 
 
 def _no_outage() -> float:

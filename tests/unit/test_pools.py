@@ -104,3 +104,32 @@ async def test_a_pool_found_unserved_before_an_outage_is_not_served_after_it(
     outage_at[0] = time.monotonic()
     pools.forget()
     assert await pools.served() == frozenset()
+
+
+async def test_a_malformed_or_forged_record_is_skipped_not_fatal(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """Whoever can write Redis can leave anything under a worker's key: the orchestrator's
+    dispatch, `toolfleet status` and /metrics all read them, and each must go on with the
+    workers whose records are sound."""
+    await beat(fake_redis, "default@a", 30)
+    junk = {
+        "junk@b": "not json",
+        "null@c": "null",
+        "list@d": "[1, 2]",
+        "missing@e": json.dumps({"hostname": "missing@e"}),
+        "typed@f": json.dumps({"hostname": "t", "pools": "io", "pid": 1, "started_at": 0}),
+        "deep@g": "[" * 100_000 + "]" * 100_000,
+        "bytes@h": b"\xff\xfe",
+    }
+    for hostname, value in junk.items():
+        await fake_redis.set(KEYS.worker(hostname), value)
+        await fake_redis.zadd(KEYS.workers(), {hostname: time.time() + 30})
+
+    await fake_redis.zadd(KEYS.workers(), {b"\xff@i": time.time() + 30})
+
+    workers = await live_workers(fake_redis, KEYS)
+
+    assert [w.hostname for w in workers] == ["default@a"]
+    pools = LivePools(fake_redis, KEYS)
+    assert await pools.served() == {"default"}
