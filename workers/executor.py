@@ -275,20 +275,27 @@ def execute(
     return run_execution(execution, time_limit_s)
 
 
-def run_execution(execution: Execution, time_limit_s: float) -> Outcome:
-    """Run `execution` on this thread to its Outcome (see `execute`)."""
+def run_execution(execution: Execution, time_limit_s: float, waited_s: float = 0.0) -> Outcome:
+    """Run `execution` on this thread to its Outcome (see `execute`). `waited_s`: how long
+    the call waited for its fleet-wide limits' turn, which counts toward its limit (as
+    Celery's limit counts it on prefork): on a pool thread nothing else stops a call that
+    would run a whole limit after a long wait, past the orchestrator's deadline, holding
+    its slot. A call whose wait took its whole limit does not start."""
     tool, call = execution.tool, execution.call
     args = execution.arguments()
     if isinstance(args, Outcome):
         return args
+    left_s = time_limit_s - waited_s if time_limit_s else 0
     try:
+        if time_limit_s and left_s <= 0:
+            raise CallTimeLimit(time_limit_s)
         if tool.is_async:
-            value = call_loop().run(tool.func(**args), time_limit_s, call.call_id)
+            value = call_loop().run(tool.func(**args), left_s, call.call_id)
         else:
-            value = _call_sync(tool.func, args, time_limit_s)
+            value = _call_sync(tool.func, args, left_s)
             if asyncio.iscoroutine(value):  # a sync wrapper of a coroutine function
                 ran_s = time.time() - execution.started
-                left = max(time_limit_s - ran_s, 0.001) if time_limit_s else 0
+                left = max(left_s - ran_s, 0.001) if time_limit_s else 0
                 value = call_loop().run(value, left, call.call_id)
     except BaseException as exc:
         return execution.raised(exc, time_limit_s)

@@ -12,6 +12,7 @@ their results). A single call is a batch of one: both ways run the same steps.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -138,6 +139,7 @@ class ToolRuns:
         gate = self._gate()
         with _in_span(admitted.span):
             turn: Turn | None = None
+            began = time.monotonic()
             try:
                 if gate is not None:  # on prefork the wait holds this pool process
                     turn = gate.wait(self.tool, admitted.envelope, admitted.worker)
@@ -147,7 +149,9 @@ class ToolRuns:
             except BaseException as exc:  # interrupted while waiting: its time limit
                 outcome = self._execution(admitted).raised(exc, self._limit_s)
             else:
-                outcome = run_execution(self._execution(admitted), self._limit_s)
+                # The wait counts toward the call's limit, as Celery's counts it on prefork.
+                waited_s = time.monotonic() - began
+                outcome = run_execution(self._execution(admitted), self._limit_s, waited_s)
             finally:
                 still_running = abandoned_run()
                 if gate is not None and turn is not None:

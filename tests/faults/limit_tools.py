@@ -100,7 +100,7 @@ async def lim_slot_io(n: int, tool_context: ToolContext) -> dict[str, int]:
 # A sync io tool that runs past its time limit: answered TimeoutError at the limit, its
 # thread runs on.
 OVERRUN_LIMIT_S = 0.5
-OVERRUN_S = 1.5
+OVERRUN_S = 3.0  # past the limit by room for a second turn to come meanwhile
 
 
 @tool(max_concurrency=1, timeout_s=OVERRUN_LIMIT_S, kind="io")
@@ -111,8 +111,10 @@ def lim_overrun(n: int, tool_context: ToolContext) -> dict[str, int]:
         n: Which call this is.
     """
     started = time.time()
-    time.sleep(OVERRUN_S)  # ok: the tool's own (too long) work
     where = {"call_id": tool_context.function_call_id, "pid": os.getpid()}
+    client, prefix = _client()
+    client.rpush(started_key(prefix, "lim_overrun"), json.dumps({"n": n, **where}))
+    time.sleep(OVERRUN_S)  # ok: the tool's own (too long) work
     _record("lim_overrun", start=started, end=time.time(), **where)
     return {"n": n}
 

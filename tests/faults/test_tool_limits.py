@@ -168,23 +168,25 @@ async def test_an_io_tool_never_runs_more_than_max_concurrency_across_workers(
 async def test_a_sync_io_tool_past_its_time_limit_holds_its_slot_until_its_thread_ends(
     settings: Settings, workers: WorkerGroup, client: redis.Redis
 ) -> None:
-    """Each call is answered TimeoutError at its limit while its thread runs on (Python
-    cannot stop one): the next call starts only once that thread has ended."""
+    """A call is answered TimeoutError at its limit while its thread runs on (Python
+    cannot stop one), holding the slot: a call sent right after it waits for that thread
+    instead of starting, and is answered TimeoutError when its own limit passes (the wait
+    counts), never started."""
     workers.start_all([WorkerSpec([settings.default_io_pool], None, "ia")])
-    n = 3
-    agent = limits_agent(*[Call("lim_overrun", {"n": i}) for i in range(n)])
-    async with running(patient(settings, 15), agent, "go") as run:
-        await run.finish()
-    results = [u.result for _, u in run.updates if isinstance(u, CallFinished)]
-    assert [r.response["error_type"] for r in results] == ["TimeoutError"] * n, results
+    results = []
+    for n in range(2):  # the second turn's call comes while the first's thread runs
+        agent = limits_agent(Call("lim_overrun", {"n": n}))
+        async with running(patient(settings, 15), agent, "go") as run:
+            await run.finish()
+        results += [u.result for _, u in run.updates if isinstance(u, CallFinished)]
+    assert [r.response["error_type"] for r in results] == ["TimeoutError"] * 2, results
     await until(
-        lambda: len(entries(client, settings.key_prefix, "lim_overrun")) == n,
-        "every abandoned run to end",
-        START_TIMEOUT_S + n * OVERRUN_S,
+        lambda: len(entries(client, settings.key_prefix, "lim_overrun")) == 1,
+        "the abandoned run to end",
+        START_TIMEOUT_S + OVERRUN_S,
     )
-    recorded = entries(client, settings.key_prefix, "lim_overrun")
-    most, _ = most_at_once([(e["start"], e["end"]) for e in recorded])
-    assert most == 1, recorded
+    started = client.lrange(started_key(settings.key_prefix, "lim_overrun"), 0, -1)
+    assert [json.loads(s)["n"] for s in started] == [0]
     await until(
         lambda: not client.zcard(Keys(settings.key_prefix).tool_slots("lim_overrun")),
         "the last slot to be given back",

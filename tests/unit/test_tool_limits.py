@@ -323,3 +323,51 @@ def test_an_io_call_stopped_while_it_waits_gives_its_slot_back(
 
     asyncio.run(stopped())
     assert client.zcard(SLOTS) == 1
+
+
+# What a blocked tool waits for: set at its test's end.
+_RELEASE = threading.Event()
+
+
+def blocked() -> str:
+    """Runs until its test ends."""
+    _RELEASE.wait(30)
+    return "done"
+
+
+# The tasks name their queue (celery deprecates the attribute for 6.0; the workers use it).
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_pool_threads_wait_for_a_slot_counts_toward_its_time_limit(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """On a pool thread (an io worker's sync tools, `-P threads`) no signal stops the
+    call: the time it waited for its slot counts toward its limit, as on prefork (Celery's
+    limit) and on the call loop. Else it runs a whole limit after it got its slot, holding
+    the slot past the orchestrator's deadline for the call."""
+    settings = Settings(redis_url="redis://unused", key_prefix="t")
+    deps = ToolTaskDeps(
+        settings, ResultReporter(client, 1000), Completions(client, KEYS), ToolServices(),
+        gate=Gate(client, KEYS, lease_s=60),
+    )  # fmt: skip
+    app = Celery("limits-test", set_as_current=False)
+    limited = LocalTool(blocked, "t", ToolOptions(max_concurrency=1, timeout_s=2.0))
+    register_tool_tasks(app, {"t": limited}, deps)
+    assert acquire(client, "other", 1) == 1  # another call's slot, given back in 1.5 s
+    threading.Timer(1.5, lambda: client.zrem(SLOTS, "other")).start()
+    task = app.tasks[task_name("t")]
+    _RELEASE.clear()
+    began = time.monotonic()
+    # On a thread of its own, as a threads pool runs it: not the main thread.
+    runner = threading.Thread(target=lambda: task.apply(args=[call().model_dump(mode="json")]))
+    runner.start()
+    try:
+        wait_for(lambda: client.xlen("t:results:s") > 0, 10, "the call's answer")
+        took = time.monotonic() - began
+    finally:
+        _RELEASE.set()
+        runner.join(10)
+    ((_, fields),) = client.xrange("t:results:s")
+    result = ToolResult.model_validate_json(fields[RESULT_FIELD.encode()])
+    assert result.response["error_type"] == "TimeoutError"
+    assert took < 3.0, f"answered {took:.1f} s after the call started; its limit is 2 s"
+    wait_for(lambda: client.zcard(SLOTS) == 0, 10, "its slot given back once the tool ends")
