@@ -25,13 +25,17 @@ from toolfleet.shared.keys import Keys
 # Renew the claim, and write the heartbeat record when there is one, only while the claim
 # is this worker's (or lapsed and free again): a worker that lost its name to another
 # never overwrites the new holder's record. Returns 1 if written, 0 if the name is taken.
+# The registry's score (when the record lapses) is on Redis's clock, which the
+# orchestrator reads it by: a host's clock does not matter.
 RENEW = """
 local held = redis.call('GET', KEYS[1])
 if held and held ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if ARGV[3] ~= '' then
+  local t = redis.call('TIME')
+  local lapses_at = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[2]) / 1000
   redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
-  redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
+  redis.call('ZADD', KEYS[3], lapses_at, ARGV[4])
 end
 return 1
 """
@@ -116,19 +120,12 @@ class NameClaim:
     def renew(self, record: str = "") -> bool:
         """Extend the claim and, given `record` (the heartbeat's JSON), write the heartbeat
         in the same step; False, writing nothing, if another worker holds the name now."""
-        expires_at = time.time() + self.ttl_ms / 1000
         keys = [
             self.keys.worker_name(self.hostname),
             self.keys.worker(self.hostname),
             self.keys.workers(),
         ]
-        args: list[str | int | float] = [
-            self.holder,
-            self.ttl_ms,
-            record,
-            expires_at,
-            self.hostname,
-        ]
+        args: list[str | int] = [self.holder, self.ttl_ms, record, self.hostname]
         return bool(self._renew(keys=keys, args=args))
 
     def release(self) -> bool:

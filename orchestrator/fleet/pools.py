@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.scripts import LuaScript
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,23 @@ class WorkerInfo(BaseModel):
     tool_pools: dict[str, str] | None = None
 
 
+# KEYS: the workers' registry (hostname -> when its record lapses). The hostnames whose
+# record is current, on Redis's clock (the workers' beats score by it: hosts' clocks do
+# not matter); the entries of workers that died unannounced are dropped.
+_CURRENT = LuaScript(
+    """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
+"""
+)
+
+
 async def live_workers(client: aioredis.Redis, keys: Keys) -> list[WorkerInfo]:
     """Workers whose heartbeat is current: two round trips, whatever the keyspace holds
     (a SCAN for heartbeat keys cost a turn 40 ms once Redis held ~10^4 keys)."""
-    now = time.time()
-    pipe = client.pipeline(transaction=False)
-    pipe.zremrangebyscore(keys.workers(), "-inf", now)  # workers that died unannounced
-    pipe.zrangebyscore(keys.workers(), now, "+inf")
-    _, hostnames = await pipe.execute()
+    hostnames = await _CURRENT.run(client, 1, keys.workers())
     if not hostnames:
         return []
     # A forged member that is not UTF-8 names no worker's key: it reads as no record.

@@ -7,12 +7,16 @@ import json
 import logging
 import os
 import re
+import time
+from types import SimpleNamespace
 
 import fakeredis
 import pytest
 
+from toolfleet.orchestrator.fleet import pools
 from toolfleet.orchestrator.fleet.pools import live_workers
 from toolfleet.shared.keys import Keys
+from toolfleet.workers import names
 from toolfleet.workers.heartbeat import Heartbeat
 from toolfleet.workers.names import NameClaim, WorkerNameTakenError, default_worker_name
 
@@ -171,3 +175,29 @@ async def test_each_beat_carries_the_calls_running_and_a_failed_count_keeps_it_l
     (still,) = await live_workers(fake_redis, KEYS)
     assert (still.hostname, still.busy) == ("w@h", None)
     beat.stop()
+
+
+@pytest.mark.parametrize(("worker_off_s", "orchestrator_off_s"), [(-60, 0), (0, 60)])
+async def test_a_live_worker_counts_whatever_the_hosts_clocks_say(
+    client: fakeredis.FakeRedis,
+    fake_redis: fakeredis.FakeAsyncRedis,
+    monkeypatch: pytest.MonkeyPatch,
+    worker_off_s: float,
+    orchestrator_off_s: float,
+) -> None:
+    """The worker's host clock a minute slow, or the orchestrator's a minute fast: the
+    worker beat a moment ago, so it is live (its lease is on Redis's clock, as the tool
+    limits' are), and a call of its pool is not refused NoWorkerError."""
+    real = time.time
+    monkeypatch.setattr(names, "time", SimpleNamespace(time=lambda: real() + worker_off_s))
+    skewed = SimpleNamespace(time=lambda: real() + orchestrator_off_s, monotonic=time.monotonic)
+    monkeypatch.setattr(pools, "time", skewed)
+    claim = NameClaim(client, KEYS, "w@h", 6000)
+    claim.take()
+    record = {"hostname": "w@h", "pools": ["default"], "pid": 1, "started_at": 0.0}
+    assert claim.renew(json.dumps(record))
+
+    assert [w.hostname for w in await live_workers(fake_redis, KEYS)] == ["w@h"]
+
+    claim.release()
+    assert await live_workers(fake_redis, KEYS) == []
