@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 
@@ -13,6 +14,9 @@ from toolfleet.orchestrator.fleet.queues import broker_queue_states
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.metrics import AGE_BANDS, created_spans, metrics
 from toolfleet.shared.pending import PendingCalls
+
+if TYPE_CHECKING:
+    from prometheus_client import Gauge
 
 
 async def refresh_fleet_gauges(
@@ -25,12 +29,13 @@ async def refresh_fleet_gauges(
     and one message per priority list of each pool)."""
     workers = await live_workers(client, keys)
     views = {view.pool: view for view in pool_views(workers)}
-    named = sorted(set(pools) | set(views))
+    recorded = metrics()
+    # A pool set before stays: once its last worker is gone it shows none, not its last.
+    named = sorted(set(pools) | set(views) | _exported(recorded.live_workers))
     queues = await broker_queue_states(client, named, broker_url)
     dead = await client.xlen(keys.dead_letters())
     now = time.time()
     by_age = await PendingCalls(keys).acount_created(client, created_spans(now))
-    recorded = metrics()
     for queue in queues:
         view = views.get(queue.pool)
         recorded.queue_depth.labels(queue.pool).set(queue.waiting)
@@ -41,3 +46,8 @@ async def refresh_fleet_gauges(
     recorded.dead_letters.set(dead)
     for (_, band), count in zip(AGE_BANDS, by_age, strict=True):
         recorded.pending_tickets.labels(band).set(count)
+
+
+def _exported(gauge: Gauge) -> set[str]:
+    """The pools `gauge` has a value for."""
+    return {sample.labels["pool"] for family in gauge.collect() for sample in family.samples}
