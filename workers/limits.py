@@ -194,12 +194,15 @@ class Gate:
                         self._note(call, worker, "its rate limit")
                         waited = True
                     yield min(wait_ms / 1000, LAST_TRY_S)
+            if waited:
+                self._note(call, worker, None)
         except BaseException:
-            if holder is not None:  # an interruption while holding it: give it back
+            # An interruption, or a Redis error, while holding it: give it back (held, it
+            # would be renewed for as long as this process lives).
+            if holder is not None:
                 self._leases.drop(slots, holder)
             raise
         if waited:
-            self._note(call, worker, None)
             with guarded():
                 recorded = metrics()
                 recorded.labelled(recorded.limit_wait_seconds, tool.name).observe(

@@ -11,6 +11,7 @@ from typing import Any
 
 import fakeredis
 import pytest
+import redis
 from celery import Celery
 
 from tests.support import LocalTool
@@ -371,3 +372,43 @@ def test_a_pool_threads_wait_for_a_slot_counts_toward_its_time_limit(
     assert result.response["error_type"] == "TimeoutError"
     assert took < 3.0, f"answered {took:.1f} s after the call started; its limit is 2 s"
     wait_for(lambda: client.zcard(SLOTS) == 0, 10, "its slot given back once the tool ends")
+
+
+@pytest.mark.parametrize("on_loop", [False, True])
+def test_a_redis_error_after_the_slot_is_taken_gives_it_back(
+    client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch, on_loop: bool
+) -> None:
+    """A call that waited takes its slot, then notes that it runs: a Redis error between
+    the two fails the call, and must not leave its slot held - renewed by this process
+    for as long as it lives, no call of the tool would run anywhere again."""
+    gate = Gate(client, KEYS, lease_s=60)
+    first = gate.wait(slow_tool(), call("c1"), "w")
+    assert first is not None
+    noted = gate._note
+
+    def note(the_call: ToolCall, worker: str, waiting_for: str | None) -> None:
+        if waiting_for is None:  # running now: Redis fails this one
+            raise redis.ConnectionError("Connection reset by peer")
+        noted(the_call, worker, waiting_for)
+
+    monkeypatch.setattr(gate, "_note", note)
+    errors: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            if on_loop:
+                asyncio.run(gate.wait_async(slow_tool(), call("c2"), "w"))
+            else:
+                gate.wait(slow_tool(), call("c2"), "w")
+        except redis.ConnectionError as exc:
+            errors.append(exc)
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    wait_for(lambda: client.hexists(KEYS.running(S), "c2"), 10, "the second call to wait")
+    gate.end(first)
+    waiter.join(10)
+
+    assert len(errors) == 1
+    assert client.zcard(SLOTS) == 0
+    assert gate._leases._held == {}  # not renewed either
