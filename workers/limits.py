@@ -32,7 +32,7 @@ from toolfleet.shared.tool_limits import (
     parse_rate,
 )
 from toolfleet.shared.tools import FunctionTool
-from toolfleet.workers.call_loop import CallStopped
+from toolfleet.workers.call_loop import CallStopped, CallTimeLimit
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +64,23 @@ class Gate:
         self._keys = keys
         self._leases = Leases(client, lease_s)
 
-    def wait(self, tool: FunctionTool, call: ToolCall, worker: str) -> Turn | None:
+    def wait(
+        self, tool: FunctionTool, call: ToolCall, worker: str, limit_s: float = 0.0
+    ) -> Turn | None:
         """Block this thread until the call may start: its Turn, or None if the call was
-        closed meanwhile (answered: it must not run)."""
+        closed meanwhile (answered: it must not run). Past `limit_s` (0: none), the call's
+        time limit, CallTimeLimit is raised, no slot kept: on a pool thread no signal
+        stops the wait, and an orchestrator that is down closes no call."""
         tries = self._tries(tool, call, worker)
+        ends_at = time.monotonic() + limit_s
         try:
             step = next(tries)
             while isinstance(step, float):
-                time.sleep(step)  # the limit's turn is polled: a slot may free on any host
+                left_s = ends_at - time.monotonic() if limit_s else step
+                if left_s <= 0:
+                    raise CallTimeLimit(limit_s)
+                # The limit's turn is polled: a slot may free on any host.
+                time.sleep(min(step, left_s))
                 step = tries.send(None)
         except BaseException:  # interrupted (Celery's soft time limit): no slot kept
             tries.close()

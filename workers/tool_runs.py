@@ -142,7 +142,8 @@ class ToolRuns:
             began = time.monotonic()
             try:
                 if gate is not None:  # on prefork the wait holds this pool process
-                    turn = gate.wait(self.tool, admitted.envelope, admitted.worker)
+                    envelope, worker = admitted.envelope, admitted.worker
+                    turn = gate.wait(self.tool, envelope, worker, self._limit_s)
                     if turn is None:  # answered while it waited: not run
                         end_run_span(admitted.span, None)
                         return

@@ -412,3 +412,35 @@ def test_a_redis_error_after_the_slot_is_taken_gives_it_back(
     assert len(errors) == 1
     assert client.zcard(SLOTS) == 0
     assert gate._leases._held == {}  # not renewed either
+
+
+# The tasks name their queue (celery deprecates the attribute for 6.0; the workers use it).
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_pool_threads_wait_ends_at_its_time_limit_and_gives_its_slot_back(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """A call past its time limit while it waits on a pool thread (no signal stops it
+    there), holding a slot while it waits for its rate limit: it is answered TimeoutError
+    and gives the slot back, as on prefork and on the call loop - not held until the
+    orchestrator, which may be down, closes the call."""
+    settings = Settings(redis_url="redis://unused", key_prefix="t")
+    deps = ToolTaskDeps(
+        settings, ResultReporter(client, 1000), Completions(client, KEYS), ToolServices(),
+        gate=Gate(client, KEYS, lease_s=60),
+    )  # fmt: skip
+    app = Celery("limits-test", set_as_current=False)
+    options = ToolOptions(max_concurrency=2, rate_limit="1/h", timeout_s=1.0)
+    register_tool_tasks(app, {"t": LocalTool(limited_fn, "t", options)}, deps)
+    assert start(client, "earlier", 1, 3_600_000) == 0  # this hour's start is taken
+    task = app.tasks[task_name("t")]
+    runner = threading.Thread(
+        target=lambda: task.apply(args=[call().model_dump(mode="json")]), daemon=True
+    )
+    runner.start()  # on a thread of its own, as a threads pool runs it
+    wait_for(lambda: client.zcard(SLOTS) == 1, 10, "the call to hold a slot and wait")
+    wait_for(lambda: client.xlen("t:results:s") > 0, 10, "the call's answer")
+    runner.join(10)
+    ((_, fields),) = client.xrange("t:results:s")
+    result = ToolResult.model_validate_json(fields[RESULT_FIELD.encode()])
+    assert result.response["error_type"] == "TimeoutError"
+    assert client.zcard(SLOTS) == 0
