@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.scripts import LuaScript
@@ -30,6 +30,11 @@ ToolsByPool = dict[str, frozenset[str] | None]
 CACHE_S = 0.5
 
 
+# The most calls a worker's record may say it runs at once, or runs now: far past any
+# worker's, and the sum of many still a float a gauge holds (a forged count is not).
+MAX_CALLS = 2**31
+
+
 class WorkerInfo(BaseModel):
     """A worker's heartbeat value: its hostname, the pools it serves, its pid and start time,
     its Celery pool implementation and concurrency (empty and 0 from older workers), the
@@ -38,14 +43,14 @@ class WorkerInfo(BaseModel):
     hostname: str
     pools: list[str]
     pid: int
-    started_at: float
+    started_at: float = Field(allow_inf_nan=False)
     runs: str = ""
-    concurrency: int = 0
+    concurrency: int = Field(default=0, ge=0, le=MAX_CALLS)
     # The tools it registered (TOOLFLEET_TOOL_MODULES); None from older workers: any.
     tools: list[str] | None = None
     # Its TOOLFLEET_TOOL_MODULES, and the calls it ran at its last beat (None: not said).
     modules: list[str] | None = None
-    busy: int | None = None
+    busy: int | None = Field(default=None, ge=0, le=MAX_CALLS)
     # The pool of each of its tools (the queue their calls go on); None: not said.
     tool_pools: dict[str, str] | None = None
 
