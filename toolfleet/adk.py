@@ -186,6 +186,9 @@ _MODULES: dict[str, str] = {
     # The MCP SDK's parameters of a server run over stdio, as ADK's MCP modules re-export
     # them (the SDK's own class: not in __all__, which lists toolfleet's documented names).
     "StdioServerParameters": "toolfleet.shared.mcp_tools",
+    # google.adk.cli.utils.logs, which ADK's sample programs call first.
+    "log_to_tmp_folder": "toolfleet.orchestrator.adk.logs",
+    "setup_adk_logger": "toolfleet.orchestrator.adk.logs",
 }
 
 __all__ = [

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +104,28 @@ def test_adks_older_names_are_the_same_objects() -> None:
     assert MCPToolset is toolfleet.adk.MCPToolset is toolfleet.adk.McpToolset
     with pytest.raises(NotPortedError, match="StreamableHTTPConnectionParams"):
         SseConnectionParams(url="http://127.0.0.1:1/sse")
+
+
+def test_adks_log_setup_sends_the_log_to_a_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`logs.log_to_tmp_folder()`, which ADK's sample programs call first."""
+    from toolfleet.adk.cli.utils import logs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        path = logs.log_to_tmp_folder(logging.DEBUG, log_file_prefix="dice")
+        logging.getLogger("dice.agent").debug("rolled a six")
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+            handler.close()
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+    assert Path(path).parent == tmp_path / "agents_log"
+    assert "rolled a six" in Path(path).read_text()
+    assert (tmp_path / "agents_log" / "dice.latest.log").resolve() == Path(path).resolve()
+    assert path in capsys.readouterr().out
