@@ -130,7 +130,7 @@ def _progress(
     if message is not None or not events:
         return None
     dead = open_turn.invocation_id if open_turn is not None else events[-1].invocation_id
-    progress = Progress.of(workflow, events, dead, open_turn)
+    progress = Progress.of(workflow, events, dead, open_turn, inv.plugins)
     if progress.ended:  # a result that came after its invocation ended: a run of its own
         return None
     inv.id = dead

@@ -31,9 +31,11 @@ from toolfleet.orchestrator.agents.workflow import (
 )
 from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.agent_callbacks import enter_agent, leave_agents
+from toolfleet.orchestrator.loop.callbacks import listed
 from toolfleet.orchestrator.loop.closing import closing_event
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
 from toolfleet.orchestrator.models.protocol import function_calls
+from toolfleet.orchestrator.plugins.base import BasePlugin
 from toolfleet.orchestrator.sessions.events import Event
 
 # Runs an LLM agent's invocation; with a turn, that open turn of it first.
@@ -108,31 +110,45 @@ class Progress:
         events: Sequence[Event],
         invocation_id: str,
         open_turn: Event | None,
+        plugins: Sequence[BasePlugin] = (),
     ) -> Progress:
         """The progress of `workflow`'s invocation `invocation_id` in `events`. A run
-        finished with its answer (an event ADK calls a final response); an event of the
-        same agent that follows it directly is its after_agent_callback's, not a run."""
+        finished with its answer (an event ADK calls a final response). An agent with an
+        after_agent_callback (its own or a plugin's) may write one event right after its
+        answer: that one is the callback's, not a run; any other answer is a run of its
+        own, though the same agent answered just before (a LoopAgent's rounds)."""
         llm_agents = {a.name for a in workflow.walk() if not isinstance(a, WorkflowAgent)}
+        base = BasePlugin.after_agent_callback
+        if any(type(p).after_agent_callback is not base for p in plugins):
+            called_after = llm_agents
+        else:
+            called_after = {a.name for a in workflow.walk() if listed(a.after_agent_callback)}
         finished: dict[str | None, deque[_Finished]] = defaultdict(deque)
         escalated: set[tuple[str | None, str]] = set()
-        answered_last: dict[str | None, str] = {}  # per branch: who the last answer was
+        answered_last: dict[str | None, str] = {}  # per branch: who answered, no event since
         ran: set[tuple[str | None, str]] = set()  # runs that finished, and none since
         ended = False
         for event in events:
             if event.invocation_id != invocation_id or event.author not in llm_agents:
                 continue
             run = (event.branch, event.author)
+            answerer = answered_last.pop(event.branch, None)
+            if answerer == event.author and answerer in called_after:
+                # The after_agent_callback's event of the run that answered.
+                if event.actions.escalate:
+                    runs = finished[event.branch]
+                    runs[-1] = _Finished(event.author, escalated=True)
+                continue
             if event.actions.escalate:
                 escalated.add(run)
             if event.content is None:
                 continue
             if not _answers(event):
-                answered_last.pop(event.branch, None)
                 # A new run starts with the model's turn; responses first are a result
                 # that came after its run answered.
                 ended = ended or (run in ran and not event.get_function_calls())
                 ran.discard(run)
-            elif answered_last.get(event.branch) != event.author:
+            else:
                 finished[event.branch].append(_Finished(event.author, run in escalated))
                 escalated.discard(run)
                 answered_last[event.branch] = event.author

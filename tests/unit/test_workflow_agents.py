@@ -480,6 +480,46 @@ async def test_a_loop_resumed_counts_the_rounds_that_ran(store: SessionStore) ->
     assert len(model_of(worker).requests) == 1
 
 
+async def test_a_loop_of_one_agent_that_answers_resumed_counts_each_answer_a_round(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import LoopAgent
+
+    # Without an after_agent_callback, each answer is a round of its own, though the
+    # same agent answered just before.
+    worker = noting("worker", say("one"), say("two"), say("three"), say("never"))
+    root = LoopAgent(name="loop", sub_agents=[worker], max_iterations=3)
+    await died_after(
+        store, ("worker", types.Part(text="one"), None), ("worker", types.Part(text="two"), None)
+    )
+
+    _, events = await resumed(store, root)
+
+    assert answers(events) == [("worker", "one"), ("worker", "two"), ("worker", "three")]
+    assert len(model_of(worker).requests) == 1
+
+
+async def test_a_loop_resumed_tells_an_after_agent_callback_s_answer_from_a_round(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import LoopAgent
+
+    def after(callback_context: Any) -> types.Content:
+        return types.Content(role="model", parts=[types.Part(text="noted")])
+
+    # The offline model answers by the agent's turns so far: the callback's is one.
+    worker = noting("worker", say("one"), say("not asked"), say("two"), say("never"))
+    worker.after_agent_callback = after
+    root = LoopAgent(name="loop", sub_agents=[worker], max_iterations=2)
+    noted = types.Part(text="noted")
+    await died_after(store, ("worker", types.Part(text="one"), None), ("worker", noted, None))
+
+    _, events = await resumed(store, root)
+
+    assert answers(events) == [("worker", t) for t in ("one", "noted", "two", "noted")]
+    assert len(model_of(worker).requests) == 1
+
+
 async def test_parallel_branches_resumed_run_only_the_branch_that_did_not_answer(
     store: SessionStore,
 ) -> None:
