@@ -94,6 +94,8 @@ async def run_invocation(
                 inv.agent, inv.branch = workflow, None
         elif open_turn is not None:  # it goes on as the invocation that died
             inv.id = open_turn.invocation_id
+            if open_turn.author == inv.agent.name:  # its before_agent_callback ran then
+                inv.entered.append(inv.agent)
         if stored_message is not None:
             yield stored_message
         elif message is not None:

@@ -94,14 +94,18 @@ class _Finished:
 @dataclass
 class Progress:
     """How far a workflow's invocation got before it died, read from its events: per
-    branch, the runs of LLM sub-agents that finished, in order, and the turn it left
-    open. A resumed run skips each run that finished and finishes the open turn first."""
+    branch, the runs of LLM sub-agents that finished, in order, the run that began and
+    did not finish, and the turn it left open. A resumed run skips each run that
+    finished, finishes the open turn first, and runs no before_agent_callback of a run
+    that began (ADK runs it once per run)."""
 
     finished: dict[str | None, deque[_Finished]] = field(default_factory=dict)
     open_turn: Event | None = None
     # A sub-agent got a response after it answered (a long-running call's result): the
     # invocation had ended; this is a new one, not the rest of it.
     ended: bool = False
+    # Per branch: the agent whose run wrote an event and had not answered.
+    begun: dict[str | None, str] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -127,6 +131,7 @@ class Progress:
         escalated: set[tuple[str | None, str]] = set()
         answered_last: dict[str | None, str] = {}  # per branch: who answered, no event since
         ran: set[tuple[str | None, str]] = set()  # runs that finished, and none since
+        begun: dict[str | None, str] = {}
         ended = False
         for event in events:
             if event.invocation_id != invocation_id or event.author not in llm_agents:
@@ -141,19 +146,22 @@ class Progress:
                 continue
             if event.actions.escalate:
                 escalated.add(run)
-            if event.content is None:
+            if event.content is None:  # its before_agent_callback's writes: its run began
+                begun[event.branch] = event.author
                 continue
             if not _answers(event):
                 # A new run starts with the model's turn; responses first are a result
                 # that came after its run answered.
                 ended = ended or (run in ran and not event.get_function_calls())
                 ran.discard(run)
+                begun[event.branch] = event.author
             else:
                 finished[event.branch].append(_Finished(event.author, run in escalated))
                 escalated.discard(run)
                 answered_last[event.branch] = event.author
                 ran.add(run)
-        return cls(dict(finished), open_turn, ended)
+                begun.pop(event.branch, None)
+        return cls(dict(finished), open_turn, ended, begun)
 
     def take_finished(self, branch: str | None, agent: str) -> _Finished | None:
         """The run of `agent` in `branch` that finished next, if it is the next there."""
@@ -161,6 +169,30 @@ class Progress:
         if runs and runs[0].agent == agent:
             return runs.popleft()
         return None
+
+    def take_begun(self, branch: str | None, agent: str) -> bool:
+        """Whether the run of `agent` in `branch` that is next there began before the
+        invocation died (every run there before it finished and was taken)."""
+        if self.finished.get(branch) or self.begun.get(branch) != agent:
+            return False
+        del self.begun[branch]
+        return True
+
+    def holds_run_below(self, workflow: WorkflowAgent, branch: str | None) -> bool:
+        """Whether a run of an agent below `workflow` (in `branch` or one under it) is
+        still to be taken: `workflow`'s run began before the invocation died."""
+        names = {a.name for a in workflow.walk()}
+
+        def below(other: str | None) -> bool:
+            return branch is None or other == branch or (other or "").startswith(f"{branch}.")
+
+        turn = self.open_turn
+        return (
+            (turn is not None and below(turn.branch) and turn.author in names)
+            or any(below(b) and a in names for b, a in self.begun.items())
+            or any(below(b) and any(r.agent in names for r in runs)
+                   for b, runs in self.finished.items())
+        )  # fmt: skip
 
     def take_open_turn(self, branch: str | None, agent: str) -> Event | None:
         """The open turn, if it is `agent`'s in `branch`."""
@@ -207,6 +239,8 @@ async def _run(flow: _Flow, inv: Invocation) -> AsyncIterator[Update]:
                 flow.replayed_escalation = done.escalated
                 return
             turn = flow.replay.take_open_turn(inv.branch, agent.name)
+            if flow.replay.take_begun(inv.branch, agent.name):
+                inv.entered.append(agent)  # its before_agent_callback ran then
             flow.replay.finished.pop(inv.branch, None)  # this branch goes on anew
         async for update in flow.run_agent(inv, turn):
             if not isinstance(update, InvocationEnded):
@@ -214,6 +248,8 @@ async def _run(flow: _Flow, inv: Invocation) -> AsyncIterator[Update]:
             elif update.reason not in _GOES_ON:
                 flow.stop = update
         return
+    if flow.replay is not None and flow.replay.holds_run_below(agent, inv.branch):
+        inv.entered.append(agent)  # its run began before: its before_agent_callback ran
     entered = await enter_agent(inv)  # its before_agent_callback; stored
     if entered is not None:
         yield entered

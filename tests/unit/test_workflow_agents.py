@@ -467,6 +467,73 @@ async def test_a_sequence_resumed_with_a_turn_open_finishes_it_and_goes_on(
     assert answers(events) == [("first", "first done"), ("second", "second done")]
 
 
+async def test_a_resumed_workflow_runs_no_before_agent_callback_of_a_run_begun(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import SequentialAgent
+
+    entered: list[str] = []
+
+    def before(callback_context: Any) -> None:
+        entered.append(callback_context.agent_name)
+
+    first = noting("first", call(Call("note", {"text": "x"})), say("first done"))
+    second = noting("second", say("second done"))
+    first.before_agent_callback = second.before_agent_callback = before
+    root = SequentialAgent(name="flow", sub_agents=[first, second], before_agent_callback=before)
+    asked = types.FunctionCall(id="c-open", name="note", args={"text": "x"})
+    await died_after(store, ("first", types.Part(function_call=asked), None))
+
+    _, events = await resumed(store, root)
+
+    assert answers(events) == [("first", "first done"), ("second", "second done")]
+    # The workflow's and first's runs began before the invocation died: their
+    # callbacks ran then, once, as ADK runs them.
+    assert entered == ["second"]
+
+
+async def test_a_resumed_loop_round_runs_no_before_agent_callback_of_its_run_again(
+    store: SessionStore,
+) -> None:
+    from toolfleet.adk import LoopAgent
+
+    entered: list[str] = []
+
+    def before(callback_context: Any) -> None:
+        entered.append(callback_context.agent_name)
+        callback_context.state["rounds"] = len(entered)
+
+    worker = noting("worker", say("one"), say("two"), say("never"))
+    worker.before_agent_callback = before
+    root = LoopAgent(name="loop", sub_agents=[worker], max_iterations=2)
+    await died_after(store, ("worker", types.Part(text="one"), None))
+    session = await store.get(S1)  # the second round's callback wrote, then it died
+    began = Event(invocation_id="inv-dead", author="worker", state_delta={"rounds": 2})
+    await store.append(session, began)
+
+    _, events = await resumed(store, root)
+
+    assert answers(events) == [("worker", "one"), ("worker", "two")]
+    assert entered == []
+
+
+async def test_a_resumed_agent_runs_no_before_agent_callback_again(store: SessionStore) -> None:
+    entered: list[str] = []
+
+    def before(callback_context: Any) -> None:
+        entered.append(callback_context.agent_name)
+
+    solo = noting("solo", call(Call("note", {"text": "x"})), say("done"))
+    solo.before_agent_callback = before
+    asked = types.FunctionCall(id="c-open", name="note", args={"text": "x"})
+    await died_after(store, ("solo", types.Part(function_call=asked), None))
+
+    _, events = await resumed(store, solo)
+
+    assert answers(events) == [("solo", "done")]
+    assert entered == []
+
+
 async def test_a_loop_resumed_counts_the_rounds_that_ran(store: SessionStore) -> None:
     from toolfleet.adk import LoopAgent
 
