@@ -11,6 +11,7 @@ their results). A single call is a batch of one: both ways run the same steps.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -106,6 +107,9 @@ class Admitted:
     # Whether the envelope's JSON may hold sealed values (`may_hold_sealed`): only then is
     # it walked to open them.
     sealed: bool = True
+    # Whether this delivery claimed its attempt (`DeliveryGuard.claims`): it settles the
+    # claim when it ends.
+    claimed: bool = False
 
 
 # Raises Celery's Retry for a call: its countdown in seconds and the tool's exception.
@@ -136,6 +140,12 @@ class ToolRuns:
         admitted = self.admit(task.request, call, signature)
         if admitted is None:
             return
+        try:
+            self._run(task, admitted)
+        finally:
+            self.settle(admitted)
+
+    def _run(self, task: Task[Any, Any], admitted: Admitted) -> None:
         gate = self._gate()
         with _in_span(admitted.span):
             turn: Turn | None = None
@@ -158,6 +168,27 @@ class ToolRuns:
                 if gate is not None and turn is not None:
                     _end_when_done(gate, turn, still_running)
         self.conclude(task, admitted, outcome)
+
+    def settle(self, admitted: Admitted) -> None:
+        """The admitted call's delivery ended (concluded, or never started): settle the
+        claim it holds, if any."""
+        ToolRuns.settle_all([(self, admitted)])
+
+    @staticmethod
+    def settle_all(calls: Sequence[tuple[ToolRuns, Admitted]]) -> None:
+        """`settle` for many calls, in a round trip per guard. A failure to is logged:
+        the claims' leases lapse then."""
+        by_guard: dict[int, tuple[DeliveryGuard, list[tuple[ToolCall, int]]]] = {}
+        for runs, admitted in calls:
+            guard = runs._deps.deliveries
+            if admitted.claimed and guard is not None:
+                attempt = (admitted.envelope, admitted.attempt - 1)
+                by_guard.setdefault(id(guard), (guard, []))[1].append(attempt)
+        for guard, attempts in by_guard.values():
+            try:
+                guard.settle(attempts)
+            except Exception:
+                log.exception("could not settle the claims of %d calls", len(attempts))
 
     def start(self, admitted: Admitted, on_end: Callable[[OutcomeOf], None]) -> None:
         """Start an admitted coroutine call on the call loop; `on_end` gets what makes its
@@ -232,6 +263,15 @@ class ToolRuns:
         """`conclude` for many calls (runs, admission, outcome or what makes it, how to retry
         it) at once: an io worker's coroutine calls that ended together, their results
         posted in one round trip. Each call's error (Celery's Retry is one), or None."""
+        try:
+            return cls._conclude_all(calls)
+        finally:
+            cls.settle_all([(runs, admitted) for runs, admitted, *_ in calls])
+
+    @classmethod
+    def _conclude_all(
+        cls, calls: Sequence[tuple[ToolRuns, Admitted, Outcome | OutcomeOf, Retrier]]
+    ) -> list[Exception | None]:
         errors: list[Exception | None] = [None] * len(calls)
         posting: list[_Posting] = []
         for at, (runs, admitted, outcome, retry) in enumerate(calls):
@@ -270,7 +310,16 @@ class ToolRuns:
         with _in_span(admitted.span):
             if isinstance(delivery, Exception):
                 raise delivery
-            cleared = self._settle(admitted, delivery)
+            guard = self._deps.deliveries
+            if delivery is not None and guard is not None and guard.claims and delivery[0] > 0:
+                admitted = dataclasses.replace(admitted, claimed=True)
+            try:
+                cleared = self._settle(admitted, delivery)
+            except BaseException:
+                self.settle(admitted)
+                raise
+        if not isinstance(cleared, Admitted):
+            self.settle(admitted)  # not run
         return _cleared(admitted.span, cleared)
 
     def _reported(self, admitted: Admitted, outcome: Outcome, retry: Retrier) -> Post | None:

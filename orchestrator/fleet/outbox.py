@@ -7,8 +7,8 @@ kombu's Redis-transport JSON); a relay in every replica moves them to their queu
 oldest first, with publisher confirms, and removes them from the outbox only once the
 broker confirmed them. One replica relays at a time, under a lease. A relay that dies
 between the confirm and the removal leaves them to be published again: workers drop a
-message published twice (workers/deliveries.py, the claim of a first delivery) and never
-start a closed call (docs/design.md, "The invariant").
+message published twice (workers/deliveries.py, the claim of the delivery that runs)
+and never start a closed call (docs/design.md, "The invariant").
 """
 
 from __future__ import annotations

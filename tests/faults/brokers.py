@@ -42,6 +42,7 @@ from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
 from toolfleet.shared.tools import FunctionTool
+from toolfleet.workers.deliveries import claim_lease_s
 
 BROKERS = ("redis", "amqp")
 ON_EACH_BROKER = pytest.mark.brokers(*BROKERS)
@@ -113,7 +114,8 @@ class Broker:
         from their delivery (kombu's sweep: `recovery_bound_s` at most); on RabbitMQ,
         when it sees the worker's connection drop."""
         if self.settings.broker_is_amqp:
-            return Redelivery(0.0, AMQP_REDELIVERY_S)
+            # The redelivery runs once the dead delivery's claim lapsed.
+            return Redelivery(0.0, AMQP_REDELIVERY_S + claim_lease_s(self.settings))
         visibility = broker_visibility_timeout_s(self.settings, tools)
         return Redelivery(float(visibility), recovery_bound_s(self.settings, tools))
 

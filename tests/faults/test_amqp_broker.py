@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
 from tests.faults.held_tools import held_worker, io_counted_hold, release_key
 from tests.faults.io_pool_tools import started_key
-from tests.faults.rabbit import close_connections, rabbit_vhost, rabbitmqctl
+from tests.faults.rabbit import close_connections, rabbit_vhost, rabbitmqctl, vhost_of
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_intake import deliveries, successor
 from tests.faults.test_io_pools import WIDE, agent_of, assert_run_again_once, one_turn
@@ -343,14 +344,12 @@ async def test_an_io_workers_connection_closed_under_it_reconnects_and_each_call
     await until(lambda: "connected to RabbitMQ again" in worker.log(), "the reconnection", 10)
     assert worker.alive()
     # Taken back with the connection while it ran, each call came back to the worker as
-    # a copy that waited for the run in progress, found the call answered and did not run.
-    # (A copy is counted once the run it waited for has ended: after its result.)
-    twice = [2] * 40
-    await until(
-        lambda: [deliveries(settings, client, r.call_id) for r in results] == twice,
-        "each call's copy to be counted",
-        10,
-    )
+    # a copy that waited for the run in progress, found its claim settled (the call
+    # answered) and did not run, not counted.
+    broker = settings.require_broker_url()
+    await until(lambda: amqp_messages(broker, queue_name("io")) == 0, "the copies' acks", 10)
+    once = [deliveries(settings, client, r.call_id) for r in results]
+    assert once == [1] * 40, once
     runs = [probe.executions(client, settings.key_prefix, r.call_id) for r in results]
     assert runs == [1] * 40, runs
     # The intake takes calls on its new connection, acknowledges each, and Flower hears
@@ -374,3 +373,47 @@ async def test_an_io_workers_connection_closed_under_it_reconnects_and_each_call
     counted = [deliveries(settings, client, r.call_id) for r in [*results, *later]]
     await successor(settings, workers)
     assert [deliveries(settings, client, r.call_id) for r in [*results, *later]] == counted
+
+
+def amqp_messages(url: str, queue: str) -> int:
+    """The messages of `queue` on RabbitMQ, ready or delivered and not acknowledged."""
+    columns = ["name", "messages"]
+    listed = subprocess.run(
+        ["rabbitmqctl", "list_queues", "-q", "--no-table-headers", "-p", vhost_of(url), *columns],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    counts = dict(line.split() for line in listed.stdout.splitlines() if line.strip())
+    return int(counts.get(queue, 0))
+
+
+async def test_a_call_published_twice_runs_once_when_one_copy_comes_redelivered(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis, aclient: aioredis.Redis
+) -> None:
+    """The relay published a call twice (a lost confirm); one copy was delivered to a
+    consumer that went away without acknowledging it, so it comes again redelivered
+    (RabbitMQ's flag) while the other copy runs: it is the duplicate, not run."""
+    keys = Keys(settings.key_prefix)
+    pool = f"amqp-twice-{uuid.uuid4().hex[:6]}"  # no worker takes it yet
+    signer = CallSigner.of(settings.fleet_key)
+    publisher = CeleryPublisher(aclient, outbox=outbox.outbox_key(keys), signer=signer)
+    stream = keys.results(session_key("app", "u", "twice"))
+    twice = tool_call("twice-1", "step", "twice", stream, {"n": 1, "seconds": 1.5})
+    dispatch = publisher.dispatch(twice, queue_name(pool))
+    await publisher.publish([dispatch], record_in="twice:sent")
+    await publisher.publish([dispatch], record_in="twice:sent")  # the relay's second send
+    broker = settings.require_broker_url()
+    relay = outbox.OutboxRelay(aclient, keys, broker)
+    try:
+        assert await relay.relay_once() == 2
+    finally:
+        await relay.stop()
+    with Connection(broker) as taker:  # takes one copy and goes away: it is requeued
+        assert taker.default_channel.basic_get(queue=queue_name(pool), no_ack=False) is not None
+    workers.start([pool], concurrency=2)
+    wait_for(lambda: client.xlen(stream) >= 1, 30, "the call's result")
+    wait_for(lambda: amqp_messages(broker, queue_name(pool)) == 0, 30, "both copies settled")
+    assert probe.executions(client, settings.key_prefix, "twice-1") == 1
+    assert client.xlen(stream) == 1

@@ -210,8 +210,8 @@ def test_ours_reads_a_redelivery_from_rabbitmq_as_celerys_request_reads_it(
     assert (ours.args, ours.kwargs) == (theirs.args, theirs.kwargs) == ([], CALL)
     assert (ours.argsrepr, ours.kwargsrepr) == (theirs.argsrepr, theirs.kwargsrepr)
     assert ours.headers[TRACEPARENT] == theirs.request_dict[TRACEPARENT] == PARENT
-    # The request's delivery info, redelivered flag included (the first delivery's claim
-    # is skipped for a redelivery).
+    # The request's delivery info, redelivered flag included (a redelivery may take over
+    # a claim whose lease lapsed).
     assert ours.delivery_info == theirs.delivery_info
     assert ours.delivery_info["redelivered"] is True
     assert ours.delivery_info["routing_key"] == queue

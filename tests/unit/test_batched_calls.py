@@ -275,12 +275,19 @@ def test_a_call_run_alone_and_in_a_batch_posts_the_same_result_and_counts_once()
         assert client.exists(KEYS.closed(S, "c"))
 
 
-def test_a_lone_redelivery_is_counted_where_a_second_first_delivery_is_a_duplicate(
+def dead_claim(client: fakeredis.FakeRedis, call_id: str) -> None:
+    """The claim of `call_id`'s first attempt left by a worker that died: renewed no more."""
+    claim = f"{KEYS.deliveries(call_id, 0, SENT_AT)}:claimed"
+    client.set(claim, "dead-worker", px=200)
+
+
+def test_a_lone_redelivery_takes_a_dead_claim_over_where_a_first_delivery_does_not(
     client: fakeredis.FakeRedis,
 ) -> None:
     """With claims (a broker that may publish a call twice), a single call's redelivery
-    flag reaches its count: a redelivered message runs, a copy of the first does not."""
-    guard = DeliveryGuard(client, KEYS, SETTINGS.max_deliveries, claims=True)
+    flag reaches its count: a redelivered message runs once the claim of the delivery
+    that ran lapsed (its worker died); a copy of the first does not."""
+    guard = DeliveryGuard(client, KEYS, SETTINGS.max_deliveries, claims=True, lease_s=0.3)
     runs = ToolRuns(
         fetch_runs(client).tool,
         replace(guarded_deps(client, SETTINGS), deliveries=guard),
@@ -292,16 +299,19 @@ def test_a_lone_redelivery_is_counted_where_a_second_first_delivery_is_a_duplica
 
     assert runs.admit(first, envelope("c")) is not None
     assert runs.admit(first, envelope("c")) is None  # published twice: the copy is closed
+    assert runs.admit(again, envelope("c")) is None  # so is one redelivered: the first runs
+    dead_claim(client, "c")
+    assert runs.admit(first, envelope("c")) is None
     assert runs.admit(again, envelope("c")) is not None
     assert client.get(KEYS.deliveries("c", 0, SENT_AT)) == b"2"
 
 
-def test_in_a_batch_a_redelivery_is_counted_where_a_second_first_delivery_is_a_duplicate(
+def test_in_a_batch_a_redelivery_takes_a_dead_claim_over_where_a_first_delivery_does_not(
     client: fakeredis.FakeRedis,
 ) -> None:
     """An io worker's batch off RabbitMQ: each message's redelivered flag, read from its
     delivery into the request the intake makes, reaches its count."""
-    guard = DeliveryGuard(client, KEYS, SETTINGS.max_deliveries, claims=True)
+    guard = DeliveryGuard(client, KEYS, SETTINGS.max_deliveries, claims=True, lease_s=0.3)
     deps = replace(guarded_deps(client, SETTINGS), deliveries=guard)
     runs = ToolRuns(fetch_runs(client).tool, deps, 60.0, "io")
 
@@ -318,6 +328,10 @@ def test_in_a_batch_a_redelivery_is_counted_where_a_second_first_delivery_is_a_d
 
     assert admissions[0][0] is not None  # the first delivery claims the call
     assert admissions[1] == (None, None)  # published twice: the copy is closed
+    assert admissions[2] == (None, None)  # so is one redelivered: the first runs
+    dead_claim(client, "c")
+    admissions = ToolRuns.admit_all(batch)
+    assert [admitted for admitted, _ in admissions[:2]] == [None, None]
     redelivery = admissions[2][0]  # its worker died: counted and run
     assert redelivery is not None and redelivery.redelivered
     assert client.get(KEYS.deliveries("c", 0, SENT_AT)) == b"2"

@@ -127,16 +127,55 @@ def test_a_batch_records_who_runs_each_call_and_renews_each_sessions_record(
         assert 0 < client.ttl(KEYS.running(session)) <= RUNNING_TTL_S
 
 
-def test_in_a_batch_with_claims_a_redelivery_is_counted_and_a_second_first_one_is_not(
+def test_in_a_batch_with_claims_the_first_delivery_runs_and_its_copies_do_not(
     client: fakeredis.FakeRedis,
 ) -> None:
-    guard = DeliveryGuard(client, KEYS, max_deliveries=3, claims=True)
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3, claims=True, lease_s=0.3)
     counts = guard.count_all(
         [(call("c1"), 0, "w", False), (call("c1"), 0, "w", False), (call("c1"), 0, "w", True)]
     )
-    # The first claims the attempt; a copy of it (published twice) counts as closed; a
-    # redelivery (its worker died) is counted and runs.
-    assert counts == [(1, False), (0, True), (2, False)]
+    # The first claims the attempt; a copy of it (published twice) counts as closed, and
+    # so does a redelivered copy: the claim's lease is renewed while the first runs.
+    assert counts == [(1, False), (0, True), (0, True)]
+    assert client.get(KEYS.deliveries("c1", 0, SENT_AT)) == b"1"
+
+
+def claim_of(call_id: str) -> str:
+    return f"{KEYS.deliveries(call_id, 0, SENT_AT)}:claimed"
+
+
+def test_with_claims_a_redelivered_copy_of_a_running_call_is_not_run(
+    client: fakeredis.FakeRedis,
+) -> None:
+    # Given a first delivery that runs on one worker (its claim renewed)
+    running = DeliveryGuard(client, KEYS, max_deliveries=3, claims=True, lease_s=0.3)
+    assert running.count(call("c1"), 0) == (1, False)
+    # When a copy of its message (published twice) comes to another as a redelivery
+    other = DeliveryGuard(client, KEYS, max_deliveries=3, claims=True, lease_s=0.3)
+    # Then it is a duplicate, not counted, however long the first runs
+    assert other.count(call("c1"), 0, redelivered=True) == (0, True)
+    assert client.get(KEYS.deliveries("c1", 0, SENT_AT)) == b"1"
+    # And once the first delivery ended, a copy is one at once: its claim is settled
+    running.settle([(call("c1"), 0)])
+    assert client.pttl(claim_of("c1")) > 300
+    assert other.count(call("c1"), 0, redelivered=True) == (0, True)
+
+
+def test_with_claims_a_redelivery_takes_over_a_claim_whose_worker_died(
+    client: fakeredis.FakeRedis,
+) -> None:
+    # Given a first delivery counted and claimed by a worker that died: its claim is
+    # renewed no more
+    client.set(KEYS.deliveries("c1", 0, SENT_AT), 1)
+    client.set(claim_of("c1"), "dead-worker", px=200)
+    guard = DeliveryGuard(client, KEYS, max_deliveries=3, claims=True, lease_s=0.3)
+    # When its message is redelivered: it runs once the lease lapsed, counted
+    assert guard.count(call("c1"), 0, redelivered=True) == (2, False)
+    assert client.get(claim_of("c1")) not in (None, b"dead-worker")  # its own claim now
+    # And a redelivery after that worker died too is counted: max_deliveries stops it
+    client.set(claim_of("c1"), "dead-again", px=200)
+    counts = guard.count_all([(call("c1"), 0, "w", True)])
+    assert counts == [(3, False)]
 
 
 def test_a_delivery_whose_count_failed_gets_its_error_and_the_others_their_counts(

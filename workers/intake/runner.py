@@ -183,6 +183,7 @@ class MessageRunner:
 
         _, error = _attempt(lambda: call.runs.start(admitted, ended))
         if error is not None:  # it did not start: nothing will conclude it
+            call.runs.settle(admitted)
             self._finish(call.message, call.done, call.started, None, error)
 
     def _conclude(self, ended: Sequence[_Ended]) -> None:
