@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.genai import types
+from pydantic import TypeAdapter, ValidationError
 
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.completions import UNCHANGED
@@ -17,6 +18,10 @@ from toolfleet.shared.confirmation import (
     confirmed_call_id,
 )
 from toolfleet.shared.messages import ToolActions
+
+# `confirmed` read as ADK's ToolConfirmation reads it: true, false, "yes", "no", 1, 0...;
+# any other value is no answer (Python's truth would take "false" for a yes).
+_CONFIRMED: TypeAdapter[bool] = TypeAdapter(bool)
 
 
 def with_confirmation_calls(event: Event) -> Event:
@@ -55,7 +60,11 @@ def asking(event: Event, calls: list[types.FunctionCall]) -> Event:
 
 def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, Any] | None:
     """(call id, confirmed, payload or UNCHANGED) when `response` answers an
-    `adk_request_confirmation` call; None for any other response."""
+    `adk_request_confirmation` call; None for any other response.
+
+    Raises:
+        ValueError: The response carries no id of a request, or its `confirmed` is
+            neither a yes nor a no."""
     if response.name != REQUEST_CONFIRMATION:
         return None
     answer = dict(response.response or {})
@@ -65,7 +74,14 @@ def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, An
             f"a response to {REQUEST_CONFIRMATION} must carry the id of the call it answers "
             f"(it starts with 'adk-confirm-'), not {response.id!r}"
         )
-    return call_id, bool(answer.get("confirmed")), answer.get("payload", UNCHANGED)
+    try:
+        confirmed = _CONFIRMED.validate_python(answer.get("confirmed", False))
+    except ValidationError:
+        raise ValueError(
+            f"the response to {REQUEST_CONFIRMATION} {response.id!r} says neither yes nor no: "
+            "its `confirmed` must be true or false"
+        ) from None
+    return call_id, confirmed, answer.get("payload", UNCHANGED)
 
 
 # ADK's response to a call held back for a confirmation, as its clients see it.

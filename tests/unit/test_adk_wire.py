@@ -9,6 +9,7 @@ import pytest
 from google.genai import types
 from pydantic import ValidationError
 
+from toolfleet.orchestrator.adkwire.confirming import confirmation_answer
 from toolfleet.orchestrator.adkwire.credentials import REQUEST_CREDENTIAL, credential_answer
 from toolfleet.orchestrator.httpapi.adk_wire import (
     CreateSessionRequest,
@@ -76,6 +77,27 @@ def test_a_confirmation_request_is_adks_request_confirmation_call_and_action() -
     assert original == {"id": "c1", "name": "pay", "args": {"amount": 5}}
     assert shaped["longRunningToolIds"] == [part["functionCall"]["id"]]
     assert shaped["actions"]["requestedToolConfirmations"]["c1"]["hint"] == "Pay 5?"
+
+
+@pytest.mark.parametrize(
+    ("said", "confirmed"),
+    [(True, True), (False, False), ("false", False), ("no", False), (0, False), ("yes", True)],
+)
+def test_a_confirmations_answer_is_read_as_adk_reads_it(said: object, confirmed: bool) -> None:
+    answer = types.FunctionResponse(
+        id="adk-confirm-c1", name=REQUEST_CONFIRMATION, response={"confirmed": said}
+    )
+    call_id, got, _ = confirmation_answer(answer) or ("", None, None)
+    assert (call_id, got) == ("c1", confirmed)
+
+
+@pytest.mark.parametrize("said", ["maybe", [0], {"yes": 1}, 2])
+def test_a_confirmations_answer_that_is_neither_yes_nor_no_is_refused(said: object) -> None:
+    answer = types.FunctionResponse(
+        id="adk-confirm-c1", name=REQUEST_CONFIRMATION, response={"confirmed": said}
+    )
+    with pytest.raises(ValueError, match="neither yes nor no"):
+        confirmation_answer(answer)
 
 
 def test_a_credential_request_is_adks_request_credential_call_with_adks_auth_config() -> None:
