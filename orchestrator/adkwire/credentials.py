@@ -100,7 +100,8 @@ def _secret_of(credential: Any) -> str | None:
         return None
     api_key = credential.get("apiKey") or credential.get("api_key")
     http = credential.get("http") or {}
-    token = (http.get("credentials") or {}).get("token") if isinstance(http, dict) else None
+    given = http.get("credentials") if isinstance(http, dict) else None
+    token = given.get("token") if isinstance(given, dict) else None
     oauth2 = credential.get("oauth2") or {}
     access = (
         oauth2.get("accessToken") or oauth2.get("access_token")
