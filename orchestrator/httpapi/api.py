@@ -18,6 +18,7 @@ from toolfleet.orchestrator.httpapi.hub import InvocationFailed, SessionHub, Str
 from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import HttpSettings
 from toolfleet.orchestrator.httpapi.slots import StreamSlots
+from toolfleet.orchestrator.httpapi.ticket_story import TicketStory
 from toolfleet.orchestrator.httpapi.tool_lists import ToolLists
 from toolfleet.orchestrator.loop.invocation import Update
 from toolfleet.orchestrator.loop.runner import Runner
@@ -63,6 +64,8 @@ class HttpApi:
         self.authenticator = Authenticator(http)
         self.streams = StreamSlots(http.max_streams, http.max_streams_per_caller)
         self.tools = ToolLists(self.settings)
+        # The words around pending tickets, by call id, as the ticket listing keeps them.
+        self.ticket_stories: dict[str, TicketStory] = {}
 
     async def __aenter__(self) -> HttpApi:
         await self.tools.list_all({n: r.agent for n, r in self.orch.runners.items()})

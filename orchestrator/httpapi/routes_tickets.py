@@ -50,10 +50,13 @@ def tickets_router(api: HttpApi) -> APIRouter:
 
     # A call's story is fixed once the agent has spoken around it: kept by call id (for
     # the calls still pending), so a page reading the list every few seconds does not
-    # read every ticket's session every time.
-    stories: dict[str, TicketStory] = {}
+    # read every ticket's session every time. Only the listing keeps one: it forgets
+    # those of the calls no longer pending, which reading one ticket cannot tell.
+    stories = api.ticket_stories
 
-    async def story(call: PendingCall, sessions: dict[SessionKey, Session | None]) -> TicketStory:
+    async def story(
+        call: PendingCall, sessions: dict[SessionKey, Session | None], keep: bool
+    ) -> TicketStory:
         known = stories.get(call.call_id)
         if known is not None:
             return known
@@ -65,7 +68,7 @@ def tickets_router(api: HttpApi) -> APIRouter:
                 sessions[key] = None
         session = sessions[key]
         told = story_of(session, call) if session is not None else TicketStory()
-        if told.agent_said is not None:
+        if keep and told.agent_said is not None:
             stories[call.call_id] = told
         return told
 
@@ -77,8 +80,8 @@ def tickets_router(api: HttpApi) -> APIRouter:
     ) -> Ticket:
         """The API view of `call` for `caller`: its actions, the words around it in its
         session, and its timeline's link when the caller may see the session.
-        `sessions`: the sessions read already for this answer."""
-        told = await story(call, {} if sessions is None else sessions)
+        `sessions`: the sessions read already for this answer, given by the listing."""
+        told = await story(call, {} if sessions is None else sessions, keep=sessions is not None)
         update: dict[str, Any] = {
             "actions": caller.actions(call),
             "asked": told.asked,
