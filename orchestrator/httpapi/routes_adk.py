@@ -45,6 +45,8 @@ AppName = Annotated[str, Path(pattern=ID_PATTERN, description="The app (agent) n
 VersionId = Annotated[
     str, Path(pattern=r"^(latest|[0-9]{1,9})$", description="A version number, or latest.")
 ]
+# More versions than a Redis list can hold: a version past it is no artifact's.
+MAX_VERSIONS = 2**32
 # The artifact routes' paths under a name: a DELETE of one of them is no artifact's.
 _VERSION_PATHS = re.compile(r"/versions(/(latest|[0-9]+))?(/metadata)?$")
 
@@ -267,11 +269,14 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     async def load(
         app_name: str, user_id: str, session_id: str, name: str, version: int | None
     ) -> JSONResponse:
+        not_found = ApiError(404, "Artifact not found")
+        if version is not None and not 0 <= version < MAX_VERSIONS:
+            raise not_found  # Redis reads a negative index from the end, a huge one not at all
         part = await asyncio.to_thread(
             artifacts().load, app_name, user_id, session_id, name, version
         )
-        if part is None or (version is not None and version < 0):
-            raise ApiError(404, "Artifact not found")
+        if part is None:
+            raise not_found
         return JSONResponse(part.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     @router.get(artifact_base + "/{artifact_name:path}/versions/{version_id}")
