@@ -14,6 +14,7 @@ from toolfleet.orchestrator.httpapi.errors import install_error_handlers
 from toolfleet.orchestrator.httpapi.guards import (
     AccessMiddleware,
     BodyLimitMiddleware,
+    NoFramingMiddleware,
     TrustedProxies,
     current_caller,
 )
@@ -85,6 +86,7 @@ def build_app(api: HttpApi) -> FastAPI:
         max_bytes=api.http.max_body_bytes,
         max_depth=api.settings.max_json_depth,
     )
+    app.add_middleware(NoFramingMiddleware)  # outermost: refusals are not framed either
     return app
 
 

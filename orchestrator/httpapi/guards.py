@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -205,3 +205,26 @@ class AccessMiddleware:
                 "requests addressed to localhost"
             )
         return None
+
+
+class NoFramingMiddleware:
+    """Tell browsers never to show a response inside another site's frame: a page there
+    could lay its own over the dev UI's, the docs' or the approvals page's buttons and
+    have a person click them (clickjacking), with the server's own origin. The server's
+    own pages may still frame one another."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry: add `X-Frame-Options: SAMEORIGIN` to every HTTP response."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_unframed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).setdefault("X-Frame-Options", "SAMEORIGIN")
+            await send(message)
+
+        await self.app(scope, receive, send_unframed)
