@@ -86,6 +86,12 @@ async def post_responses(
     return posted
 
 
+def is_final(response: types.FunctionResponse) -> bool:
+    """Whether `response` answers its call for good: a result unless it says more follow
+    (`will_continue`: the call stays pending); a confirmation or a credential always."""
+    return _answers(response)[0] != "result" or not response.will_continue
+
+
 def _check_answerable(
     completions: Completions,
     session: SessionKey,

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from google.genai import types
 
 from toolfleet.orchestrator.adkwire.confirming import held_back_responses
-from toolfleet.orchestrator.adkwire.posting import Answer, Authorize, post_responses
+from toolfleet.orchestrator.adkwire.posting import Answer, Authorize, is_final, post_responses
 from toolfleet.orchestrator.adkwire.session_ops import append_under_lease
 from toolfleet.orchestrator.httpapi.adk_wire import RunAgentRequest, adk_event
 from toolfleet.orchestrator.httpapi.api import HttpApi, RunItem
@@ -120,9 +120,14 @@ def adk_run_router(api: HttpApi) -> APIRouter:
                 raise ApiError(status_of(exc), detail_of(exc)) from exc
             except ValueError as exc:  # a response that names no request or no credential
                 raise ApiError(422, str(exc)) from exc
-            call_ids = [call_id for call_id, _ in posted]
+            # An intermediate result leaves its call pending: waited for until applied.
+            finals = [is_final(r) for r in responses]
+            call_ids = [c for (c, _), final in zip(posted, finals, strict=True) if final]
+            entries = [e for (_, e), final in zip(posted, finals, strict=True) if not final]
             waiting = asyncio.create_task(
-                api.orch.wait_until_answered(session.key, call_ids, api.http.max_wait_s)
+                api.orch.wait_until_answered(
+                    session.key, call_ids, api.http.max_wait_s, entries=entries
+                )
             )
             try:
                 async for item in _items_until(subscription.queue, waiting):

@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.completions.listener import CompletionListener
 from toolfleet.orchestrator.completions.resumer import Notify
+from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.protocol import Model
 from toolfleet.orchestrator.plugins.base import BasePlugin
@@ -108,23 +109,35 @@ class Orchestrator:
             await toolset.close()
 
     async def wait_until_answered(
-        self, session: SessionKey, call_ids: Collection[str], timeout_s: float
+        self,
+        session: SessionKey,
+        call_ids: Collection[str],
+        timeout_s: float,
+        entries: Collection[str] = (),
     ) -> bool:
-        """Wait until none of `call_ids` is pending in the session and the session owes
-        the model no turn: their results were applied and the agent, if resumed, answered.
-        False when `timeout_s` passed first.
+        """Wait until none of `call_ids` is pending in the session, none of the completion
+        stream's `entries` (intermediate results, which leave their call pending) waits
+        to be applied to it, and the session owes the model no turn: they were applied
+        and the agent, if resumed, answered. False when `timeout_s` passed first.
 
         Checked after each completion this replica's listener handles, and at least every
         second (a result applied elsewhere, or a confirmed call's run, wakes no listener
         here)."""
         store = self.replica.store
         wanted = set(call_ids)
+        posted = set(entries)
 
         async def answered() -> bool:
-            # Pending first: a result's apply drops its call and marks the turn owed in
-            # one step, so the owed mark read after it is never older than the drop.
+            # Pending first: a result's apply drops its call (or leaves the session's
+            # order) and marks the turn owed in one step, so the owed mark read after it
+            # is never older.
             if any(c.call_id in wanted for c in await store.pending_calls(session)):
                 return False
+            if posted:
+                order = self.replica.keys.completion_order(session)
+                waiting = await self.replica.redis.lrange(order, 0, -1)
+                if posted & {decoded(entry) for entry in waiting}:
+                    return False
             return session not in await store.sessions_to_resume()
 
         async def wait() -> None:

@@ -1,8 +1,9 @@
-"""Requests no client of the API sends, answered as errors that say what is wrong (never
-500): odd numbers in queries."""
+"""Requests few clients send, answered promptly, and as errors that say what is wrong
+(never 500): odd numbers in queries, an intermediate result over ADK's `/run`."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -13,10 +14,12 @@ from google.genai import types
 
 from examples import reimbursement
 from tests.integration.http_support import bearer
-from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
+from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.messages import PendingCall
 
 pytestmark = pytest.mark.integration
 
@@ -49,3 +52,70 @@ async def test_an_artifact_version_past_any_list_is_not_found(
     for version in (-1, 1, 2**63, 10**30, -(10**30)):
         answer = await client.get(url, params={"version": version})
         assert answer.status_code == 404, (version, answer.text)
+
+
+async def test_an_intermediate_result_over_adks_run_answers_once_it_is_applied(
+    settings: Settings, orchestrator_env: dict[str, str]
+) -> None:
+    # Far longer than the answer may take: a message waiting for the call's final result
+    # would wait this long.
+    http = HttpSettings(token=TOKEN, max_wait_s=120)
+    async with (
+        serve_http([reimbursement.agent], settings, http, "127.0.0.1", 0) as running,
+        httpx.AsyncClient(base_url=running.url, headers=bearer(TOKEN), timeout=20) as client,
+    ):
+        call = await long_running_call(running, "u1")
+        progress = {
+            "id": call.call_id,
+            "name": call.tool,
+            "response": {"status": "reviewing"},
+            "willContinue": True,
+        }
+        body = {
+            "appName": APP,
+            "userId": "u1",
+            "sessionId": call.session_id,
+            "newMessage": {"role": "user", "parts": [{"functionResponse": progress}]},
+        }
+        answered = await client.post("/adk/run", json=body)
+        assert answered.status_code == 200, answered.text
+        store = running.orch.replica.store
+        stored = await store.get(call.session_key)
+        assert [e.progress for e in stored.events if e.author == "completion"] == [
+            {"status": "reviewing"}
+        ]
+        assert [c.call_id for c in await store.pending_calls(call.session_key)] == [call.call_id]
+
+
+async def long_running_call(served: RunningHttp, user: str) -> PendingCall:
+    """A new session of `user` whose agent's long-running call waits for its result."""
+    store = served.orch.replica.store
+    session = await store.create(APP, user)
+    args = {"purpose": "team meal", "amount": 250}
+    call = types.FunctionCall(id="c-" + uuid.uuid4().hex, name="ask_for_approval", args=args)
+    asked = Event(
+        invocation_id="inv-1",
+        author=APP,
+        content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+    )
+    await store.append(session, asked)
+    pending = PendingCall(
+        call_id=call.id or "",
+        tool="ask_for_approval",
+        session_id=session.id,
+        app_name=APP,
+        user_id=user,
+        agent=APP,
+        invocation_id="inv-1",
+        args=args,
+        ticket={"status": "pending"},
+        created_at=time.time(),
+    )
+    answer = types.FunctionResponse(id=call.id, name=call.name, response=pending.ticket)
+    responses = Event(
+        invocation_id="inv-1",
+        author=APP,
+        content=types.Content(role="user", parts=[types.Part(function_response=answer)]),
+    )
+    await store.append(session, responses, pending=[pending])
+    return pending
