@@ -32,13 +32,12 @@ from toolfleet.orchestrator.httpapi.errors import (
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.hub import HubItem, InvocationFailed, StreamClosed
 from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX, refuse_shared_state
+from toolfleet.orchestrator.httpapi.routes_streams import HeldStream
 from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.errors import SessionNotFoundError, ToolfleetError
 from toolfleet.shared.messages import PendingCall
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def adk_run_router(api: HttpApi) -> APIRouter:
@@ -185,19 +184,22 @@ def adk_run_router(api: HttpApi) -> APIRouter:
     async def run_agent_sse(req: RunAgentRequest, caller: Who) -> StreamingResponse:
         session = await session_of(req, caller)
         long_running = api.tools.long_running(req.app_name)
+        # An event stream as toolfleet's own: within the caps on streams (429, 503),
+        # taken before anything runs or is posted.
+        release = api.hold_stream(caller)
 
-        async def frames() -> AsyncIterator[str]:
+        async def frames() -> AsyncIterator[bytes]:
             try:
                 async for event in events_of(req, session, caller):
                     if not shown(event):
                         continue
                     for each in _as_adk_shows(event):
                         for data in _split_artifacts(adk_event(each, long_running, names)):
-                            yield f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+                            yield f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
             except ApiError as exc:  # the stream has started: said in a frame, as ADK does
-                yield f"data: {json.dumps({'error': exc.detail})}\n\n"
+                yield f"data: {json.dumps({'error': exc.detail})}\n\n".encode()
 
-        return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+        return HeldStream(frames(), release)
 
     return router
 

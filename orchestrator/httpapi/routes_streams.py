@@ -165,7 +165,7 @@ async def _next(queue: asyncio.Queue[Any], ping_s: float) -> Any:
         return None
 
 
-class _HeldStream(StreamingResponse):
+class HeldStream(StreamingResponse):
     """A streaming response that gives its stream slot back when it ends, however it ends
     (finished, failed, or its client went away before the first byte)."""
 
@@ -195,4 +195,4 @@ def _sse(
             event_id += 1
             yield encode(message[0], message[1], event_id)
 
-    return _HeldStream(body(), release)
+    return HeldStream(body(), release)

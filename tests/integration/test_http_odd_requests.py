@@ -1,5 +1,6 @@
 """Requests few clients send, answered promptly, and as errors that say what is wrong
-(never 500): odd numbers in queries, an intermediate result over ADK's `/run`."""
+(never 500): odd numbers in queries, an intermediate result over ADK's `/run`, ADK's
+event stream past the caller's cap."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from google.genai import types
 from examples import reimbursement
 from tests.integration.http_support import bearer
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
+from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.config import Settings
@@ -119,3 +121,30 @@ async def long_running_call(served: RunningHttp, user: str) -> PendingCall:
     )
     await store.append(session, responses, pending=[pending])
     return pending
+
+
+async def test_adks_run_sse_is_an_event_stream_within_the_callers_cap(
+    settings: Settings, orchestrator_env: dict[str, str]
+) -> None:
+    key = "u1-key-" + uuid.uuid4().hex
+    http = HttpSettings(api_keys=[ApiKey(subject="u1", key=key)], max_streams_per_caller=1)
+    headers = bearer(key)
+    async with (
+        serve_http([reimbursement.agent], settings, http, "127.0.0.1", 0) as running,
+        httpx.AsyncClient(base_url=running.url, headers=headers, timeout=30) as client,
+    ):
+        session = await running.orch.replica.store.create(APP, "u1")
+        body = {
+            "appName": APP,
+            "userId": "u1",
+            "sessionId": session.id,
+            "newMessage": {"role": "user", "parts": [{"text": "Reimburse $20 for a taxi."}]},
+        }
+        watch = f"/apps/{APP}/users/u1/sessions/{session.id}/stream"
+        async with client.stream("GET", watch) as watching:
+            assert watching.status_code == 200
+            refused = await client.post("/adk/run_sse", json=body)
+            assert refused.status_code == 429, refused.text
+            assert running.api.streams.open() == 1
+        stored = await running.orch.replica.store.get(session.key)
+        assert stored.events == []  # nothing ran
