@@ -41,6 +41,7 @@ from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret
 from toolfleet.shared.replication import NO_WAIT, Replication
 from toolfleet.shared.reporting import TicketWrite
 from toolfleet.shared.scripts import LuaScript
+from toolfleet.shared.unicode_text import without_lone_surrogates
 
 DEAD_LETTERS_MAXLEN = 10_000
 # The most of a refused post's response a dead letter keeps, where any caller may post
@@ -251,6 +252,7 @@ class Completions:
             )
         if value_depth(response, stop_above=self.max_json_depth) > self.max_json_depth:
             raise self.refuse_too_deep(call_id, "the result", final=final, source=source)
+        response = without_lone_surrogates(response)  # as a tool's result is taken
         self._check_size(call_id, "the result", response, final=final, source=source)
         completion = Completion(
             call_id=call_id,
@@ -280,6 +282,7 @@ class Completions:
         if value_depth(payload, stop_above=self.max_json_depth) > self.max_json_depth:
             raise self.refuse_too_deep(call_id, "the payload", source=source, kind="confirmation")
         if payload is not UNCHANGED:
+            payload = without_lone_surrogates(payload)
             self._check_size(call_id, "the payload", payload, source=source, kind="confirmation")
             response["payload"] = redact_deep(payload, self._secrets)
         completion = Completion(

@@ -6,9 +6,10 @@ import time
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolfleet.shared.keys import SessionKey, session_key
+from toolfleet.shared.unicode_text import without_lone_surrogates
 
 # The field of a results-stream entry that holds the ToolResult JSON.
 RESULT_FIELD = "result"
@@ -338,6 +339,9 @@ class Completion(BaseModel):
     # A confirmation: the call's `asked_again` when it was posted. A call that asked again
     # since (a new question) does not take it; None: posted by a version that did not say.
     asked_again: int | None = None
+
+    # A response from outside (an HTTP body's "\ud800") may hold text UTF-8 cannot carry.
+    _encodable_response = field_validator("response")(without_lone_surrogates)
 
 
 COMPLETION_FIELD = "completion"

@@ -12,6 +12,7 @@ from google.genai import types
 from toolfleet.orchestrator.adkwire.confirming import asking
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.auth import AuthConfig
+from toolfleet.shared.unicode_text import has_lone_surrogates
 
 REQUEST_CREDENTIAL = "adk_request_credential"
 _CALL_ID_PREFIX = "adk-credential-"
@@ -86,6 +87,8 @@ def credential_answer(response: types.FunctionResponse) -> tuple[str, str] | Non
     for field in ("exchangedAuthCredential", "exchanged_auth_credential", "rawAuthCredential",
                   "raw_auth_credential"):  # fmt: skip
         secret = _secret_of(answer.get(field))
+        if secret and has_lone_surrogates(secret):
+            raise ValueError(f"the credential of {response.id!r} is not Unicode text")
         if secret:
             return call_id, secret
     raise ValueError(

@@ -5,10 +5,11 @@ None left out), so that ADK's clients and dev UI read them with ADK's models."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from google.genai import types
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -25,10 +26,13 @@ from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.artifacts import ArtifactVersion
 from toolfleet.shared.redaction import redact_deep
+from toolfleet.shared.unicode_text import without_lone_surrogates
 
 # ADK's request bodies: camelCase on the wire, snake_case accepted, unknown fields ignored
 # (ADK's clients send fields of newer ADK versions too).
 ADK_REQUEST = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+# State written from a body: a lone surrogate ("\ud800") becomes U+FFFD, as in a message.
+State = Annotated[dict[str, Any], AfterValidator(without_lone_surrogates)]
 
 
 class RunAgentRequest(BaseModel):
@@ -53,7 +57,7 @@ class RunAgentRequest(BaseModel):
     session_id: str = Field(pattern=ID_PATTERN)
     new_message: types.Content
     streaming: bool = False
-    state_delta: dict[str, Any] | None = None
+    state_delta: State | None = None
     invocation_id: str | None = None
     function_call_event_id: str | None = None
     custom_metadata: dict[str, Any] | None = None
@@ -89,7 +93,7 @@ class CreateSessionRequest(BaseModel):
     model_config = ADK_REQUEST
 
     session_id: str | None = Field(default=None, pattern=ID_PATTERN)
-    state: dict[str, Any] | None = None
+    state: State | None = None
     events: list[dict[str, Any]] | None = Field(
         default=None,
         max_length=0,
@@ -106,7 +110,7 @@ class UpdateSessionRequest(BaseModel):
 
     model_config = ADK_REQUEST
 
-    state_delta: dict[str, Any] = Field(default_factory=dict)
+    state_delta: State = Field(default_factory=dict)
 
 
 class UpdateMemoryRequest(BaseModel):

@@ -19,6 +19,7 @@ from toolfleet.orchestrator.adkwire.session_ops import (
 )
 from toolfleet.orchestrator.httpapi.adk_wire import (
     CreateSessionRequest,
+    State,
     UpdateMemoryRequest,
     UpdateSessionRequest,
     adk_artifact_version,
@@ -169,7 +170,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         user_id: User,
         session_id: SessionId,
         caller: Who,
-        state: dict[str, Any] | None = None,
+        state: State | None = None,
     ) -> JSONResponse:
         return await create(caller, app_name, user_id, session_id, state)
 

@@ -1,6 +1,6 @@
 """Requests few clients send, answered promptly, and as errors that say what is wrong
-(never 500): odd numbers in queries, an intermediate result over ADK's `/run`, ADK's
-event stream past the caller's cap."""
+(never 500): odd numbers in queries, text UTF-8 cannot carry, an intermediate result over
+ADK's `/run`, ADK's event stream past the caller's cap."""
 
 from __future__ import annotations
 
@@ -148,3 +148,29 @@ async def test_adks_run_sse_is_an_event_stream_within_the_callers_cap(
             assert running.api.streams.open() == 1
         stored = await running.orch.replica.store.get(session.key)
         assert stored.events == []  # nothing ran
+
+
+async def test_text_utf8_cannot_carry_in_state_and_results_is_stored_replaced(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    """A lone surrogate escape ("\\ud800") in posted state or results becomes U+FFFD, as
+    in a message: the state is stored, the refused result kept."""
+    lone = '"\\ud800"'
+    json_body = {"Content-Type": "application/json"}
+    base = f"/adk/apps/{APP}/users/operator/sessions"
+    created = await client.post(base, content=f'{{"state": {{"k": {lone}}}}}', headers=json_body)
+    assert created.status_code == 200, created.text
+    assert created.json()["state"] == {"k": "\ufffd"}
+    session_id = created.json()["id"]
+    patched = await client.patch(
+        f"{base}/{session_id}", content=f'{{"stateDelta": {{"p": {lone}}}}}', headers=json_body
+    )
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["state"] == {"k": "\ufffd", "p": "\ufffd"}
+    # A result posted for a call that is not pending is refused and kept as a dead letter.
+    refused = await client.post(
+        "/tickets/no-such-call/result",
+        content=f'{{"response": {{"r": {lone}}}}}',
+        headers=json_body,
+    )
+    assert refused.status_code == 404, refused.text

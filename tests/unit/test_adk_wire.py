@@ -126,6 +126,9 @@ def test_a_credential_request_is_adks_request_credential_call_with_adks_auth_con
     assert credential_answer(types.FunctionResponse(id="x", name="other", response={})) is None
     with pytest.raises(ValueError, match="carries no credential"):
         credential_answer(answer.model_copy(update={"response": adk_auth}))
+    unencodable = {"exchangedAuthCredential": {"apiKey": "k-\ud800"}}
+    with pytest.raises(ValueError, match="not Unicode text"):
+        credential_answer(answer.model_copy(update={"response": unencodable}))
     for shapeless in ("tok-1", ["tok-1"], None):  # not ADK's HttpCredentials: no credential
         odd = {"exchangedAuthCredential": {"http": {"credentials": shapeless}}}
         with pytest.raises(ValueError, match="carries no credential"):
