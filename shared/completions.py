@@ -469,6 +469,15 @@ class Completions:
         self._pending.stage_drop(batch, session, call_id)
         batch.run_sync(self._redis)
 
+    def answered_in(self, call_id: str) -> str | None:
+        """The session (its SessionKey) whose call `call_id` was answered, while the
+        record of what answered it lasts; None for a call not answered."""
+        applied = self._redis.get(self._keys.applied(call_id))
+        if applied is None:
+            return None
+        session = json.loads(applied).get("session")
+        return session if isinstance(session, str) else None
+
     def _not_pending(self, call_id: str) -> AlreadyCompletedError | CallNotPendingError:
         applied = self._redis.get(self._keys.applied(call_id))
         if applied is not None:

@@ -99,14 +99,18 @@ def _check_answerable(
     authorize: Authorize | None,
 ) -> None:
     """CallNotPendingError, as for a call that does not exist, when the call `response`
-    answers is pending in another session (another user's, whatever its id); what
-    `authorize` raises when it may not answer it. A call not pending at all, or waiting
-    for another kind of answer, is left to the post, which refuses it saying why and
-    keeps it as a dead letter."""
+    answers is pending in another session (another user's, whatever its id), or was
+    answered there (what answered it is that session's to know); what `authorize` raises
+    when it may not answer it. A call not pending at all, or waiting for another kind of
+    answer, is left to the post, which refuses it saying why and keeps it as a dead
+    letter."""
     answer, call_id = _answers(response)
     try:
         call = completions.get(call_id)
     except CompletionError:
+        answered_in = completions.answered_in(call_id)
+        if answered_in is not None and answered_in != session:
+            raise _not_here(call_id) from None
         return
     if call.kind == answer:
         _checker(session, answer, authorize)(call)
@@ -129,9 +133,11 @@ def _checker(session: SessionKey, answer: Answer, authorize: Authorize | None) -
 def _check_session(session: SessionKey, call: PendingCall) -> None:
     # A call made through `toolfleet mcp serve` is no session's, whatever its ids say.
     if call.session_key != session or call.agent == SERVED_AGENT:
-        raise CallNotPendingError(
-            f"no pending call with id {call.call_id!r}; see `toolfleet tickets list`"
-        )
+        raise _not_here(call.call_id)
+
+
+def _not_here(call_id: str) -> CallNotPendingError:
+    return CallNotPendingError(f"no pending call with id {call_id!r}; see `toolfleet tickets list`")
 
 
 def _answers(response: types.FunctionResponse) -> tuple[Answer, str]:

@@ -3,6 +3,7 @@ allowed by its caller's roles before any of them is posted."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import fakeredis
@@ -13,7 +14,7 @@ from tests.unit.test_posted_answers import KEYS, posted, register
 from toolfleet.orchestrator.adkwire.posting import Answer, post_responses
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
-from toolfleet.shared.errors import CallNotPendingError
+from toolfleet.shared.errors import AlreadyCompletedError, CallNotPendingError
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import PendingCall
 
@@ -106,3 +107,20 @@ async def test_a_call_pending_only_once_checked_is_allowed_on_the_record_it_is_p
             completions, SESSION, [result_of(approval, status="approved")], credentials, authorize
         )
     assert completions.opened and posted(client) == 0
+
+
+async def test_a_call_answered_in_another_session_is_not_told_about_there() -> None:
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    credentials = CredentialStore(client, KEYS, None)
+    elsewhere = session_key("app", "alice", "s")
+    claim = {"entry": "1-0", "session": elsewhere, "at": 1.0, "answer": "rejected"}
+    client.set(KEYS.applied("c-hers"), json.dumps(claim))
+    # Her call, answered: to another session's message it is a call that does not exist.
+    with pytest.raises(CallNotPendingError) as caught:
+        await post_responses(completions, SESSION, [result_of("c-hers")], credentials)
+    assert "rejected" not in str(caught.value) and "no pending call" in str(caught.value)
+    assert posted(client) == 0
+    # To her own session's, the post says what answered it.
+    with pytest.raises(AlreadyCompletedError, match="rejected"):
+        await post_responses(completions, elsewhere, [result_of("c-hers")], credentials)
