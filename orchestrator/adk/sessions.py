@@ -132,7 +132,10 @@ class BaseSessionService:
         seconds (then SessionBusyError)."""
         if event.partial:
             return event
-        actions = event.actions.model_dump(exclude={"state_delta"})
+        # ADK's view only: the delta applies below; requests and flags not raised (None)
+        # are not the tools' actions.
+        adk_only = {"state_delta", "requested_tool_confirmations", "requested_auth_configs"}
+        actions = event.actions.model_dump(exclude=adk_only, exclude_none=True)
         delta = {**event.state_delta, **getattr(event.actions, "state_delta", {})}
         stored = event.model_copy(update={"state_delta": delta, "actions": ToolActions(**actions)})
         async with self._replica() as replica:

@@ -362,3 +362,21 @@ async def test_load_memory_and_get_user_choices_ticket_run_on_the_fleet(
     assert texts(chosen)[-1] == "You chose pro."
     with pytest.raises(AlreadyCompletedError):
         await say_to("u1", reply(pending, response={"choice": "basic"}))
+
+
+async def test_an_event_in_adks_view_is_appended_as_its_state_writes(settings: Settings) -> None:
+    """ADK's EventActions, its flags None and its request maps empty, stored back."""
+    service = RedisSessionService(settings)
+    session = await service.create_session(app_name="docs", user_id="u1")
+    note = Event(
+        invocation_id="i1", author="user", actions=EventActions(state_delta={"topic": "notes"})
+    )
+    assert note.actions.escalate is None
+    await service.append_event(session, note)
+    stored = await service.get_session(app_name="docs", user_id="u1", session_id=session.id)
+    assert stored is not None and stored.state["topic"] == "notes"
+    (seen,) = stored.events
+    assert seen.actions.escalate is None and seen.actions.state_delta == {"topic": "notes"}
+    again = seen.model_copy(update={"id": "e2", "actions": EventActions(state_delta={"n": 2})})
+    await service.append_event(stored, again)
+    assert stored.state == {"topic": "notes", "n": 2}

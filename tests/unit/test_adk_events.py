@@ -66,3 +66,29 @@ def test_adks_view_of_an_event_has_its_state_writes_in_its_actions() -> None:
     assert isinstance(shaped.actions, EventActions)
     assert (shaped.actions.state_delta, shaped.actions.artifact_delta) == ({"k": 1}, {"f": 2})
     assert shaped.actions.escalate and type(event.actions) is ToolActions  # a copy
+
+
+def test_adks_view_leaves_flags_not_raised_none_and_carries_the_requests() -> None:
+    """As ADK's EventActions: escalate and skip_summarization are None unless raised; a
+    call waiting for a confirmation or a credential is in requested_tool_confirmations
+    or requested_auth_configs under its id."""
+    plain = with_adk_actions(Event(invocation_id="i", author="a"))
+    assert (plain.actions.escalate, plain.actions.skip_summarization) == (None, None)
+    assert plain.actions.model_dump(exclude_none=True) == {
+        "artifact_delta": {},
+        "state_delta": {},
+        "requested_tool_confirmations": {},
+        "requested_auth_configs": {},
+    }
+    waiting = Event(
+        invocation_id="i",
+        author="a",
+        actions=ToolActions(escalate=True),
+        confirmation_requests=[{"call_id": "c1", "tool": "pay", "hint": "Pay 5?"}],
+        credential_requests=[{"call_id": "c2", "auth_config": {"key": "bank"}}],
+    )
+    actions = with_adk_actions(waiting).actions
+    assert isinstance(actions, EventActions) and actions.escalate is True
+    assert actions.requested_tool_confirmations["c1"].hint == "Pay 5?"
+    assert set(actions.requested_auth_configs) == {"c2"}
+    assert actions.requested_auth_configs["c2"]["credentialKey"] == "bank"
