@@ -148,6 +148,7 @@ class Runner:
                     continue
                 if (
                     event.content
+                    or event.state_delta  # a callback's writes alone: ADK yields them too
                     or event.actions.escalate
                     or event.confirmation_requests
                     or event.credential_requests

@@ -117,6 +117,8 @@ async def _agent_event(inv: Invocation, agent: Agent, hook: str) -> Event | None
         session_id=inv.session.id,
         user_id=inv.session.user_id,
         app_name=inv.session.app_name,
+        events=inv.session.events,
+        stored=inv.store,
     )
     answer: object = None
     who = ""

@@ -82,6 +82,8 @@ class Invocation:
             session_id=self.session.id,
             user_id=self.session.user_id,
             app_name=self.session.app_name,
+            events=self.session.events,
+            stored=self.store,
         )
 
     def readonly_context(self) -> ReadonlyContext:

@@ -380,3 +380,62 @@ async def test_an_event_in_adks_view_is_appended_as_its_state_writes(settings: S
     again = seen.model_copy(update={"id": "e2", "actions": EventActions(state_delta={"n": 2})})
     await service.append_event(stored, again)
     assert stored.state == {"topic": "notes", "n": 2}
+
+
+async def test_callbacks_see_the_session_as_stored_and_as_they_wrote_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A callback's writes are in its context's session at once, and in the stored
+    session once the event carrying them is: ADK's order, read through ADK's private
+    invocation context as ADK's own samples do. State-only events are yielded."""
+    monkeypatch.setattr(
+        fleet_runner, "choose_model", lambda agent, settings: ScriptedModel([say("Hi.")])
+    )
+    seen: dict[str, tuple[list[str], list[str], str | None]] = {}
+
+    async def note(context: CallbackContext, hook: str) -> None:
+        context.state[hook] = True
+        inner = context._invocation_context
+        session = inner.session
+        stored = await inner.session_service.get_session(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
+        )
+        text = context.user_content.parts[0].text if context.user_content else None
+        seen[hook] = (sorted(session.state), sorted(stored.state), text)
+
+    async def before_agent(callback_context: CallbackContext) -> None:
+        await note(callback_context, "before_agent")
+
+    async def before_model(callback_context: CallbackContext, llm_request: LlmRequest) -> None:
+        await note(callback_context, "before_model")
+
+    async def after_agent(callback_context: CallbackContext) -> None:
+        await note(callback_context, "after_agent")
+
+    agent = Agent(
+        name="noter",
+        before_agent_callback=before_agent,
+        before_model_callback=before_model,
+        after_agent_callback=after_agent,
+    )
+    service = RedisSessionService(settings)
+    runner = Runner(agent=agent, app_name="notes", session_service=service)
+    session = await service.create_session(app_name="notes", user_id="u1")
+    message = types.UserContent("Take a note")
+    events = [
+        e async for e in runner.run_async(user_id="u1", session_id=session.id, new_message=message)
+    ]
+    assert seen == {
+        "before_agent": (["before_agent"], [], "Take a note"),
+        "before_model": (["before_agent", "before_model"], ["before_agent"], "Take a note"),
+        "after_agent": (
+            ["after_agent", "before_agent", "before_model"],
+            ["before_agent", "before_model"],
+            "Take a note",
+        ),
+    }
+    assert [(e.content is None, sorted(e.actions.state_delta)) for e in events] == [
+        (True, ["before_agent"]),
+        (False, ["before_model"]),
+        (True, ["after_agent"]),
+    ]
