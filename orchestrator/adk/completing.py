@@ -21,15 +21,19 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import Completions
-from toolfleet.shared.keys import SessionKey
+from toolfleet.shared.keys import SessionKey, session_parts
 
 
 async def run_message(
-    runner: Runner, session: SessionKey, message: types.Content
+    runner: Runner,
+    session: SessionKey,
+    message: types.Content,
+    state_delta: dict[str, Any] | None = None,
 ) -> AsyncIterator[Event]:
     """The events of `message` on the session: first those of the calls it completes
-    (each response applied, then the resumed agent), then those of its other parts. A
-    response completes only a call of this session: another's is not pending here."""
+    (each response applied, then the resumed agent), then those of its other parts,
+    stored with `state_delta` (the user's message event, then the agent's). A response
+    completes only a call of this session: another's is not pending here."""
     parts = message.parts or []
     responses = [p.function_response for p in parts if p.function_response]
     if responses:
@@ -38,11 +42,13 @@ async def run_message(
     rest = [p for p in parts if not p.function_response]
     if rest or not responses:
         content = message.model_copy(update={"parts": rest})
-        async with runner.leases.hold(session) as hold:
-            stored = await runner.store.get(session)
-            async for update in runner.invoke(stored, content, lease=hold):
-                if isinstance(update, Event):
-                    yield update
+        _, user_id, session_id = session_parts(session)
+        run = runner.run(
+            user_id=user_id, session_id=session_id, message=content, state_delta=state_delta
+        )
+        async for update in run:
+            if isinstance(update, Event):
+                yield update
 
 
 async def _complete(

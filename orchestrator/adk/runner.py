@@ -25,6 +25,7 @@ from toolfleet.orchestrator.adk.services import (
     check_service,
 )
 from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
+from toolfleet.orchestrator.adk.unsupported import refuse_unported_run_args
 from toolfleet.orchestrator.adk.unsupported import run_live as not_ported_run_live
 from toolfleet.orchestrator.adkwire.confirming import held_back_responses, with_confirmation_calls
 from toolfleet.orchestrator.adkwire.credentials import with_credential_calls
@@ -107,18 +108,31 @@ class Runner:
         *,
         user_id: str,
         session_id: str,
-        new_message: types.Content,
+        invocation_id: str | None = None,
+        new_message: types.Content | None = None,
+        state_delta: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
+        yield_user_message: bool = False,
+        abort_signal: asyncio.Event | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Run one invocation for `new_message`; yield its events as ADK's Runner does
-        (the user's message is not yielded). A FunctionResponse part for a pending
+        (the user's message only with `yield_user_message`). `state_delta` is written
+        with the message, before the agent runs. A FunctionResponse part for a pending
         long-running call completes it, and the resumed agent's events follow. A model
         call past `run_config.max_llm_calls` raises LlmCallsLimitExceededError.
+
+        ADK's `invocation_id` (resuming a paused invocation) and `abort_signal` raise
+        NotPortedError: an invocation waiting on calls goes on by itself once they are
+        answered (send their function responses as the message), and a run is stopped
+        with `toolfleet cancel` or the HTTP API's cancel.
 
         Called at module level while a worker imports the module for its tools, it
         yields nothing: that is the program's client code, not the tools'."""
         if skipped_at_import("Runner.run_async"):
             return
+        refuse_unported_run_args(invocation_id=invocation_id, abort_signal=abort_signal)
+        if new_message is None or not new_message.parts:
+            raise ValueError("No parts in the new_message.")  # ADK's, without a resumption
         limit = LlmCallLimit(checked_run_config(run_config).max_llm_calls)
         await self.session_service.settle(self.app_name, user_id, session_id)
         if self._long_running is None:
@@ -142,9 +156,11 @@ class Runner:
                 await self.session_service.create_session(
                     app_name=self.app_name, user_id=user_id, session_id=session_id
                 )
-            async for event in run_message(runner, key, new_message):
-                # The client's own message (and a result it sent) is not echoed, as in ADK.
-                if event.author in ("user", "completion"):
+            async for event in run_message(runner, key, new_message, state_delta):
+                # The client's own message (and a result it sent) is echoed only if asked.
+                if event.author == "completion" or (
+                    event.author == "user" and not yield_user_message
+                ):
                     continue
                 if (
                     event.content
@@ -165,6 +181,7 @@ class Runner:
         user_id: str,
         session_id: str,
         new_message: types.Content,
+        state_delta: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
     ) -> Generator[Event, None, None]:
         """`run_async` for sync callers, as ADK's: it runs in a thread with an event loop
@@ -179,6 +196,7 @@ class Runner:
                 user_id=user_id,
                 session_id=session_id,
                 new_message=new_message,
+                state_delta=state_delta,
                 run_config=run_config,
             ):
                 events.put(event)

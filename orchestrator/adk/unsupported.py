@@ -118,3 +118,20 @@ class SseServerParams(_NotPorted):
     """ADK's older name of an MCP connection over SSE: not supported (see MCP_SSE)."""
 
     _why = MCP_SSE
+
+
+def refuse_unported_run_args(*, invocation_id: str | None, abort_signal: object) -> None:
+    """Raise NotPortedError for ADK's `Runner.run_async` arguments toolfleet does not
+    take: resuming an invocation by its id, and an abort signal."""
+    if invocation_id is not None:
+        raise NotPortedError(
+            "Runner.run_async(invocation_id=...): resuming an invocation by its id is not "
+            "needed on toolfleet - an invocation waiting on calls goes on by itself once "
+            "they are answered; send a call's result as a FunctionResponse message"
+        )
+    if abort_signal is not None:
+        raise NotPortedError(
+            "Runner.run_async(abort_signal=...) is not supported by toolfleet: stop a run "
+            "with `toolfleet cancel <session>` or the HTTP API's cancel, which stops its "
+            "calls on the workers too"
+        )

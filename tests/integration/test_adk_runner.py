@@ -21,6 +21,7 @@ from toolfleet.adk import (
     InMemoryRunner,
     LlmCallsLimitExceededError,
     LlmRequest,
+    NotPortedError,
     RedisSessionService,
     RunConfig,
     Runner,
@@ -367,13 +368,14 @@ async def test_load_memory_and_get_user_choices_ticket_run_on_the_fleet(
 async def test_an_event_in_adks_view_is_appended_as_its_state_writes(settings: Settings) -> None:
     """ADK's EventActions, its flags None and its request maps empty, stored back."""
     service = RedisSessionService(settings)
-    session = await service.create_session(app_name="docs", user_id="u1")
+    user = "appender"  # a user of its own: user: state is shared by a user's sessions
+    session = await service.create_session(app_name="docs", user_id=user)
     note = Event(
         invocation_id="i1", author="user", actions=EventActions(state_delta={"topic": "notes"})
     )
     assert note.actions.escalate is None
     await service.append_event(session, note)
-    stored = await service.get_session(app_name="docs", user_id="u1", session_id=session.id)
+    stored = await service.get_session(app_name="docs", user_id=user, session_id=session.id)
     assert stored is not None and stored.state["topic"] == "notes"
     (seen,) = stored.events
     assert seen.actions.escalate is None and seen.actions.state_delta == {"topic": "notes"}
@@ -439,3 +441,43 @@ async def test_callbacks_see_the_session_as_stored_and_as_they_wrote_it(
         (False, ["before_model"]),
         (True, ["after_agent"]),
     ]
+
+
+async def test_run_async_takes_adks_state_delta_and_yields_the_message_when_asked(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ScriptedModel([say("Noted.")])
+    monkeypatch.setattr(fleet_runner, "choose_model", lambda agent, settings: model)
+    service = RedisSessionService(settings)
+    agent = Agent(name="mood_agent", instruction="The user feels {mood}.")
+    runner = Runner(agent=agent, app_name="moods", session_service=service)
+    session = await service.create_session(app_name="moods", user_id="u1")
+    message = types.UserContent("How am I?")
+    events = [
+        e
+        async for e in runner.run_async(
+            user_id="u1",
+            session_id=session.id,
+            new_message=message,
+            state_delta={"mood": "happy"},
+            yield_user_message=True,
+        )
+    ]
+    assert [e.author for e in events] == ["user", "mood_agent"]
+    assert events[0].actions.state_delta == {"mood": "happy"}
+    assert texts(events) == ["How am I?", "Noted."]
+    (request,) = model.requests  # written before the agent ran: its instruction has it
+    assert "The user feels happy." in request.instruction
+    stored = await service.get_session(app_name="moods", user_id="u1", session_id=session.id)
+    assert stored is not None and stored.state["mood"] == "happy"
+
+    async def run(**kwargs: Any) -> None:
+        async for _ in runner.run_async(user_id="u1", session_id=session.id, **kwargs):
+            pass
+
+    with pytest.raises(NotPortedError, match="invocation_id"):
+        await run(invocation_id="e-1", new_message=message)
+    with pytest.raises(NotPortedError, match="toolfleet cancel"):
+        await run(new_message=message, abort_signal=asyncio.Event())
+    with pytest.raises(ValueError, match="No parts in the new_message"):
+        await run()
