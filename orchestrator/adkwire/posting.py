@@ -5,7 +5,7 @@ a long-running call's result (final unless it says more follow) or a person's an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from google.genai import types
@@ -34,6 +34,7 @@ async def post_responses(
     responses: list[types.FunctionResponse],
     credentials: CredentialStore,
     authorize: Authorize | None = None,
+    before_posting: Callable[[], Awaitable[None]] | None = None,
 ) -> list[tuple[str, str]]:
     """Post each response for its call of `session`, as ADK's client sends it: final unless
     it says more follow (`will_continue`); a response to `adk_request_confirmation` is the
@@ -44,6 +45,8 @@ async def post_responses(
     Every response is checked before any is posted: its call is this session's, and
     `authorize` (the HTTP caller's roles; None: a program's own Runner, which may answer
     anything of its sessions) lets it answer the call it waits for the way it does.
+    `before_posting` runs once they all passed, before the first is posted (the state
+    the message writes: a message refused writes nothing).
 
     Raises:
         CallNotPendingError: A response answers no call pending in this session.
@@ -53,6 +56,8 @@ async def post_responses(
         Exception: What `authorize` raised, nothing posted."""
     for response in responses:
         await asyncio.to_thread(_check_answerable, completions, session, response, authorize)
+    if before_posting is not None:
+        await before_posting()
     posted = []
     for response in responses:
         # Checked again on the record each post reads: the call may have become pending

@@ -9,7 +9,7 @@ the resumed agent's. Its other parts are the user's message, run as any other.""
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -65,11 +65,13 @@ def adk_run_router(api: HttpApi) -> APIRouter:
 
     def shown(event: Event) -> bool:
         """ADK's Runner's events: the agents' (not the user's message, nor a completion
-        the client sent), each with content, an escalation or a request for the user."""
+        the client sent), each with content, state writes, an escalation or a request
+        for the user."""
         if event.author in ("user", "completion"):
             return False
         return bool(
             event.content
+            or event.state_delta  # a callback's writes alone: ADK's Runner yields them
             or event.actions.escalate
             or event.confirmation_requests
             or event.credential_requests
@@ -85,10 +87,14 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         responses = [p.function_response for p in parts if p.function_response]
         rest = [p for p in parts if not p.function_response]
         if responses:
-            if req.state_delta and not rest:
-                delta = Event(invocation_id="", author="user", state_delta=req.state_delta)
-                await append_under_lease(api.orch.replica, session.key, delta)
-            async for event in completed(session, responses, caller):
+            written = req.state_delta if not rest else None  # else with the message's text
+
+            async def write_state() -> None:  # once every response passed its checks
+                if written:
+                    delta = Event(invocation_id="", author="user", state_delta=written)
+                    await append_under_lease(api.orch.replica, session.key, delta)
+
+            async for event in completed(session, responses, caller, write_state):
                 yield event
         if rest or not responses:
             content = message.model_copy(update={"parts": rest, "role": "user"})
@@ -99,7 +105,10 @@ def adk_run_router(api: HttpApi) -> APIRouter:
                 yield event
 
     async def completed(
-        session: Session, responses: list[types.FunctionResponse], caller: Caller
+        session: Session,
+        responses: list[types.FunctionResponse],
+        caller: Caller,
+        before_posting: Callable[[], Awaitable[None]],
     ) -> AsyncIterator[Event]:
         """Post the responses, then the events of applying them until their calls are
         answered, within the server's longest wait: as this replica applies them, then
@@ -114,6 +123,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
                     responses,
                     api.credentials,
                     authorize=_authorizer(caller),
+                    before_posting=before_posting,
                 )
             except ToolfleetError as exc:
                 raise ApiError(status_of(exc), detail_of(exc)) from exc

@@ -159,8 +159,12 @@ async def test_bad_function_responses_get_a_clear_status_and_post_nothing(
     assert got.status_code == 404 and "tf-nope" in got.json()["detail"]
     # Alice's call answered from bob's session: no such call there.
     theirs = {"id": request["id"], "name": "adk_request_confirmation", "response": yes}
-    got = await client.post("/run", json=run_body("payer", bob, his, {"functionResponse": theirs}))
+    refused = {**run_body("payer", bob, his, {"functionResponse": theirs}), "stateDelta": {"x": 1}}
+    got = await client.post("/run", json=refused)
     assert got.status_code == 404
+    # The state it carried was not written: a refused message writes nothing.
+    bobs = await client.get(f"/apps/payer/users/{bob}/sessions/{his}")
+    assert bobs.status_code == 200 and "x" not in bobs.json()["state"]
     # A confirmation's answer without the id of its request.
     bare = {"id": "x", "name": "adk_request_confirmation", "response": yes}
     got = await client.post("/run", json=run_body("payer", alice, hers, {"functionResponse": bare}))
