@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from toolfleet.orchestrator.adkwire.confirming import requested_confirmation
 from toolfleet.orchestrator.adkwire.credentials import adk_auth_config
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.confirmation import ToolConfirmation
@@ -45,10 +46,7 @@ def with_adk_actions(event: Event) -> Event:
     fields = event.actions.model_dump()
     for flag in ("skip_summarization", "escalate"):
         fields[flag] = fields[flag] or None  # ADK leaves a flag not raised None
-    confirmations = {
-        r["call_id"]: ToolConfirmation(hint=r.get("hint", ""), payload=r.get("payload"))
-        for r in event.confirmation_requests
-    }
+    confirmations = {r["call_id"]: requested_confirmation(r) for r in event.confirmation_requests}
     auth = {
         r["call_id"]: adk_auth_config(r.get("auth_config") or {}) for r in event.credential_requests
     }

@@ -27,7 +27,11 @@ from toolfleet.orchestrator.adk.services import (
 from toolfleet.orchestrator.adk.sessions import BaseSessionService, InMemorySessionService
 from toolfleet.orchestrator.adk.unsupported import refuse_unported_run_args
 from toolfleet.orchestrator.adk.unsupported import run_live as not_ported_run_live
-from toolfleet.orchestrator.adkwire.confirming import held_back_responses, with_confirmation_calls
+from toolfleet.orchestrator.adkwire.confirming import (
+    held_back_responses,
+    shows_adk_client,
+    with_confirmation_calls,
+)
 from toolfleet.orchestrator.adkwire.credentials import with_credential_calls
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import worker_output
@@ -162,13 +166,7 @@ class Runner:
                     event.author == "user" and not yield_user_message
                 ):
                     continue
-                if (
-                    event.content
-                    or event.state_delta  # a callback's writes alone: ADK yields them too
-                    or event.actions.escalate
-                    or event.confirmation_requests
-                    or event.credential_requests
-                ):
+                if shows_adk_client(event):
                     worker_output.drain()  # a local tool's lines before what follows its call
                     yield self._shaped(event)
                     held_back = held_back_responses(event)

@@ -24,6 +24,19 @@ from toolfleet.shared.messages import ToolActions
 _CONFIRMED: TypeAdapter[bool] = TypeAdapter(bool)
 
 
+def shows_adk_client(event: Event) -> bool:
+    """Whether ADK's Runner yields `event` (the user's and completions' aside): it has
+    content, state writes (a callback's alone too), an escalation or a request for the
+    user."""
+    return bool(
+        event.content
+        or event.state_delta
+        or event.actions.escalate
+        or event.confirmation_requests
+        or event.credential_requests
+    )
+
+
 def with_confirmation_calls(event: Event) -> Event:
     """`event` as ADK's client sees it: one `adk_request_confirmation` call per call
     that waits for a confirmation (ids in long_running_tool_ids, as ADK marks them)."""
@@ -40,14 +53,20 @@ def with_confirmation_calls(event: Event) -> Event:
                     "args": request.get("args", {}),
                 },
                 # As ADK dumps it: a payload of None is left out.
-                "toolConfirmation": ToolConfirmation(
-                    hint=request.get("hint", ""), payload=request.get("payload")
-                ).model_dump(mode="json", exclude_none=True),
+                "toolConfirmation": requested_confirmation(request).model_dump(
+                    mode="json", exclude_none=True
+                ),
             },
         )
         for request in event.confirmation_requests
     ]
     return asking(event, calls)
+
+
+def requested_confirmation(request: dict[str, Any]) -> ToolConfirmation:
+    """The ToolConfirmation a call waiting for a person asks for (one of an event's
+    `confirmation_requests`): its hint and payload, not answered yet."""
+    return ToolConfirmation(hint=request.get("hint", ""), payload=request.get("payload"))
 
 
 def asking(event: Event, calls: list[types.FunctionCall]) -> Event:

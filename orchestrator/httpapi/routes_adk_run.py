@@ -16,7 +16,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 from google.genai import types
 
-from toolfleet.orchestrator.adkwire.confirming import held_back_responses
+from toolfleet.orchestrator.adkwire.confirming import held_back_responses, shows_adk_client
 from toolfleet.orchestrator.adkwire.posting import Answer, Authorize, is_final, post_responses
 from toolfleet.orchestrator.adkwire.session_ops import append_under_lease
 from toolfleet.orchestrator.httpapi.adk_wire import RunAgentRequest, adk_event
@@ -67,15 +67,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         """ADK's Runner's events: the agents' (not the user's message, nor a completion
         the client sent), each with content, state writes, an escalation or a request
         for the user."""
-        if event.author in ("user", "completion"):
-            return False
-        return bool(
-            event.content
-            or event.state_delta  # a callback's writes alone: ADK's Runner yields them
-            or event.actions.escalate
-            or event.confirmation_requests
-            or event.credential_requests
-        )
+        return event.author not in ("user", "completion") and shows_adk_client(event)
 
     async def events_of(
         req: RunAgentRequest, session: Session, caller: Caller

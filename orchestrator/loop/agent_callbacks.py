@@ -21,7 +21,6 @@ from toolfleet.orchestrator.loop.callbacks import called, listed
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation
 from toolfleet.orchestrator.models.protocol import function_calls, text_of
 from toolfleet.orchestrator.plugins.base import BasePlugin
-from toolfleet.orchestrator.plugins.context import CallbackContext
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.shared.errors import ModelError
 
@@ -110,16 +109,7 @@ async def _agent_event(inv: Invocation, agent: Agent, hook: str) -> Event | None
     callbacks = listed(getattr(agent, hook))
     if not callbacks and not inv.plugins:
         return None
-    context = CallbackContext(
-        inv.session.state,
-        agent_name=agent.name,
-        invocation_id=inv.id,
-        session_id=inv.session.id,
-        user_id=inv.session.user_id,
-        app_name=inv.session.app_name,
-        events=inv.session.events,
-        stored=inv.store,
-    )
+    context = inv.callback_context(agent)
     answer: object = None
     who = ""
     for plugin in inv.plugins:

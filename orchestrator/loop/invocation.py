@@ -73,11 +73,12 @@ class Invocation:
         """The lease every write of this invocation is fenced by (None: in-process tests)."""
         return self.lease.fence if self.lease is not None else None
 
-    def callback_context(self) -> CallbackContext:
-        """What model callbacks and plugins' run callbacks see of this invocation."""
+    def callback_context(self, agent: Agent | None = None) -> CallbackContext:
+        """What callbacks and plugins' run callbacks see of this invocation, as `agent`'s
+        (default: the agent answering now)."""
         return CallbackContext(
             self.session.state,
-            agent_name=self.agent.name,
+            agent_name=(agent or self.agent).name,
             invocation_id=self.id,
             session_id=self.session.id,
             user_id=self.session.user_id,
