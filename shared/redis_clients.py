@@ -142,7 +142,18 @@ class _AsyncMasterConnection(async_sentinel.SentinelManagedConnection):
         await super().send_packed_command(command, check_health)
 
 
-class _SentinelBlockingPool(redis.sentinel.SentinelConnectionPool, redis.BlockingConnectionPool):
+class _SentinelPool(redis.sentinel.SentinelConnectionPool):
+    """A pool of connections to the master that closes its clients of the sentinels
+    with its own connections: left open, their sockets warn when collected."""
+
+    def disconnect(self, inuse_connections: bool = True) -> None:
+        super().disconnect(inuse_connections)
+        if inuse_connections:  # closing, not a switch to a new master
+            for sentinel in self.sentinel_manager.sentinels:
+                sentinel.close()
+
+
+class _SentinelBlockingPool(_SentinelPool, redis.BlockingConnectionPool):
     """A pool of connections to the master that waits for a free one (as
     BlockingConnectionPool) instead of raising past its size."""
 
@@ -177,6 +188,7 @@ def sync_client(
         kwargs: dict[str, Any] = {
             **target.master_options(),
             "connection_class": _MasterConnection,
+            "connection_pool_class": _SentinelPool,
             **options,
         }
         if max_connections is not None:

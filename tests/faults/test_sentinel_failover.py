@@ -41,6 +41,7 @@ from toolfleet.shared.errors import SessionError
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import PendingCall, ToolResult
 from toolfleet.shared.outages import resilient_client
+from toolfleet.shared.redis_clients import sync_client
 from toolfleet.shared.replication import Replication, attach
 from toolfleet.shared.reporting import ResultReporter
 
@@ -454,3 +455,21 @@ def acknowledged_write(
         asyncio.run(run())
 
     return lambda k, s: k.events(s), fenced_write
+
+
+@pytest.mark.parametrize("max_connections", [None, 4], ids=["plain pool", "blocking pool"])
+def test_a_closed_sync_client_leaves_no_connection_to_the_sentinels_open(
+    sentinel_redis: SentinelRedis, max_connections: int | None
+) -> None:
+    """A client of a Sentinel-managed master asks the sentinels where the master is; closed,
+    it closes those connections too (left open, their sockets warn when collected, in
+    whichever test the collector happens to run)."""
+    client = sync_client(sentinel_redis.url(), max_connections=max_connections)
+    assert client.ping()
+    sentinels = client.connection_pool.sentinel_manager.sentinels  # type: ignore[attr-defined]
+    opened = [c for s in sentinels for c in s.connection_pool._available_connections]
+    assert any(c._sock is not None for c in opened)
+
+    client.close()
+
+    assert [c for c in opened if c._sock is not None] == []
