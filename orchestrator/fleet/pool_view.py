@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from toolfleet.orchestrator.fleet.pools import WorkerInfo
+from toolfleet.shared.worker_records import WorkerInfo, tools_of
 
 
 @dataclass(frozen=True)
@@ -47,16 +47,9 @@ def pool_views(workers: Sequence[WorkerInfo]) -> list[PoolView]:
     return [_view(pool, by_pool[pool]) for pool in sorted(by_pool)]
 
 
-def _tools_of(worker: WorkerInfo, pool: str) -> set[str]:
-    """The tools `worker` registered whose calls go on `pool` (all, from a worker that
-    does not say which pool each has): its other tools' calls never reach this pool."""
-    pools = worker.tool_pools or {}
-    return {t for t in worker.tools or () if pools.get(t, pool) == pool}
-
-
 def _view(pool: str, workers: list[WorkerInfo]) -> PoolView:
     listing = [w for w in workers if w.tools is not None]
-    has = {w.hostname: _tools_of(w, pool) for w in listing}
+    has = {w.hostname: tools_of(w, pool) for w in listing}
     names = sorted(set().union(*has.values()))
     tools = []
     for name in names:
