@@ -31,6 +31,7 @@ from toolfleet.shared.signing import ResultSigner
 from toolfleet.shared.state_snapshots import SnapshotLoader
 from toolfleet.workers.call_loop import use_loop_factory
 from toolfleet.workers.deliveries import DeliveryGuard, claim_lease_s
+from toolfleet.workers.handoff import HandOff, kombu_publisher
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
 from toolfleet.workers.limits import Gate
@@ -109,7 +110,9 @@ def create_app(settings: Settings) -> Celery:
     install_heartbeat(app, client, settings)
     if os.environ.get(TOOL_OUTPUT_FDS):  # a local worker: the program shows what tools print
         install_tool_output(os.environ[TOOL_OUTPUT_FDS])
-    install_unregistered_answer(app, reporter, keys, calls)
+    # A call of a tool this worker lacks goes to a live worker of its pool that has it.
+    hand_off = HandOff(client, keys, kombu_publisher(app))
+    install_unregistered_answer(app, reporter, keys, calls, hand_off)
     install_stop_command()
     install_shutdown_wake(app)
     log.info(

@@ -5,17 +5,20 @@ The orchestrator sends a call only to a pool one of whose live workers registere
 tool (their heartbeats say which), but a worker can take a message of a tool it lacks:
 it restarted with fewer TOOLFLEET_TOOL_MODULES since the orchestrator read them, or the
 message was sent before. Celery drops such a message after its `task_unknown` signal; an
-io worker's intake sends the same signal, with the call, before it drops one.
+io worker's intake sends the same signal, with the call and the message, before it drops
+one. With a HandOff, a call that another live worker of the pool has the tool for is
+handed on to it instead (workers/handoff.py: a rolling restart adding a tool module).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_unknown
+from celery.signals import task_unknown, worker_shutdown
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
@@ -26,20 +29,26 @@ from toolfleet.shared.call_signing import (
     RefusedCall,
     read_call,
 )
-from toolfleet.shared.celery_wire.parse import received_kwargs
+from toolfleet.shared.celery_wire.parse import TaskMessage, received_kwargs
 from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
-from toolfleet.shared.messages import error_result
+from toolfleet.shared.messages import ToolCall, error_result
 from toolfleet.shared.reporting import ResultReporter
+from toolfleet.workers.handoff import HandOff, Resend, resend_of_received, resend_of_taken
 
 log = logging.getLogger(__name__)
 
 
 def install_unregistered_answer(
-    app: Celery, reporter: ResultReporter, keys: Keys, signer: CallSigner | None = None
+    app: Celery,
+    reporter: ResultReporter,
+    keys: Keys,
+    signer: CallSigner | None = None,
+    hand_off: HandOff | None = None,
 ) -> None:
     """Answer each call of an unregistered tool that `app`'s worker receives, if `signer`
-    finds it signed (Celery's signals are global: receivers ignore workers of other apps
-    in this process)."""
+    finds it signed, or hand it on with `hand_off` (whose held messages are published
+    when the worker stops). Celery's signals are global: receivers ignore workers of
+    other apps in this process."""
 
     @task_unknown.connect(weak=False)
     def _on_unknown(
@@ -49,16 +58,27 @@ def install_unregistered_answer(
         call: Any = None,
         sig: Any = None,
         queue: str = "",
+        task_message: TaskMessage | None = None,
         **_: Any,
     ) -> None:
         if getattr(sender, "app", None) is not app:
             return
+        resend: Resend | None = None
         if message is not None:  # Celery's consumer: the message it received
             kwargs, queue = received_kwargs(message)
             sent = kwargs if isinstance(kwargs, Mapping) else {}
             call, sig = sent.get(CALL_FIELD), sent.get(SIGNATURE_FIELD)
+            resend = resend_of_received(message, queue)
+        elif task_message is not None:  # an io worker's intake: the message it took
+            resend = resend_of_taken(task_message, queue)
         hostname = str(getattr(sender, "hostname", "") or "unknown")
-        answer_unregistered(reporter, keys, signer, name, (call, sig), queue, hostname)
+        handing = None if hand_off is None or resend is None else (hand_off, resend)
+        answer_unregistered(reporter, keys, signer, name, (call, sig), queue, hostname, handing)
+
+    @worker_shutdown.connect(weak=False)
+    def _on_shutdown(sender: Any = None, **_: Any) -> None:
+        if hand_off is not None and getattr(sender, "app", None) is app:
+            hand_off.flush()
 
 
 def answer_unregistered(
@@ -69,12 +89,14 @@ def answer_unregistered(
     sent: tuple[Any, Any],
     queue: str,
     worker: str,
+    handing: tuple[HandOff, Resend] | None = None,
 ) -> None:
     """Post an error result naming the tool, the pool and what to change, and close the
     call: another copy of its message does not run it after the model was told it did
     not. `sent`: the message's kwargs `call` and `sig`. A message with no valid call has
     nowhere to be answered, and one `signer` refuses is no call of the fleet's: logged
-    only."""
+    only, never handed on. `handing`: the HandOff and the message to publish again, when
+    another live worker of the pool may have the tool."""
     call, signature = sent
     if not task.startswith(TASK_PREFIX) or call is None:
         return
@@ -86,7 +108,19 @@ def answer_unregistered(
     except ValidationError as exc:
         log.error("a message of unregistered task %s holds no valid call: %s", task, exc)
         return
-    tool, pool = task.removeprefix(TASK_PREFIX), queue.removeprefix(QUEUE_PREFIX) or "?"
+    answer = partial(_answer, reporter, keys, envelope, queue, worker)
+    if handing is not None:
+        hand_off, resend = handing
+        if hand_off.take(envelope, resend, worker, answer):
+            return
+    answer()
+
+
+def _answer(
+    reporter: ResultReporter, keys: Keys, envelope: ToolCall, queue: str, worker: str
+) -> None:
+    """Post the error result and close the call; a Redis error is logged."""
+    tool, pool = envelope.tool, queue.removeprefix(QUEUE_PREFIX) or "?"
     message = (
         f"tool {tool!r} is not registered on worker {worker} of pool {pool}: add its module "
         f"to TOOLFLEET_TOOL_MODULES on the workers of pool {pool}"

@@ -26,7 +26,7 @@ CONTENT_ENCODING = "utf-8"
 # Persistent (AMQP's delivery mode 2), as Celery's producer sends a task.
 DELIVERY_MODE = 2
 # The body's third part: a task sent alone, with no callbacks, chain or chord.
-_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
 class TaskMessageBuilder:
@@ -75,7 +75,7 @@ class TaskMessageBuilder:
         if headers is not None:
             message_headers.update(headers)
         # pydantic-core's JSON encoder: ~2 us where the standard library's takes ~11.
-        body = to_json(((), kwargs, _EMBED))
+        body = to_json(((), kwargs, EMBED))
         return to_json(
             {
                 "body": base64.b64encode(body).decode(),

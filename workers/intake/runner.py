@@ -142,12 +142,13 @@ class MessageRunner:
                 message.task,
                 message.task_id,
             )
-            # Answered with an error (workers/unregistered.py), as Celery's consumer does.
+            # Answered with an error, or handed on (workers/unregistered.py), as Celery's
+            # consumer does.
             delivery = message.delivery_info
             task_unknown.send(
                 sender=self, message=None, exc=None, name=message.task, id=message.task_id,
                 call=message.kwargs.get(CALL_FIELD), sig=message.kwargs.get(SIGNATURE_FIELD),
-                queue=str(delivery.get("routing_key") or ""),
+                queue=str(delivery.get("routing_key") or ""), task_message=message,
             )  # fmt: skip
             self._end(message, done)
             return None
