@@ -10,8 +10,9 @@ queue, HAND_ON_DELAY_S later, for another worker to take. It answers as before w
 other live worker of the pool has the tool, when its own record does not list the
 message's pool (a routing key naming a pool it does not serve moves nothing onto that
 pool's queue), when the message expired, when it has been handed on for HAND_ON_FOR_S,
-when the registry cannot be read, or when publishing fails. A call closed already (the
-orchestrator answered it: its deadline passed) is neither handed on nor answered.
+when the registry cannot be read, or when publishing fails. A call it would hand on
+that is closed already (the orchestrator answered it: its deadline passed) is dropped,
+neither handed on nor answered again.
 
 A copy published again is a new message of the same call (a new delivery tag, the same
 task id, call and signature): a worker that hands a message on never counted or claimed
