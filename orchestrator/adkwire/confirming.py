@@ -4,6 +4,7 @@ the person's answer."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from google.genai import types
@@ -86,7 +87,7 @@ def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, An
             neither a yes nor a no."""
     if response.name != REQUEST_CONFIRMATION:
         return None
-    answer = dict(response.response or {})
+    answer = _unwrapped(response.id, dict(response.response or {}))
     call_id = confirmed_call_id(response.id or "")
     if call_id is None:
         raise ValueError(
@@ -101,6 +102,29 @@ def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, An
             "its `confirmed` must be true or false"
         ) from None
     return call_id, confirmed, answer.get("payload", UNCHANGED)
+
+
+def _unwrapped(response_id: str | None, answer: dict[str, Any]) -> dict[str, Any]:
+    """The confirmation `answer` holds: ADK's client (its dev UI) sends it as the JSON
+    text of a ToolConfirmation under the one key `response`, as ADK reads it too.
+
+    Raises:
+        ValueError: That text is not the JSON of an object."""
+    if len(answer) != 1 or "response" not in answer:
+        return answer
+    text = answer["response"]
+    try:
+        # Too deep for the parser is refused like any other text that is no object.
+        unwrapped = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        unwrapped = None
+    if not isinstance(unwrapped, dict):
+        raise ValueError(
+            f"the response to {REQUEST_CONFIRMATION} {response_id!r} wraps no confirmation: "
+            "its `response` must be the JSON text of an object such as "
+            '{"confirmed": true}'
+        )
+    return unwrapped
 
 
 # ADK's response to a call held back for a confirmation, as its clients see it.

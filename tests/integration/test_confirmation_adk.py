@@ -30,8 +30,17 @@ def moved(view: ScriptView) -> str:
     return f"moved: {view.response('transfer_money')}"
 
 
+@pytest.mark.parametrize(
+    "answered",
+    [{"confirmed": True}, {"response": '{"confirmed": true}'}],
+    ids=["as a program answers", "as ADK's dev UI wraps it"],
+)
 async def test_adks_client_confirms_through_adk_request_confirmation(
-    settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], tmp_path: Path
+    settings: Settings,
+    fleet: WorkerGroup,
+    orchestrator_env: dict[str, str],
+    tmp_path: Path,
+    answered: dict[str, object],
 ) -> None:
     counter = tmp_path / "transfers"
     script = [
@@ -60,7 +69,7 @@ async def test_adks_client_confirms_through_adk_request_confirmation(
     assert not counter.exists()  # not sent before the answer
 
     answer = types.FunctionResponse(
-        id=request.id, name="adk_request_confirmation", response={"confirmed": True}
+        id=request.id, name="adk_request_confirmation", response=answered
     )
     reply = types.Content(role="user", parts=[types.Part(function_response=answer)])
     after = [

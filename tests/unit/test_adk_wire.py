@@ -21,6 +21,7 @@ from toolfleet.orchestrator.httpapi.routes_adk_run import _split_artifacts
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.artifacts import ArtifactStore
+from toolfleet.shared.completions import UNCHANGED
 from toolfleet.shared.confirmation import REQUEST_CONFIRMATION
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolActions
@@ -97,6 +98,35 @@ def test_a_confirmations_answer_that_is_neither_yes_nor_no_is_refused(said: obje
         id="adk-confirm-c1", name=REQUEST_CONFIRMATION, response={"confirmed": said}
     )
     with pytest.raises(ValueError, match="neither yes nor no"):
+        confirmation_answer(answer)
+
+
+@pytest.mark.parametrize(
+    ("wrapped", "confirmed", "payload"),
+    [
+        ('{"confirmed": true}', True, UNCHANGED),
+        ('{"confirmed": false}', False, UNCHANGED),
+        ('{"confirmed": true, "payload": {"seats": 2}}', True, {"seats": 2}),
+    ],
+)
+def test_a_confirmation_wrapped_as_adks_client_sends_it_is_read_inside(
+    wrapped: str, confirmed: bool, payload: object
+) -> None:
+    """ADK's dev UI sends the ToolConfirmation as JSON text under `response`."""
+    answer = types.FunctionResponse(
+        id="adk-confirm-c1", name=REQUEST_CONFIRMATION, response={"response": wrapped}
+    )
+    assert confirmation_answer(answer) == ("c1", confirmed, payload)
+
+
+@pytest.mark.parametrize(
+    "wrapped", ["yes", "[true]", '"{}"', {"confirmed": True}, "[" * 100_000 + "]" * 100_000]
+)
+def test_a_wrapped_confirmation_that_is_no_object_is_refused(wrapped: object) -> None:
+    answer = types.FunctionResponse(
+        id="adk-confirm-c1", name=REQUEST_CONFIRMATION, response={"response": wrapped}
+    )
+    with pytest.raises(ValueError, match="wraps no confirmation"):
         confirmation_answer(answer)
 
 
