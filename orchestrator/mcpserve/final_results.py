@@ -18,6 +18,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from toolfleet.orchestrator.mcpserve.fleet_calls import SESSION_PREFIX
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import (
     SERVED_AGENT,
@@ -25,8 +26,8 @@ from toolfleet.shared.confirmation import (
     posted_answer,
     rejection_message,
 )
-from toolfleet.shared.errors import CompletionError
-from toolfleet.shared.keys import Keys
+from toolfleet.shared.errors import AlreadyCompletedError, CompletionError
+from toolfleet.shared.keys import Keys, SessionKey, session_parts
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion, PendingCall, error_response
 from toolfleet.shared.pending import CLOSED_TTL_S
 from toolfleet.shared.scripts import LuaScript
@@ -66,11 +67,14 @@ class Confirmed:
 class FinalResults:
     """Looks up what was posted for the pending calls of one app (synchronous Redis)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, completions: Completions, app: str):
+    def __init__(
+        self, client: redis.Redis, keys: Keys, completions: Completions, app: str, user_id: str
+    ):
         self._redis = client
         self._keys = keys
         self._completions = completions
         self._app = app
+        self._user = user_id
 
     def fetch(self, call_id: str) -> dict[str, Any] | Confirmed:
         """The call's final result once posted (then forgotten), or Confirmed; else its
@@ -78,13 +82,17 @@ class FinalResults:
         app's, and for a rejected or cancelled confirmation."""
         try:
             pending = self._completions.get(call_id)
+        except AlreadyCompletedError as exc:
+            # What answered another session's call is that session's to know.
+            told = str(exc) if self._served(self._completions.answered_in(call_id)) else None
+            return error_response("UnknownCall", told or _no_pending(call_id))
         except CompletionError as exc:
             return error_response("UnknownCall", str(exc))
         # Only calls made through `toolfleet mcp serve`: an agent's session (of an app
         # named alike) answers its own calls.
         ours = pending.app_name == self._app and pending.agent == SERVED_AGENT
         if not ours or pending.kind not in _ANSWERS:
-            return error_response("UnknownCall", f"no pending call with id {call_id!r}")
+            return error_response("UnknownCall", _no_pending(call_id))
         posted = [(e, c) for e, c in self._posted(pending) if c.kind in _ANSWERS[pending.kind]]
         if pending.kind == "confirmation":
             return self._decided(pending, posted)
@@ -93,6 +101,16 @@ class FinalResults:
             progress = [c.response for _, c in posted]
             return {"status": "pending", "call_id": call_id, "progress": progress[-5:]}
         return self._claimed(pending, final[0], "close", final[1].response)
+
+    def _served(self, session: str | None) -> bool:
+        """Whether `session` (a SessionKey) is one whose calls this server made."""
+        if session is None:
+            return False
+        try:
+            app, user, session_id = session_parts(SessionKey(session))
+        except ValueError:
+            return False
+        return (app, user) == (self._app, self._user) and session_id.startswith(SESSION_PREFIX)
 
     def _decided(
         self, pending: PendingCall, posted: list[tuple[str, Completion]]
@@ -149,3 +167,7 @@ class FinalResults:
                 raw = fields[COMPLETION_FIELD.encode()]
                 posted.append((entry_id, Completion.model_validate_json(raw)))
         return posted
+
+
+def _no_pending(call_id: str) -> str:
+    return f"no pending call with id {call_id!r}"

@@ -26,6 +26,9 @@ from toolfleet.shared.redaction import mentions_sealed, redact_deep
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.tools import FunctionTool
 
+# The session id of the calls a replica serves starts with this (then the replica's id).
+SESSION_PREFIX = "mcp-"
+
 
 class FleetCalls:
     """Runs single calls through a replica's fleet. All of them answer on one results
@@ -36,7 +39,7 @@ class FleetCalls:
         self._replica = replica
         self._app = app_name
         self._user = user_id
-        self._session_id = f"mcp-{replica.id}"
+        self._session_id = f"{SESSION_PREFIX}{replica.id}"
         self._session = session_key(app_name, user_id, self._session_id)
         self._secrets = replica.settings.secret_arg_names
         self._pending = PendingCalls(replica.keys, self._secrets)

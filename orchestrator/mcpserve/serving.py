@@ -39,9 +39,8 @@ async def serve_mcp(
     """Serve until the client disconnects (stdio) or the process is stopped (HTTP)."""
     async with Replica(settings) as replica:
         sync = replica.sync_client()
-        finals = FinalResults(
-            sync, replica.keys, Completions.of(sync, replica.keys, settings), catalog.app_name
-        )
+        completions = Completions.of(sync, replica.keys, settings)
+        finals = FinalResults(sync, replica.keys, completions, catalog.app_name, catalog.user_id)
         calls = FleetCalls(replica, catalog.app_name, catalog.user_id)
         server = FleetMcpServer(catalog, calls, finals, settings.secret_arg_names).lowlevel()
         try:

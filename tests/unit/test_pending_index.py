@@ -7,6 +7,7 @@ written before the sets or the index existed are indexed on the first read."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from types import SimpleNamespace
@@ -218,11 +219,35 @@ def test_a_served_calls_claimed_result_leaves_its_record_and_its_set() -> None:
     completions = Completions(client, KEYS)
     assert completions.register(call("m1", agent=SERVED_AGENT))
     completions.post_result("m1", {"answer": 42})
-    results = FinalResults(client, KEYS, completions, "app")
+    results = FinalResults(client, KEYS, completions, "app", "mcp")
     assert results.fetch("m1") == {"answer": 42}
     assert client.hlen(KEYS.pending()) == 0
     assert not client.exists(KEYS.session_pending(ANN))
     assert aged(client) == {}
+
+
+@pytest.mark.parametrize(
+    ("answered_in", "told"),
+    [
+        (session_key("app", "mcp", "mcp-r1"), True),  # a call this server made
+        (session_key("app", "ann", "mcp-r1"), False),  # another user's session
+        (session_key("other", "mcp", "mcp-r1"), False),  # another app's
+        (ANN, False),  # an agent's session
+    ],
+)
+def test_an_answered_call_is_described_only_to_the_server_that_made_it(
+    answered_in: SessionKey, told: bool
+) -> None:
+    client = fakeredis.FakeRedis()
+    claim = {"entry": "1-0", "session": answered_in, "at": 1.0, "answer": "rejected"}
+    client.set(KEYS.applied("c1"), json.dumps(claim))
+    results = FinalResults(client, KEYS, Completions(client, KEYS), "app", "mcp")
+
+    fetched = results.fetch("c1")
+
+    assert isinstance(fetched, dict) and fetched["error_type"] == "UnknownCall"
+    assert ("rejected" in fetched["error_message"]) is told
+    assert ("no pending call" in fetched["error_message"]) is not told
 
 
 async def test_records_written_before_the_sets_are_indexed_on_the_first_read(
