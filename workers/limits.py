@@ -64,14 +64,27 @@ class Gate:
         self._keys = keys
         self._leases = Leases(client, lease_s)
 
+    def turn_for(self, tool: FunctionTool, call: ToolCall) -> Turn:
+        """The Turn `call` will hold, before it is taken: a caller that may be interrupted
+        anywhere (Celery's soft time limit, raised between any two bytecodes) makes it
+        first and ends it however its wait ends - ending one never taken changes nothing."""
+        holder = new_holder(call.call_id) if tool.options.max_concurrency is not None else None
+        return Turn(self._keys.tool_slots(tool.name), holder)
+
     def wait(
-        self, tool: FunctionTool, call: ToolCall, worker: str, limit_s: float = 0.0
+        self,
+        tool: FunctionTool,
+        call: ToolCall,
+        worker: str,
+        limit_s: float = 0.0,
+        turn: Turn | None = None,
     ) -> Turn | None:
-        """Block this thread until the call may start: its Turn, or None if the call was
-        closed meanwhile (answered: it must not run). Past `limit_s` (0: none), the call's
-        time limit, CallTimeLimit is raised, no slot kept: on a pool thread no signal
-        stops the wait, and an orchestrator that is down closes no call."""
-        tries = self._tries(tool, call, worker)
+        """Block this thread until the call may start: its Turn (`turn`, made by
+        `turn_for`, if given), or None if the call was closed meanwhile (answered: it must
+        not run). Past `limit_s` (0: none), the call's time limit, CallTimeLimit is raised,
+        no slot kept: on a pool thread no signal stops the wait, and an orchestrator that
+        is down closes no call."""
+        tries = self._tries(tool, call, worker, turn)
         ends_at = time.monotonic() + limit_s
         try:
             step = next(tries)
@@ -170,12 +183,14 @@ class Gate:
         running = self._keys.running(call.session_key)
         self._client.hset(running, call.call_id, record.model_dump_json())
 
-    def _tries(self, tool: FunctionTool, call: ToolCall, worker: str) -> Any:
+    def _tries(
+        self, tool: FunctionTool, call: ToolCall, worker: str, turn: Turn | None = None
+    ) -> Any:
         """A generator of the call's tries: yields the seconds to wait before the next, then
         returns (StopIteration's value) nothing; its last yield is the Turn or None."""
         options = tool.options
-        slots = self._keys.tool_slots(tool.name)
-        holder = new_holder(call.call_id) if options.max_concurrency is not None else None
+        turn = turn or self.turn_for(tool, call)
+        slots, holder = turn.key, turn.holder
         began = time.monotonic()
         waited = False
         pause = FIRST_TRY_S

@@ -153,8 +153,11 @@ class ToolRuns:
             try:
                 if gate is not None:  # on prefork the wait holds this pool process
                     envelope, worker = admitted.envelope, admitted.worker
-                    turn = gate.wait(self.tool, envelope, worker, self._limit_s)
-                    if turn is None:  # answered while it waited: not run
+                    # Made before the wait: a soft time limit raised as the wait returns
+                    # still finds the slot to give back below.
+                    turn = gate.turn_for(self.tool, envelope)
+                    if gate.wait(self.tool, envelope, worker, self._limit_s, turn) is None:
+                        # Answered while it waited: not run.
                         end_run_span(admitted.span, None)
                         return
             except BaseException as exc:  # interrupted while waiting: its time limit

@@ -13,6 +13,7 @@ import fakeredis
 import pytest
 import redis
 from celery import Celery
+from celery.exceptions import SoftTimeLimitExceeded
 
 from tests.support import LocalTool
 from toolfleet.orchestrator.cli.embedded import wait_for
@@ -272,6 +273,42 @@ def test_a_task_gives_its_slot_back_when_its_tool_fails(client: fakeredis.FakeRe
         ("c2", "_Failed"),
     ]
     assert client.zcard(SLOTS) == 0
+
+
+# The tasks name their queue (celery deprecates the attribute for 6.0; the workers use it).
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_soft_time_limit_raised_as_the_wait_returns_gives_the_slot_back(
+    client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Celery's soft time limit is raised between any two bytecodes: here just after the
+    wait took the slot, before its caller has the Turn. The slot must not stay held -
+    renewed by this process for as long as it lives, no call of the tool would run
+    anywhere again."""
+    settings = Settings(redis_url="redis://unused", key_prefix="t")
+    gate = Gate(client, KEYS, lease_s=60)
+    waited = gate.wait
+
+    def wait_then_interrupted(*args: Any, **kwargs: Any) -> Any:
+        assert waited(*args, **kwargs) is not None  # the slot is taken
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(gate, "wait", wait_then_interrupted)
+    deps = ToolTaskDeps(
+        settings, ResultReporter(client, 1000), Completions(client, KEYS), ToolServices(),
+        gate=gate,
+    )  # fmt: skip
+    app = Celery("limits-test", set_as_current=False)
+    register_tool_tasks(app, {"t": slow_tool()}, deps)
+
+    app.tasks[task_name("t")].apply(args=[call("c1").model_dump(mode="json")])
+
+    (posted,) = [
+        ToolResult.model_validate_json(fields[RESULT_FIELD.encode()])
+        for _, fields in client.xrange("t:results:s")
+    ]
+    assert posted.call_id == "c1" and posted.response["status"] == "error"
+    assert client.zcard(SLOTS) == 0
+    assert gate._leases._held == {}  # not renewed either
 
 
 def test_a_tool_without_limits_costs_no_round_trip(client: fakeredis.FakeRedis) -> None:
