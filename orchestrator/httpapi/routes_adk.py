@@ -36,6 +36,7 @@ from toolfleet.shared.artifacts import ArtifactStore, ArtifactVersion
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
 from toolfleet.shared.ids import unique_hex
 from toolfleet.shared.memory import MemoryStore
+from toolfleet.shared.redaction import SEALED, mentions_sealed
 from toolfleet.shared.version import version
 
 # Where ADK's routes are served: toolfleet's own routes share some of ADK's paths with
@@ -52,9 +53,19 @@ MAX_VERSIONS = 2**32
 _VERSION_PATHS = re.compile(r"/versions(/(latest|[0-9]+))?(/metadata)?$")
 
 
-def refuse_shared_state(caller: Caller, state: dict[str, Any] | None) -> None:
-    """403 when `caller` writes app-wide state it may not (ADK's server lets any client:
-    here the app's every user reads it)."""
+def refuse_state_write(caller: Caller, state: dict[str, Any] | None) -> None:
+    """422 when `state` holds the reserved key `$sealed`; 403 when `caller` writes
+    app-wide state it may not (ADK's server lets any client: here the app's every user
+    reads it)."""
+    if mentions_sealed(state):
+        # Only the orchestrator seals: the store keeps a sealed value as it is and a worker
+        # opens it for the tool, so a token copied from someone else's call or state would
+        # hand their secret to this session's tools.
+        raise ApiError(
+            422,
+            f"the key {SEALED!r} is reserved: state written over HTTP may not hold it; "
+            "write the secret's value itself (it is sealed when stored)",
+        )
     shared = caller.shared_state_in(state)
     if shared:
         raise ApiError(
@@ -148,7 +159,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     ) -> JSONResponse:
         api.runner(app_name)
         api.user(caller, user_id)
-        refuse_shared_state(caller, state)
+        refuse_state_write(caller, state)
         try:
             session = await create_with_state(replica, app_name, user_id, session_id, state)
         except SessionExistsError:
@@ -192,7 +203,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         caller: Who,
     ) -> JSONResponse:
         session = await owned(caller, app_name, user_id, session_id)
-        refuse_shared_state(caller, req.state_delta)
+        refuse_state_write(caller, req.state_delta)
         event = Event(invocation_id="p-" + unique_hex(), author="user", state_delta=req.state_delta)
         try:
             stored = await append_under_lease(replica, session.key, event)

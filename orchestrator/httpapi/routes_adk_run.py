@@ -31,7 +31,7 @@ from toolfleet.orchestrator.httpapi.errors import (
 )
 from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.hub import HubItem, InvocationFailed, StreamClosed
-from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX, refuse_shared_state
+from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX, refuse_state_write
 from toolfleet.orchestrator.httpapi.routes_streams import HeldStream
 from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event
@@ -53,14 +53,14 @@ def adk_run_router(api: HttpApi) -> APIRouter:
     names = api.settings.secret_arg_names
 
     async def session_of(req: RunAgentRequest, caller: Who) -> Session:
-        """The caller's session the message is for (404 for another's); 403 before
-        anything runs when it writes state the caller may not."""
+        """The caller's session the message is for (404 for another's); 403 or 422
+        before anything runs when it writes state the caller may not (`refuse_state_write`)."""
         api.runner(req.app_name)
         try:
             session = await api.session(caller, req.app_name, req.user_id, req.session_id)
         except ApiError:
             raise ApiError(404, f"Session not found: {req.session_id}") from None
-        refuse_shared_state(caller, req.state_delta)
+        refuse_state_write(caller, req.state_delta)
         return session
 
     def shown(event: Event) -> bool:
