@@ -86,7 +86,7 @@ def create_app(settings: Settings) -> Celery:
     jobs = JobSigner.of(settings.fleet_key)  # with a fleet key, jobs go and run signed alone
     services = ToolServices(
         settings=settings,
-        scheduler=make_scheduler(app, jobs),
+        scheduler=make_scheduler(app, jobs, sealer, settings.secret_arg_names),
         artifacts=ArtifactStore(client, keys),
         memory=MemoryStore(client, keys),
         credentials=CredentialStore(client, keys, settings.credential_key),
@@ -105,7 +105,7 @@ def create_app(settings: Settings) -> Celery:
         settings, reporter, completions, services, guard, sealer, gate, calls, snapshots
     )
     register_tool_tasks(app, found.tools, deps)
-    register_job_tasks(app, found.jobs, completions, jobs)
+    register_job_tasks(app, found.jobs, completions, jobs, sealer, settings.secret_arg_names)
     app.steps["consumer"].add(intake_step(settings))
     install_heartbeat(app, client, settings)
     if os.environ.get(TOOL_OUTPUT_FDS):  # a local worker: the program shows what tools print

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from celery import Celery, Task
@@ -11,9 +11,12 @@ from celery.utils.saferepr import saferepr
 
 from toolfleet.shared.celery_config import tool_pool, tool_time_limit
 from toolfleet.shared.completions import Completions
+from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.job_signing import JobSigner, RefusedJob, job_message, read_job
 from toolfleet.shared.jobs import Job, JobContext, JobScheduler, PostResult
 from toolfleet.shared.keys import queue_name, task_name
+from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep
+from toolfleet.shared.sealing import Sealer, SealError, unseal
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
 from toolfleet.workers.tool_runs import TOOL_RUNS, ToolRuns, ToolTaskDeps
 
@@ -40,11 +43,18 @@ def result_poster(completions: Completions, source: str) -> PostResult:
 
 
 def register_job_tasks(
-    app: Celery, jobs: dict[str, Job], completions: Completions, signer: JobSigner | None = None
+    app: Celery,
+    jobs: dict[str, Job],
+    completions: Completions,
+    signer: JobSigner | None = None,
+    sealer: Sealer | None = None,
+    secret_names: Iterable[str] = DEFAULT_SECRET_NAMES,
 ) -> None:
     """`job.<name>` tasks: background work started by long-running tools. With `signer`
-    (a fleet key) a job runs only from a message a worker of the fleet signed."""
+    (a fleet key) a job runs only from a message a worker of the fleet signed; `sealer`
+    opens the secret-named arguments the scheduler sealed."""
     context = JobContext(post_result=result_poster(completions, "job"))
+    opener = _job_opener(sealer, tuple(secret_names))
     for found in jobs.values():
         app.task(
             name=found.task_name,
@@ -52,17 +62,35 @@ def register_job_tasks(
             queue=queue_name(found.pool),
             acks_late=True,
             shared=False,
-        )(_job_runner(found, context, signer))
+        )(_job_runner(found, context, signer, opener))
 
 
-def _job_runner(job: Job, context: JobContext, signer: JobSigner | None) -> Callable[..., None]:
-    """The body of `job`'s task: its message checked, then the job run."""
+# Opens a job's sealed arguments (SealError when one does not open).
+JobOpener = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _job_opener(sealer: Sealer | None, secret_names: tuple[str, ...]) -> JobOpener:
+    """Opens what the scheduler sealed with the worker's sealer; without one, a sealed
+    value is refused, as a call's."""
+
+    def opened(fields: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = unseal(fields, sealer, secret_names)
+        return result
+
+    return opened
+
+
+def _job_runner(
+    job: Job, context: JobContext, signer: JobSigner | None, opener: JobOpener
+) -> Callable[..., None]:
+    """The body of `job`'s task: its message checked, its secrets opened, then the job
+    run."""
 
     # The signed form comes as positional arguments; the unsigned one as keywords.
     def run_job(self: Task[Any, Any], *args: Any, **kwargs: Any) -> None:
         try:
-            fields = read_job(job.task_name, args, kwargs, signer)
-        except RefusedJob as exc:
+            fields = opener(read_job(job.task_name, args, kwargs, signer))
+        except (RefusedJob, SealError) as exc:
             # Returning acknowledges it: a forged message is dropped, never retried.
             log.error(
                 "refused a message of job %s (id %s), the job did not run: %s",
@@ -78,14 +106,22 @@ def _job_runner(job: Job, context: JobContext, signer: JobSigner | None) -> Call
     return run_job
 
 
-def make_scheduler(app: Celery, signer: JobSigner | None = None) -> JobScheduler:
+def make_scheduler(
+    app: Celery,
+    signer: JobSigner | None = None,
+    sealer: Sealer | None = None,
+    secret_names: Iterable[str] = DEFAULT_SECRET_NAMES,
+) -> JobScheduler:
     """The job scheduler of tool services: sends `job.<name>` to the job's pool queue, to run
-    `delay_s` seconds later (a Celery countdown), signed with `signer` (a fleet key).
-    Flower shows the job's keyword arguments, signed or not."""
+    `delay_s` seconds later (a Celery countdown), its secret-named arguments sealed with
+    `sealer` and the message signed with `signer` (a fleet key). Flower shows the job's
+    keyword arguments, secret-named ones masked."""
     maxsize = app.amqp.kwargsrepr_maxsize
+    names = tuple(secret_names)
 
     def schedule(job: Job, delay_s: float, kwargs: dict[str, Any]) -> None:
-        args, sent = job_message(job.task_name, kwargs, signer)
+        shown = redact_deep(kwargs, names)
+        args, sent = job_message(job.task_name, _sealed_job_args(job, kwargs, sealer), signer)
         app.send_task(
             job.task_name,
             args=args,
@@ -93,10 +129,25 @@ def make_scheduler(app: Celery, signer: JobSigner | None = None) -> JobScheduler
             queue=queue_name(job.pool),
             countdown=delay_s,
             argsrepr="()",
-            kwargsrepr=saferepr(kwargs, maxsize),
+            kwargsrepr=saferepr(shown, maxsize),
         )
 
     return schedule
+
+
+def _sealed_job_args(job: Job, kwargs: dict[str, Any], sealer: Sealer | None) -> dict[str, Any]:
+    """`kwargs` with their secret-named values sealed (a value shaped like a sealed one
+    too: the tool gave it, no orchestrator sealed it); as they are without a sealer."""
+    if sealer is None:
+        return kwargs
+    try:
+        sealed: dict[str, Any] = sealer.seal(kwargs, keep_sealed=False)
+    except (TypeError, ValueError) as exc:
+        raise ToolfleetError(
+            f"job {job.name!r}: a secret-named argument is sealed as JSON, and its value "
+            f"is not JSON ({exc}); pass it as a string, number, list or dict"
+        ) from exc
+    return sealed
 
 
 def _register_tool(app: Celery, tool: FunctionTool, deps: ToolTaskDeps) -> None:

@@ -35,6 +35,7 @@ from toolfleet.shared.job_signing import (
 from toolfleet.shared.jobs import Job, JobContext
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolCall
+from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner, new_fleet_key
 from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.tasks import make_scheduler, register_job_tasks
@@ -308,3 +309,61 @@ def test_the_scheduler_sends_what_the_job_task_runs_and_flower_shows_its_keyword
         assert read_job(TASK, options["args"], options["kwargs"], SIGNER) == KWARGS
     app.tasks[TASK].apply(args=tuple(options["args"]), kwargs=options["kwargs"])
     assert recorded.runs == [KWARGS]
+
+
+class Keyed:
+    """A job that takes a secret-named argument and records it."""
+
+    def __init__(self) -> None:
+        self.runs: list[dict[str, Any]] = []
+
+    def rotate(self, call_id: str, api_key: Any) -> None:
+        self.runs.append({"call_id": call_id, "api_key": api_key})
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+@pytest.mark.parametrize("key", [KEY, None], ids=["fleet key", "no key"])
+def test_a_jobs_secret_named_arguments_are_masked_for_flower_and_sealed_on_the_wire(
+    monkeypatch: pytest.MonkeyPatch, key: str | None
+) -> None:
+    keyed = Keyed()
+    job = Job(keyed.rotate, "tickets", "rotate")
+    signer = JobSigner.of(key)
+    sealer = None if key is None else Sealer(key, ["api_key"])
+    app = Celery("job-sealing-test", set_as_current=False)
+    register_job_tasks(app, {job.name: job}, Completions(fakeredis.FakeRedis(), Keys("t")),
+                       signer, sealer, ["api_key"])  # fmt: skip
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, **options: sent.append(options))
+    given = {"call_id": "c1", "api_key": "sk-live-123"}
+
+    make_scheduler(app, signer, sealer, ["api_key"])(job, 0.0, dict(given))
+
+    [options] = sent
+    assert options["kwargsrepr"] == repr({"call_id": "c1", "api_key": "***"})
+    if key is not None:  # what a client of the broker reads holds no secret
+        assert "sk-live-123" not in json.dumps([options["args"], options["kwargs"]])
+    app.tasks["job.rotate"].apply(args=tuple(options["args"]), kwargs=options["kwargs"])
+    assert keyed.runs == [given]
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_sealed_shape_a_tool_passes_to_a_job_comes_back_as_that_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only what the scheduler sealed opens: a token the tool copied from elsewhere is not
+    opened for the job."""
+    keyed = Keyed()
+    job = Job(keyed.rotate, "tickets", "rotate")
+    sealer = Sealer(KEY, ["api_key"])
+    app = Celery("job-sealing-test", set_as_current=False)
+    register_job_tasks(app, {job.name: job}, Completions(fakeredis.FakeRedis(), Keys("t")),
+                       SIGNER, sealer, ["api_key"])  # fmt: skip
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, **options: sent.append(options))
+    copied = sealer.seal({"api_key": "someone-elses"})["api_key"]
+
+    make_scheduler(app, SIGNER, sealer, ["api_key"])(job, 0.0, {"call_id": "c1", "api_key": copied})
+
+    app.tasks["job.rotate"].apply(args=tuple(sent[0]["args"]), kwargs=sent[0]["kwargs"])
+    assert keyed.runs == [{"call_id": "c1", "api_key": copied}]
