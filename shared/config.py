@@ -286,7 +286,8 @@ class Settings(BaseSettings):
     secret_arg_names: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["api_key", "password", "secret", "token", "authorization"],
         description="Keys (any depth) whose values are masked wherever shown or stored, in "
-        "arguments and results, and sealed in transit.",
+        "arguments and results, and sealed in transit; matched in any case, Unicode "
+        "compatibility form and spelling of their words (api_key: apiKey, API-KEY).",
     )
 
     @field_validator("tool_modules", "secret_arg_names", "io_pools", mode="before")

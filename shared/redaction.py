@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -27,12 +28,35 @@ _SCOPES = (APP_PREFIX, USER_PREFIX, TEMP_PREFIX)
 
 
 def is_secret_name(key: Any, secrets: frozenset[str]) -> bool:
-    """Whether `key` names a secret: one of `secrets` (lower-cased), case-insensitively,
-    with or without a state scope prefix (`user:api_key` is as secret as `api_key`)."""
+    """Whether `key` names a secret: one of `secrets` (as `secret_name_set` folds them)
+    in any case, Unicode compatibility form (fullwidth letters) or spelling of its words
+    (`API_KEY`, `apiKey`, `api-key`), with or without a state scope prefix
+    (`user:api_key` is as secret as `api_key`)."""
     if not isinstance(key, str):
         return False
-    name = key.lower()
+    name = folded_name(key)
     return name in secrets or (name.partition(":")[2] in secrets and name.startswith(_SCOPES))
+
+
+# Names folded once each are kept (the same keys come again in every message), up to
+# this length: a long key, which no secret name is, would fill the cache.
+_CACHED_NAME_CHARS = 64
+
+
+def folded_name(name: str) -> str:
+    """`name` as secret names are compared: its Unicode compatibility form (NFKC: the
+    fullwidth letters of `\\uff41\\uff50\\uff49` are `api`) lower-cased, without `_`
+    and `-` between its words."""
+    return _cached_fold(name) if len(name) <= _CACHED_NAME_CHARS else _fold(name)
+
+
+def _fold(text: str) -> str:
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return text.lower().replace("_", "").replace("-", "")
+
+
+_cached_fold = functools.lru_cache(maxsize=4096)(_fold)
 
 
 def is_sealed(value: Any) -> bool:
@@ -126,15 +150,15 @@ def redacted_event_fields(event: _StoredEvent, secrets: Iterable[str]) -> dict[s
 def may_name_secret(json_text: str | bytes, secrets: frozenset[str]) -> bool:
     """Whether JSON text (as pydantic writes it: characters other than quotes,
     backslashes and controls as they are) may hold a secret-named key or value: False
-    only when no secret name (lower-cased, as `secret_name_set` gives them) appears
-    anywhere in the lower-cased text, so that no key can be one. A cheap test before
-    walking a large value key by key."""
+    only when no secret name (folded, as `secret_name_set` gives them) appears anywhere
+    in the text folded the same way (`folded_name`), so that no key can be one. A cheap
+    test before walking a large value key by key."""
     if not _findable(secrets):
         return True
     if isinstance(json_text, bytes):
         json_text = json_text.decode("utf-8", "surrogatepass")
-    lowered = json_text.lower()
-    return any(name in lowered for name in secrets)
+    folded = _fold(json_text)
+    return any(name in folded for name in secrets)
 
 
 @functools.lru_cache(maxsize=64)
@@ -145,14 +169,14 @@ def _findable(secrets: frozenset[str]) -> bool:
 
 
 def secret_name_set(secret_names: Iterable[str]) -> frozenset[str]:
-    """The secret argument names lower-cased (built once per list of names: every
-    response and event is checked against them)."""
-    return _lowered(tuple(secret_names))
+    """The secret argument names folded (`folded_name`; built once per list of names:
+    every response and event is checked against them)."""
+    return _folded(tuple(secret_names))
 
 
 @functools.lru_cache(maxsize=64)
-def _lowered(names: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(name.lower() for name in names)
+def _folded(names: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(folded_name(name) for name in names)
 
 
 def mask_url(url: str) -> str:

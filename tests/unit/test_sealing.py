@@ -193,3 +193,31 @@ def test_may_hold_sealed_is_false_only_where_no_sealed_key_can_be(text: str, may
     assert may_hold_sealed(text.encode()) is may
     if not may:
         assert unseal(json.loads(text), None, NAMES) == json.loads(text)
+
+
+# `api_key` and `APIKEY` in fullwidth letters.
+FULLWIDTH_LOWER = "".join(chr(ord(c) + 0xFEE0) for c in "api_key")
+FULLWIDTH_UPPER = "".join(chr(ord(c) + 0xFEE0) for c in "APIKEY")
+# One secret name spelled as an API, a header or a wide-character keyboard would.
+SPELLINGS = ["API_KEY", "apiKey", "ApiKey", "api-key", "Api-Key", FULLWIDTH_LOWER, FULLWIDTH_UPPER]
+
+
+@pytest.mark.parametrize("key", SPELLINGS)
+def test_a_secret_name_in_any_spelling_is_masked_sealed_and_opened(key: str) -> None:
+    value = {"outer": [{key: "CLEAR-K"}], f"user:{key}": "CLEAR-U", "max_tokens": 5}
+    assert redact_deep(value, ["api_key", "token"]) == {
+        "outer": [{key: MASK}],
+        f"user:{key}": MASK,
+        "max_tokens": 5,
+    }
+    sealer = Sealer(new_fleet_key(), ["api_key"])
+    text = to_json(value)
+    assert sealer.may_seal(text)  # the prefilter lets it through to be walked
+    sealed = sealer.seal(value)
+    assert b"CLEAR-" not in to_json(sealed)
+    assert sealer.unseal(sealed) == value
+
+
+def test_names_that_only_contain_a_secret_name_are_not_secret() -> None:
+    value = {"max_tokens": 5, "token_count": 2, "api": "x", "keys": [1], "passwords_set": 1}
+    assert redact_deep(value, ["api_key", "token", "password"]) is value
