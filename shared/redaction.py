@@ -193,6 +193,33 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
+# Shorter values are not masked in text: masking every "1" or "ab" of a message would
+# hide what it says, and protect no secret worth the name.
+_MIN_MASKED_CHARS = 4
+
+
+def secret_values(value: Any, secret_names: Iterable[str]) -> tuple[str, ...]:
+    """The text of every scalar under a secret-named key of `value`, at any depth, of
+    _MIN_MASKED_CHARS or more (for `mask_values`: what a tool's error message may quote
+    of its arguments)."""
+    found: list[str] = []
+    _collect_secrets(value, secret_name_set(secret_names), False, found)
+    return tuple(dict.fromkeys(found))
+
+
+def _collect_secrets(value: Any, secrets: frozenset[str], under: bool, found: list[str]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _collect_secrets(v, secrets, under or is_secret_name(k, secrets), found)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _collect_secrets(v, secrets, under, found)
+    elif under and isinstance(value, str | int | float) and not isinstance(value, bool):
+        text = str(value)
+        if len(text) >= _MIN_MASKED_CHARS:
+            found.append(text)
+
+
 def mask_values(text: str, secret_values: Iterable[str]) -> str:
     """`text` with every occurrence of each secret value replaced by `***` (for what a
     remote server sends back: it may echo a token it was given)."""

@@ -8,7 +8,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine
+import traceback
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +23,7 @@ from toolfleet.shared.context import ToolContext, ToolServices
 from toolfleet.shared.errors import ToolError
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH, too_deep, value_depth
 from toolfleet.shared.messages import CallStatus, ToolCall, ToolResult, error_response
+from toolfleet.shared.redaction import mask_values, secret_values
 from toolfleet.shared.tools import FunctionTool
 from toolfleet.shared.unicode_text import without_lone_surrogates
 from toolfleet.workers.call_loop import CallStopped, CallTimeLimit, call_loop
@@ -92,6 +94,15 @@ class Outcome:
 OutcomeOf = Callable[[], Outcome]
 
 
+def masked_secrets(text: str, call: ToolCall, secret_names: Sequence[str]) -> str:
+    """`text` with the values of `call`'s secret-named arguments and state masked: a
+    tool's error message that quotes one (a URL with its key, a failed login) goes to the
+    results stream, the session's events, the logs and Flower."""
+    if not secret_names:
+        return text
+    return mask_values(text, secret_values((call.args, call.state), secret_names))
+
+
 class Execution:
     """One run of `tool` for `call` in this worker process, from its checked arguments to
     the Outcome that describes how it ended."""
@@ -106,9 +117,11 @@ class Execution:
         max_result_bytes: int,
         services: ToolServices | None,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+        secret_names: Sequence[str] = (),
     ) -> None:
         self.tool = tool
         self.call = call
+        self._secret_names = secret_names
         self._worker = worker
         self._attempt = attempt
         self._max_result_bytes = max_result_bytes
@@ -150,7 +163,7 @@ class Execution:
         interruption) is raised again."""
         name = self.tool.name
         if isinstance(exc, ToolError):
-            response = error_response("ToolError", str(exc))
+            response = error_response("ToolError", self.masked(str(exc)))
             return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
         if isinstance(exc, CallStopped):  # answered by the orchestrator already: not reported
             response = cancelled_response(name)
@@ -161,8 +174,8 @@ class Execution:
             return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
         if not isinstance(exc, Exception):
             raise exc
-        log.error("tool %s failed (call %s)", name, self.call.call_id, exc_info=exc)
-        response = error_response(type(exc).__name__, str(exc))
+        self._log_failure(exc)
+        response = error_response(type(exc).__name__, self.masked(str(exc)))
         return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
 
     def ended(
@@ -174,10 +187,24 @@ class Execution:
         if error is None:
             return self.returned(value, finished_at)
         if not isinstance(error, Exception):
-            detail = str(error) or "the tool's coroutine was cancelled"
+            detail = self.masked(str(error)) or "the tool's coroutine was cancelled"
             response = error_response(type(error).__name__, detail)
             return self.finish(CallStatus.ERROR, response, finished_at=finished_at)
         return self.raised(error, time_limit_s, finished_at)
+
+    def masked(self, text: str) -> str:
+        """`text` with the values of the call's secret-named arguments and state masked."""
+        return masked_secrets(text, self.call, self._secret_names)
+
+    def _log_failure(self, exc: Exception) -> None:
+        """Log the tool's exception with its traceback, the call's secrets masked."""
+        name, call_id = self.tool.name, self.call.call_id
+        text = "".join(traceback.format_exception(exc))
+        shown = self.masked(text)
+        if shown == text:  # nothing to mask: the handler formats it, as any other
+            log.error("tool %s failed (call %s)", name, call_id, exc_info=exc)
+        else:
+            log.error("tool %s failed (call %s)\n%s", name, call_id, shown.rstrip())
 
     def finish(
         self,
@@ -253,6 +280,7 @@ def execute(
     time_limit_s: float = 0.0,
     services: ToolServices | None = None,
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+    secret_names: Sequence[str] = (),
 ) -> Outcome:
     """Run `tool` for `call` in this worker process and describe the outcome as a ToolResult.
 
@@ -261,7 +289,8 @@ def execute(
     each call keeps its own `time_limit_s` (0: none), on a pool thread too. Exceptions
     become ERROR results (the exception kept for retries), as do a time limit and a
     response or state writes that are not JSON, nested over `max_json_depth` or together
-    over `max_result_bytes` (ResultRejected, no state delta). A long-running tool's
+    over `max_result_bytes` (ResultRejected, no state delta); an exception's message and
+    logged traceback have the values under `secret_names` masked. A long-running tool's
     response is PENDING: its ticket."""
     execution = Execution(
         tool,
@@ -271,6 +300,7 @@ def execute(
         max_result_bytes=max_result_bytes,
         services=services,
         max_json_depth=max_json_depth,
+        secret_names=secret_names,
     )
     return run_execution(execution, time_limit_s)
 

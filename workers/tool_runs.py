@@ -42,6 +42,7 @@ from toolfleet.workers.executor import (
     Outcome,
     OutcomeOf,
     abandoned_run,
+    masked_secrets,
     run_execution,
     start_coroutine,
 )
@@ -215,6 +216,7 @@ class ToolRuns:
             max_result_bytes=self._deps.settings.max_payload_bytes,
             services=self._deps.services,
             max_json_depth=self._deps.settings.max_json_depth,
+            secret_names=self._deps.settings.secret_arg_names,
         )
 
     def admit(self, request: Any, call: Any, signature: Any = None) -> Admitted | None:
@@ -468,7 +470,7 @@ class ToolRuns:
                 options.max_retries,
                 countdown,
             )
-            retry(countdown, error)
+            retry(countdown, _shown_error(error, envelope, deps.settings.secret_arg_names))
         result = outcome.result
         result.traceparent = tracing.traceparent(admitted.span)
         with guarded():
@@ -576,6 +578,19 @@ def _post_all(reporter: ResultReporter, entries: list[_Posting]) -> list[str | E
         ((*_, post),) = entries
         return [reporter.send(post)]
     return reporter.post_all([post for *_, post in entries])
+
+
+class MaskedToolError(Exception):
+    """A tool's exception as Celery logs a retry of it and Flower shows it, when its
+    message quoted a secret: its type's name and its message masked."""
+
+
+def _shown_error(error: Exception, call: ToolCall, secret_names: Sequence[str]) -> Exception:
+    """`error`, or a MaskedToolError in its place when its message holds a secret of
+    `call`'s."""
+    text = str(error)
+    shown = masked_secrets(text, call, secret_names)
+    return error if shown == text else MaskedToolError(f"{type(error).__name__}: {shown}")
 
 
 def celery_retry(task: Task[Any, Any]) -> Retrier:

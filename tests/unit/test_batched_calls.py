@@ -527,3 +527,25 @@ def task_message(task: str, tag: str, *args: Any) -> str:
             "properties": {"body_encoding": "base64", "delivery_tag": tag},
         }
     )
+
+
+def test_a_retried_exception_quoting_a_secret_reaches_celery_masked(
+    client: fakeredis.FakeRedis, runs: ToolRuns
+) -> None:
+    """What Celery logs of a retry and Flower shows (`task-retried`) is the exception
+    given to `retry`: its message holds no secret of the call's."""
+    flaky = admitted(runs, "flaky")
+    secret = "sk-live-4242"
+    flaky = replace(flaky, envelope=flaky.envelope.model_copy(update={"args": {"api_key": secret}}))
+    retried: list[Exception] = []
+
+    def retry(countdown: float, exc: Exception) -> NoReturn:
+        retried.append(exc)
+        raise Retried
+
+    error = Flaky(f"GET /v1?key={secret}: 503")
+    [raised] = ToolRuns.conclude_all([(runs, flaky, outcome(flaky, error), retry)])
+
+    assert isinstance(raised, Retried)
+    [shown] = retried
+    assert secret not in str(shown) and str(shown) == "Flaky: GET /v1?key=***: 503"

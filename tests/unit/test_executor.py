@@ -152,3 +152,38 @@ def test_long_running_initial_result_is_pending() -> None:
     result = run(LocalTool(ask_for_approval, is_long_running=True), {"amount": 5})
     assert result.status is CallStatus.PENDING
     assert result.response["ticket_id"] == "t-1"
+
+
+NAMES = ["api_key", "password"]
+KEY = "sk-live-4242"
+
+
+def login(api_key: str, user: dict[str, str]) -> None:
+    """Logs in."""
+    raise PermissionError(f"GET https://api.example/v1?key={api_key} refused for {user}")
+
+
+def test_a_tools_exception_quoting_a_secret_argument_is_masked_for_the_model_and_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tool = LocalTool(login)
+    call = envelope(tool.name, {"api_key": KEY, "user": {"name": "ann", "password": "hunter22"}})
+    with caplog.at_level(logging.ERROR):
+        outcome = execute(tool, call, worker="w", max_result_bytes=10_000, secret_names=NAMES)
+    message = outcome.result.response["error_message"]
+    assert KEY not in message and "hunter22" not in message and "key=***" in message
+    assert outcome.result.response["error_type"] == "PermissionError"
+    assert KEY not in caplog.text and "hunter22" not in caplog.text
+    assert "Traceback" in caplog.text and "key=***" in caplog.text
+    assert isinstance(outcome.exception, PermissionError)  # retry_on still sees its type
+
+
+def test_a_tool_error_quoting_a_secret_state_value_is_masked() -> None:
+    def check(tool_context: ToolContext) -> None:
+        """Checks."""
+        raise ToolError(f"token {tool_context.state['user:token']} expired")
+
+    tool = LocalTool(check)
+    call = envelope(tool.name, {}, {"user:token": "tok-9999"})
+    outcome = execute(tool, call, worker="w", max_result_bytes=10_000, secret_names=["token"])
+    assert outcome.result.response["error_message"] == "token *** expired"
