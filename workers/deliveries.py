@@ -218,6 +218,20 @@ class DeliveryGuard:
         if self.claims:
             self._leases.settle([self._claim_key(call, retries) for call, retries in attempts])
 
+    def allow_retry(self, call: ToolCall, retries: int) -> None:
+        """Record that this worker retries `call` as attempt `retries` (Celery's count of
+        retries before it), before it sends the retry: `retried` finds it."""
+        self.client.set(self._retry_key(call, retries), 1, ex=DELIVERIES_TTL_S)
+
+    def retried(self, call: ToolCall, retries: int) -> bool:
+        """Whether a worker retried `call` as attempt `retries` (`allow_retry`). A message's
+        `retries` header is not signed: a copy of a call's message with it raised would
+        otherwise be counted as a new attempt and run the tool again beside the first."""
+        return bool(self.client.exists(self._retry_key(call, retries)))
+
+    def _retry_key(self, call: ToolCall, retries: int) -> str:
+        return f"{self.keys.deliveries(call.call_id, retries, call.dispatched_at)}:retry"
+
     def _claim_key(self, call: ToolCall, retries: int) -> str:
         return f"{self.keys.deliveries(call.call_id, retries, call.dispatched_at)}:claimed"
 

@@ -305,6 +305,8 @@ class ToolRuns:
         admitted = self._received(request, call, signature)
         if admitted is None:
             return None
+        if not self._retry_sent(admitted):
+            return _cleared(admitted.span, None)
         with _in_span(admitted.span):
             opening = self._open(admitted)
         return _cleared(admitted.span, opening)
@@ -365,6 +367,25 @@ class ToolRuns:
             bool(delivery_info.get("redelivered")),
             sealed=not isinstance(call, str) or may_hold_sealed(call),
         )
+
+    def _retry_sent(self, admitted: Admitted) -> bool:
+        """Whether a retry's delivery is one a worker sent (with a fleet key; a first
+        attempt always is): else it is logged and dropped, not answered, as a refused
+        call is."""
+        guard, retries = self._deps.deliveries, admitted.attempt - 1
+        if retries == 0 or self._deps.signer is None or guard is None:
+            return True
+        if retries > 0 and guard.retried(admitted.envelope, retries):
+            return True
+        log.error(
+            "refused a message of task %s (call %s), the tool did not run: its retries "
+            "header says %d, but no worker retried the call so: a copy of its message "
+            "with the header changed",
+            self._task,
+            admitted.envelope.call_id,
+            retries,
+        )
+        return False
 
     def _open(self, admitted: Admitted) -> Admitted | ToolResult | None:
         """The admitted call with its state loaded (when stored apart) and its secrets
@@ -470,6 +491,8 @@ class ToolRuns:
                 options.max_retries,
                 countdown,
             )
+            if deps.deliveries is not None:  # the retry's delivery is then let in
+                deps.deliveries.allow_retry(envelope, admitted.attempt)
             retry(countdown, _shown_error(error, envelope, deps.settings.secret_arg_names))
         result = outcome.result
         result.traceparent = tracing.traceparent(admitted.span)

@@ -32,9 +32,10 @@ from toolfleet.shared.call_signing import (
 from toolfleet.shared.celery_wire.parse import decode
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import session_key, task_name
-from toolfleet.shared.messages import RESULT_FIELD, ToolCall, ToolResult
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.signing import ResultSigner, new_fleet_key
+from toolfleet.shared.tools import ToolOptions
 from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.tasks import register_tool_tasks
 from toolfleet.workers.tool_runs import ToolTaskDeps
@@ -318,3 +319,45 @@ def message(task: str, tag: str, kwargs: dict[str, Any]) -> str:
             "properties": {"body_encoding": "base64", "delivery_tag": tag},
         }
     )
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+@pytest.mark.parametrize("retries", [1, 3, -1])
+def test_a_copy_of_a_signed_call_with_its_retries_header_changed_runs_nothing(
+    client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture, retries: int
+) -> None:
+    """The header is not signed: a copy with it changed, sent while the call runs, would
+    be counted as an attempt of its own and run the tool a second time."""
+    task, runs = transfer_task(client)
+    captured = signed(envelope(call_id="inflight"))
+
+    task.apply(kwargs=captured, retries=retries)
+
+    assert runs == [] and posted(client) == []
+    assert "its retries header says" in caplog.text and "the tool did not run" in caplog.text
+    task.apply(kwargs=captured)  # the message itself still runs
+    assert runs == [5000]
+
+
+class Flaky(Exception):
+    """What the flaky tool's retry_on names."""
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_retry_a_worker_sends_runs_with_the_fleet_key(client: fakeredis.FakeRedis) -> None:
+    runs: list[int] = []
+
+    def transfer(amount: int) -> dict[str, int]:
+        runs.append(amount)
+        if len(runs) == 1:
+            raise Flaky("try again")
+        return {"moved": amount}
+
+    app = Celery("signing-test", set_as_current=False)
+    tool = LocalTool(transfer, options=ToolOptions(retry_on=(Flaky,), max_retries=1))
+    register_tool_tasks(app, {"transfer": tool}, keyed_deps(client))
+
+    app.tasks[task_name("transfer")].apply(kwargs=signed(envelope(call_id="flaky")))
+
+    assert runs == [5000, 5000]
+    assert [(r.status, r.attempt) for r in posted(client)] == [(CallStatus.SUCCESS, 2)]
