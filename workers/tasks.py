@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from celery import Celery, Task
@@ -56,13 +56,35 @@ def register_job_tasks(
     context = JobContext(post_result=result_poster(completions, "job"))
     opener = _job_opener(sealer, tuple(secret_names))
     for found in jobs.values():
-        app.task(
+        task = app.task(
             name=found.task_name,
             bind=True,
             queue=queue_name(found.pool),
             acks_late=True,
             shared=False,
         )(_job_runner(found, context, signer, opener))
+        setattr(task, JOB_READABLE, _job_readable(found, signer))
+
+
+# The attribute of a `job.<name>` Celery task that says whether a message's arguments
+# (positional, keyword) are ones it would run (`_job_readable`).
+JOB_READABLE = "toolfleet_job_readable"
+
+
+def _job_readable(
+    job: Job, signer: JobSigner | None
+) -> Callable[[Sequence[Any], Mapping[str, Any]], bool]:
+    """Whether a message of `job` with these arguments passes its check: what an io
+    worker asks before it holds the message for its ETA."""
+
+    def readable(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+        try:
+            read_job(job.task_name, args, kwargs, signer)
+        except RefusedJob:
+            return False
+        return True
+
+    return readable
 
 
 # Opens a job's sealed arguments (SealError when one does not open).

@@ -136,6 +136,17 @@ class ToolRuns:
         """Whether its calls can run without a thread waiting on them: coroutine tools."""
         return self.tool.is_async
 
+    def readable(self, call: Any, signature: Any) -> bool:
+        """Whether a message of this tool's task with kwargs `call` and `sig` carries a
+        call it would run: signed (with a fleet key), of this tool, recent. What an io
+        worker asks before it holds a message for its ETA: one it would refuse is refused
+        at once, not held in a slot."""
+        try:
+            read_call(self._task, call, signature, self._deps.signer)
+        except (RefusedCall, ValidationError):
+            return False
+        return True
+
     def run(self, task: Task[Any, Any], call: Any, signature: Any = None) -> None:
         """The whole call, on this thread: admit, execute, conclude."""
         admitted = self.admit(task.request, call, signature)

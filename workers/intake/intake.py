@@ -168,7 +168,7 @@ class Intake:
                 continue
             started += 1
             eta = message.eta()
-            if eta is not None and eta > datetime.now(UTC):
+            if eta is not None and eta > datetime.now(UTC) and self._runner.may_hold(message):
                 self._eta.hold(message, eta)  # its slot stays reserved; no thread waits
             else:
                 due.append(message)

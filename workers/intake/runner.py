@@ -32,6 +32,7 @@ from toolfleet.shared.tracing import TRACEPARENT
 from toolfleet.workers.executor import OutcomeOf
 from toolfleet.workers.intake.events import TaskEvents
 from toolfleet.workers.intake.gathering import Gatherer
+from toolfleet.workers.tasks import JOB_READABLE
 from toolfleet.workers.tool_runs import (
     TOOL_RUNS,
     Admitted,
@@ -90,6 +91,21 @@ class MessageRunner:
             eta=eta and eta.isoformat(),
             expires=expires and expires.isoformat(),
         )
+
+    def may_hold(self, message: TaskMessage) -> bool:
+        """Whether `message` may wait for its ETA in a slot: its task is known and would
+        run it (a call signed with the fleet key, a job's checked arguments). Any other is
+        run at once, to be refused or dropped: a client of the broker that sends messages
+        due in a year must not hold every slot until then."""
+        task = self._tasks.get(message.task)
+        if task is None:
+            return False
+        runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
+        if runs is not None:
+            kwargs = message.kwargs
+            return runs.readable(kwargs.get(CALL_FIELD), kwargs.get(SIGNATURE_FIELD))
+        readable = getattr(task, JOB_READABLE, None)
+        return readable is None or bool(readable(message.args, message.kwargs))
 
     def holds_no_thread(self, message: TaskMessage) -> bool:
         """Whether the message's call runs without a thread waiting on it (a coroutine tool)."""

@@ -1,0 +1,123 @@
+"""An io worker holds a message for its ETA in one of its slots only when it would run
+it: a client of the broker without the fleet key that sends messages due in a year is
+refused at once, and cannot hold every slot until then."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import fakeredis
+import pytest
+from celery import Celery
+
+from tests.support import LocalTool
+from tests.unit.test_call_signing import KEY, envelope, forgeries, keyed_deps, posted, signed
+from toolfleet.shared.celery_wire.parse import decode
+from toolfleet.shared.completions import Completions
+from toolfleet.shared.job_signing import JobSigner, job_message
+from toolfleet.shared.jobs import Job
+from toolfleet.shared.keys import Keys
+from toolfleet.workers.intake.intake import Intake
+from toolfleet.workers.intake.source import Taken
+from toolfleet.workers.tasks import register_job_tasks, register_tool_tasks
+
+NEXT_YEAR = (datetime.now(UTC) + timedelta(days=365)).isoformat()
+
+
+def message(task: str, tag: str, args: list[Any], kwargs: dict[str, Any], eta: str | None) -> str:
+    """A Celery protocol 2 message as kombu's Redis transport stores it, due at `eta`."""
+    body = json.dumps([args, kwargs, {}]).encode()
+    return json.dumps(
+        {
+            "body": base64.b64encode(body).decode(),
+            "content-type": "application/json",
+            "headers": {"task": task, "id": f"task-{tag}", "eta": eta},
+            "properties": {"body_encoding": "base64", "delivery_tag": tag},
+        }
+    )
+
+
+class ListSource:
+    """A queue of raw messages, taken in order; what is acknowledged is recorded."""
+
+    def __init__(self, raw: Sequence[str], expected_acks: int) -> None:
+        self._raw = list(raw)
+        self._lock = threading.Lock()
+        self.acked: list[str] = []
+        self.all_acked = threading.Event()
+        self._expected = expected_acks
+        self.name = "list"
+
+    @property
+    def takers(self) -> list[ListSource]:
+        return [self]
+
+    def take(self, limit: int) -> Taken:
+        with self._lock:
+            batch, self._raw = self._raw[:limit], self._raw[limit:]
+        return Taken(messages=[decode(raw) for raw in batch])
+
+    def wait(self, timeout_s: float) -> None:
+        self.all_acked.wait(min(timeout_s, 0.05))
+
+    def ack(self, tag: str) -> None:
+        self.acked.append(tag)
+        if len(self.acked) >= self._expected:
+            self.all_acked.set()
+
+    def start(self) -> None: ...
+    def requeue(self, tag: str) -> None: ...
+    def keep(self, tags: Sequence[str]) -> None: ...
+    def holds(self, tag: str) -> bool:
+        return True
+
+    def stop_taking(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+def rotate(call_id: str) -> None:
+    """A job."""
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_forged_messages_due_in_a_year_are_refused_at_once_and_a_call_behind_them_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = fakeredis.FakeRedis()
+    runs: list[int] = []
+
+    def transfer(amount: int) -> dict[str, int]:
+        runs.append(amount)
+        return {"moved": amount}
+
+    app = Celery("intake-eta-test", set_as_current=False)
+    register_tool_tasks(app, {"transfer": LocalTool(transfer)}, keyed_deps(client))
+    job = Job(rotate, "tickets", "rotate")
+    register_job_tasks(app, {job.name: job}, Completions(client, Keys("t")), JobSigner(KEY))
+    forged = [message("tool.transfer", f"f{n}", [], k, NEXT_YEAR)
+              for n, k in enumerate(forgeries().values())]  # fmt: skip
+    forged.append(message("tool.nothing", "unknown", [], {}, NEXT_YEAR))
+    forged.append(message("job.rotate", "job", [], {"call_id": "c1"}, NEXT_YEAR))
+    args, kwargs = job_message("job.rotate", {"call_id": "c1"}, JobSigner(KEY))
+    held = message("job.rotate", "signed-job", args, kwargs, NEXT_YEAR)  # a real countdown
+    real = message("tool.transfer", "real", [], signed(envelope(call_id="real")), None)
+    source = ListSource([*forged, held, real], len(forged) + 1)
+    # Two slots: the signed job holds one; held, the forgeries would take the other.
+    intake = Intake(app, source, "io@host", 2, threads=2, task_events=lambda: False)
+
+    intake.start()
+    try:
+        assert source.all_acked.wait(10), f"acknowledged {source.acked}"
+    finally:
+        intake.stop(wait=False)
+
+    assert "signed-job" not in source.acked and "real" in source.acked
+    assert len(source.acked) == len(forged) + 1
+    assert runs == [5000] and [r.call_id for r in posted(client)] == ["real"]
+    assert caplog.text.count("refused a message of task tool.transfer") == len(forged) - 2
+    assert "refused a message of job job.rotate" in caplog.text
