@@ -30,7 +30,7 @@ from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.signing import ResultSigner
 from toolfleet.shared.state_snapshots import SnapshotLoader
 from toolfleet.workers.call_loop import use_loop_factory
-from toolfleet.workers.deliveries import DeliveryGuard, claim_lease_s
+from toolfleet.workers.deliveries import DeliveryGuard, claim_lease_s, uses_claims
 from toolfleet.workers.handoff import HandOff, kombu_publisher
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
@@ -92,10 +92,11 @@ def create_app(settings: Settings) -> Celery:
         credentials=CredentialStore(client, keys, settings.credential_key),
         post_result=result_poster(completions, "worker"),
     )
-    # On RabbitMQ the outbox relay may publish a call twice: a delivery claims it, for a
-    # lease that lapses a few heartbeats after its worker died.
+    # A call's message may come twice (the outbox relay's double publish, a copy written
+    # again): a delivery claims it, for a lease that lapses a few heartbeats after its
+    # worker died.
     lease_s = claim_lease_s(settings)
-    claims = settings.broker_is_amqp
+    claims = uses_claims(settings)
     guard = DeliveryGuard(client, keys, settings.max_deliveries, claims=claims, lease_s=lease_s)
     # A dead worker's slots come back within a few of its heartbeats.
     gate = Gate(client, keys, SLOT_LEASE_BEATS * settings.worker_heartbeat_s)

@@ -263,6 +263,15 @@ class DeliveryGuard:
         return count > self.max_deliveries
 
 
+def uses_claims(settings: Settings) -> bool:
+    """Whether a worker's deliveries claim their calls: on RabbitMQ, where the outbox
+    relay may publish a call twice; and with a fleet key on either broker, where a copy
+    of a running call's signed message, written again by a client of the broker, must
+    not run the tool a second time beside the first (a count alone lets up to
+    max_deliveries run, as redeliveries of a dead worker's call)."""
+    return settings.broker_is_amqp or bool(settings.fleet_key)
+
+
 def claim_lease_s(settings: Settings) -> float:
     """How long a delivery's claim outlives its worker: as long as the worker's heartbeat
     record. A redelivery of a dead worker's message waits that long at most before it runs."""

@@ -36,6 +36,7 @@ from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolRe
 from toolfleet.shared.reporting import ResultReporter
 from toolfleet.shared.signing import ResultSigner, new_fleet_key
 from toolfleet.shared.tools import ToolOptions
+from toolfleet.workers.deliveries import DeliveryGuard, claim_lease_s, uses_claims
 from toolfleet.workers.intake.runner import MessageRunner
 from toolfleet.workers.tasks import register_tool_tasks
 from toolfleet.workers.tool_runs import ToolTaskDeps
@@ -361,3 +362,40 @@ def test_a_retry_a_worker_sends_runs_with_the_fleet_key(client: fakeredis.FakeRe
 
     assert runs == [5000, 5000]
     assert [(r.status, r.attempt) for r in posted(client)] == [(CallStatus.SUCCESS, 2)]
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_copy_of_a_running_signed_call_does_not_run_beside_it(
+    client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On Redis too: a client of the broker that writes a running call's message again
+    (its headers as they were) gets no second run, as a redelivery within
+    max_deliveries would."""
+    settings = Settings(redis_url="redis://unused", key_prefix="t", fleet_key=KEY)
+    guard = DeliveryGuard(client, KEYS, settings.max_deliveries, claims=uses_claims(settings),
+                          lease_s=claim_lease_s(settings))  # fmt: skip
+    started, release, runs = threading.Event(), threading.Event(), []
+
+    def transfer(amount: int) -> dict[str, int]:
+        runs.append(amount)
+        started.set()
+        release.wait(10)
+        return {"moved": amount}
+
+    app = Celery("signing-test", set_as_current=False)
+    deps = replace(keyed_deps(client), deliveries=guard)
+    register_tool_tasks(app, {"transfer": LocalTool(transfer)}, deps)
+    task = app.tasks[task_name("transfer")]
+    captured = signed(envelope(call_id="running"))
+    first = threading.Thread(target=task.apply, kwargs={"kwargs": captured})
+    first.start()
+    try:
+        assert started.wait(10)
+        task.apply(kwargs=captured)
+        task.apply(kwargs=captured)
+    finally:
+        release.set()
+        first.join(10)
+
+    assert runs == [5000] and [r.call_id for r in posted(client)] == ["running"]
+    assert caplog.text.count("call running (transfer) was answered before it started") == 2
