@@ -137,8 +137,8 @@ class Execution:
             message = too_deep(f"the arguments of {self.tool.name!r}", limit)
             return self.finish(CallStatus.ERROR, error_response("InvalidArguments", message))
         args, problems = self.tool.validate(self.call.args)
-        if problems:
-            detail = "; ".join(str(p) for p in problems)
+        if problems:  # a problem quotes the value it found: a secret argument's is masked
+            detail = self.masked("; ".join(str(p) for p in problems))
             return self.finish(CallStatus.ERROR, error_response("InvalidArguments", detail))
         # Whoever sent it: a call that needs a person's confirmation runs only with one.
         refused = refusal_to_run(self.tool, self.call, args)

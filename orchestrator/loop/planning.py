@@ -23,7 +23,7 @@ from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
 from toolfleet.orchestrator.plugins.llm_calls import ceiling_of
 from toolfleet.shared import tracing
 from toolfleet.shared.messages import ToolCall, ToolResult
-from toolfleet.shared.redaction import SEALED, mentions_sealed
+from toolfleet.shared.redaction import SEALED, mask_values, mentions_sealed, secret_values
 from toolfleet.shared.tools import ToolRegistry
 
 # Calls checked between two sends of a wide turn: about one write's worth of messages.
@@ -126,7 +126,9 @@ class TurnPlan:
             return None
         args, problems = tool.validate(envelope.args)
         if problems:
-            detail = "; ".join(str(p) for p in problems)
+            # A problem quotes the value it found: a secret argument's is masked.
+            secrets = secret_values(envelope.args, inv.settings.secret_arg_names)
+            detail = mask_values("; ".join(str(p) for p in problems), secrets)
             results[envelope.call_id] = failed(
                 envelope, "InvalidArguments", f"invalid arguments for {tool.name}: {detail}"
             )

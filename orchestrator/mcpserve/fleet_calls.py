@@ -22,7 +22,7 @@ from toolfleet.shared.confirmation import SERVED_AGENT, ToolConfirmation
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, answered_result
 from toolfleet.shared.pending import PendingCalls
-from toolfleet.shared.redaction import mentions_sealed, redact_deep
+from toolfleet.shared.redaction import mask_values, mentions_sealed, redact_deep, secret_values
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.tools import FunctionTool
 
@@ -60,9 +60,10 @@ class FleetCalls:
         if too_large:
             return failed(envelope, "InvalidArguments", too_large)
         checked, problems = tool.validate(args)
-        if problems:
+        if problems:  # a problem quotes the value it found: a secret argument's is masked
             detail = "; ".join(str(p) for p in problems)
-            return failed(envelope, "InvalidArguments", detail)
+            shown = mask_values(detail, secret_values(args, self._secrets))
+            return failed(envelope, "InvalidArguments", shown)
         asked = await ask_confirmation(tool, envelope, checked)
         if asked is not None:  # waits for a person, or its check failed: not sent
             return await self._held(asked, envelope)

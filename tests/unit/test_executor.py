@@ -187,3 +187,16 @@ def test_a_tool_error_quoting_a_secret_state_value_is_masked() -> None:
     call = envelope(tool.name, {}, {"user:token": "tok-9999"})
     outcome = execute(tool, call, worker="w", max_result_bytes=10_000, secret_names=["token"])
     assert outcome.result.response["error_message"] == "token *** expired"
+
+
+def test_a_bad_secret_argument_is_refused_on_the_worker_without_quoting_its_value() -> None:
+    def unlock(api_key: int) -> str:
+        """Unlocks with a numeric key."""
+        return "open"
+
+    tool = LocalTool(unlock)
+    call = envelope(tool.name, {"api_key": KEY})
+    outcome = execute(tool, call, worker="w", max_result_bytes=10_000, secret_names=NAMES)
+    assert outcome.result.response["error_type"] == "InvalidArguments"
+    assert KEY not in outcome.result.response["error_message"]
+    assert "(got '***')" in outcome.result.response["error_message"]

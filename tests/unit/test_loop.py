@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import fakeredis
 import pytest
 from google.genai import types
 
@@ -502,3 +503,26 @@ async def test_a_result_that_comes_before_the_turn_is_checked_is_told_after_it(
     kinds = [type(u).__name__ for u in updates if isinstance(u, CallFinished | CallsDispatched)]
     assert kinds == ["CallsDispatched"] + ["CallFinished"] * wide
     assert [p.response for p in responses(updates)] == [{"result": i + 1} for i in range(wide)]
+
+
+def unlock(api_key: int) -> str:
+    """Unlocks with a numeric key."""
+    return "open"
+
+
+async def test_a_bad_secret_argument_is_refused_without_quoting_its_value(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """A problem quotes the value it found: the model's response, and the stored events
+    that keep it, get a secret argument's masked."""
+    store = SessionStore(fake_redis, Keys("t"), ["api_key"])
+    model = ScriptedModel([call(Call("unlock", {"api_key": "sk-live-4242"})), say("ok")])
+    agent = Agent(name="tester", instruction="test", tools=[unlock], model=model)
+    updates, runner, key = await run(store, agent, "go")
+    (bad,) = responses(updates)
+    assert bad.response is not None and bad.response["error_type"] == "InvalidArguments"
+    message = bad.response["error_message"]
+    assert "api_key: Input should be a valid integer" in message and "(got '***')" in message
+    stored = await fake_redis.lrange(Keys("t").events(key), 0, -1)
+    assert stored and all(b"sk-live-4242" not in event for event in stored)
+    assert runner.batches == []
