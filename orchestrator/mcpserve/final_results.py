@@ -78,8 +78,8 @@ class FinalResults:
 
     def fetch(self, call_id: str) -> dict[str, Any] | Confirmed:
         """The call's final result once posted (then forgotten), or Confirmed; else its
-        status and the latest progress. An error response for an unknown call or another
-        app's, and for a rejected or cancelled confirmation."""
+        status and the latest progress. An error response for an unknown call, another
+        app's or another user's, and for a rejected or cancelled confirmation."""
         try:
             pending = self._completions.get(call_id)
         except AlreadyCompletedError as exc:
@@ -88,9 +88,10 @@ class FinalResults:
             return error_response("UnknownCall", told or _no_pending(call_id))
         except CompletionError as exc:
             return error_response("UnknownCall", str(exc))
-        # Only calls made through `toolfleet mcp serve`: an agent's session (of an app
-        # named alike) answers its own calls.
-        ours = pending.app_name == self._app and pending.agent == SERVED_AGENT
+        # Only calls this server's user made through `toolfleet mcp serve`: an agent's
+        # session (of an app named alike) answers its own calls, and another user's
+        # server (of the same app) its own.
+        ours = self._served(pending.session_key) and pending.agent == SERVED_AGENT
         if not ours or pending.kind not in _ANSWERS:
             return error_response("UnknownCall", _no_pending(call_id))
         posted = [(e, c) for e, c in self._posted(pending) if c.kind in _ANSWERS[pending.kind]]

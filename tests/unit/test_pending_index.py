@@ -217,12 +217,13 @@ async def test_an_applied_completion_changes_the_record_and_the_set_together(
 def test_a_served_calls_claimed_result_leaves_its_record_and_its_set() -> None:
     client = fakeredis.FakeRedis()
     completions = Completions(client, KEYS)
-    assert completions.register(call("m1", agent=SERVED_AGENT))
+    served = session_key("app", "mcp", "mcp-r1")
+    assert completions.register(call("m1", served, agent=SERVED_AGENT))
     completions.post_result("m1", {"answer": 42})
     results = FinalResults(client, KEYS, completions, "app", "mcp")
     assert results.fetch("m1") == {"answer": 42}
     assert client.hlen(KEYS.pending()) == 0
-    assert not client.exists(KEYS.session_pending(ANN))
+    assert not client.exists(KEYS.session_pending(served))
     assert aged(client) == {}
 
 
