@@ -208,7 +208,8 @@ class CompletionApplier:
         """Keep the entry in the dead-letter stream with `reason`, and consume it (ack,
         delete, leave its session's order), in one step - if it is still in the stream."""
         order = self._keys.completion_order(session) if session else stream
-        fields = [word for pair in dead_letter_fields(entry.raw, reason).items() for word in pair]
+        kept = dead_letter_fields(entry.kept(), reason)
+        fields = [word for pair in kept.items() for word in pair]
         refused = await _REFUSE.run(
             self._redis, 3, stream, self._keys.dead_letters(), order,
             entry.entry_id, GROUP, DEAD_LETTERS_MAXLEN, *fields,
@@ -406,7 +407,7 @@ class CompletionApplier:
             GROUP,
             APPLIED_TTL_S,
             _claim(entry.entry_id, session, completion),
-            entry.raw,
+            entry.kept(),  # its dead letter, if refused
             json.dumps(time.time()),
             DEAD_LETTERS_MAXLEN,
             CLOSED_TTL_S,

@@ -8,11 +8,14 @@ once, where it is read (`PostedEntry.read`); what applies it is handed the resul
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
+from toolfleet.shared.completions import KEPT_REFUSED_BYTES, NOT_KEPT
 from toolfleet.shared.json_depth import ENVELOPE_LEVELS, text_depth, too_deep
 from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 
@@ -31,6 +34,20 @@ class PostedEntry:
         """The entry with the stream fields `fields`, parsed (`parse_entry`)."""
         raw = fields.get(COMPLETION_FIELD.encode(), b"")
         return cls(entry_id, raw, parse_entry(raw, max_json_depth))
+
+    def kept(self) -> bytes:
+        """What the entry's dead letter keeps: its text, or past KEPT_REFUSED_BYTES the
+        completion with its response's size for the response (an unreadable entry: its
+        size alone). Any caller of the API can get an entry refused here (a result
+        posted twice before either applies): refused entries must not fill Redis."""
+        if len(self.raw) <= KEPT_REFUSED_BYTES:
+            return self.raw
+        completion = self.completion
+        if isinstance(completion, str):
+            return json.dumps({NOT_KEPT: f"{len(self.raw)} bytes"}).encode()
+        size = f"{len(to_json(completion.response))} bytes of JSON"
+        kept = completion.model_copy(update={"response": {NOT_KEPT: size}})
+        return kept.model_dump_json().encode()
 
 
 def parse_entry(raw: bytes, max_json_depth: int) -> Completion | str:

@@ -4,6 +4,7 @@ whose call belongs to another session without touching either one."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -20,7 +21,7 @@ from toolfleet.orchestrator.completions.resumer import BackgroundTasks, SessionR
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
-from toolfleet.shared.completions import Completions
+from toolfleet.shared.completions import KEPT_REFUSED_BYTES, NOT_KEPT, Completions
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import CallStatus, Completion, PendingCall
 from toolfleet.shared.pending import PendingCalls
@@ -201,3 +202,40 @@ async def test_an_answer_to_an_earlier_question_of_the_call_is_refused(
     # An answer posted now answers the question asked now.
     fresh = replica.completions.confirm("a1", False)
     assert replica.entry(fresh).completion.asked_again == 1  # type: ignore[union-attr]
+
+
+async def test_a_large_result_posted_twice_is_dead_lettered_without_its_response(
+    replica: ApplyingReplica,
+) -> None:
+    """Two posts of a result that both pass the poster's check (a double submit, before
+    either is applied): the second is refused here, and its dead letter keeps the
+    response's size, not the response - any caller of the API may post twice."""
+    assert replica.completions.register(call("a1", ANN))
+    big = {"report": "x" * 200_000}
+    replica.completions.post_result("a1", big, source="http")
+    again = replica.completions.post_result("a1", big, source="http")
+
+    await replica.applier.apply(STREAM, replica.entry(again))
+
+    ((_, letter),) = replica.sync.xrange(KEYS.dead_letters())
+    assert letter[b"reason"] == b"call 'a1' already has its final result"
+    assert len(letter[b"completion"]) <= KEPT_REFUSED_BYTES
+    kept = Completion.model_validate_json(letter[b"completion"])
+    assert kept.call_id == "a1" and kept.source == "http"
+    size = len(json.dumps(big, separators=(",", ":")))
+    assert kept.response == {NOT_KEPT: f"{size} bytes of JSON"}
+
+
+async def test_a_large_unreadable_entry_is_dead_lettered_as_its_size(
+    replica: ApplyingReplica,
+) -> None:
+    garbage = b"{" + b"x" * 200_000
+    entry_id = replica.sync.xadd(STREAM, {"completion": garbage}).decode()
+
+    await replica.applier.apply(STREAM, replica.entry(entry_id))
+
+    ((_, letter),) = replica.sync.xrange(KEYS.dead_letters())
+    assert letter[b"reason"].startswith(b"malformed completion")
+    assert len(letter[b"reason"]) <= KEPT_REFUSED_BYTES
+    assert json.loads(letter[b"completion"]) == {NOT_KEPT: f"{len(garbage)} bytes"}
+    assert replica.sync.xlen(STREAM) == 0
