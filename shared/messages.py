@@ -242,7 +242,7 @@ class PendingCall(BaseModel):
         ticket: The initial (pending) response; for a credential request the AuthConfig,
             for a confirmation request the ToolConfirmation asked.
         created_at: Epoch seconds when the record was made.
-        progress: The progress responses posted so far, in order.
+        progress: The latest progress responses posted (`PROGRESS_KEPT` at most), in order.
         kind: What the call waits for: its result (`"result"`), a user's credential
             (`"credential"`: the call runs again once supplied), or a person's answer
             (`"confirmation"`).

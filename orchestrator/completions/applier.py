@@ -51,7 +51,7 @@ from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH
 from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import CallStatus, Completion, PendingCall
 from toolfleet.shared.metrics import guarded, metrics
-from toolfleet.shared.pending import CLOSED_TTL_S, PendingCalls
+from toolfleet.shared.pending import CLOSED_TTL_S, PROGRESS_KEPT, PendingCalls
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES
 from toolfleet.shared.scripts import LuaScript
 
@@ -379,9 +379,8 @@ class CompletionApplier:
         # A cancellation of the session closes the ticket without resuming the agent.
         mode = "final" if completion.resume else "closed"
         if not completion.final:
-            mode = self._pending.record(
-                pending.model_copy(update={"progress": [*pending.progress, completion.response]})
-            )
+            progress = [*pending.progress, completion.response][-PROGRESS_KEPT:]
+            mode = self._pending.record(pending.model_copy(update={"progress": progress}))
         keys = self._keys
         span = completion_span(pending, completion)
         reply: Any = await _APPLY.run(

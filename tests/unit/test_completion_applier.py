@@ -24,7 +24,7 @@ from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.completions import KEPT_REFUSED_BYTES, NOT_KEPT, Completions
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import CallStatus, Completion, PendingCall
-from toolfleet.shared.pending import PendingCalls
+from toolfleet.shared.pending import PROGRESS_KEPT, PendingCalls
 
 KEYS = Keys("t")
 APP = "app"
@@ -239,3 +239,19 @@ async def test_a_large_unreadable_entry_is_dead_lettered_as_its_size(
     assert len(letter[b"reason"]) <= KEPT_REFUSED_BYTES
     assert json.loads(letter[b"completion"]) == {NOT_KEPT: f"{len(garbage)} bytes"}
     assert replica.sync.xlen(STREAM) == 0
+
+
+async def test_a_tickets_record_keeps_only_its_latest_progress(replica: ApplyingReplica) -> None:
+    """Progress posted without end (a job reporting every second for hours) leaves the
+    record - read by every post and every listing of the tickets - its latest reports
+    only; the session keeps each one as an event."""
+    assert replica.completions.register(call("a1", ANN))
+    posts = PROGRESS_KEPT + 5
+    for n in range(posts):
+        entry_id = replica.completions.post_result("a1", {"done": n}, final=False)
+        await replica.applier.apply(STREAM, replica.entry(entry_id))
+
+    kept = replica.completions.get("a1").progress
+    assert kept == [{"done": n} for n in range(posts - PROGRESS_KEPT, posts)]
+    events = (await replica.store.get(ANN)).events
+    assert sum(e.author == "completion" for e in events) == posts
