@@ -12,7 +12,8 @@ removed in the same step (here, and in the scripts that post results and apply o
 completions), so one session's calls are read without the whole hash (`asession`), and
 the tickets are counted by age without it (`acount_created`). The set lives as long as
 the session's other keys: a session that expires takes it along, and the records it
-leaves are refused and removed when a completion for them comes. Records written before
+leaves are refused and removed when a completion for them comes, or by the orchestrators'
+sweep (`asweep_orphans`) once older than the sessions' time to live. Records written before
 the sets or the index existed are added to them once, by the first read that finds
 `Keys.pending_indexed` not at INDEX_VERSION.
 
@@ -31,6 +32,7 @@ import redis
 import redis.asyncio as aioredis
 
 from toolfleet.shared.batch import WriteBatch
+from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret_name_set
@@ -122,6 +124,23 @@ redis.call('del', KEYS[1], unpack(KEYS, 4))
 return #ids
 """
 _DROP_SESSION = LuaScript(_DROP_SESSION_LUA)
+
+# KEYS: the session hash, pending hash, the age index, the session's pending set, the
+# call's closed marker. ARGV: call id, closed TTL, the record as read. Removes a record
+# whose session is gone, unless the session or the record changed since it was read; 1
+# if it went.
+_DROP_ORPHAN_LUA = """
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+if redis.call('hget', KEYS[2], ARGV[1]) ~= ARGV[3] then return 0 end
+redis.call('hdel', KEYS[2], ARGV[1])
+redis.call('zrem', KEYS[3], ARGV[1])
+redis.call('srem', KEYS[4], ARGV[1])
+redis.call('set', KEYS[5], 1, 'EX', ARGV[2])
+return 1
+"""
+_DROP_ORPHAN = LuaScript(_DROP_ORPHAN_LUA)
+# Records looked at per sweep step (`asweep_orphans`).
+SWEEP_CHUNK = 100
 
 
 class PendingCalls:
@@ -335,6 +354,48 @@ class PendingCalls:
             CLOSED_TTL_S,
         )
         return int(dropped)
+
+    async def asweep_orphans(
+        self, client: aioredis.Redis, created_before: float, after: float = -math.inf
+    ) -> tuple[int, float | None]:
+        """Remove up to SWEEP_CHUNK records created before `created_before` (and after
+        `after`) whose session is gone, closing their calls: a session that expired
+        while its call waited leaves a record no completion may ever come for. Return
+        how many went and where the next step goes on (None: every record was looked
+        at). A call of `toolfleet mcp serve` has no session: its record stays."""
+        await self._indexed(client)
+        found: Any = await client.zrangebyscore(
+            self._keys.pending_by_age(),
+            f"({_bound(after)}",
+            f"({_bound(created_before)}",
+            start=0,
+            num=SWEEP_CHUNK,
+            withscores=True,
+        )
+        if not found:
+            return 0, None
+        ids = [_text(member) for member, _ in found]
+        records: Any = await client.hmget(self.key, ids)
+        dropped = 0
+        for call_id, raw in zip(ids, records, strict=True):
+            call = _parsed(raw)
+            if call is None or call.agent == SERVED_AGENT:
+                continue
+            session = call.session_key
+            dropped += await _DROP_ORPHAN.run(
+                client,
+                5,
+                self._keys.session(session),
+                self.key,
+                self._keys.pending_by_age(),
+                self._keys.session_pending(session),
+                self._keys.closed(session, call_id),
+                call_id,
+                CLOSED_TTL_S,
+                raw,
+            )
+        last = float(found[-1][1])
+        return dropped, last if len(found) == SWEEP_CHUNK else None
 
 
 def _parsed(raw: Any) -> PendingCall | None:

@@ -9,7 +9,9 @@ same.
 Entries a crashed replica left unacknowledged are taken over with XAUTOCLAIM; entries
 every consumer is done with are trimmed at the same pace. The
 listener also finishes the work of replicas that died: every `owed_scan_s` it
-continues each session that owes the model a turn and whose lease nobody holds.
+continues each session that owes the model a turn and whose lease nobody holds. At the
+pace of the take-over it removes the tickets of sessions that expired while their calls
+waited (nothing else would: no completion may come for them).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +33,7 @@ from toolfleet.orchestrator.connections import decoded, stop_task
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.shared.completions import TRIM_COMPLETIONS
 from toolfleet.shared.keys import Keys
+from toolfleet.shared.pending import PendingCalls
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,7 @@ class CompletionListener:
         lease_wait_s: float = 600.0,
         owed_scan_s: float = 10.0,
         max_applying: int = MAX_APPLYING,
+        session_ttl_s: int = 0,
     ) -> None:
         if max_applying < 1:
             raise ValueError(f"max_applying is {max_applying}; it must be 1 or more")
@@ -86,6 +91,11 @@ class CompletionListener:
             progress_to_model=progress_to_model,
         )
         self.handled = asyncio.Event()  # set after each entry is handled (for waiters)
+        # Records of calls whose session expired (TOOLFLEET_SESSION_TTL_S; 0: never) go,
+        # a step per look, from the oldest on.
+        self._session_ttl_s = session_ttl_s
+        self._pending = PendingCalls(keys)
+        self._swept_after = -math.inf
 
     async def start(self) -> None:
         """Create the consumer group if needed and start reading."""
@@ -112,6 +122,7 @@ class CompletionListener:
                     last_claim = time.monotonic()
                     await self._take_over_stale()
                     await self._trim()
+                    await self._sweep_orphans()
                 room = self._max_applying - self._applying
                 if room <= 0:
                     continue
@@ -167,6 +178,19 @@ class CompletionListener:
         one that is unread or read and not acknowledged."""
         for stream in self.applier.streams:
             await TRIM_COMPLETIONS.run(self._redis, 1, stream, GROUP)
+
+    async def _sweep_orphans(self) -> None:
+        """Remove the next step's records of calls whose session expired while they
+        waited: no completion may ever come for them, and nothing else removes them."""
+        if self._session_ttl_s <= 0:
+            return
+        expired_before = time.time() - self._session_ttl_s
+        dropped, goes_on = await self._pending.asweep_orphans(
+            self._redis, expired_before, self._swept_after
+        )
+        self._swept_after = -math.inf if goes_on is None else goes_on
+        if dropped:
+            log.info("removed %d tickets whose session expired", dropped)
 
     def _spawn(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
         self._applying += 1

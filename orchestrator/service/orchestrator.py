@@ -72,6 +72,7 @@ class Orchestrator:
             claim_idle_ms=claim_idle_ms or int(settings.completion_claim_idle_s * 1000),
             # A dead replica's lease expires after lease_ttl_s: look about as often.
             owed_scan_s=settings.lease_ttl_s,
+            session_ttl_s=settings.session_ttl_s,
         )
         self._exit = AsyncExitStack()
 

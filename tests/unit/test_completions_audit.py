@@ -4,16 +4,23 @@ another user's calls, oversized or repeated posts, and what they leave in Redis.
 from __future__ import annotations
 
 import time
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import fakeredis
 import pytest
 
+from tests.support import until
+from toolfleet.orchestrator.completions.listener import CompletionListener
+from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.mcpserve.final_results import FinalResults
+from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
+from toolfleet.shared.errors import CompletionError
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import PendingCall
+from toolfleet.shared.pending import SWEEP_CHUNK, PendingCalls
 
 KEYS = Keys("t")
 MINE = session_key("app", "mcp", "mcp-r1")  # a session `toolfleet mcp serve` made
@@ -61,3 +68,65 @@ def test_a_served_call_of_this_user_is_handed_over() -> None:
 
     assert results.fetch("c1") == {"answer": 42}
     assert completions.find("c1") is None
+
+
+TTL_S = 100
+ANN, BOB = session_key("app", "ann", "s1"), session_key("app", "bob", "s2")
+
+
+async def test_a_ticket_whose_session_expired_is_removed_without_a_completion(
+    fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
+) -> None:
+    """A session idle past its time to live (its call waits for a result that never
+    comes) expires; its ticket would stay in the pending hash and the age index for
+    good, listed as pending. The listener removes it, and no other."""
+    sync = fakeredis.FakeRedis(server=fake_server)
+    await SessionStore(fake_redis, KEYS).create("app", "bob", "s2")
+    completions = Completions(sync, KEYS)
+    old = time.time() - 2 * TTL_S
+    for pending in (
+        call("a1", ANN, agent="root", created_at=old),  # its session expired
+        call("a2", ANN, agent="root"),  # made within the TTL: its session may come back
+        call("b1", BOB, agent="root", created_at=old),  # its session lives on
+        call("m1", created_at=old),  # `mcp serve`'s: no session
+    ):
+        assert completions.register(pending)
+    runner = SimpleNamespace(settings=SimpleNamespace(secret_arg_names=(), max_json_depth=64))
+    listener = CompletionListener(
+        {"app": cast(Runner, runner)}, fake_redis, KEYS, "replica-1",
+        block_ms=20, owed_scan_s=3600, claim_idle_ms=100, session_ttl_s=TTL_S,
+    )  # fmt: skip
+
+    await listener.start()
+    try:
+        await until(lambda: completions.find("a1") is None, "the expired ticket removed", 10)
+    finally:
+        await listener.stop()
+
+    assert {c.call_id for c in completions.pending()} == {"a2", "b1", "m1"}
+    indexed = {m.decode() for m in sync.zrange(KEYS.pending_by_age(), 0, -1)}
+    assert indexed == {"a2", "b1", "m1"}
+    assert sync.exists(KEYS.closed(ANN, "a1"))  # a late result for it is refused
+    with pytest.raises(CompletionError, match="no pending call with id 'a1'"):
+        completions.post_result("a1", {"status": "approved"})
+
+
+async def test_the_sweep_goes_past_old_tickets_of_live_sessions(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    await SessionStore(fake_redis, KEYS).create("app", "bob", "s2")
+    pending = PendingCalls(KEYS)
+    old = time.time() - 2 * TTL_S
+    calls = [call(f"b{n}", BOB, agent="root", created_at=old + n) for n in range(SWEEP_CHUNK)]
+    calls.append(call("a1", ANN, agent="root", created_at=old + SWEEP_CHUNK))
+    for each in calls:
+        await fake_redis.hset(KEYS.pending(), each.call_id, pending.record(each))
+        await fake_redis.zadd(KEYS.pending_by_age(), {each.call_id: each.created_at})
+    await fake_redis.set(KEYS.pending_indexed(), "2")
+    before = time.time() - TTL_S
+
+    dropped, after = await pending.asweep_orphans(fake_redis, before)
+    assert (dropped, after) == (0, old + SWEEP_CHUNK - 1)
+    assert await pending.asweep_orphans(fake_redis, before, after) == (1, None)
+    assert not await fake_redis.hexists(KEYS.pending(), "a1")
+    assert await fake_redis.hlen(KEYS.pending()) == SWEEP_CHUNK
