@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import redis
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from toolfleet.shared.auth import AuthConfig, CredentialStore
 from toolfleet.shared.batch import WriteBatch
@@ -341,9 +341,12 @@ class Completions:
         kind: Literal["result", "confirmation"] = "result",
     ) -> None:
         """Refuse (dead-lettered without it) a posted `value` whose JSON is over
-        `max_payload_bytes`: PayloadTooLargeError."""
-        size = len(to_json(value, fallback=str))
+        `max_payload_bytes` (PayloadTooLargeError), or that a JSON reader cannot read
+        back, as the orchestrator reads it (InvalidCompletionError)."""
+        text = to_json(value, fallback=str)
+        size = len(text)
         if size <= self.max_payload_bytes:
+            self._check_readable(call_id, what, text, final=final, source=source, kind=kind)
             return
         reason = (
             f"{what} is {size} bytes of JSON, over the {self.max_payload_bytes}-byte limit "
@@ -351,6 +354,30 @@ class Completions:
         )
         self._refuse_unkept(call_id, reason, final=final, source=source, kind=kind)
         raise PayloadTooLargeError(f"{reason}; nothing was posted")
+
+    def _check_readable(
+        self,
+        call_id: str,
+        what: str,
+        text: bytes,
+        *,
+        final: bool,
+        source: str,
+        kind: Literal["result", "confirmation"],
+    ) -> None:
+        """Refuse (dead-lettered without it) a value whose JSON `text` does not parse: an
+        integer of more digits than a JSON reader takes. Accepted, the orchestrator could
+        not read the entry, and the call would never get what its poster was told was
+        queued."""
+        try:
+            from_json(text)
+        except ValueError as exc:
+            reason = (
+                f"{what} holds a value the orchestrator cannot read ({exc}; an integer of "
+                "over 4300 digits? send it as a string)"
+            )
+            self._refuse_unkept(call_id, reason, final=final, source=source, kind=kind)
+            raise InvalidCompletionError(f"{reason}; nothing was posted") from None
 
     def _refuse_unkept(
         self,

@@ -17,7 +17,7 @@ from toolfleet.orchestrator.mcpserve.final_results import FinalResults
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
-from toolfleet.shared.errors import CompletionError
+from toolfleet.shared.errors import CompletionError, InvalidCompletionError
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import SWEEP_CHUNK, PendingCalls
@@ -130,3 +130,42 @@ async def test_the_sweep_goes_past_old_tickets_of_live_sessions(
     assert await pending.asweep_orphans(fake_redis, before, after) == (1, None)
     assert not await fake_redis.hexists(KEYS.pending(), "a1")
     assert await fake_redis.hlen(KEYS.pending()) == SWEEP_CHUNK
+
+
+@pytest.mark.parametrize(
+    ("post", "what"),
+    [
+        (lambda c: c.post_result("a1", {"n": 10**5000}), "the result"),
+        (lambda c: c.post_result("a1", {"n": [-(10**4400)]}, final=False), "the result"),
+    ],
+)
+def test_a_result_the_orchestrator_could_not_read_is_refused_when_posted(
+    post: Any, what: str
+) -> None:
+    """An integer of more digits than JSON readers take (a program's Python int): the
+    post was accepted, then the orchestrator could not read the entry and dead-lettered
+    it, so the call never got the result its poster was told was queued."""
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    assert completions.register(call("a1", ANN, agent="root"))
+
+    with pytest.raises(InvalidCompletionError, match=rf"^{what} holds a value"):
+        post(completions)
+
+    assert client.xlen(KEYS.completions("app")) == 0
+    ((_, letter),) = client.xrange(KEYS.dead_letters())
+    assert letter[b"reason"].startswith(f"{what} holds a value".encode())
+    assert len(letter[b"completion"]) < 1000  # kept without the value
+    assert completions.find("a1") is not None
+
+
+def test_a_confirmation_payload_the_orchestrator_could_not_read_is_refused() -> None:
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    asking = call("a1", ANN, agent="root", kind="confirmation", ticket={"hint": "ok?"})
+    assert completions.register(asking)
+
+    with pytest.raises(InvalidCompletionError, match=r"^the payload holds a value"):
+        completions.confirm("a1", True, payload={"n": 10**5000})
+
+    assert client.xlen(KEYS.completions("app")) == 0
