@@ -89,10 +89,7 @@ def cmd_complete(args: argparse.Namespace) -> None:
     """`toolfleet tickets complete`: post `--json` as the call's final result, or as progress
     with `--progress`; InvalidCompletionError if it is not a JSON object."""
     _refuse_if_too_deep(args.call_id, args.json, "--json", final=not args.progress)
-    try:
-        response = json.loads(args.json)
-    except json.JSONDecodeError as exc:
-        raise InvalidCompletionError(f"--json is not valid JSON: {exc}") from exc
+    response = _json_option(args.json, "--json")
     _post(args.call_id, response, final=not args.progress)
 
 
@@ -120,11 +117,17 @@ def cmd_confirm(args: argparse.Namespace) -> None:
     payload = UNCHANGED
     if args.payload is not None:
         _refuse_if_too_deep(args.call_id, args.payload, "--payload", kind="confirmation")
-        try:
-            payload = json.loads(args.payload)
-        except json.JSONDecodeError as exc:
-            raise InvalidCompletionError(f"--payload is not valid JSON: {exc}") from exc
+        payload = _json_option(args.payload, "--payload")
     _confirm(args.call_id, True, payload)
+
+
+def _json_option(text: str, option: str) -> Any:
+    """The JSON value of `option`; InvalidCompletionError if it is not JSON Python reads
+    (ValueError, not only JSONDecodeError, for an integer of over 4300 digits)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidCompletionError(f"{option} is not valid JSON: {exc}") from exc
 
 
 def _refuse_if_too_deep(

@@ -3,6 +3,7 @@ another user's calls, oversized or repeated posts, and what they leave in Redis.
 
 from __future__ import annotations
 
+import argparse
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -11,6 +12,7 @@ import fakeredis
 import pytest
 
 from tests.support import until
+from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.completions.listener import CompletionListener
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.mcpserve.final_results import FinalResults
@@ -169,3 +171,23 @@ def test_a_confirmation_payload_the_orchestrator_could_not_read_is_refused() -> 
         completions.confirm("a1", True, payload={"n": 10**5000})
 
     assert client.xlen(KEYS.completions("app")) == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["complete", "a1", "--json"], "--json"),
+        (["confirm", "a1", "--payload"], "--payload"),
+    ],
+)
+def test_the_cli_refuses_an_integer_json_cannot_read_saying_so(
+    command: list[str], option: str
+) -> None:
+    """Python's JSON reader takes at most 4300 digits: past that, the operator got a
+    traceback."""
+    parser = argparse.ArgumentParser()
+    add_ticket_commands(parser.add_subparsers())
+    args = parser.parse_args(["tickets", *command, '{"n": ' + "9" * 5000 + "}"])
+
+    with pytest.raises(InvalidCompletionError, match=rf"^{option} is not valid JSON: .*4300"):
+        args.func(args)
