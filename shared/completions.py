@@ -273,11 +273,15 @@ class Completions:
         payload: Any = UNCHANGED,
         source: str = "api",
         check: PendingCheck | None = None,
+        asked: int | None = None,
     ) -> str:
         """Answer a call waiting for a person's confirmation: confirmed, it is sent (its
         tool finds `payload`, if given, in `tool_context.tool_confirmation`); rejected, it
         gets an error response and never runs. Return the stream entry id. `check`: see
-        `pending_for`."""
+        `pending_for`. `asked`: the question the person answers (the call's
+        `asked_again` as shown to them); a call that asked again since refuses the
+        answer (AwaitingConfirmationError, dead-lettered). None: the question it asks
+        when this is posted."""
         response: dict[str, Any] = {"confirmed": bool(confirmed)}
         if value_depth(payload, stop_above=self.max_json_depth) > self.max_json_depth:
             raise self.refuse_too_deep(call_id, "the payload", source=source, kind="confirmation")
@@ -294,6 +298,14 @@ class Completions:
         )
         pending = self.pending_for(completion, check)
         completion.session_key = pending.session_key
+        if asked is not None and asked != pending.asked_again:
+            error = AwaitingConfirmationError(
+                f"call {call_id!r} asked again since the question answered was shown "
+                f"(question {asked}, now {pending.asked_again}): answer the question it "
+                "asks now; nothing was posted"
+            )
+            self._dead_letter(completion, str(error))
+            raise error
         completion.asked_again = pending.asked_again  # the question it answers
         return self._post(pending, completion)
 

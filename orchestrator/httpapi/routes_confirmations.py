@@ -49,7 +49,12 @@ def confirmations_router(api: HttpApi) -> APIRouter:
         payload = body.payload if "payload" in body.model_fields_set else UNCHANGED
         # Over TOOLFLEET_MAX_PAYLOAD_BYTES, the payload is refused there (413).
         entry_id = await asyncio.to_thread(
-            api.completions.confirm, call_id, body.confirmed, payload=payload, source="http"
+            api.completions.confirm,
+            call_id,
+            body.confirmed,
+            payload=payload,
+            source="http",
+            asked=body.asked_again,
         )
         verdict = "confirmed: the call is sent" if body.confirmed else "rejected"
         return Accepted(

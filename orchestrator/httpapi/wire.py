@@ -87,6 +87,13 @@ class ConfirmationAnswer(BaseModel):
         description="The payload as edited, for the tool's `tool_context.tool_confirmation`; "
         "leave it out to pass the payload it asked with.",
     )
+    asked_again: int | None = Field(
+        default=None,
+        ge=0,
+        description="The question answered: the ticket's `asked_again` as shown. A call that "
+        "asked again since (a new question, another payload) refuses the answer (409); "
+        "leave it out to answer whatever it asks when this arrives.",
+    )
 
 
 class SuppliedCredential(BaseModel):
@@ -145,6 +152,11 @@ class Ticket(BaseModel):
         "(POST /tickets/{call_id}/confirmation).",
     )
     ticket: dict[str, Any] = Field(description="The call's initial (pending) response.")
+    asked_again: int = Field(
+        default=0,
+        description="How many times the call asked again (a new question once answered): "
+        "a confirmation sends it back as the question it answers.",
+    )
     created_at: float = Field(description="Epoch seconds.")
     age_s: float
     progress: list[dict[str, Any]]

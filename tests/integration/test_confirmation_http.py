@@ -119,3 +119,27 @@ async def test_the_payload_edited_on_the_approvals_page_reaches_the_tool(
         assert await served.orch.wait_until_settled(session_key(APP, user, session_id), WAIT_S)
         text = await last_text(client, user, session_id)
     assert text == 'booked: {"booked": {"city": "Oslo", "nights": 5}, "runs": 1}'
+
+
+async def test_a_confirmation_naming_another_question_than_the_calls_is_refused(
+    served: RunningHttp,
+) -> None:
+    """The answer names the question shown (`asked_again`): one the call no longer asks
+    (it asked again since) answers 409 and is not applied."""
+    async with httpx.AsyncClient(base_url=served.url, headers=bearer(), timeout=WAIT_S) as client:
+        user = f"u-{uuid.uuid4().hex[:6]}"
+        session_id, ticket = await ask_for_trip(client, user)
+        (shown,) = (await client.get("/tickets", params={"session_id": session_id})).json()
+        assert shown["asked_again"] == 0
+        url = f"/tickets/{ticket['call_id']}/confirmation"
+
+        stale = await client.post(url, json={"confirmed": True, "asked_again": 1})
+        assert stale.status_code == 409, stale.text
+        assert "asked again since the question answered was shown" in stale.text
+        assert (await client.get(f"/tickets/{ticket['call_id']}")).status_code == 200
+
+        confirmed = await client.post(url, json={"confirmed": True, "asked_again": 0})
+        assert confirmed.status_code == 202, confirmed.text
+        assert await served.orch.wait_until_settled(session_key(APP, user, session_id), WAIT_S)
+        text = await last_text(client, user, session_id)
+    assert text == 'booked: {"booked": {"city": "Oslo", "nights": 2}, "runs": 1}'

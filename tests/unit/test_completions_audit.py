@@ -14,14 +14,19 @@ import pytest
 from tests.support import until
 from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.completions.listener import CompletionListener
+from toolfleet.orchestrator.httpapi.wire import ConfirmationAnswer, Ticket
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.mcpserve.final_results import FinalResults
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
-from toolfleet.shared.errors import CompletionError, InvalidCompletionError
+from toolfleet.shared.errors import (
+    AwaitingConfirmationError,
+    CompletionError,
+    InvalidCompletionError,
+)
 from toolfleet.shared.keys import Keys, SessionKey, session_key
-from toolfleet.shared.messages import PendingCall
+from toolfleet.shared.messages import Completion, PendingCall
 from toolfleet.shared.pending import SWEEP_CHUNK, PendingCalls
 
 KEYS = Keys("t")
@@ -191,3 +196,29 @@ def test_the_cli_refuses_an_integer_json_cannot_read_saying_so(
 
     with pytest.raises(InvalidCompletionError, match=rf"^{option} is not valid JSON: .*4300"):
         args.func(args)
+
+
+def test_a_confirmation_of_a_question_asked_before_is_refused_when_posted() -> None:
+    """Approver B looks at the call's question; approver A confirms it, and the tool asks
+    again (a new question, another payload). B's yes, posted now, named no question: it
+    answered the new one. Naming the question B saw, it is refused and kept."""
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    asking = call("a1", ANN, agent="root", kind="confirmation", ticket={"hint": "$10,000?"})
+    assert completions.register(asking.model_copy(update={"asked_again": 1}))
+
+    with pytest.raises(AwaitingConfirmationError, match="asked again since the question"):
+        completions.confirm("a1", True, payload={"amount": 10}, asked=0)
+
+    assert client.xlen(KEYS.completions("app")) == 0
+    ((_, letter),) = client.xrange(KEYS.dead_letters())
+    assert b"asked again since the question answered was shown" in letter[b"reason"]
+    entry_id = completions.confirm("a1", True, asked=1)
+    ((_, fields),) = client.xrange(KEYS.completions("app"), entry_id, entry_id)
+    assert Completion.model_validate_json(fields[b"completion"]).asked_again == 1
+
+
+def test_a_ticket_shows_the_question_a_confirmation_names() -> None:
+    asked = call("a1", ANN, kind="confirmation", ticket={"hint": "?"}, asked_again=2)
+    assert Ticket.of(asked, ()).asked_again == 2
+    assert ConfirmationAnswer.model_validate({"confirmed": True, "asked_again": 2}).asked_again == 2

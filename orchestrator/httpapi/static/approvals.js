@@ -150,12 +150,15 @@ function confirmationControls(ticket, decision, row) {
     button.className = verb === "confirm" ? "approve" : "reject";
     button.dataset.decision = verb;
     button.textContent = label;
-    button.addEventListener("click", () => answer(ticket.call_id, confirmed, payload.value, row));
+    button.addEventListener("click", () => answer(ticket, confirmed, payload.value, row));
     decision.append(button);
   }
 }
 
-async function answer(callId, confirmed, payloadText, row) {
+// The answer names the question shown (asked_again): a call that asked again since
+// refuses it (409), and the person sees the new question at the next refresh.
+async function answer(ticket, confirmed, payloadText, row) {
+  const callId = ticket.call_id;
   let payload;
   try {
     payload = JSON.parse(payloadText);
@@ -166,7 +169,8 @@ async function answer(callId, confirmed, payloadText, row) {
   row.classList.add("sent");
   for (const button of row.querySelectorAll("button")) button.disabled = true;
   try {
-    const body = confirmed ? { confirmed, payload } : { confirmed };
+    const asked = { asked_again: ticket.asked_again ?? 0 };
+    const body = confirmed ? { confirmed, payload, ...asked } : { confirmed, ...asked };
     await api(`tickets/${encodeURIComponent(callId)}/confirmation`, {
       method: "POST",
       body: JSON.stringify(body),
