@@ -82,7 +82,9 @@ ANN, BOB = session_key("app", "ann", "s1"), session_key("app", "bob", "s2")
 
 
 async def test_a_ticket_whose_session_expired_is_removed_without_a_completion(
-    fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
+    fake_server: fakeredis.FakeServer,
+    fake_redis: fakeredis.FakeAsyncRedis,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A session idle past its time to live (its call waits for a result that never
     comes) expires; its ticket would stay in the pending hash and the age index for
@@ -103,6 +105,7 @@ async def test_a_ticket_whose_session_expired_is_removed_without_a_completion(
         {"app": cast(Runner, runner)}, fake_redis, KEYS, "replica-1",
         block_ms=20, owed_scan_s=3600, claim_idle_ms=100, session_ttl_s=TTL_S,
     )  # fmt: skip
+    monkeypatch.setattr(listener.resumer, "resume_owed", nothing_owed)
 
     await listener.start()
     try:
@@ -222,3 +225,7 @@ def test_a_ticket_shows_the_question_a_confirmation_names() -> None:
     asked = call("a1", ANN, kind="confirmation", ticket={"hint": "?"}, asked_again=2)
     assert Ticket.of(asked, ()).asked_again == 2
     assert ConfirmationAnswer.model_validate({"confirmed": True, "asked_again": 2}).asked_again == 2
+
+
+async def nothing_owed() -> None:
+    return None
