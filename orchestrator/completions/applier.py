@@ -58,6 +58,8 @@ from toolfleet.shared.scripts import LuaScript
 log = logging.getLogger(__name__)
 
 GROUP = COMPLETIONS_GROUP
+# Runs of the apply script for one progress report whose record the worker keeps writing.
+RECORD_TRIES = 5
 APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
 
 # KEYS: 1 lease, 2 pending hash, 3 applied claim, 4 events, 5 resume set, 6 stream,
@@ -66,7 +68,9 @@ APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
 # ARGV: 1 token, 2 call id, 3 entry id, 4 event JSON, 5 session id, 6 group,
 #       7 applied TTL, 8 claim JSON, 9 posted JSON, 10 now, 11 dead-letter maxlen,
 #       12 closed TTL, 13 "final", "closed" (final, without resuming the agent) or the
-#       updated pending record (progress).
+#       updated pending record (progress), 14 the record as read (progress: 'changed'
+#       and nothing done if it changed since - the worker, which holds no lease, wrote
+#       the tool's initial response - so that the update is made again on it).
 _APPLY_LUA = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST the session lease is not held by this writer')
@@ -107,8 +111,10 @@ if redis.call('hexists', KEYS[2], ARGV[2]) == 0 then
   end
   return refuse('no pending call with id ' .. ARGV[2])
 end
+local final = ARGV[13] == 'final' or ARGV[13] == 'closed'
+if not final and redis.call('hget', KEYS[2], ARGV[2]) ~= ARGV[14] then return {'changed'} end
 local n = redis.call('rpush', KEYS[4], ARGV[4])
-if ARGV[13] == 'final' or ARGV[13] == 'closed' then
+if final then
   redis.call('set', KEYS[3], ARGV[8], 'EX', ARGV[7])
   redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
   redis.call('hdel', KEYS[2], ARGV[2])
@@ -284,14 +290,15 @@ class CompletionApplier:
 
     async def _still_posted(
         self, stream: str, entry_id: str, call_id: str
-    ) -> tuple[bool, PendingCall | None]:
+    ) -> tuple[bool, PendingCall | None, bytes | None]:
         """Whether the entry is still in the stream (not applied or refused by anyone
-        yet), and the call's pending record: one round trip, the record's only read."""
+        yet), and the call's pending record, parsed and as read: one round trip, the
+        record's only read."""
         pipe = self._redis.pipeline(transaction=False)
         pipe.xrange(stream, entry_id, entry_id)
         self._pending.stage_aget(pipe, call_id)
         found, record = await pipe.execute()
-        return bool(found), self._pending.parsed(record)
+        return bool(found), self._pending.parsed(record), record
 
     async def _apply_one(
         self,
@@ -307,7 +314,7 @@ class CompletionApplier:
         if isinstance(completion, str):  # refused only if still there: the script checks
             await self.refuse(stream, entry, completion, session)
             return False
-        posted, pending = await self._still_posted(stream, entry.entry_id, completion.call_id)
+        posted, pending, read = await self._still_posted(stream, entry.entry_id, completion.call_id)
         if not posted:
             return False  # applied or refused already (by us, as an earlier one, or another)
         if pending is None:
@@ -352,7 +359,7 @@ class CompletionApplier:
                 self._consumer_of(stream, entry.entry_id, pending, completion),
                 answer,
             )
-        event = await self._script(runner, stream, entry, completion, pending, hold)
+        event = await self._script(stream, entry, completion, (pending, read or b""), hold)
         if event is None:
             return False
         await self._resumer.notify(session, event)
@@ -362,20 +369,44 @@ class CompletionApplier:
 
     async def _script(
         self,
-        runner: Runner,
+        stream: str,
+        entry: PostedEntry,
+        completion: Completion,
+        record: tuple[PendingCall, bytes],
+        hold: LeaseHold,
+    ) -> Event | None:
+        """Run the apply script for `entry` (its parsed `completion`) on the call's
+        record (parsed, and as read); the event appended, or None if refused (the script
+        says why) or not due. Progress is applied again on the record as it is now if
+        the worker wrote it meanwhile."""
+        pending, read = record
+        for _ in range(RECORD_TRIES):
+            event = self._event(pending, completion)
+            reply = await self._run_script(stream, entry, completion, pending, read, event, hold)
+            if decoded(reply[0]) != "changed":
+                break
+            now: Any = await self._redis.hget(self._keys.pending(), completion.call_id)
+            read, fresh = now, self._pending.parsed(now)
+            if fresh is None:  # the worker took its ticket back: the call is over
+                reason = await self._why_not_pending(completion.call_id)
+                await self.refuse(stream, entry, reason, pending.session_key)
+                return None
+            pending = fresh
+        return self._outcome(entry, completion, pending, reply, event)
+
+    async def _run_script(
+        self,
         stream: str,
         entry: PostedEntry,
         completion: Completion,
         pending: PendingCall,
+        read: bytes,
+        event: Event,
         hold: LeaseHold,
-    ) -> Event | None:
-        """Run the apply script for `entry` (its parsed `completion`) on the call's record
-        `pending`; the event appended, or None if refused (the script says why) or not
-        due."""
+    ) -> Any:
+        """One run of the apply script on the record `pending` (`read`: its text),
+        appending `event`."""
         session = pending.session_key
-        event = _response_event(pending, completion)
-        if not completion.final and not self._progress_to_model:
-            event = event.model_copy(update={"content": None, "progress": completion.response})
         # A cancellation of the session closes the ticket without resuming the agent.
         mode = "final" if completion.resume else "closed"
         if not completion.final:
@@ -411,9 +442,28 @@ class CompletionApplier:
             DEAD_LETTERS_MAXLEN,
             CLOSED_TTL_S,
             mode,
+            read,
         )
+        tracing.finish(span, toolfleet__outcome=decoded(reply[0]))
+        return reply
+
+    def _event(self, pending: PendingCall, completion: Completion) -> Event:
+        """The session event applying `completion` to the call `pending` appends."""
+        event = _response_event(pending, completion)
+        if not completion.final and not self._progress_to_model:
+            event = event.model_copy(update={"content": None, "progress": completion.response})
+        return event
+
+    def _outcome(
+        self,
+        entry: PostedEntry,
+        completion: Completion,
+        pending: PendingCall,
+        reply: Any,
+        event: Event,
+    ) -> Event | None:
+        """`event` if the script's `reply` says it was appended, else None (logged why)."""
         outcome = decoded(reply[0])
-        tracing.finish(span, toolfleet__outcome=outcome)
         with guarded():
             metrics().completions.labels(outcome).inc()
         if outcome == "refused":

@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
+from toolfleet.orchestrator.completions import applier as applier_module
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
 from toolfleet.orchestrator.completions.entries import PostedEntry
 from toolfleet.orchestrator.completions.resumer import BackgroundTasks, SessionResumer
@@ -255,3 +256,37 @@ async def test_a_tickets_record_keeps_only_its_latest_progress(replica: Applying
     assert kept == [{"done": n} for n in range(posts - PROGRESS_KEPT, posts)]
     events = (await replica.store.get(ANN)).events
     assert sum(e.author == "completion" for e in events) == posts
+
+
+async def test_progress_applied_as_the_worker_records_the_ticket_keeps_both(
+    replica: ApplyingReplica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job the tool started posts progress while the tool still runs; the worker then
+    records the tool's initial response in the ticket (it holds no session lease),
+    between the applier's read of the record and its script. The script wrote back the
+    record it had read: the ticket lost its initial response."""
+    opened = call("a1", ANN).model_copy(update={"ticket": {}})
+    assert replica.completions.register(opened)
+    entry_id = replica.completions.post_result("a1", {"done": 10}, final=False)
+    initial = opened.model_copy(update={"ticket": {"status": "pending", "ticket": "T-1"}})
+    apply_script = applier_module._APPLY.run
+    raced = False
+
+    async def worker_writes_first(*args: Any) -> Any:
+        nonlocal raced
+        if not raced:  # the worker's post of the tool's initial response, as it lands
+            raced = True
+            record = PendingCalls(KEYS, frozenset()).record(initial)
+            replica.sync.hset(KEYS.pending(), "a1", record)
+        return await apply_script(*args)
+
+    monkeypatch.setattr(applier_module._APPLY, "run", worker_writes_first)
+    await replica.applier.apply(STREAM, replica.entry(entry_id))
+
+    kept = replica.completions.get("a1")
+    assert kept.ticket == {"status": "pending", "ticket": "T-1"}
+    assert kept.progress == [{"done": 10}]
+    assert replica.sync.xlen(STREAM) == 0
+    assert replica.sync.xlen(KEYS.dead_letters()) == 0
+    events = (await replica.store.get(ANN)).events
+    assert sum(e.author == "completion" for e in events) == 1

@@ -200,8 +200,10 @@ async def test_an_applied_completion_changes_the_record_and_the_set_together(
         entry = PostedEntry.read(entry_id, raw, applier.max_json_depth)
         assert isinstance(entry.completion, Completion)
         pending = completions.get(call_id)
+        read = sync.hget(KEYS.pending(), call_id)
+        assert read is not None
         stream = KEYS.completions("app")
-        await applier._script(cast(Any, None), stream, entry, entry.completion, pending, hold)
+        await applier._script(stream, entry, entry.completion, (pending, read), hold)
 
     await apply("a1", final=False)  # progress: the record stays, updated
     assert await consistent(fake_redis) == {ANN: {"a1", "a2"}, BOB: {"b1"}}
