@@ -378,7 +378,10 @@ class PendingCalls:
         records: Any = await client.hmget(self.key, ids)
         dropped = 0
         for call_id, raw in zip(ids, records, strict=True):
-            call = _parsed(raw)
+            try:
+                call = _parsed(raw)
+            except ValueError:  # not a record this version reads: not its to remove
+                continue
             if call is None or call.agent == SERVED_AGENT:
                 continue
             session = call.session_key

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 MAX_APPLYING = 256
 # Entries read (or taken over) per request at most.
 READ_COUNT = 100
+# The wait after a step of the read loop failed otherwise than by a lost connection.
+STEP_BACKOFF_S = 1.0
 
 
 class CompletionListener:
@@ -139,6 +141,15 @@ class CompletionListener:
                     return
                 log.warning("completions read failed (%s); retrying", exc)
                 await asyncio.sleep(0.5)  # back off while Redis is away
+                continue
+            except Exception:
+                # Redis refusing a command (out of memory, a key of the wrong type) or a
+                # step's own error: this task is the replica's only reader, and ending
+                # it would leave every later completion unapplied here.
+                if self._stopping:
+                    return
+                log.exception("completions step failed; retrying in %.1f s", STEP_BACKOFF_S)
+                await asyncio.sleep(STEP_BACKOFF_S)
                 continue
             for stream, entries in response or []:
                 for entry_id, fields in entries:

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import fakeredis
 import pytest
+import redis
 
 from tests.support import until
 from toolfleet.orchestrator.completions.applier import GROUP
@@ -86,3 +87,47 @@ async def test_background_tasks_are_tracked_until_they_end() -> None:
     gate.set()
     await asyncio.wait_for(forgotten.wait(), timeout=5)
     assert len(tasks) == 0 and list(tasks) == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'."),
+        ValueError("a record that does not parse"),
+    ],
+)
+async def test_an_error_in_the_read_loop_is_logged_and_the_loop_goes_on(
+    monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """Redis refusing a command (out of memory, say) or any other error of a step ended
+    the listener's task: the replica applied no completion again until restarted."""
+    client = fakeredis.FakeAsyncRedis()
+    runner = SimpleNamespace(settings=SimpleNamespace(secret_arg_names=(), max_json_depth=64))
+    listener = CompletionListener(
+        {"app": cast(Runner, runner)}, client, KEYS, "replica-1",
+        block_ms=20, owed_scan_s=3600, claim_idle_ms=10,
+    )  # fmt: skip
+    failed, done = [], []
+
+    async def take_over_fails() -> None:
+        if not failed:
+            failed.append(error)
+            raise error
+
+    async def handle(stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        done.append(entry_id)
+
+    async def nothing_owed() -> None:
+        return None
+
+    monkeypatch.setattr(listener, "_take_over_stale", take_over_fails)
+    monkeypatch.setattr(listener, "_handle", handle)
+    monkeypatch.setattr(listener.resumer, "resume_owed", nothing_owed)
+    await listener.start()
+    try:
+        await until(lambda: failed, "the failed step", 10)
+        await client.xadd(KEYS.completions("app"), {"completion": "{}"})
+        await until(lambda: done, "the entry posted after the error handled", 10)
+    finally:
+        await listener.stop()
+        await client.aclose()
