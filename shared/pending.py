@@ -126,9 +126,11 @@ return #ids
 _DROP_SESSION = LuaScript(_DROP_SESSION_LUA)
 
 # KEYS: the session hash, pending hash, the age index, the session's pending set, the
-# call's closed marker. ARGV: call id, closed TTL, the record as read. Removes a record
-# whose session is gone, unless the session or the record changed since it was read; 1
-# if it went.
+# call's closed marker, its app's completions stream, the session's completion order.
+# ARGV: call id, closed TTL, the record as read, "served" or "". Removes a record whose
+# session is gone, unless the session or the record changed since it was read; 1 if it
+# went. A served call (`toolfleet mcp serve`'s, read by no orchestrator) takes along what
+# was posted for it and never fetched: nothing else removes it from the stream.
 _DROP_ORPHAN_LUA = """
 if redis.call('exists', KEYS[1]) == 1 then return 0 end
 if redis.call('hget', KEYS[2], ARGV[1]) ~= ARGV[3] then return 0 end
@@ -136,6 +138,20 @@ redis.call('hdel', KEYS[2], ARGV[1])
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('srem', KEYS[4], ARGV[1])
 redis.call('set', KEYS[5], 1, 'EX', ARGV[2])
+if ARGV[4] ~= 'served' then return 1 end
+for _, id in ipairs(redis.call('lrange', KEYS[7], 0, -1)) do
+  local entry = redis.call('xrange', KEYS[6], id, id)[1]
+  local fields = entry and entry[2] or {}
+  for i = 1, #fields, 2 do
+    if fields[i] == 'completion' then
+      local ok, posted = pcall(cjson.decode, fields[i + 1])
+      if ok and type(posted) == 'table' and posted['call_id'] == ARGV[1] then
+        redis.call('xdel', KEYS[6], id)
+        redis.call('lrem', KEYS[7], 0, id)
+      end
+    end
+  end
+end
 return 1
 """
 _DROP_ORPHAN = LuaScript(_DROP_ORPHAN_LUA)
@@ -362,7 +378,8 @@ class PendingCalls:
         `after`) whose session is gone, closing their calls: a session that expired
         while its call waited leaves a record no completion may ever come for. Return
         how many went and where the next step goes on (None: every record was looked
-        at). A call of `toolfleet mcp serve` has no session: its record stays."""
+        at). A call of `toolfleet mcp serve` has no session: it goes once as old, with
+        what was posted for it (its MCP client never asked for it)."""
         await self._indexed(client)
         found: Any = await client.zrangebyscore(
             self._keys.pending_by_age(),
@@ -382,20 +399,23 @@ class PendingCalls:
                 call = _parsed(raw)
             except ValueError:  # not a record this version reads: not its to remove
                 continue
-            if call is None or call.agent == SERVED_AGENT:
+            if call is None:
                 continue
             session = call.session_key
             dropped += await _DROP_ORPHAN.run(
                 client,
-                5,
+                7,
                 self._keys.session(session),
                 self.key,
                 self._keys.pending_by_age(),
                 self._keys.session_pending(session),
                 self._keys.closed(session, call_id),
+                self._keys.completions(call.app_name),
+                self._keys.completion_order(session),
                 call_id,
                 CLOSED_TTL_S,
                 raw,
+                "served" if call.agent == SERVED_AGENT else "",
             )
         last = float(found[-1][1])
         return dropped, last if len(found) == SWEEP_CHUNK else None

@@ -88,7 +88,9 @@ async def test_a_ticket_whose_session_expired_is_removed_without_a_completion(
 ) -> None:
     """A session idle past its time to live (its call waits for a result that never
     comes) expires; its ticket would stay in the pending hash and the age index for
-    good, listed as pending. The listener removes it, and no other."""
+    good, listed as pending. The listener removes it, and no other. So goes a call of
+    `toolfleet mcp serve` as old, whose client never fetched the result posted for it:
+    no orchestrator reads its stream, which filled up until it refused every post."""
     sync = fakeredis.FakeRedis(server=fake_server)
     await SessionStore(fake_redis, KEYS).create("app", "bob", "s2")
     completions = Completions(sync, KEYS)
@@ -97,25 +99,35 @@ async def test_a_ticket_whose_session_expired_is_removed_without_a_completion(
         call("a1", ANN, agent="root", created_at=old),  # its session expired
         call("a2", ANN, agent="root"),  # made within the TTL: its session may come back
         call("b1", BOB, agent="root", created_at=old),  # its session lives on
-        call("m1", created_at=old),  # `mcp serve`'s: no session
+        call("m1", created_at=old),  # `mcp serve`'s, never fetched
+        call("m2"),  # `mcp serve`'s, made within the TTL
     ):
         assert completions.register(pending)
+    completions.post_result("m1", {"answer": 1})
+    kept = completions.post_result("m2", {"answer": 2})
     runner = SimpleNamespace(settings=SimpleNamespace(secret_arg_names=(), max_json_depth=64))
+    # A replica of another app: no orchestrator reads the served calls' stream.
     listener = CompletionListener(
-        {"app": cast(Runner, runner)}, fake_redis, KEYS, "replica-1",
+        {"agents": cast(Runner, runner)}, fake_redis, KEYS, "replica-1",
         block_ms=20, owed_scan_s=3600, claim_idle_ms=100, session_ttl_s=TTL_S,
     )  # fmt: skip
     monkeypatch.setattr(listener.resumer, "resume_owed", nothing_owed)
 
     await listener.start()
     try:
-        await until(lambda: completions.find("a1") is None, "the expired ticket removed", 10)
+        await until(
+            lambda: completions.find("a1") is None and completions.find("m1") is None,
+            "the expired tickets removed",
+            10,
+        )
     finally:
         await listener.stop()
 
-    assert {c.call_id for c in completions.pending()} == {"a2", "b1", "m1"}
+    assert {c.call_id for c in completions.pending()} == {"a2", "b1", "m2"}
     indexed = {m.decode() for m in sync.zrange(KEYS.pending_by_age(), 0, -1)}
-    assert indexed == {"a2", "b1", "m1"}
+    assert indexed == {"a2", "b1", "m2"}
+    assert [e.decode() for e, _ in sync.xrange(KEYS.completions("app"))] == [kept]
+    assert [e.decode() for e in sync.lrange(KEYS.completion_order(MINE), 0, -1)] == [kept]
     assert sync.exists(KEYS.closed(ANN, "a1"))  # a late result for it is refused
     with pytest.raises(CompletionError, match="no pending call with id 'a1'"):
         completions.post_result("a1", {"status": "approved"})
