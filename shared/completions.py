@@ -187,6 +187,7 @@ class Completions:
 
     def get(self, call_id: str) -> PendingCall:
         """The pending call `call_id`; raise CompletionError saying why if it is not."""
+        call_id = _named(call_id)
         pending = self._pending.get(self._redis, call_id)
         if pending is None:
             raise self._not_pending(call_id)
@@ -194,7 +195,7 @@ class Completions:
 
     def find(self, call_id: str) -> PendingCall | None:
         """The pending call `call_id`, or None if it is not pending."""
-        return self._pending.get(self._redis, call_id)
+        return self._pending.get(self._redis, _named(call_id))
 
     def pending_for(self, completion: Completion, check: PendingCheck | None = None) -> PendingCall:
         """The pending call `completion` answers. Refused - the call is not pending, or it
@@ -511,7 +512,7 @@ class Completions:
     def answered_in(self, call_id: str) -> str | None:
         """The session (its SessionKey) whose call `call_id` was answered, while the
         record of what answered it lasts; None for a call not answered."""
-        applied = self._redis.get(self._keys.applied(call_id))
+        applied = self._redis.get(self._keys.applied(_named(call_id)))
         if applied is None:
             return None
         session = json.loads(applied).get("session")
@@ -560,6 +561,14 @@ def cancelled_ticket(tool: str) -> dict[str, Any]:
         f"the pending call of {tool!r} was cancelled (by the user or an operator); no "
         "result will come for it",
     )
+
+
+def _named(call_id: str) -> str:
+    """`call_id` as it can name a call: text UTF-8 cannot carry (a shell's undecodable
+    bytes, JSON's lone "\\ud800") replaced, as a posted completion's id is. No call has
+    such an id; Redis's client would raise on it rather than find none."""
+    named: str = without_lone_surrogates(call_id)
+    return named
 
 
 def _text(value: bytes | str) -> str:

@@ -340,8 +340,10 @@ class Completion(BaseModel):
     # since (a new question) does not take it; None: posted by a version that did not say.
     asked_again: int | None = None
 
-    # A response from outside (an HTTP body's "\ud800") may hold text UTF-8 cannot carry.
+    # A response from outside (an HTTP body's "\ud800") may hold text UTF-8 cannot carry;
+    # so may the call id it names (a shell's undecodable bytes), which no call has.
     _encodable_response = field_validator("response")(without_lone_surrogates)
+    _encodable_call_id = field_validator("call_id")(without_lone_surrogates)
 
 
 COMPLETION_FIELD = "completion"

@@ -241,3 +241,31 @@ def test_a_ticket_shows_the_question_a_confirmation_names() -> None:
 
 async def nothing_owed() -> None:
     return None
+
+
+LONE = "tf-\udcff"  # a call id as a shell passes undecodable bytes, or JSON's "\ud800"
+
+
+def test_a_call_id_utf8_cannot_carry_names_no_call_at_every_entry() -> None:
+    """Such an id reached Redis as it was and the client raised UnicodeEncodeError: a
+    traceback for `toolfleet tickets`, a 500 for ADK's `/run`, a failed MCP tool."""
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+
+    assert completions.find(LONE) is None
+    assert completions.answered_in(LONE) is None
+    with pytest.raises(CompletionError, match="no pending call with id 'tf-\ufffd'"):
+        completions.get(LONE)
+    for post in (
+        lambda: completions.post_result(LONE, {"status": "approved"}),
+        lambda: completions.confirm(LONE, True),
+        lambda: completions.cancel(LONE),
+    ):
+        with pytest.raises(CompletionError, match="no pending call with id 'tf-\ufffd'"):
+            post()
+    letters = client.xrange(KEYS.dead_letters())
+    assert [Completion.model_validate_json(f[b"completion"]).call_id for _, f in letters] == [
+        "tf-\ufffd"
+    ] * 3
+    fetched = FinalResults(client, KEYS, completions, "app", "mcp").fetch(LONE)
+    assert isinstance(fetched, dict) and fetched["error_type"] == "UnknownCall"
