@@ -36,6 +36,7 @@ from toolfleet.orchestrator.completions.spans import completion_span
 from toolfleet.orchestrator.completions.waiting import WaitingCalls
 from toolfleet.orchestrator.connections import decoded
 from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.sessions.compaction import idle_keys
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared import tracing
@@ -362,10 +363,22 @@ class CompletionApplier:
         event = await self._script(stream, entry, completion, (pending, read or b""), hold)
         if event is None:
             return False
+        await self._restart_idle_clock(runner, pending)
         await self._resumer.notify(session, event)
         if completion.kind == "cancel":
             return completion.resume
         return completion.final or self._progress_to_model
+
+    async def _restart_idle_clock(self, runner: Runner, pending: PendingCall) -> None:
+        """The event the script appended is a write to the session: its idle clock starts
+        again, as a turn's writes start it (progress alone may come for weeks)."""
+        ttl_s = runner.store.limits.ttl_s
+        if ttl_s <= 0:
+            return
+        batch = WriteBatch()
+        keys = idle_keys(self._keys, pending.session_key, pending.app_name, pending.user_id)
+        batch.refresh_ttl(ttl_s, *keys)
+        await batch.run(self._redis)
 
     async def _script(
         self,

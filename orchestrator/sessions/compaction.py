@@ -58,14 +58,18 @@ def stage_ttl(batch: WriteBatch, keys: Keys, session: Session, ttl_s: int) -> No
     lives as long as their latest session); nothing with `ttl_s` 0."""
     if ttl_s <= 0:
         return
-    batch.refresh_ttl(
-        ttl_s,
-        keys.session(session.key),
-        keys.events(session.key),
-        keys.session_state(session.key),
-        keys.results(session.key),
-        keys.session_pending(session.key),
-        keys.user_sessions(session.app_name, session.user_id),
+    batch.refresh_ttl(ttl_s, *idle_keys(keys, session.key, session.app_name, session.user_id))
+
+
+def idle_keys(keys: Keys, session: SessionKey, app_name: str, user_id: str) -> tuple[str, ...]:
+    """The keys whose idle clock a write to `session` restarts (`stage_ttl`)."""
+    return (
+        keys.session(session),
+        keys.events(session),
+        keys.session_state(session),
+        keys.results(session),
+        keys.session_pending(session),
+        keys.user_sessions(app_name, user_id),
     )
 
 

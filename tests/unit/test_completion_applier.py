@@ -290,3 +290,22 @@ async def test_progress_applied_as_the_worker_records_the_ticket_keeps_both(
     assert replica.sync.xlen(KEYS.dead_letters()) == 0
     events = (await replica.store.get(ANN)).events
     assert sum(e.author == "completion" for e in events) == 1
+
+
+async def test_progress_applied_restarts_the_sessions_idle_clock(
+    replica: ApplyingReplica,
+) -> None:
+    """A session expires once idle (no event written) for its time to live. A job's
+    progress is an event written: a session whose call reports progress every day was
+    still dropped 30 days after its last turn, and the job's final result refused."""
+    assert replica.completions.register(call("a1", ANN))
+    almost_idle = [KEYS.session(ANN), KEYS.events(ANN), KEYS.session_pending(ANN)]
+    for key in almost_idle:
+        replica.sync.expire(key, 5)
+    entry_id = replica.completions.post_result("a1", {"done": 10}, final=False)
+
+    await replica.applier.apply(STREAM, replica.entry(entry_id))
+
+    ttl = replica.store.limits.ttl_s
+    for key in almost_idle:
+        assert ttl - 60 < replica.sync.ttl(key) <= ttl, key
