@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 import redis
 import redis.asyncio as aioredis
-from _pytest.terminal import TerminalReporter
 
 from tests.faults.rabbit import rabbit_vhost
 from tests.faults.servers import RedisServer
+from tests.parallel import FIGURE
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.shared.auth import new_credential_key
 from toolfleet.shared.config import Settings
@@ -109,23 +109,12 @@ def workers(settings: Settings) -> Iterator[WorkerGroup]:
         yield group
 
 
-_FIGURES: list[tuple[str, str]] = []
-
-
 @pytest.fixture
 def report_figure(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
-    """`report_figure("kill -> response", "1.23 s")`: listed at the end of the run."""
+    """`report_figure("kill -> response", "1.23 s")`: listed at the end of the run
+    (tests/conftest.py), carried there on the test's report."""
 
     def report(name: str, value: object) -> None:
-        _FIGURES.append((f"{request.node.name}: {name}", str(value)))
+        request.node.user_properties.append((FIGURE, (f"{request.node.name}: {name}", str(value))))
 
     return report
-
-
-def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
-    if not _FIGURES:
-        return
-    terminalreporter.section("fault figures")
-    width = max(len(name) for name, _ in _FIGURES)
-    for name, value in _FIGURES:
-        terminalreporter.write_line(f"{name.ljust(width)}  {value}")

@@ -152,7 +152,12 @@ def test_a_message_handed_on_for_the_bound_already_is_answered(
     assert within.outcome is Outcome.HAND_ON
 
 
-@pytest.mark.parametrize("forged", [time.time() + 3600, float("nan"), "soon", True])
+# Ids of their own: a time in an id would differ between the processes that collect them.
+@pytest.mark.parametrize(
+    "forged",
+    [time.time() + 3600, float("nan"), "soon", True],
+    ids=["an-hour-ahead", "nan", "soon", "true"],
+)
 def test_a_first_hand_on_time_no_worker_wrote_counts_from_now(forged: object) -> None:
     """A message cannot circulate forever by a header saying it was first handed on in
     the future: the bound counts from this worker's clock."""
