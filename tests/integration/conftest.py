@@ -1,7 +1,9 @@
 """A real Redis server and real `celery worker` processes for the integration tests.
 
 The server is TOOLFLEET_TEST_REDIS_URL when set (use a database of its own: the keys
-the tests create are removed at the end), otherwise a private one on a free port.
+the tests create are removed at the end), otherwise a private one on a free port. Under
+pytest-xdist each worker process takes the database numbered after it (the URL's + the
+worker's index, tests.parallel): the tool queues are not prefixed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import redis
 from examples import reimbursement, support_tickets
 from tests.integration.bank_api import BankApi, serve_bank_api
 from tests.integration.browser import find_chromium
+from tests.parallel import database_url, worker_index
 from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
@@ -50,7 +53,7 @@ TICKET_RESOLVE_AFTER_S = "0.5"
 def redis_url() -> Iterator[str]:
     url = os.environ.get("TOOLFLEET_TEST_REDIS_URL")
     if url:
-        yield url
+        yield database_url(url, worker_index())
         return
     with EmbeddedRedis() as server:
         yield server.url
