@@ -36,8 +36,10 @@ def run(command: list[str], cwd: Path, **kwargs: object) -> subprocess.Completed
 def test_the_wheel_installs_one_import_name_and_its_demo_runs(tmp_path: Path) -> None:
     dist, venv, source = tmp_path / "dist", tmp_path / "venv", tmp_path / "source"
     # pip builds in the source tree (build/, *.egg-info): build a copy, links kept as links.
+    # Not the virtualenvs (.venv-adk is half a gigabyte, and another test process may be
+    # building it meanwhile) nor CI's artifacts, which page tests may be writing.
     skip = shutil.ignore_patterns(
-        ".git", ".venv", ".*_cache", "__pycache__", "build", "dist", "*.egg-info", "out"
+        ".git", ".venv*", ".ci", ".*_cache", "__pycache__", "build", "dist", "*.egg-info", "out"
     )
     shutil.copytree(ROOT, source, symlinks=True, ignore=skip)
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), "."], source)
