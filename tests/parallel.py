@@ -58,6 +58,9 @@ def make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
 
+    # Files in collection order, not most tests first: the fault tests (few, long, mostly
+    # waiting) start first and the unit files (many short tests) fill in at the end.
+    config.option.loadscopereorder = False
     return HostsTogether(config, log)
 
 
