@@ -11,7 +11,6 @@ deletes them.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,8 +20,7 @@ if TYPE_CHECKING:
     from xdist.remote import Producer
     from xdist.scheduler.protocol import Scheduling
 
-ROOT = Path(__file__).resolve().parents[1]
-HOSTS_DIR = ROOT / "tests" / "hosts"
+# Node ids are relative to the repository root (pyproject.toml's folder).
 HOSTS_UNIT = "tests/hosts"
 # The user property of a fault test's figure (tests/faults/conftest.py `report_figure`):
 # a test's report carries it from an xdist worker to the process that prints the summary.
@@ -42,7 +40,7 @@ def worker_index() -> int | None:
 def unit_of(nodeid: str) -> str:
     """The unit of distribution of a test: its file, or tests/hosts for every file there."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith(f"{HOSTS_DIR.relative_to(ROOT).as_posix()}/"):
+    if path.startswith(f"{HOSTS_UNIT}/"):
         return HOSTS_UNIT
     return path
 
