@@ -47,7 +47,7 @@ def unit_of(nodeid: str) -> str:
 
 def make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
     """`--dist loadfile` with the files of tests/hosts as one unit; None for the others."""
-    if config.getvalue("dist") != "loadfile":
+    if config.getoption("dist", None) != "loadfile":
         return None
     # Imported here: pytest-xdist calls this, and the suite runs without it too.
     from xdist.scheduler import LoadFileScheduling
