@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import redact_deep
@@ -42,6 +42,16 @@ class ErrorBody(BaseModel):
 
 # Request bodies are strict: `false` is not a number and `1` is not a boolean.
 REQUEST = ConfigDict(extra="forbid", strict=True)
+
+
+def _whole(value: Any) -> Any:
+    """A float with no fractional part as the integer it is: JSON Schema's `integer`
+    (what the schema says) takes `3.0`, and JSON has one kind of number."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer of a request body: 3 or 3.0, never "3", 3.5 or true.
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
 
 
 class CreateSession(BaseModel):
@@ -87,7 +97,7 @@ class ConfirmationAnswer(BaseModel):
         description="The payload as edited, for the tool's `tool_context.tool_confirmation`; "
         "leave it out to pass the payload it asked with.",
     )
-    asked_again: int | None = Field(
+    asked_again: WholeNumber | None = Field(
         default=None,
         ge=0,
         description="The question answered: the ticket's `asked_again` as shown. A call that "
