@@ -50,8 +50,9 @@ def _whole(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-# An integer of a request body: 3 or 3.0, never "3", 3.5 or true.
-WholeNumber = Annotated[int, BeforeValidator(_whole)]
+# A count in a request body: 3 or 3.0, never -1, "3", 3.5 or true. The bound goes before
+# the validator: after it, the schema would say `ge`, which JSON Schema does not know.
+Count = Annotated[int, Field(ge=0), BeforeValidator(_whole)]
 
 
 class CreateSession(BaseModel):
@@ -97,9 +98,8 @@ class ConfirmationAnswer(BaseModel):
         description="The payload as edited, for the tool's `tool_context.tool_confirmation`; "
         "leave it out to pass the payload it asked with.",
     )
-    asked_again: WholeNumber | None = Field(
+    asked_again: Count | None = Field(
         default=None,
-        ge=0,
         description="The question answered: the ticket's `asked_again` as shown. A call that "
         "asked again since (a new question, another payload) refuses the answer (409); "
         "leave it out to answer whatever it asks when this arrives.",

@@ -19,3 +19,9 @@ def test_a_whole_number_is_an_integer_however_json_writes_it(sent: object, read:
 def test_what_is_no_whole_number_is_refused(sent: object) -> None:
     with pytest.raises(ValidationError):
         ConfirmationAnswer.model_validate({"confirmed": True, "asked_again": sent})
+
+
+def test_the_schema_says_what_the_body_takes() -> None:
+    """What clients and fuzzers read: an integer of 0 or more (JSON Schema's `minimum`)."""
+    field = ConfirmationAnswer.model_json_schema()["properties"]["asked_again"]
+    assert {"type": "integer", "minimum": 0} in field["anyOf"]
