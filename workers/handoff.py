@@ -37,7 +37,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -46,7 +45,7 @@ from celery import Celery
 from pydantic_core import to_json
 
 from toolfleet.shared.celery_wire.build import EMBED
-from toolfleet.shared.celery_wire.parse import TaskMessage
+from toolfleet.shared.celery_wire.parse import TaskMessage, header_instant
 from toolfleet.shared.keys import QUEUE_PREFIX, Keys
 from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.worker_records import WorkerInfo, live_workers_sync, tools_of
@@ -117,14 +116,8 @@ class Resend:
     def expired(self, now: float) -> bool:
         """Whether its `expires` header is past: no worker may run it now."""
         value = self.headers.get("expires")
-        if not isinstance(value, str) or not value:
-            return False
-        try:
-            expires = datetime.fromisoformat(value)
-        except ValueError:
-            return False
-        expires = expires if expires.tzinfo else expires.replace(tzinfo=UTC)  # Celery's: UTC
-        return expires.timestamp() <= now
+        expires = header_instant(value) if isinstance(value, str) else None
+        return expires is not None and expires.timestamp() <= now
 
 
 def resend_of_received(message: Any, queue: str) -> Resend | None:

@@ -81,11 +81,11 @@ class TaskMessage:
     # Each read a few times per message taken (an io worker takes thousands at once).
     @cached_property
     def _eta(self) -> datetime | None:
-        return _instant(self.headers.get("eta"))
+        return header_instant(self.headers.get("eta"))
 
     @cached_property
     def _expires(self) -> datetime | None:
-        return _instant(self.headers.get("expires"))
+        return header_instant(self.headers.get("expires"))
 
 
 def decode(raw: bytes | str) -> TaskMessage:
@@ -204,7 +204,9 @@ def _openings(text: str | bytes) -> int:
     return text.count(b"[") + text.count(b"{")
 
 
-def _instant(value: object) -> datetime | None:
+def header_instant(value: object) -> datetime | None:
+    """A message header's instant (`eta`, `expires`: ISO 8601, UTC when it names no
+    zone), or None when it has none or it is no instant."""
     if not value:
         return None
     try:
