@@ -190,6 +190,12 @@ class Keys:
         """Stream of posted long-running results for one app, read by a consumer group."""
         return f"{self.prefix}:completions:{app_name}"
 
+    def apply_failures(self, stream: str, entry_id: str) -> str:
+        """Counter of the times applying a completion entry raised (it is dead-lettered at
+        a bound: a completion that can never apply would hold back its session's later
+        ones for ever)."""
+        return f"{self.prefix}:apply-failures:{stream}:{entry_id}"
+
     def dead_letters(self) -> str:
         """Stream of refused completions, kept for inspection, never silently dropped."""
         return f"{self.prefix}:dead-letters"

@@ -34,7 +34,7 @@ from toolfleet.orchestrator.completions.entries import PostedEntry
 from toolfleet.orchestrator.completions.resumer import SessionResumer
 from toolfleet.orchestrator.completions.spans import completion_span
 from toolfleet.orchestrator.completions.waiting import WaitingCalls
-from toolfleet.orchestrator.connections import decoded
+from toolfleet.orchestrator.connections import decoded, send_together
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.sessions.compaction import idle_keys
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
@@ -47,7 +47,7 @@ from toolfleet.shared.completions import (
     dead_letter_fields,
 )
 from toolfleet.shared.confirmation import ToolConfirmation, posted_answer
-from toolfleet.shared.errors import SessionNotFoundError
+from toolfleet.shared.errors import SessionError, SessionNotFoundError
 from toolfleet.shared.json_depth import DEFAULT_MAX_JSON_DEPTH
 from toolfleet.shared.keys import Keys, SessionKey
 from toolfleet.shared.messages import CallStatus, Completion, PendingCall
@@ -62,6 +62,10 @@ GROUP = COMPLETIONS_GROUP
 # Runs of the apply script for one progress report whose record the worker keeps writing.
 RECORD_TRIES = 5
 APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
+# Times applying an entry may raise before it is dead-lettered (each try after the first
+# comes when a replica takes it over, claim_idle_ms later), and how long a count is kept.
+MAX_APPLY_FAILURES = 5
+APPLY_FAILURES_TTL_S = 24 * 3600
 
 # KEYS: 1 lease, 2 pending hash, 3 applied claim, 4 events, 5 resume set, 6 stream,
 #       7 order list, 8 closed marker, 9 session hash, 10 dead letters, 11 the session's
@@ -200,8 +204,8 @@ class CompletionApplier:
             await self._finish_open_turn(runner, session, hold)
             owed = False  # whether an applied entry gave the model something to answer
             for earlier in await self._earlier(stream, session, entry.entry_id):
-                owed |= await self._apply_one(runner, stream, session, earlier, hold)
-            owed |= await self._apply_one(runner, stream, session, entry, hold)
+                owed |= await self._apply_bounded(runner, stream, session, earlier, hold)
+            owed |= await self._apply_bounded(runner, stream, session, entry, hold)
             if owed:  # once, for everything applied: the model answers it all at once
                 await self._resumer.continue_session(runner, session, hold)
 
@@ -300,6 +304,39 @@ class CompletionApplier:
         self._pending.stage_aget(pipe, call_id)
         found, record = await pipe.execute()
         return bool(found), self._pending.parsed(record), record
+
+    async def _apply_bounded(
+        self,
+        runner: Runner,
+        stream: str,
+        session: SessionKey,
+        entry: PostedEntry,
+        hold: LeaseHold,
+    ) -> bool:
+        """`_apply_one`, its failures counted: an entry whose applying raised
+        MAX_APPLY_FAILURES times is dead-lettered rather than tried again, for ever, by
+        every later completion of its session, which applies it first. Redis and the
+        lease failing are not the entry's failures: those are retried as they were."""
+        try:
+            return await self._apply_one(runner, stream, session, entry, hold)
+        except (aioredis.RedisError, SessionError):
+            raise
+        except Exception as exc:
+            key = self._keys.apply_failures(stream, entry.entry_id)
+            failures, _ = await send_together(
+                self._redis, [("INCR", key), ("EXPIRE", key, APPLY_FAILURES_TTL_S)]
+            )
+            if int(failures) < MAX_APPLY_FAILURES:
+                raise
+            log.exception("applying completion %s failed %d times", entry.entry_id, failures)
+            reason = (
+                f"applying it raised {type(exc).__name__} {failures} times (the replica's "
+                "log has the tracebacks); set aside so that its session's later completions "
+                "apply: post the call's result again"
+            )
+            await self.refuse(stream, entry, reason, session)
+            await self._redis.delete(key)
+            return False
 
     async def _apply_one(
         self,

@@ -309,3 +309,50 @@ async def test_progress_applied_restarts_the_sessions_idle_clock(
     ttl = replica.store.limits.ttl_s
     for key in almost_idle:
         assert ttl - 60 < replica.sync.ttl(key) <= ttl, key
+
+
+async def test_an_entry_whose_applying_always_raises_is_set_aside_for_the_later_ones(
+    replica: ApplyingReplica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given Ann's first completion failing to apply every time (a bug: it would hold back
+    each later completion of her session, which applies it first), when it has raised
+    MAX_APPLY_FAILURES times it goes to the dead letters saying so and the later one
+    applies; Redis failing meanwhile is not counted against it."""
+    assert replica.completions.register(call("a1", ANN))
+    assert replica.completions.register(call("a2", ANN))
+    replica.completions.post_result("a1", {"status": "approved"})
+    later = replica.completions.post_result("a2", {"status": "approved"})
+    make_event = CompletionApplier._event
+    redis_down = False
+
+    def event(self: CompletionApplier, pending: PendingCall, completion: Completion) -> Any:
+        if redis_down:
+            raise aioredis.ConnectionError("Redis is restarting")
+        if pending.call_id == "a1":
+            raise KeyError("a bug in applying it")
+        return make_event(self, pending, completion)
+
+    monkeypatch.setattr(CompletionApplier, "_event", event)
+    redis_down = True
+    with pytest.raises(aioredis.ConnectionError):
+        await replica.applier.apply(STREAM, replica.entry(later))
+    redis_down = False
+    for _ in range(applier_module.MAX_APPLY_FAILURES - 1):
+        with pytest.raises(KeyError, match="a bug in applying it"):
+            await replica.applier.apply(STREAM, replica.entry(later))
+        assert replica.sync.xlen(STREAM) == 2 and replica.continued == []
+
+    await replica.applier.apply(STREAM, replica.entry(later))
+
+    ((_, letter),) = replica.sync.xrange(KEYS.dead_letters())
+    assert (
+        letter[b"reason"]
+        .decode()
+        .startswith(f"applying it raised KeyError {applier_module.MAX_APPLY_FAILURES} times")
+    )
+    assert json.loads(letter[b"completion"])["call_id"] == "a1"
+    assert replica.sync.xlen(STREAM) == 0 and replica.sync.llen(KEYS.completion_order(ANN)) == 0
+    assert replica.sync.hget(KEYS.pending(), "a1") is not None  # still open: post it again
+    assert replica.sync.hget(KEYS.pending(), "a2") is None
+    assert replica.continued == [ANN]
+    assert not replica.sync.keys(KEYS.apply_failures(STREAM, "*"))
