@@ -31,6 +31,7 @@ from toolfleet.shared.signing import ResultSigner
 from toolfleet.shared.state_snapshots import SnapshotLoader
 from toolfleet.workers.call_loop import use_loop_factory
 from toolfleet.workers.deliveries import DeliveryGuard, claim_lease_s, uses_claims
+from toolfleet.workers.eta_guard import install_eta_guard
 from toolfleet.workers.handoff import HandOff, kombu_publisher
 from toolfleet.workers.heartbeat import install_heartbeat
 from toolfleet.workers.intake.step import intake_step
@@ -114,6 +115,7 @@ def create_app(settings: Settings) -> Celery:
     # A call of a tool this worker lacks goes to a live worker of its pool that has it.
     hand_off = HandOff(client, keys, kombu_publisher(app))
     install_unregistered_answer(app, reporter, keys, calls, hand_off)
+    install_eta_guard(app)  # a forged message due in a year is refused now, not kept
     install_stop_command()
     install_shutdown_wake(app)
     log.info(

@@ -29,10 +29,10 @@ from toolfleet.shared.call_signing import CALL_FIELD, SIGNATURE_FIELD
 from toolfleet.shared.celery_wire.parse import TaskMessage
 from toolfleet.shared.celery_wire.worker import run_as_request
 from toolfleet.shared.tracing import TRACEPARENT
+from toolfleet.workers.eta_guard import would_run
 from toolfleet.workers.executor import OutcomeOf
 from toolfleet.workers.intake.events import TaskEvents
 from toolfleet.workers.intake.gathering import Gatherer
-from toolfleet.workers.tasks import JOB_READABLE
 from toolfleet.workers.tool_runs import (
     TOOL_RUNS,
     Admitted,
@@ -98,14 +98,7 @@ class MessageRunner:
         run at once, to be refused or dropped: a client of the broker that sends messages
         due in a year must not hold every slot until then."""
         task = self._tasks.get(message.task)
-        if task is None:
-            return False
-        runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
-        if runs is not None:
-            kwargs = message.kwargs
-            return runs.readable(kwargs.get(CALL_FIELD), kwargs.get(SIGNATURE_FIELD))
-        readable = getattr(task, JOB_READABLE, None)
-        return readable is None or bool(readable(message.args, message.kwargs))
+        return task is not None and would_run(task, message.args, message.kwargs)
 
     def holds_no_thread(self, message: TaskMessage) -> bool:
         """Whether the message's call runs without a thread waiting on it (a coroutine tool)."""

@@ -1,0 +1,58 @@
+"""A message due later is kept until then only when its task would run it.
+
+Celery's consumer keeps a message with an ETA (a retry's countdown) in memory until it is
+due, and takes another from the broker in its place: a client of the broker that sends
+messages due in a year would fill a worker's memory with them, and they would never be
+refused. A toolfleet task runs only a call signed with the fleet key, or a job whose
+arguments pass their check; any other message is run at once instead, to be refused or
+dropped now rather than at its ETA. Messages of other tasks keep Celery's behaviour.
+The io workers' intake asks the same before it holds a message in a slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from celery import Celery, Task
+from celery.signals import task_received
+
+from toolfleet.shared.call_signing import CALL_FIELD, SIGNATURE_FIELD
+from toolfleet.workers.tasks import JOB_READABLE
+from toolfleet.workers.tool_runs import TOOL_RUNS, ToolRuns
+
+log = logging.getLogger(__name__)
+
+
+def would_run(task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether `task` would run a message of these arguments: a tool's call signed as the
+    fleet key requires, a job's checked arguments; any task of another kind would."""
+    runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
+    if runs is not None:
+        return runs.readable(kwargs.get(CALL_FIELD), kwargs.get(SIGNATURE_FIELD))
+    readable = getattr(task, JOB_READABLE, None)
+    return readable is None or bool(readable(args, kwargs))
+
+
+def install_eta_guard(app: Celery) -> None:
+    """Run at once, rather than keep until its ETA, each message that `app`'s worker
+    receives with an ETA and would not run (Celery's signals are global: receivers
+    ignore workers of other apps in this process)."""
+
+    @task_received.connect(weak=False)
+    def _on_received(sender: Any = None, request: Any = None, **_: Any) -> None:
+        if request is None or request.eta is None or getattr(sender, "app", None) is not app:
+            return
+        kwargs = request.kwargs if isinstance(request.kwargs, Mapping) else {}
+        args = request.args if isinstance(request.args, Sequence) else ()
+        if would_run(request.task, args, kwargs):
+            return
+        log.warning(
+            "task %s[%s] is due at %s but would not run: run now, to be refused, not kept",
+            request.name,
+            request.id,
+            request.eta,
+        )
+        # Celery reads the ETA once the receivers returned; none: it runs now.
+        request._eta = None
