@@ -236,6 +236,10 @@ class Keys:
         runs it, since when), what `toolfleet run` shows while a turn is long."""
         return f"{self.prefix}:running:{session}"
 
+    def progress_stored(self, session: SessionKey, call_id: str) -> str:
+        """Counter of a pending call's progress reports its session stored as events."""
+        return f"{self.prefix}:progress-stored:{session}:{call_id}"
+
     def closed(self, session: SessionKey, call_id: str) -> str:
         """Set once the orchestrator gave the call its final answer (result, error, timeout):
         a worker does not start it, and no ticket can be opened or completed for it."""

@@ -41,8 +41,9 @@ from toolfleet.shared.scripts import LuaScript
 # A closed call's marker outlives any redelivery or late post of it, then goes.
 CLOSED_TTL_S = 7 * 24 * 3600
 
-# The latest progress reports a pending record keeps (its session keeps every one as an
-# event): the record is read by every post and listing, and progress may come without end.
+# The latest progress reports a pending record keeps (its session keeps the first hundred
+# as events): the record is read by every post and listing, and progress may come without
+# end.
 PROGRESS_KEPT = 20
 
 # Beside a call's closed marker: the call's ticket holds the tool's initial response (an

@@ -62,6 +62,10 @@ GROUP = COMPLETIONS_GROUP
 # Runs of the apply script for one progress report whose record the worker keeps writing.
 RECORD_TRIES = 5
 APPLIED_TTL_S = 7 * 24 * 3600  # how long a call id stays "already completed"
+# Progress reports of one call its session stores as events at most: a ticket may post
+# progress without end, and compaction keeps every event after a call still pending.
+# Later ones update its ticket's record (its latest PROGRESS_KEPT) and nothing else.
+PROGRESS_EVENTS_STORED = 100
 # Times applying an entry may raise before it is dead-lettered (each try after the first
 # comes when a replica takes it over, claim_idle_ms later), and how long a count is kept.
 MAX_APPLY_FAILURES = 5
@@ -69,13 +73,16 @@ APPLY_FAILURES_TTL_S = 24 * 3600
 
 # KEYS: 1 lease, 2 pending hash, 3 applied claim, 4 events, 5 resume set, 6 stream,
 #       7 order list, 8 closed marker, 9 session hash, 10 dead letters, 11 the session's
-#       pending set, 12 the age index (the record's id goes in and out of both with it).
+#       pending set, 12 the age index (the record's id goes in and out of both with it),
+#       13 the count of the call's progress events stored.
 # ARGV: 1 token, 2 call id, 3 entry id, 4 event JSON, 5 session id, 6 group,
 #       7 applied TTL, 8 claim JSON, 9 posted JSON, 10 now, 11 dead-letter maxlen,
 #       12 closed TTL, 13 "final", "closed" (final, without resuming the agent) or the
 #       updated pending record (progress), 14 the record as read (progress: 'changed'
 #       and nothing done if it changed since - the worker, which holds no lease, wrote
-#       the tool's initial response - so that the update is made again on it).
+#       the tool's initial response - so that the update is made again on it),
+#       15 the progress events of a call a session stores at most ('kept': the record
+#       alone takes the others), 16 the count's TTL.
 _APPLY_LUA = """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST the session lease is not held by this writer')
@@ -118,8 +125,20 @@ if redis.call('hexists', KEYS[2], ARGV[2]) == 0 then
 end
 local final = ARGV[13] == 'final' or ARGV[13] == 'closed'
 if not final and redis.call('hget', KEYS[2], ARGV[2]) ~= ARGV[14] then return {'changed'} end
-local n = redis.call('rpush', KEYS[4], ARGV[4])
+local n
+if not final then
+  local stored = redis.call('incr', KEYS[13])
+  redis.call('expire', KEYS[13], ARGV[16])
+  if stored > tonumber(ARGV[15]) then
+    redis.call('hset', KEYS[2], ARGV[2], ARGV[13])
+    redis.call('sadd', KEYS[11], ARGV[2])
+    consume()
+    return {'kept'}
+  end
+end
+n = redis.call('rpush', KEYS[4], ARGV[4])
 if final then
+  redis.call('del', KEYS[13])
   redis.call('set', KEYS[3], ARGV[8], 'EX', ARGV[7])
   redis.call('set', KEYS[8], 1, 'EX', ARGV[12])
   redis.call('hdel', KEYS[2], ARGV[2])
@@ -466,7 +485,7 @@ class CompletionApplier:
         span = completion_span(pending, completion)
         reply: Any = await _APPLY.run(
             self._redis,
-            12,
+            13,
             hold.fence.key,
             keys.pending(),
             keys.applied(completion.call_id),
@@ -479,6 +498,7 @@ class CompletionApplier:
             keys.dead_letters(),
             keys.session_pending(session),
             keys.pending_by_age(),
+            keys.progress_stored(session, completion.call_id),
             hold.fence.token,
             completion.call_id,
             entry.entry_id,
@@ -493,6 +513,8 @@ class CompletionApplier:
             CLOSED_TTL_S,
             mode,
             read,
+            PROGRESS_EVENTS_STORED,
+            APPLIED_TTL_S,
         )
         tracing.finish(span, toolfleet__outcome=decoded(reply[0]))
         return reply
@@ -518,6 +540,13 @@ class CompletionApplier:
             metrics().completions.labels(outcome).inc()
         if outcome == "refused":
             log.warning("refused completion %s: %s", entry.entry_id, decoded(reply[1]))
+        if outcome == "kept":
+            log.info(
+                "progress of %s kept in its ticket only: its session holds %d of its "
+                "progress reports already",
+                pending.call_id,
+                PROGRESS_EVENTS_STORED,
+            )
         if outcome != "applied":
             return None
         log.info(

@@ -356,3 +356,33 @@ async def test_an_entry_whose_applying_always_raises_is_set_aside_for_the_later_
     assert replica.sync.hget(KEYS.pending(), "a2") is None
     assert replica.continued == [ANN]
     assert not replica.sync.keys(KEYS.apply_failures(STREAM, "*"))
+
+
+async def test_a_session_stores_a_bounded_number_of_one_calls_progress_reports(
+    replica: ApplyingReplica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Progress posted without end cannot grow the session without end (compaction keeps
+    every event after a call still pending): past PROGRESS_EVENTS_STORED of one call's
+    reports the ticket's record takes them alone; its final result is stored as ever, and
+    another call's progress is counted apart."""
+    monkeypatch.setattr(applier_module, "PROGRESS_EVENTS_STORED", 3)
+    assert replica.completions.register(call("a1", ANN))
+    assert replica.completions.register(call("a2", ANN))
+    for n in range(5):
+        entry_id = replica.completions.post_result("a1", {"done": n}, final=False)
+        await replica.applier.apply(STREAM, replica.entry(entry_id))
+    entry_id = replica.completions.post_result("a2", {"done": 0}, final=False)
+    await replica.applier.apply(STREAM, replica.entry(entry_id))
+
+    assert replica.completions.get("a1").progress[-1] == {"done": 4}  # the record has it
+    assert replica.sync.xlen(STREAM) == 0 and not replica.sync.xrange(KEYS.dead_letters())
+    assert replica.sync.sismember(KEYS.session_pending(ANN), "a1")
+    final = replica.completions.post_result("a1", {"done": "all"})
+    await replica.applier.apply(STREAM, replica.entry(final))
+    events = (await replica.store.get(ANN)).events
+    a1 = [e for e in events if e.author == "completion" and e.calls[0].call_id == "a1"]
+    a2 = [e for e in events if e.author == "completion" and e.calls[0].call_id == "a2"]
+    assert [e.progress for e in a1[:-1]] == [{"done": n} for n in range(3)]
+    assert a1[-1].progress is None  # the final result, stored
+    assert len(a2) == 1
+    assert not replica.sync.exists(KEYS.progress_stored(ANN, "a1"))
