@@ -24,6 +24,7 @@ from toolfleet.orchestrator.adkwire.session_ops import (
     append_under_lease,
     create_with_state,
     delete_session,
+    list_app_sessions,
     list_user_sessions,
 )
 from toolfleet.orchestrator.agents.agent import Agent
@@ -149,10 +150,16 @@ class BaseSessionService:
     async def flush(self) -> None:
         """ADK's: every write is stored when its call returns, so nothing is buffered."""
 
-    async def list_sessions(self, *, app_name: str, user_id: str) -> ListSessionsResponse:
-        """The user's sessions of the app, without their events."""
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """The user's sessions of the app, without their events; with no user, every
+        user's (as ADK's services list them)."""
         async with self._replica() as replica:
-            sessions = await list_user_sessions(replica, app_name, user_id)
+            if user_id is None:
+                sessions = await list_app_sessions(replica, app_name)
+            else:
+                sessions = await list_user_sessions(replica, app_name, user_id)
         for session in sessions:
             session.events = []
         return ListSessionsResponse(sessions=sessions)

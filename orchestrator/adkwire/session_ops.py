@@ -1,10 +1,11 @@
 """Session operations outside an invocation, shared by ADK's session services and the HTTP
 API's ADK routes: create with an initial state, append an event under the session's lease,
-list a user's sessions, delete one with its pending calls."""
+list a user's or an app's sessions, delete one with its pending calls."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.orchestrator.sessions.events import Event
@@ -66,6 +67,25 @@ async def list_user_sessions(replica: Replica, app_name: str, user_id: str) -> l
     if expired:
         await replica.redis.srem(user_sessions, *expired)
     return sessions
+
+
+async def list_app_sessions(replica: Replica, app_name: str) -> list[Session]:
+    """Every user's sessions of the app (ADK's `list_sessions` without a user), by user and
+    id: the users are found by their session sets' keys (a scan of the keyspace)."""
+    prefix = replica.keys.user_sessions(app_name, "")
+    users: set[str] = set()
+    async for raw in replica.redis.scan_iter(match=_glob_escaped(prefix) + "*", count=1000):
+        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        users.add(unquote(key[len(prefix) :]))
+    sessions: list[Session] = []
+    for user_id in sorted(users):
+        sessions += await list_user_sessions(replica, app_name, user_id)
+    return sessions
+
+
+def _glob_escaped(text: str) -> str:
+    """`text` matched literally by a SCAN pattern (a key prefix may hold `*`, `?`, `[`)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 async def delete_session(replica: Replica, app_name: str, user_id: str, session_id: str) -> None:

@@ -64,3 +64,23 @@ async def test_the_adk_session_service_keys_sessions_by_app_user_and_id(
     assert ann is not None and ann.state == {"pin": "1234"}  # bob's delete left hers whole
     listed = await service.list_sessions(app_name="diary", user_id="ann")
     assert session_id in [s.id for s in listed.sessions]
+
+
+async def test_the_adk_session_service_lists_every_users_sessions_without_a_user(
+    settings: Settings,
+) -> None:
+    """As ADK's services do, `list_sessions` with no user lists the app's sessions of
+    every user (a user id holding a glob's characters included), and no other app's."""
+    service = RedisSessionService(settings)
+    app = f"ledger-{uuid.uuid4().hex}"
+    users = ["ann", "b*b", "c:d/e"]
+    for user in users:
+        await service.create_session(app_name=app, user_id=user, session_id="s1", state={"u": user})
+    await service.create_session(app_name=f"{app}-other", user_id="ann", session_id="s2")
+    listed = await service.list_sessions(app_name=app)
+    assert sorted((s.user_id, s.id, s.state["u"]) for s in listed.sessions) == [
+        (user, "s1", user) for user in sorted(users)
+    ]
+    assert all(s.events == [] for s in listed.sessions)
+    star = await service.list_sessions(app_name=app, user_id="b*b")
+    assert [s.user_id for s in star.sessions] == ["b*b"]
