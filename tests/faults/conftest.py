@@ -15,6 +15,7 @@ import redis
 import redis.asyncio as aioredis
 
 from tests.faults.rabbit import rabbit_vhost
+from tests.faults.replicas import stop_started
 from tests.faults.servers import RedisServer
 from tests.parallel import FIGURE
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
@@ -34,6 +35,13 @@ FAULT_TOOL_MODULES = [
     "tests.faults.exactly_once_tools",
     "tests.faults.io_pool_tools",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_replica_left() -> Iterator[None]:
+    """The replicas a test started (`toolfleet run`, `toolfleet serve`) end with it."""
+    yield
+    stop_started()
 
 
 def fault_settings(url: str, **overrides: object) -> Settings:

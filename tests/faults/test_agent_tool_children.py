@@ -20,6 +20,7 @@ import redis
 from tests.faults import probe
 from tests.faults.agent_tool_delivery import deliver
 from tests.faults.exactly_once_tools import hurried_delegator, lost_delegator, work_delegator
+from tests.faults.replicas import started
 from tests.faults.test_orchestrator_faults import toolfleet_env
 from tests.support import until
 from toolfleet import Event, Runner, Settings
@@ -139,10 +140,10 @@ async def test_an_agent_tool_call_delivered_again_goes_on_with_its_child(
     with WorkerGroup(settings) as workers:
         workers.start(["default"], concurrency=2)
         with (tmp_path / "first.log").open("wb") as log:
-            first = subprocess.Popen(
+            first = started(subprocess.Popen(
                 [sys.executable, "-m", "tests.faults.agent_tool_delivery", call_id],
                 env=toolfleet_env(settings), stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+            ))  # fmt: skip
 
         def child_call_running() -> bool:
             events = client.lrange(keys.events(child), 0, -1)
@@ -150,7 +151,7 @@ async def test_an_agent_tool_call_delivered_again_goes_on_with_its_child(
             calls = [c.id or "" for content in contents for c in function_calls(content)]
             return bool(calls) and probe.executions(client, settings.key_prefix, calls[0]) == 1
 
-        await until(child_call_running, "the child's call to run", 30)
+        await until(child_call_running, "the child's call to run", 60)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
 
@@ -191,7 +192,7 @@ async def test_cancelling_the_parent_stops_the_calls_its_agent_tools_child_runs(
                 ids = child_calls()
                 return bool(ids) and probe.executions(client, settings.key_prefix, ids[0]) == 1
 
-            await until(child_call_running, "the child's call to run", 30)
+            await until(child_call_running, "the child's call to run", 60)
             await runner.cancel(user_id="u", session_id="p")
             await asyncio.wait_for(running, 30)
         (call_id,) = child_calls()

@@ -25,6 +25,7 @@ import redis
 from tests.faults import probe
 from tests.faults.brokers import ON_EACH_BROKER, REDIS_ONLY
 from tests.faults.fault_tools import ANSWERING_MARK_ENV, three_steps
+from tests.faults.replicas import started
 from toolfleet.orchestrator.cli.embedded import wait_for
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.runner import Runner
@@ -60,12 +61,13 @@ def toolfleet_env(settings: Settings) -> dict[str, str]:
 def toolfleet(settings: Settings, log: Path, *args: str) -> subprocess.Popen[bytes]:
     """A replica: `toolfleet run` or `toolfleet serve`, its output in `log`."""
     with log.open("ab") as out:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "toolfleet", "-v", *args],
             env=toolfleet_env(settings),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    return started(process)  # stopped after the test, also when it fails midway
 
 
 def replica_running_a_turn(
@@ -140,7 +142,7 @@ def kill_mid_turn(
         started = [i for i in ids if probe.executions(client, settings.key_prefix, i)]
         return len(ids) == 3 and len(started) == 3 and client.xlen(results) >= 2
 
-    wait_for(slow_call_running, 20, "two calls answered and the third running")
+    wait_for(slow_call_running, 60, "two calls answered and the third running")
     process.send_signal(signal.SIGKILL)
     process.wait(10)
     return call_ids(stored_events(client, settings, session))
@@ -207,7 +209,7 @@ def test_a_live_replica_takes_over_the_sessions_of_a_replica_that_died(
     survivor = toolfleet(settings, survivor_log, "serve", "--agent", AGENT)
     try:
         # Up before the other dies.
-        wait_for(lambda: b"toolfleet serve" in survivor_log.read_bytes(), 20, "the survivor")
+        wait_for(lambda: b"toolfleet serve" in survivor_log.read_bytes(), 60, "the survivor")
         doomed = replica_running_a_turn(settings, tmp_path / "doomed.log", "s-orphan")
         ids = kill_mid_turn(doomed, client, settings, of_cli("three_steps", "s-orphan"))
         killed_at = time.monotonic()
@@ -277,7 +279,7 @@ def test_an_orchestrator_killed_while_the_model_answers_the_results_it_was_given
         settings, tmp_path / "first.log", "run", "--agent", agent, "--session", "s-held",
         "--no-wait", "go",
     )  # fmt: skip
-    wait_for(mark.exists, 20, "the model answering the calls' results")
+    wait_for(mark.exists, 60, "the model answering the calls' results")
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     held = stored_events(client, settings, of_cli("answers_slowly", "s-held"))
@@ -321,7 +323,7 @@ def cancelled_while_orphaned(
         ids = call_ids(stored_events(client, settings, session))
         return len(ids) == 2 and probe.executions(client, settings.key_prefix, ids[0]) == 1
 
-    wait_for(first_running, 20, "the first call to run and the second to wait")
+    wait_for(first_running, 60, "the first call to run and the second to wait")
     doomed.send_signal(signal.SIGKILL)
     doomed.wait(10)
     first, second = call_ids(stored_events(client, settings, session))

@@ -31,6 +31,7 @@ from google.genai import types
 
 from tests.faults import input_tools
 from tests.faults.conftest import fault_settings
+from tests.faults.replicas import started
 from tests.faults.servers import RedisServer
 from tests.flower import Flower, running_flower
 from toolfleet.orchestrator.agents.agent import Agent
@@ -345,13 +346,15 @@ def _toolfleet(args: list[str], url: str) -> subprocess.Popen[str]:
     env = {**os.environ, "TOOLFLEET_REDIS_URL": url, "TOOLFLEET_TOOL_MODULES": ""}
     for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
         env.pop(name, None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "toolfleet", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    return started(
+        subprocess.Popen(
+            [sys.executable, "-m", "toolfleet", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     )
 
 
