@@ -43,6 +43,7 @@ from tests.support import until
 from toolfleet import CompletionError, Completions, Event, Settings
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.sessions.session import Session
+from toolfleet.shared.errors import ToolfleetError
 from toolfleet.shared.keys import Keys, session_key
 
 AGENT = "tests.faults.exactly_once_tools:chaos"
@@ -142,6 +143,22 @@ class Run:
         # Children too: one whose worker was lost is closed once its lease lapses.
         return not open_sessions(self.client, self.keys)
 
+    def without_ticket(self, found: dict[str, str]) -> str:
+        """What a failure says of the sessions with no ticket yet: their stored events
+        (author and kind) and the end of the logs of their run and of the serves."""
+        lines = []
+        for session_id in sorted(set(self.runs) - set(found)):
+            key = session_key("chaos", "user", session_id)
+            events = [
+                Event.model_validate_json(e)
+                for e in self.client.lrange(self.keys.events(key), 0, -1)
+            ]
+            kinds = [f"{e.author}:{_kind(e)}" for e in events]
+            lines.append(f"{session_id}: {kinds}")
+            lines.append(_tail(self.log_dir / f"run-{session_id}.log"))
+        lines += [_tail(self.log_dir / f"serve-{n}.log") for n in range(len(self.serves))]
+        return "\n".join(lines)
+
     def stop(self) -> None:
         for process in [*self.runs.values(), *self.serves]:
             if process.poll() is None:
@@ -151,6 +168,22 @@ class Run:
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def _kind(event: Event) -> str:
+    """Whether an event holds text, calls or responses (what a failure shows of it)."""
+    parts = (event.content.parts or []) if event.content else []
+    if any(p.function_call for p in parts):
+        return "calls"
+    if any(p.function_response for p in parts):
+        return "responses"
+    return "text" if any(p.text for p in parts) else "other"
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    """The last lines of a process's log, headed by its name."""
+    text = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+    return "\n".join([f"--- {log.name}", *text])
 
 
 async def kill_some_runs_mid_turn(run: Run, rng: random.Random, count: int) -> None:
@@ -173,7 +206,7 @@ def rabbit() -> Iterator[str]:
         yield url
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(420)  # a minute alone; three times that beside the suite's others
 @pytest.mark.parametrize(
     ("broker", "faults"),
     # On RabbitMQ only the run with faults: the quiet run adds little to it, and each
@@ -224,14 +257,17 @@ async def test_randomized_sessions_keep_the_exactly_once_promise(
                         tickets[session_id] = found
                 return len(tickets) == SESSIONS
 
-            await until(all_tickets_open, "every session's ticket", 60)
+            try:
+                await until(all_tickets_open, "every session's ticket", 120)
+            except ToolfleetError as e:
+                raise AssertionError(f"{e}\n{run.without_ticket(tickets)}") from None
             victim_serve = rng.randrange(len(run.serves))
             for n, (session_id, call_id) in enumerate(sorted(tickets.items())):
                 run.post(session_id, call_id, rng.randrange(4))
                 if faults and n == SESSIONS // 2:
                     run.kill(run.serves[victim_serve])
                     run.start_serve()
-            await until(run.settled, "every session to settle", 90)
+            await until(run.settled, "every session to settle", 150)
         finally:
             run.stop()
 
