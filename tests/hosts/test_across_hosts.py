@@ -220,15 +220,21 @@ def test_a_worker_host_cut_off_mid_turn_is_answered_once_after_it_heals(
 
     w1.heal()
     healed_at = time.monotonic()
-    # What w1 was running when cut off ends there, and its results (late) reach the
-    # sessions' streams once TCP's retries get through: a retransmission waits twice as
-    # long after each loss, up to TCP_RTO_MAX_S, so the longer the cut (a loaded machine
-    # is slower to answer every turn), the longer after the heal.
+
+    # What w1 was running when cut off ends there. Its results reach the sessions' streams
+    # late where their post was on the wire when the cut came (TCP delivers it after the
+    # heal: a retransmission waits twice as long after each loss, up to TCP_RTO_MAX_S);
+    # a post still connecting when its call's time limit struck is given up (the call
+    # was answered by its run on w2), and w1's log says so.
+    def given_up() -> bool:
+        logs = fleet.log_dir.glob(f"{w1.label}-worker*.log")
+        return any("SoftTimeLimitExceeded" in log.read_text(errors="replace") for log in logs)
+
     try:
         wait_for(
-            lambda: late_results(client, settings, first.hostname) >= rerun,
+            lambda: late_results(client, settings, first.hostname) >= rerun or given_up(),
             TCP_RTO_MAX_S + SLACK_S,
-            "w1's late results",
+            "w1's late results, or its log saying it gave up posting them",
         )
     except ToolfleetError as e:
         raise AssertionError(f"{e} (cut for {cut_s:.1f} s)\n{fleet.logs()}") from None
@@ -241,7 +247,7 @@ def test_a_worker_host_cut_off_mid_turn_is_answered_once_after_it_heals(
     assert wait_exited(o, 60) == [0] * 4, fleet.logs()
     check_sessions(client, settings, turns=2)
     report(record_property, "worker host cut off -> every turn answered", recovered_s)
-    report(record_property, "worker host healed -> its late results in", late_s)
+    report(record_property, "worker host healed -> its late results in (or given up)", late_s)
     client.close()
 
 

@@ -159,7 +159,7 @@ def wait_until_gone(pid: int, timeout_s: float = 10.0) -> None:
             with open(f"/proc/{pid}/stat") as stat:
                 if stat.read().split(") ")[1].startswith("Z"):
                     return
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped, before or while read
             return
         time.sleep(0.01)  # ok: polling /proc, bounded: another parent's process cannot be awaited
     raise TimeoutError(f"process {pid} still runs")
