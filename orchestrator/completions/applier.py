@@ -125,18 +125,12 @@ if redis.call('hexists', KEYS[2], ARGV[2]) == 0 then
 end
 local final = ARGV[13] == 'final' or ARGV[13] == 'closed'
 if not final and redis.call('hget', KEYS[2], ARGV[2]) ~= ARGV[14] then return {'changed'} end
-local n
+local stored = true
 if not final then
-  local stored = redis.call('incr', KEYS[13])
+  stored = redis.call('incr', KEYS[13]) <= tonumber(ARGV[15])
   redis.call('expire', KEYS[13], ARGV[16])
-  if stored > tonumber(ARGV[15]) then
-    redis.call('hset', KEYS[2], ARGV[2], ARGV[13])
-    redis.call('sadd', KEYS[11], ARGV[2])
-    consume()
-    return {'kept'}
-  end
 end
-n = redis.call('rpush', KEYS[4], ARGV[4])
+local n = stored and redis.call('rpush', KEYS[4], ARGV[4])
 if final then
   redis.call('del', KEYS[13])
   redis.call('set', KEYS[3], ARGV[8], 'EX', ARGV[7])
@@ -150,6 +144,7 @@ else
   redis.call('sadd', KEYS[11], ARGV[2])
 end
 consume()
+if not stored then return {'kept'} end
 return {'applied', n}
 """
 _APPLY = LuaScript(_APPLY_LUA)
