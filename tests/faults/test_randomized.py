@@ -148,11 +148,7 @@ class Run:
         (author and kind) and the end of the logs of their run and of the serves."""
         lines = []
         for session_id in sorted(set(self.runs) - set(found)):
-            key = session_key("chaos", "user", session_id)
-            events = [
-                Event.model_validate_json(e)
-                for e in self.client.lrange(self.keys.events(key), 0, -1)
-            ]
+            events = events_of(self.client, self.keys, session_id)
             kinds = [f"{e.author}:{_kind(e)}" for e in events]
             lines.append(f"{session_id}: {kinds}")
             lines.append(_tail(self.log_dir / f"run-{session_id}.log"))
@@ -172,12 +168,12 @@ class Run:
 
 def _kind(event: Event) -> str:
     """Whether an event holds text, calls or responses (what a failure shows of it)."""
-    parts = (event.content.parts or []) if event.content else []
-    if any(p.function_call for p in parts):
+    held = list(parts([event]))
+    if any(p.function_call for p in held):
         return "calls"
-    if any(p.function_response for p in parts):
+    if any(p.function_response for p in held):
         return "responses"
-    return "text" if any(p.text for p in parts) else "other"
+    return "text" if any(p.text for p in held) else "other"
 
 
 def _tail(log: Path, lines: int = 15) -> str:
