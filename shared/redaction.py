@@ -162,6 +162,14 @@ def may_name_secret(json_text: str | bytes, secrets: frozenset[str]) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
+def findable_in_pieces(secrets: frozenset[str]) -> bool:
+    """Whether `may_name_secret` of a JSON text may be asked of its pieces instead, each
+    a whole value, the text joined from them at JSON's brackets and commas: no secret
+    name holds one of those, so none spans two pieces."""
+    return _findable(secrets) and not any(c in "{}[],:" for name in secrets for c in name)
+
+
+@functools.lru_cache(maxsize=64)
 def _findable(secrets: frozenset[str]) -> bool:
     """Whether JSON writes each name as it is (no quote, backslash or control character):
     else a name could be spelled otherwise in the text, and every text may hold it."""

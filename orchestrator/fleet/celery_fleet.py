@@ -17,6 +17,7 @@ from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend, ca
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.fleet.stopping import CallStopper
 from toolfleet.orchestrator.fleet.watch import CallWatch
+from toolfleet.orchestrator.release import release_soon
 from toolfleet.orchestrator.sessions.cancels import CancelBoard
 from toolfleet.orchestrator.sessions.fencing import Fence
 from toolfleet.shared.batch import WriteBatch
@@ -169,6 +170,7 @@ class CeleryFleet:
                 running.pop(each.call_id, None)
             if not running:
                 self._running.pop(session, None)
+            release_soon(prepared, added, futures, waiting, in_flight, sent)
 
     async def _take_on(
         self,

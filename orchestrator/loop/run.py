@@ -223,7 +223,8 @@ async def _answer_calls(
     with_first_send = model_turn.stage if model_turn is not None else None
     sent: set[str] = set()
     sealer = Sealer.of(inv.settings)
-    parts = ResponseParts(sealer)  # made while the other calls still run
+    # Made, and encoded as stored, while the other calls still run.
+    parts = ResponseParts(sealer, inv.store.may_name_secret)
     async for update in run_calls(
         inv, tools, calls, results, resume=resuming, with_first_send=with_first_send
     ):
@@ -278,7 +279,9 @@ async def _answer_calls(
     ):
         # Workers' final results: stored with the invocation's next write (held.py). Each
         # worker's post closed its call already: the write has none to close.
-        inv.held = inv.store.hold(inv.session, response_event, also=settle)
+        inv.held = inv.store.hold(
+            inv.session, response_event, also=settle, pieces=parts.pieces(ordered)
+        )
     else:
         # A long-running call's ticket is its worker's to write (opened before the tool
         # ran, its initial response kept in the step that posted it): not written here.

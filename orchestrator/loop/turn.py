@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from google.genai import types
@@ -13,6 +14,8 @@ from toolfleet.orchestrator.contents import content, response_part
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, WithFirstSend
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched, Invocation
 from toolfleet.orchestrator.loop.planning import PLAN_CHUNK, TurnPlan
+from toolfleet.orchestrator.release import release_soon
+from toolfleet.orchestrator.sessions.encoding import EncodedPieces, encoded
 from toolfleet.orchestrator.sessions.events import CallRecord, Event, merge_deltas
 from toolfleet.shared.messages import (
     PendingCall,
@@ -91,6 +94,7 @@ async def run_calls(
                 yield finished
     finally:
         await chunks.aclose()
+        release_soon(plan)
 
 
 def pending_call(
@@ -118,28 +122,71 @@ def pending_call(
 class ResponseParts:
     """Each result's function response part and call record, made as the result arrives:
     while a wide turn still waits for its other calls, not all at once after the last
-    (10,000 of them took the orchestrator's one thread ~140 ms)."""
+    (10,000 of them took the orchestrator's one thread ~140 ms). With `names_secret`
+    (the store's check of a stored text), each is encoded as stored then too, for the
+    responses event's write to join (`pieces`)."""
 
-    def __init__(self, sealer: Sealer | None = None) -> None:
+    def __init__(
+        self, sealer: Sealer | None = None, names_secret: Callable[[str], bool] | None = None
+    ) -> None:
         self._sealer = sealer
-        self._made: dict[str, tuple[ToolResult, types.Part, CallRecord]] = {}
+        self._names_secret = names_secret
+        self._made: dict[str, _Made] = {}
 
     def add(self, result: ToolResult) -> None:
         """Make `result`'s part and record now."""
-        self._made[result.call_id] = (result, *self._make(result))
+        self._made[result.call_id] = self._make(result)
 
     def of(self, result: ToolResult) -> tuple[types.Part, CallRecord]:
         """`result`'s part and record: those made when it arrived, unless another result
         of the call took its place since (a cancellation's)."""
+        made = self._of(result)
+        return made.part, made.record
+
+    def pieces(self, ordered: Sequence[ToolResult]) -> EncodedPieces | None:
+        """The encoded parts and records of `ordered`'s responses event; None without
+        `names_secret`."""
+        if self._names_secret is None:
+            return None
+        parts, calls, names_secret = [], [], False
+        for result in ordered:
+            made = self._of(result).encoded
+            if made is None:  # made before encoding was on: cannot be
+                return None
+            parts.append(made[0])
+            calls.append(made[1])
+            names_secret = names_secret or made[2]
+        return EncodedPieces(parts, calls, names_secret)
+
+    def _of(self, result: ToolResult) -> _Made:
         made = self._made.get(result.call_id)
-        if made is not None and made[0] is result:
-            return made[1], made[2]
+        if made is not None and made.result is result:
+            return made
         return self._make(result)
 
-    def _make(self, result: ToolResult) -> tuple[types.Part, CallRecord]:
+    def _make(self, result: ToolResult) -> _Made:
         # A copy of the response, as validation would make: the event's is its own.
         response = dict(opened_response(result, self._sealer))
-        return response_part(result.call_id, result.tool, response), CallRecord.of(result)
+        part = response_part(result.call_id, result.tool, response)
+        record = CallRecord.of(result)
+        check = self._names_secret
+        if check is None:
+            return _Made(result, part, record, None)
+        part_text, record_text = encoded(part), encoded(record)
+        return _Made(
+            result, part, record, (part_text, record_text, check(part_text) or check(record_text))
+        )
+
+
+@dataclass(frozen=True)
+class _Made:
+    """A result's part and record, and with the pieces' encoding on, their stored text and
+    whether either may name a secret."""
+
+    result: ToolResult
+    part: types.Part
+    record: CallRecord
+    encoded: tuple[str, str, bool] | None
 
 
 def responses_event(

@@ -99,27 +99,32 @@ class EventsCache:
         """Forget the session: its next read reads it all."""
         self.take(key)
 
-    def put(self, key: SessionKey, cached: CachedSession) -> None:
+    def put(self, key: SessionKey, cached: CachedSession) -> list[CachedSession]:
         """Keep `cached` as the most recently used, then drop the least recently used
-        others while over a bound."""
+        others while over a bound; those dropped (for the caller to free when it suits:
+        a large session's objects take a while)."""
         self.take(key)
         self._sessions[key] = cached
-        self._count(cached)
+        return self._count(cached)
 
-    def resized(self, key: SessionKey) -> None:
+    def resized(self, key: SessionKey) -> list[CachedSession]:
         """The session's entry changed in place: count it again as the most recently used,
-        then drop the least recently used others while over a bound."""
+        then drop the least recently used others while over a bound; those dropped."""
         cached = self._sessions.get(key)
-        if cached is not None:
-            self._sessions.move_to_end(key)
-            self._size -= cached.counted
-            self._count(cached)
+        if cached is None:
+            return []
+        self._sessions.move_to_end(key)
+        self._size -= cached.counted
+        return self._count(cached)
 
-    def _count(self, cached: CachedSession) -> None:
+    def _count(self, cached: CachedSession) -> list[CachedSession]:
         cached.counted = cached.size
         self._size += cached.counted
+        dropped = []
         while len(self._sessions) > 1 and (
             len(self._sessions) > self.max_sessions or self._size > self.max_size
         ):
             _, oldest = self._sessions.popitem(last=False)
             self._size -= oldest.counted
+            dropped.append(oldest)
+        return dropped

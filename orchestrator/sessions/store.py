@@ -18,12 +18,14 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from toolfleet.orchestrator.connections import as_hash, decoded, send_together
+from toolfleet.orchestrator.release import release_soon
 from toolfleet.orchestrator.sessions.compaction import (
     SessionLimits,
     compact,
     keep_from,
     stage_ttl,
 )
+from toolfleet.orchestrator.sessions.encoding import EncodedPieces, joined_text
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.events_cache import CachedSession, EventsCache
 from toolfleet.orchestrator.sessions.fencing import Fence, Guard, GuardedWrite, write
@@ -36,6 +38,7 @@ from toolfleet.shared.keys import Keys, SessionKey, session_key, session_parts
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
 from toolfleet.shared.redaction import (
+    findable_in_pieces,
     may_name_secret,
     redacted_event_fields,
     secret_name_set,
@@ -81,6 +84,7 @@ class HeldAppend:
     event: Event
     closed: tuple[str, ...] = ()  # calls closed with it (as `append`'s `closed`)
     also: Callable[[WriteBatch], None] | None = None  # commands of the caller's, with it
+    pieces: EncodedPieces | None = None  # its parts and records, encoded already
 
 
 class SessionStore:
@@ -143,7 +147,7 @@ class SessionStore:
             raise SessionExistsError(
                 f"session {session_id!r} of user {user_id!r} in app {app_name!r} exists already"
             )
-        self._cache.put(key, CachedSession(app_name, user_id))
+        release_soon(self._cache.put(key, CachedSession(app_name, user_id)))
 
     async def _created_at(self, key: SessionKey, created_at: float) -> bool:
         """Whether the session was created at `created_at`: by this very `create`, whose
@@ -240,7 +244,7 @@ class SessionStore:
             try:
                 lease.check(claimed)
             finally:
-                self._cache.put(key, cached)
+                release_soon(self._cache.put(key, cached))
             if appended is None:  # held once the replicas have it (an append waited already)
                 await replicated(self._redis)
         length, raw_events, meta, session_state, user_state, app_state = replies
@@ -256,7 +260,7 @@ class SessionStore:
             cached.clear()
             cached.trimmed, raw_events = await self._read_all(key)
         cached.extend(Event.model_validate_json(raw) for raw in raw_events)
-        self._cache.put(key, cached)
+        release_soon(self._cache.put(key, cached))
         events = list(cached.events)
         session = Session(session_id, app, user, events, state, decoded(active) if active else None)
         if staged is None or appended is None or lease is None:
@@ -370,19 +374,28 @@ class SessionStore:
         *,
         closed: Sequence[str] = (),
         also: Callable[[WriteBatch], None] | None = None,
+        pieces: EncodedPieces | None = None,
     ) -> HeldAppend:
         """Add `event` (and its state delta) to `session` in memory only, for the
         session's next write to store: pass what this returns as that write's `held`
         (`append`, `stage_held`, `store_held`). Until then Redis has not got it, so use
         this only where losing it to a crash loses nothing (what the loop holds back:
-        worker results that stay on their stream until this write trims them)."""
+        worker results that stay on their stream until this write trims them).
+        `pieces`: the event's parts and records encoded as they were made (`may_name_secret`
+        asked of each), for the write to join rather than encode the event whole."""
         _apply(session, event)
-        return HeldAppend(event, tuple(closed), also)
+        return HeldAppend(event, tuple(closed), also, pieces)
+
+    def may_name_secret(self, json_text: str) -> bool:
+        """Whether `json_text` may hold a key masked in stored events."""
+        return may_name_secret(json_text, self._secrets)
 
     def stage_held(self, batch: WriteBatch, session: Session, held: HeldAppend) -> StagedAppend:
         """`held`'s append as commands of `batch` (before the write's own); pass what this
         returns to `appended` with the write's replies."""
-        staged = self.stage_append(batch, session, held.event, closed=held.closed, in_memory=True)
+        staged = self.stage_append(
+            batch, session, held.event, closed=held.closed, in_memory=True, pieces=held.pieces
+        )
         if held.also is not None:
             held.also(batch)
         return staged
@@ -404,20 +417,28 @@ class SessionStore:
         closed: Sequence[str] = (),
         owes_turn: bool | None = None,
         in_memory: bool = False,
+        pieces: EncodedPieces | None = None,
     ) -> StagedAppend:
         """`append`'s commands, added to `batch` (someone else's atomic write, e.g. the one
         that sends a model turn's calls); call `appended` with that write's replies.
-        `in_memory`: the session holds the event already (`hold`)."""
+        `in_memory`: the session holds the event already (`hold`). `pieces`: see `hold`."""
         durable_delta = {
             k: v for k, v in event.state_delta.items() if not k.startswith(TEMP_PREFIX)
         }
         stored = event
         if len(durable_delta) < len(event.state_delta):  # temp: keys are never stored
             stored = event.model_copy(update={"state_delta": durable_delta})
-        text = stored.model_dump_json(exclude_defaults=True)
+        joined = None
+        if pieces is not None and findable_in_pieces(self._secrets):
+            joined = joined_text(stored, pieces, self.may_name_secret)
+        if joined is not None:
+            text, names_secret = joined
+        else:
+            text = stored.model_dump_json(exclude_defaults=True)
+            names_secret = may_name_secret(text, self._secrets)
         # A turn of thousands of calls is walked for secret names only when its text
         # holds one somewhere.
-        if may_name_secret(text, self._secrets):
+        if names_secret:
             redacted = redacted_event_fields(stored, self._secrets)
             if redacted:
                 stored = stored.model_copy(update=redacted)
@@ -466,7 +487,7 @@ class SessionStore:
                 _apply(done.session, done.event)
         if cached is not None:
             await self._compact(key, cached, fence)
-            self._cache.resized(key)
+            release_soon(self._cache.resized(key))
 
     async def _compact(self, key: SessionKey, cached: CachedSession, fence: Fence | None) -> None:
         """Drop the oldest whole turns once the history is over its bound. Read from the
