@@ -27,8 +27,12 @@ def step(n: int, seconds: float, tool_context: ToolContext) -> dict[str, object]
 
 
 def _summary(view: ScriptView) -> str:
-    steps = sorted(int(response["step"]) for name, response in view.responses if name == "step")
-    return f"finished steps {steps}"
+    """The steps that ran, and the errors of those that did not (a test's assertion on
+    the answer then says which)."""
+    responses = [response for name, response in view.responses if name == "step"]
+    steps = sorted(int(r["step"]) for r in responses if "step" in r)
+    failed = [f"{r.get('error')}: {r.get('message')}" for r in responses if "step" not in r]
+    return f"finished steps {steps}" + (f", failed {failed}" if failed else "")
 
 
 # Two quick calls and a slow one in one turn: a replica killed while the slow one runs
