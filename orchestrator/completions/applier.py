@@ -411,18 +411,24 @@ class CompletionApplier:
                 self._consumer_of(stream, entry.entry_id, pending, completion),
                 answer,
             )
-        event = await self._script(stream, entry, completion, (pending, read or b""), hold)
-        if event is None:
+        applied = await self._script(stream, entry, completion, (pending, read or b""), hold)
+        if applied is None:
             return False
+        event, stored = applied
         await self._restart_idle_clock(runner, pending)
+        # Watchers see every progress report, those past the session's bound too (kept in
+        # the ticket's record alone): progress is news as it happens.
         await self._resumer.notify(session, event)
+        if not stored:
+            return False  # nothing stored: nothing new for the model
         if completion.kind == "cancel":
             return completion.resume
         return completion.final or self._progress_to_model
 
     async def _restart_idle_clock(self, runner: Runner, pending: PendingCall) -> None:
-        """The event the script appended is a write to the session: its idle clock starts
-        again, as a turn's writes start it (progress alone may come for weeks)."""
+        """The event the script appended (or the ticket's record it updated) is a write to
+        the session: its idle clock starts again, as a turn's writes start it (progress
+        alone may come for weeks)."""
         ttl_s = runner.store.limits.ttl_s
         if ttl_s <= 0:
             return
@@ -438,11 +444,12 @@ class CompletionApplier:
         completion: Completion,
         record: tuple[PendingCall, bytes],
         hold: LeaseHold,
-    ) -> Event | None:
+    ) -> tuple[Event, bool] | None:
         """Run the apply script for `entry` (its parsed `completion`) on the call's
-        record (parsed, and as read); the event appended, or None if refused (the script
-        says why) or not due. Progress is applied again on the record as it is now if
-        the worker wrote it meanwhile."""
+        record (parsed, and as read); the event applied and whether the session stored
+        it (progress past PROGRESS_EVENTS_STORED is kept in the record alone), or None if
+        refused (the script says why) or not due. Progress is applied again on the record
+        as it is now if the worker wrote it meanwhile."""
         pending, read = record
         for _ in range(RECORD_TRIES):
             event = self._event(pending, completion)
@@ -528,8 +535,9 @@ class CompletionApplier:
         pending: PendingCall,
         reply: Any,
         event: Event,
-    ) -> Event | None:
-        """`event` if the script's `reply` says it was appended, else None (logged why)."""
+    ) -> tuple[Event, bool] | None:
+        """`event` and whether it was appended, if the script's `reply` says it was
+        applied (appended, or kept in the ticket's record alone), else None (logged why)."""
         outcome = decoded(reply[0])
         with guarded():
             metrics().completions.labels(outcome).inc()
@@ -542,6 +550,7 @@ class CompletionApplier:
                 pending.call_id,
                 PROGRESS_EVENTS_STORED,
             )
+            return event, False
         if outcome != "applied":
             return None
         log.info(
@@ -551,7 +560,7 @@ class CompletionApplier:
             pending.tool,
             completion.source,
         )
-        return event
+        return event, True
 
 
 def _claim(entry_id: str, session: str, completion: Completion) -> str:

@@ -386,3 +386,29 @@ async def test_a_session_stores_a_bounded_number_of_one_calls_progress_reports(
     assert a1[-1].progress is None  # the final result, stored
     assert len(a2) == 1
     assert not replica.sync.exists(KEYS.progress_stored(ANN, "a1"))
+
+
+async def test_progress_past_the_stored_bound_reaches_watchers_and_keeps_the_session_alive(
+    replica: ApplyingReplica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report past PROGRESS_EVENTS_STORED is kept in the ticket's record alone, but it
+    is still news: watchers of the session get it as they got the others, and it
+    restarts the session's idle clock (a ticket may post progress for longer than the
+    session would otherwise live). The model is not asked: nothing was stored."""
+    monkeypatch.setattr(applier_module, "PROGRESS_EVENTS_STORED", 2)
+    seen: list[tuple[SessionKey, Any]] = []
+    replica.resumer._on_update = lambda session, update: seen.append((session, update))
+    assert replica.completions.register(call("a1", ANN))
+    session_hash = KEYS.session(ANN)
+    ttl_s = replica.store.limits.ttl_s
+    for n in range(4):
+        replica.sync.expire(session_hash, 5)  # the idle clock ran down meanwhile
+        entry_id = replica.completions.post_result("a1", {"done": n}, final=False)
+        await replica.applier.apply(STREAM, replica.entry(entry_id))
+        assert replica.sync.ttl(session_hash) > ttl_s - 5, n
+
+    assert [(s, u.progress) for s, u in seen] == [(ANN, {"done": n}) for n in range(4)]
+    stored = [e for e in (await replica.store.get(ANN)).events if e.author == "completion"]
+    assert [e.progress for e in stored] == [{"done": 0}, {"done": 1}]
+    assert replica.completions.get("a1").progress[-1] == {"done": 3}
+    assert replica.continued == []
