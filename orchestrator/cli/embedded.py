@@ -76,6 +76,17 @@ def embedded_url() -> str | None:
     return path.read_text().strip() if path.exists() else None
 
 
+# How many ports a start tries: each is free when chosen, and another process may bind
+# it before the server does.
+BIND_TRIES = 5
+# What Redis and Valkey say when their port is taken.
+ADDRESS_IN_USE = "Address already in use"
+
+
+class _PortTaken(ToolfleetError):
+    """The server's port was taken before it could bind it (its output)."""
+
+
 class EmbeddedRedis:
     """A private Redis-compatible server process on 127.0.0.1, without persistence.
 
@@ -92,6 +103,7 @@ class EmbeddedRedis:
         self._process: subprocess.Popen[str] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._output: list[str] = []
+        self._listening = False  # the server said it accepts connections
 
     @property
     def url(self) -> str:
@@ -101,9 +113,21 @@ class EmbeddedRedis:
     def start(self) -> str:
         """Start the server on a free port and wait for it to accept connections; return its URL.
 
-        Raises ToolfleetError with the server's last output if it is not ready within
-        `start_timeout_s` seconds or exits first."""
+        A port taken by another process between choosing it and the server's bind is
+        given up for another, up to BIND_TRIES times. Raises ToolfleetError with the
+        server's last output if it is not ready within `start_timeout_s` seconds or exits
+        first."""
+        for _ in range(BIND_TRIES - 1):
+            try:
+                return self._start_once()
+            except _PortTaken:
+                continue
+        return self._start_once()
+
+    def _start_once(self) -> str:
         self._dir = tempfile.TemporaryDirectory(prefix="toolfleet-redis-")
+        self._output = []
+        self._listening = False
         self.port = free_port()
         self._process = subprocess.Popen(
             [
@@ -132,9 +156,12 @@ class EmbeddedRedis:
         )
         ready = threading.Event()
         threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
-        if not ready.wait(self.start_timeout_s) or self._process.poll() is not None:
+        started = ready.wait(self.start_timeout_s) and self._listening
+        if not started or self._process.poll() is not None:
             output = "".join(self._output[-20:])
             self.stop()
+            if ADDRESS_IN_USE in output:
+                raise _PortTaken(output)
             raise ToolfleetError(f"embedded server {self.binary} did not start:\n{output}")
         if self.publish_url:
             url_file().write_text(self.url)
@@ -145,8 +172,9 @@ class EmbeddedRedis:
         for line in self._process.stdout:
             self._output.append(line)
             if READY_LINE in line:
+                self._listening = True
                 ready.set()
-        ready.set()  # exited: wake the starter, which checks poll()
+        ready.set()  # exited: wake the starter, which finds it never listened
 
     def stop(self) -> None:
         """Terminate the server (kill after 5 s), remove its directory and, if it still names this

