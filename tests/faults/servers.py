@@ -9,8 +9,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from toolfleet.orchestrator.cli.embedded import free_port, wait_for
+
+# Ports a first start tries: each is free when chosen, and may be bound by another
+# process before the server binds it.
+BIND_TRIES = 5
+
+
+class ExitedAtStart(RuntimeError):
+    """The server exited before it answered (its port was taken, or its arguments bad)."""
 
 
 class RedisServer:
@@ -27,6 +37,7 @@ class RedisServer:
         self._dir = tempfile.TemporaryDirectory(prefix="toolfleet-faults-redis-")
         self._process: subprocess.Popen[bytes] | None = None
         self.password: str | None = None  # set when extra_args carry --requirepass
+        self._started_once = False
 
     @property
     def dir(self) -> Path:
@@ -39,6 +50,20 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/{db}"
 
     def start(self) -> None:
+        """Start the server; a first start whose port another process took first (the
+        server exits at once) tries another port, up to BIND_TRIES: a restart keeps its
+        port, which its clients name."""
+        for _ in range(BIND_TRIES - 1):
+            if self._started_once:
+                break
+            try:
+                self._start_once()
+                return
+            except ExitedAtStart:
+                self.port = free_port()
+        self._start_once()
+
+    def _start_once(self) -> None:
         # fmt: off
         self._process = subprocess.Popen(
             [
@@ -58,11 +83,19 @@ class RedisServer:
         )
         # fmt: on
         wait_for(self._answers, 10, f"redis-server on port {self.port} to start")
+        self._started_once = True
 
     def _answers(self) -> bool:
         if self._process is not None and self._process.poll() is not None:
-            raise RuntimeError(f"redis-server on port {self.port} exited at start")
-        client = redis.Redis(port=self.port, password=self.password, socket_timeout=1)
+            raise ExitedAtStart(f"redis-server on port {self.port} exited at start")
+        # One try, briefly: what answers on the port may be another process's, silent.
+        client = redis.Redis(
+            port=self.port,
+            password=self.password,
+            socket_timeout=1,
+            socket_connect_timeout=1,
+            retry=Retry(NoBackoff(), 0),
+        )
         try:
             return bool(client.ping())
         except redis.AuthenticationError:
