@@ -160,9 +160,8 @@ class EmbeddedRedis:
         if not started or self._process.poll() is not None:
             output = "".join(self._output[-20:])
             self.stop()
-            if ADDRESS_IN_USE in output:
-                raise _PortTaken(output)
-            raise ToolfleetError(f"embedded server {self.binary} did not start:\n{output}")
+            why = f"embedded server {self.binary} did not start:\n{output}"
+            raise _PortTaken(why) if ADDRESS_IN_USE in output else ToolfleetError(why)
         if self.publish_url:
             url_file().write_text(self.url)
         return self.url
