@@ -223,8 +223,9 @@ async def _answer_calls(
     with_first_send = model_turn.stage if model_turn is not None else None
     sent: set[str] = set()
     sealer = Sealer.of(inv.settings)
-    # Made, and encoded as stored, while the other calls still run.
-    parts = ResponseParts(sealer, inv.store.may_name_secret)
+    # Made, and encoded as stored where the store can join them, while the other calls
+    # still run.
+    parts = ResponseParts(sealer, inv.store.piece_check)
     async for update in run_calls(
         inv, tools, calls, results, resume=resuming, with_first_send=with_first_send
     ):

@@ -390,6 +390,13 @@ class SessionStore:
         """Whether `json_text` may hold a key masked in stored events."""
         return may_name_secret(json_text, self._secrets)
 
+    @property
+    def piece_check(self) -> Callable[[str], bool] | None:
+        """What each piece of an event encoded ahead (`hold`'s `pieces`) is asked, or None
+        when no piece is worth encoding: a secret name of this store's could span two
+        pieces, so its events are encoded and checked whole."""
+        return self.may_name_secret if findable_in_pieces(self._secrets) else None
+
     def stage_held(self, batch: WriteBatch, session: Session, held: HeldAppend) -> StagedAppend:
         """`held`'s append as commands of `batch` (before the write's own); pass what this
         returns to `appended` with the write's replies."""
@@ -428,14 +435,13 @@ class SessionStore:
         stored = event
         if len(durable_delta) < len(event.state_delta):  # temp: keys are never stored
             stored = event.model_copy(update={"state_delta": durable_delta})
-        joined = None
-        if pieces is not None and findable_in_pieces(self._secrets):
-            joined = joined_text(stored, pieces, self.may_name_secret)
+        check = self.piece_check
+        joined = None if pieces is None or check is None else joined_text(stored, pieces, check)
         if joined is not None:
             text, names_secret = joined
         else:
             text = stored.model_dump_json(exclude_defaults=True)
-            names_secret = may_name_secret(text, self._secrets)
+            names_secret = self.may_name_secret(text)
         # A turn of thousands of calls is walked for secret names only when its text
         # holds one somewhere.
         if names_secret:

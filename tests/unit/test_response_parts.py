@@ -173,7 +173,9 @@ def test_a_secret_name_that_could_span_two_pieces_has_the_whole_text_checked() -
     odd = "a},{b"
     assert not findable_in_pieces(secret_name_set([odd]))
     assert findable_in_pieces(secret_name_set(["password"]))
+    assert SessionStore(fakeredis.FakeAsyncRedis(), Keys("t"), ("password",)).piece_check
     store = SessionStore(fakeredis.FakeAsyncRedis(), Keys("t"), (odd,))
+    assert store.piece_check is None  # a turn of this store's encodes no pieces
     results = [result("c0", {"n": 1}), result("c1", {"n": 2})]
     made = ResponseParts(names_secret=lambda text: False)  # pieces that claim no secret
     event = responses_event("i", "agent", results, made=made)
@@ -181,5 +183,6 @@ def test_a_secret_name_that_could_span_two_pieces_has_the_whole_text_checked() -
     calls: list[str] = []
     original = store.may_name_secret
     store.may_name_secret = lambda text: calls.append(text) or original(text)  # type: ignore[method-assign]
-    assert stored_text(store, event, pieces) == event.model_dump_json(exclude_defaults=True)
-    assert calls == []  # the store's own whole-text check ran, not the pieces' join
+    whole = event.model_dump_json(exclude_defaults=True)
+    assert stored_text(store, event, pieces) == whole
+    assert calls == [whole]  # the whole text checked once, the pieces not joined
