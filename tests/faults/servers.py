@@ -12,11 +12,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from toolfleet.orchestrator.cli.embedded import free_port, wait_for
-
-# Ports a first start tries: each is free when chosen, and may be bound by another
-# process before the server binds it.
-BIND_TRIES = 5
+from toolfleet.orchestrator.cli.embedded import BIND_TRIES, free_port, wait_for
 
 
 class ExitedAtStart(RuntimeError):
@@ -53,14 +49,13 @@ class RedisServer:
         """Start the server; a first start whose port another process took first (the
         server exits at once) tries another port, up to BIND_TRIES: a restart keeps its
         port, which its clients name."""
-        for _ in range(BIND_TRIES - 1):
-            if self._started_once:
-                break
-            try:
-                self._start_once()
-                return
-            except ExitedAtStart:
-                self.port = free_port()
+        if not self._started_once:
+            for _ in range(BIND_TRIES - 1):
+                try:
+                    self._start_once()
+                    return
+                except ExitedAtStart:
+                    self.port = free_port()
         self._start_once()
 
     def _start_once(self) -> None:

@@ -23,7 +23,10 @@ async def test_objects_are_freed_at_the_next_round_of_the_loop() -> None:
         release_soon(bulky)
         del bulky
         assert gone() is not None  # kept through the rest of this step
-        await asyncio.sleep(0)
+        loop = asyncio.get_running_loop()
+        next_round: asyncio.Future[None] = loop.create_future()
+        loop.call_soon(next_round.set_result, None)  # runs after the release, in order
+        await asyncio.wait_for(next_round, 5)
         assert gone() is None
     finally:
         gc.enable()
