@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from toolfleet.orchestrator.cli.embedded import free_port
 from toolfleet.shared.mcp_tools import (
     StdioConnectionParams,
     StdioServerParameters,
@@ -36,13 +37,6 @@ def stdio_params(starts: Path) -> StdioConnectionParams:
 def starts_in(path: Path) -> list[int]:
     """The pids of the server processes started so far."""
     return [int(line) for line in path.read_text().split()] if path.exists() else []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import stat
@@ -40,11 +41,44 @@ def find_server_binary() -> str:
     return str(get_binary_path())
 
 
+# Where Linux says which ports it gives outgoing connections (and `bind` to port 0), and
+# the lowest of them where that cannot be read (its default).
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+EPHEMERAL_LOW = 32768
+# The lowest port `free_port` chooses: above the well-known and most registered ones.
+LOWEST_PORT = 10_000
+# Ports tried at random before the OS is asked for one.
+PORT_TRIES = 50
+
+
 def free_port() -> int:
-    """A loopback TCP port the OS reports free now; another process may take it before use."""
+    """A loopback TCP port free now, chosen at random below the OS's ephemeral ports.
+
+    A port the OS picks comes from the range it gives outgoing connections too: any
+    client connecting anywhere on this machine could be given it between this check and
+    the server's bind. Below that range, only a process binding that very port can take
+    it first (a start that finds it taken tries another, BIND_TRIES). Where no port
+    there is free, one the OS picks."""
+    low, high = LOWEST_PORT, _ephemeral_low()
+    for _ in range(PORT_TRIES if high > low else 0):
+        port = random.randrange(low, high)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use, or kept by a closed connection
+                continue
+        return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The lowest of the ports the OS gives outgoing connections."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return EPHEMERAL_LOW
 
 
 def state_dir() -> Path:

@@ -7,7 +7,6 @@ completions are dead-lettered, and the ticket still takes a good result afterwar
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from tests.faults.test_orchestrator_faults import toolfleet_env
 from tests.integration.http_support import TOKEN, bearer
 from tests.support import until
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import free_port
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
 from toolfleet.orchestrator.loop.runner import Runner
@@ -43,13 +43,6 @@ WAIT_S = 30.0
 def nested_text(levels: int) -> str:
     """A JSON object `levels` deep, written out (json.dumps would recurse that deep)."""
     return '{"k": ' * (levels - 1) + "{}" + "}" * (levels - 1)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -27,12 +27,13 @@ from pydantic import SecretStr
 
 from tests.integration import confirm_tools
 from tests.integration.http_support import TOKEN, bearer
-from tests.mcp_support import ROOT, free_port, wait_for_port
+from tests.mcp_support import ROOT, wait_for_port
 from toolfleet.adk import Agent as AdkAgent
 from toolfleet.adk import RedisSessionService
 from toolfleet.adk import Runner as AdkRunner
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli import main as cli
+from toolfleet.orchestrator.cli.embedded import free_port
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, serve_http
 from toolfleet.orchestrator.httpapi.settings import ApiKey

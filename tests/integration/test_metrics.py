@@ -3,7 +3,6 @@ view and the fleet's state) and of a prefork worker (its processes added up)."""
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -15,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration import metered_tools
 from tests.integration.http_support import TOKEN, bearer
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.orchestrator.cli.embedded import free_port
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
@@ -28,12 +28,6 @@ pytestmark = pytest.mark.integration
 WAIT_S = 30
 APP = "scales_agent"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

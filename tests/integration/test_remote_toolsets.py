@@ -22,8 +22,9 @@ import redis
 from mcp import Client, StdioServerParameters
 
 from tests.integration.test_auth import every_value
-from tests.mcp_support import ROOT, free_port, serve_mcp_http, starts_in, wait_for_port
+from tests.mcp_support import ROOT, serve_mcp_http, starts_in, wait_for_port
 from tests.pets_api import PetsApi, serve_pets_api
+from toolfleet.orchestrator.cli.embedded import free_port
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerSpec
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
