@@ -116,9 +116,9 @@ class Settings(BaseSettings):
     task_events: bool = Field(
         default=True,
         description="Workers send Flower's task events (received, started, succeeded) from "
-        "the start. False: as Celery's default, only once a monitor asks for them (Flower "
-        "does every 5 s; `celery -A toolfleet.workers.app control enable_events`), which "
-        "spares an io worker about a tenth of its CPU per call while nobody watches. "
+        "the start (on Redis, an io worker makes them only while a client is subscribed "
+        "to them). False: as Celery's default, only once a monitor asks for them (Flower "
+        "does every 5 s; `celery -A toolfleet.workers.app control enable_events`). "
         "`control disable_events` turns them off again either way.",
     )
     redis_autopipeline: bool = Field(

@@ -31,6 +31,7 @@ from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
 from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
+from toolfleet.workers.intake.events import TaskEvents
 
 pytestmark = pytest.mark.integration
 
@@ -130,6 +131,34 @@ async def test_a_quick_calls_events_go_out_in_one_message(
             return
         split.append(per_message)
     pytest.fail(f"every call's events came in several messages: {split}")
+
+
+def test_an_intakes_events_on_redis_are_made_only_while_someone_listens(
+    settings: Settings,
+) -> None:
+    """kombu's Redis channel drops a publish's reply; the intake's events learn from it
+    whether anyone listens, and make no event while nobody does."""
+    app = Celery("test-events-reach", broker=settings.require_redis_url(), set_as_current=False)
+    events = TaskEvents(app, f"reach-{uuid.uuid4().hex[:8]}@host", lambda: True)
+    made: list[str] = []
+
+    def received(task_id: str) -> None:
+        events.send_made("task-received", lambda: made.append(task_id) or {"uuid": task_id})
+
+    try:
+        received("before-1")
+        events.flush()  # nobody subscribed: reached no client
+        received("before-2")
+        events.flush()
+        assert made == ["before-1"]
+
+        with EventListener(settings.require_redis_url()) as listener:
+            received("heard")
+            events.flush()
+            wait_for(lambda: listener.messages_of("heard"), EVENTS_TIMEOUT_S, "the event")
+        assert made == ["before-1", "heard"]
+    finally:
+        events.close()
 
 
 async def test_celerys_event_state_follows_an_io_workers_call_to_success(

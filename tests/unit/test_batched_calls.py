@@ -457,6 +457,9 @@ class BrokenEvents:
     def send(self, *args: Any, **kwargs: Any) -> None:
         raise ConnectionError("the events connection is gone")
 
+    def send_made(self, *args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the events connection is gone")
+
 
 def test_failing_task_events_stop_no_message_of_a_batch_from_being_acknowledged(
     caplog: pytest.LogCaptureFixture,
@@ -490,6 +493,9 @@ class SwitchedEvents:
 
     def send(self, kind: str, **fields: Any) -> None:
         self.sent.append((kind, fields["uuid"]))
+
+    def send_made(self, kind: str, make: Callable[[], dict[str, Any]]) -> None:
+        self.send(kind, **make())
 
 
 def test_the_runner_makes_no_task_event_while_none_is_wanted() -> None:

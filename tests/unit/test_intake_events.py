@@ -1,14 +1,16 @@
 """An intake's task events for Flower: wanted as Celery's dispatcher says, kept with the
 time they happened, published once per flush, once more on a new connection when the
-one in use was lost."""
+one in use was lost; on Redis, made only while a client listens."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+import fakeredis
 import pytest
 from kombu.clocks import LamportClock
 
@@ -72,6 +74,45 @@ class App:
 
 def events_of(app: App) -> TaskEvents:
     return TaskEvents(app, "io@host", lambda: True)  # type: ignore[arg-type]
+
+
+class RedisChannel:
+    """kombu's Redis channel as its fanout publish uses it: a client of its `Client`
+    class per message, whose reply it drops."""
+
+    def __init__(self, server: fakeredis.FakeServer) -> None:
+        self.Client: type[fakeredis.FakeRedis] = fakeredis.FakeRedis
+        self.server = server
+
+    def put_fanout(self, body: bytes) -> None:
+        self.Client(server=self.server).publish("/0.celeryev/task.multi", body)
+
+
+class RedisApp(App):
+    """An app whose dispatchers publish on a Redis channel too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server = fakeredis.FakeServer()
+
+    def _dispatcher(self, connection: object, **options: Any) -> Dispatcher:
+        made = super()._dispatcher(connection, **options)
+        channel = RedisChannel(self.server)
+        made.producer.channel = channel  # type: ignore[attr-defined]
+        publish = made.producer.publish
+
+        def publish_on_channel(body: bytes, **options: Any) -> None:
+            publish(body, **options)
+            channel.put_fanout(body)
+
+        made.producer.publish = publish_on_channel  # type: ignore[method-assign]
+        return made
+
+    def monitor(self) -> Any:
+        """A client subscribed as Flower's receiver is, to every event topic."""
+        pubsub = fakeredis.FakeRedis(server=self.server).pubsub(ignore_subscribe_messages=True)
+        pubsub.psubscribe("/0.celeryev/*")
+        return pubsub
 
 
 @pytest.mark.parametrize(
@@ -192,3 +233,82 @@ def test_a_field_json_cannot_hold_goes_as_its_text() -> None:
     events.flush()
     ((failed,),) = app.published
     assert failed["exception"] == "bad"
+
+
+def test_on_redis_events_go_unmade_once_a_publish_reached_nobody() -> None:
+    app = RedisApp()
+    events = events_of(app)
+    made: list[str] = []
+
+    def received(uuid: str) -> Callable[[], dict[str, Any]]:
+        return lambda: made.append(uuid) or {"uuid": uuid}
+
+    events.send_made("task-received", received("t1"))
+    events.flush()  # no client subscribed: Redis dropped it
+    events.send_made("task-received", received("t2"))
+    events.flush()
+    events.flush()  # nothing kept: nothing published
+
+    assert made == ["t1"]  # made for the first publish only
+    # After the first, an empty message asked whether anyone listens: nobody did.
+    assert [[e["uuid"] for e in body] for body in app.published] == [["t1"], []]
+    assert events.on  # the consumer still wants them: the intake keeps them, unmade
+
+
+def test_on_redis_a_monitor_gets_every_event_of_the_flushes_after_it_subscribed() -> None:
+    app = RedisApp()
+    events = events_of(app)
+    events.send("task-received", uuid="t1")
+    events.flush()  # reached nobody
+
+    monitor = app.monitor()
+    events.send_made("task-received", lambda: {"uuid": "t2"})
+    events.send("task-started", uuid="t2", timestamp=5.0)
+    events.flush()
+
+    # The subscription's confirmation reads as None (ignored); then the two messages.
+    heard = [monitor.get_message() for _ in range(3)]
+    bodies = [json.loads(m["data"]) for m in heard if m is not None]
+    assert [[e["uuid"] for e in body] for body in bodies] == [[], ["t2", "t2"]]
+    received, started = bodies[1]
+    assert received["type"] == "task-received" and received["timestamp"] > 5.0  # stamped
+    assert started["timestamp"] == 5.0  # as given
+
+    events.send("task-succeeded", uuid="t2")
+    events.flush()  # heard before: published at once
+    assert [e["uuid"] for e in app.published[-1]] == ["t2"] and len(app.published) == 4
+
+    monitor.close()  # gone: the next publish reaches nobody, the one after goes unmade
+    for uuid in ("t3", "t4"):
+        events.send_made("task-received", lambda uuid=uuid: {"uuid": uuid})
+        events.flush()
+    assert [[e["uuid"] for e in body] for body in app.published[4:]] == [["t3"], []]
+
+
+def test_an_event_whose_fields_cannot_be_made_is_dropped_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = App()
+    events = events_of(app)
+
+    def broken() -> dict[str, Any]:
+        raise ValueError("no repr")
+
+    events.send_made("task-received", broken)
+    events.send("task-succeeded", uuid="t1")
+    with caplog.at_level(logging.WARNING):
+        events.flush()
+
+    assert [[e["type"] for e in body] for body in app.published] == [["task-succeeded"]]
+    assert "making the fields of a task-received event failed" in caplog.text
+
+
+def test_a_broker_that_does_not_say_whom_it_reached_gets_every_event() -> None:
+    app = App()  # its producer has no Redis channel (RabbitMQ)
+    events = events_of(app)
+    events.send("task-received", uuid="t1")
+    events.flush()
+    events.send_made("task-received", lambda: {"uuid": "t2"})
+    events.flush()
+
+    assert [[e["uuid"] for e in body] for body in app.published] == [["t1"], ["t2"]]

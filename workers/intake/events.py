@@ -14,6 +14,14 @@ from the start with task events on (`worker_send_task_events`, `-E`), else once 
 monitor asked (Celery's `enable_events` control command, which Flower sends every few
 seconds), until `disable_events`.
 
+On Redis an event's fields are made only when someone listens. Redis's
+publish-subscribe keeps nothing - an event published while no client is subscribed is
+gone - and each publish answers how many clients it reached. Once a publish reached none,
+a flush first publishes an empty message (a monitor takes it for no event): only if that
+reached a client are the period's events made and published, else they are dropped
+unmade. A monitor subscribed before a flush gets every event of it; one that is not
+would not have got them anyway. A broker that does not say (RabbitMQ) gets every event.
+
 A flush publishes the events as the dispatcher's buffered group would (one `task.multi`
 message on its exchange, each event with the dispatcher's hostname, pid, UTC offset and
 clock), but encodes them itself, at once: the dispatcher's per-event send and kombu's
@@ -34,6 +42,7 @@ from celery.utils.time import utcoffset
 from kombu import Connection, Exchange, Producer
 from kombu.clocks import LamportClock
 from pydantic_core import to_json
+from redis import Redis
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +90,9 @@ class TaskEvents:
         self._wanted = wanted
         self._dispatcher: Dispatcher | None = None  # opened by the first flush
         self._lock = threading.Lock()  # intake threads send, the flush thread takes
-        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._pending: list[_Kept] = []
+        self._reach: _Reach | None = None  # the clients each publish reached (Redis)
+        self._heard = True  # the last publish reached a client, or the broker does not say
 
     @property
     def on(self) -> bool:
@@ -90,26 +101,40 @@ class TaskEvents:
 
     def send(self, kind: str, **fields: Any) -> None:
         """Keep an event, stamped now, for the next flush."""
-        fields.setdefault("timestamp", time.time())  # Celery's Event keeps a given one
-        with self._lock:
-            if len(self._pending) < BUFFER_LIMIT:
-                self._pending.append((kind, fields))
+        self._keep(kind, time.time(), fields)
+
+    def send_made(self, kind: str, make: Callable[[], dict[str, Any]]) -> None:
+        """Keep an event, stamped now, whose fields `make` gives when a flush publishes
+        it (never, while nobody listens)."""
+        self._keep(kind, time.time(), make)
 
     def flush(self) -> None:
         """Publish the events kept (one thread's job): on the connection in use, else, or
-        when that fails, on a new one."""
+        when that fails, on a new one. After a publish that reached nobody, only once an
+        empty message reached someone."""
         with self._lock:
-            events, self._pending = self._pending, []
-        if not events:
+            kept, self._pending = self._pending, []
+        if not kept:
             return
-        if self._publish(events):
-            return
-        if not self._publish(events):
-            log.warning(
-                "publishing %d task events failed twice, on a new connection too: they are "
-                "lost, and the next ones go on a new connection",
-                len(events),
-            )
+        if not self._heard and (not self._sent([]) or not self._heard):
+            return  # nobody listens: the events go unmade
+        self._sent([made for each in kept if (made := _made(each)) is not None])
+
+    def _keep(self, kind: str, stamp: float, fields: _Fields) -> None:
+        with self._lock:
+            if len(self._pending) < BUFFER_LIMIT:
+                self._pending.append((kind, stamp, fields))
+
+    def _sent(self, events: list[tuple[str, dict[str, Any]]]) -> bool:
+        """Whether `events` were published, on the connection in use or a new one."""
+        if self._publish(events) or self._publish(events):
+            return True
+        log.warning(
+            "publishing %d task events failed twice, on a new connection too: they are "
+            "lost, and the next ones go on a new connection",
+            len(events),
+        )
+        return False
 
     def close(self) -> None:
         """Publish what is kept and close."""
@@ -125,6 +150,9 @@ class TaskEvents:
         if dispatcher is None:
             dispatcher = self._dispatcher = self._open()
         try:
+            if self._reach is None:  # the producer's channel connects: inside the try
+                self._reach = _Reach.of(dispatcher.producer)
+            self._reach.reached = None
             exchange = dispatcher.exchange
             dispatcher.producer.publish(
                 _encoded(dispatcher, events),
@@ -136,10 +164,11 @@ class TaskEvents:
                 headers=dispatcher.headers,
                 delivery_mode=dispatcher.delivery_mode,
             )
+            self._heard = self._reach.reached != 0
             return True
         except Exception:
             log.info("publishing task events failed", exc_info=True)
-            self._dispatcher = None
+            self._dispatcher = self._reach = None
             _discard(dispatcher, lost=True)
             return False
 
@@ -149,6 +178,53 @@ class TaskEvents:
             self._app.connection_for_write(), hostname=self._hostname, groups=["task"]
         )
         return cast(Dispatcher, dispatcher)
+
+
+# The fields of a kept event, or what makes them.
+_Fields = dict[str, Any] | Callable[[], dict[str, Any]]
+# A kept event: its type, when it happened, its fields.
+_Kept = tuple[str, float, _Fields]
+
+
+def _made(kept: _Kept) -> tuple[str, dict[str, Any]] | None:
+    """A kept event's type and fields, stamped when it happened (Celery's Event keeps a
+    timestamp given in the fields); None, logged, when its fields could not be made."""
+    kind, stamp, fields = kept
+    try:
+        made = fields() if callable(fields) else fields
+    except Exception:  # Flower's view is not worth the flush of the others
+        log.warning("making the fields of a %s event failed", kind, exc_info=True)
+        return None
+    made.setdefault("timestamp", stamp)
+    return kind, made
+
+
+class _Reach:
+    """How many clients the last publish on a producer's channel reached: None where the
+    broker does not say."""
+
+    def __init__(self) -> None:
+        self.reached: int | None = None
+
+    @classmethod
+    def of(cls, producer: Producer) -> _Reach:
+        """The reach of `producer`'s publishes. On kombu's Redis channel, whose fanout
+        publish makes a client of its `Client` class for each message and drops the
+        reply, that class is made to keep the reply."""
+        reach = cls()
+        channel: Any = getattr(producer, "channel", None)  # kombu's channel, untyped
+        client_class = getattr(channel, "Client", None)
+        if isinstance(client_class, type) and issubclass(client_class, Redis):
+
+            class Counting(client_class):  # type: ignore[valid-type,misc]
+                def publish(self, channel: Any, message: Any, **kwargs: Any) -> Any:
+                    reached = super().publish(channel, message, **kwargs)
+                    if isinstance(reached, int):  # several topics: reached if any one was
+                        reach.reached = max(reach.reached or 0, reached)
+                    return reached
+
+            channel.Client = Counting
+        return reach
 
 
 def _encoded(dispatcher: Dispatcher, events: list[tuple[str, dict[str, Any]]]) -> bytes:

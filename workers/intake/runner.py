@@ -75,22 +75,12 @@ class MessageRunner:
     def received(self, message: TaskMessage) -> None:
         """Tell Flower the message was received (the intake does, for each one taken)."""
         events = self.events
-        if events is None or not events.on:  # asked before its fields are made
+        if events is None or not events.on:
             return
-        eta, expires = message.eta(), message.expires()
-        _send(
-            events,
-            "task-received",
-            message,
-            name=message.task,
-            args=message.argsrepr or saferepr(message.args),
-            kwargs=message.kwargsrepr or saferepr(message.kwargs),
-            root_id=message.root_id,
-            parent_id=message.parent_id,
-            retries=message.retries,
-            eta=eta and eta.isoformat(),
-            expires=expires and expires.isoformat(),
-        )
+        try:  # its fields are made when it is published: not at all while nobody listens
+            events.send_made("task-received", lambda: _received_fields(message))
+        except Exception:  # Flower's view is not worth a call
+            log.warning("sending Flower's task-received event of %s failed", message.task_id)
 
     def may_hold(self, message: TaskMessage) -> bool:
         """Whether `message` may wait for its ETA in a slot: its task is known and would
@@ -245,6 +235,22 @@ class MessageRunner:
     def _event(self, kind: str, message: TaskMessage, **fields: Any) -> None:
         if self.events is not None and self.events.on:
             _send(self.events, kind, message, **fields)
+
+
+def _received_fields(message: TaskMessage) -> dict[str, Any]:
+    """The fields of `message`'s task-received event, as Celery's consumer sends them."""
+    eta, expires = message.eta(), message.expires()
+    return {
+        "uuid": message.task_id,
+        "name": message.task,
+        "args": message.argsrepr or saferepr(message.args),
+        "kwargs": message.kwargsrepr or saferepr(message.kwargs),
+        "root_id": message.root_id,
+        "parent_id": message.parent_id,
+        "retries": message.retries,
+        "eta": eta and eta.isoformat(),
+        "expires": expires and expires.isoformat(),
+    }
 
 
 def _send(events: TaskEvents, kind: str, message: TaskMessage, **fields: Any) -> None:
