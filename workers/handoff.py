@@ -20,11 +20,16 @@ its delivery (workers/deliveries.py), so the worker that runs the copy counts it
 first delivery and claims it as such; two copies of one call (the outbox relay's double
 publish on RabbitMQ) stay one run, as the second finds the first's claim.
 
-The message was dropped (acknowledged) before it is published again: a worker killed
-within HAND_ON_DELAY_S of taking it (SIGKILL, power loss) loses it. The call is then
-answered TimeoutError by the orchestrator at its deadline (the tool's time limit and
-TOOLFLEET_RESULT_GRACE_S after it was sent), which closes it. A worker that stops warmly
-publishes what it holds at once.
+An io worker's intake acknowledges the message only once its copy is published (or the
+call answered): a worker killed within HAND_ON_DELAY_S of taking it (SIGKILL, power
+loss) leaves it unacknowledged, and the broker's sweep delivers it again past the
+visibility timeout, as any message of a dead worker; killed between the publish and the
+acknowledgement, both copies go out, and the second finds the first's claim. Celery's
+consumer (prefork workers) drops the message before it sends its `task_unknown` signal:
+there a worker killed within the delay loses it, and the call is answered TimeoutError
+by the orchestrator at its deadline (the tool's time limit and TOOLFLEET_RESULT_GRACE_S
+after it was sent), which closes it. A worker that stops warmly publishes what it holds
+at once.
 """
 
 from __future__ import annotations
@@ -251,13 +256,15 @@ def decide(
 
 @dataclass(order=True)
 class _Held:
-    """A message waiting for its delay, then published; `answer` when that fails."""
+    """A message waiting for its delay, then published; `answer` when that fails; then
+    `after` (its original acknowledged)."""
 
     due: float  # monotonic
     seq: int
     resend: Resend = field(compare=False)
     call_id: str = field(compare=False)
     answer: Callable[[], None] = field(compare=False)
+    after: Callable[[], None] | None = field(compare=False, default=None)
 
 
 class HandOff:
@@ -285,29 +292,43 @@ class HandOff:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def take(self, call: ToolCall, resend: Resend, worker: str, answer: Callable[[], None]) -> bool:
-        """Hand `call`'s message on, or drop it (its call is closed): True. False when it is
-        to be answered now (`answer` is called later instead, if publishing fails)."""
+    def take(
+        self,
+        call: ToolCall,
+        resend: Resend,
+        worker: str,
+        answer: Callable[[], None],
+        after: Callable[[], None] | None = None,
+    ) -> Outcome:
+        """HAND_ON: `call`'s message is held, to be published again (`answer` is called
+        instead if that fails), and `after` once either is done. CLOSED: it is to be
+        dropped. ANSWER: it is to be answered now. `after` is called only for HAND_ON."""
         now = time.time()
         decision = decide(self._client, self._keys, call, resend, worker, now, self._hand_on_for_s)
         if decision.outcome is Outcome.CLOSED:
             log.warning("call %s of tool %r is closed already: dropped", call.call_id, call.tool)
-            return True
+            return Outcome.CLOSED
         if decision.outcome is Outcome.ANSWER:
             log.info(
                 "call %s of tool %r not handed on: %s", call.call_id, call.tool, decision.reason
             )
-            return False
-        if not self._hold(resend.handed_on(now), call.call_id, answer):
-            return False
+            return Outcome.ANSWER
+        if not self._hold(resend.handed_on(now), call.call_id, answer, after):
+            return Outcome.ANSWER
         log.warning(
             "worker %s has no tool %r: call %s handed on to pool %s, where %s have it",
             worker, call.tool, call.call_id, resend.queue.removeprefix(QUEUE_PREFIX),
             ", ".join(decision.holders),
         )  # fmt: skip
-        return True
+        return Outcome.HAND_ON
 
-    def _hold(self, resend: Resend, call_id: str, answer: Callable[[], None]) -> bool:
+    def _hold(
+        self,
+        resend: Resend,
+        call_id: str,
+        answer: Callable[[], None],
+        after: Callable[[], None] | None,
+    ) -> bool:
         with self._changed:
             if len(self._held) >= self._max_held:
                 log.warning(
@@ -315,7 +336,8 @@ class HandOff:
                 )
                 return False
             due = time.monotonic() + self._delay_s
-            heapq.heappush(self._held, _Held(due, next(self._seq), resend, call_id, answer))
+            held = _Held(due, next(self._seq), resend, call_id, answer, after)
+            heapq.heappush(self._held, held)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="toolfleet-handoff", daemon=True
@@ -341,8 +363,8 @@ class HandOff:
             self._send(due)
 
     def _send(self, held: _Held) -> None:
-        """Publish one message; on any error, log it and answer its call instead (the
-        message is gone from the broker: it would be lost otherwise)."""
+        """Publish one message; on any error, log it and answer its call instead (else it
+        would be lost where its original is acknowledged already). Then `after`."""
         try:
             self._publish(held.resend)
         except Exception as exc:  # a broker error of either transport, or a pool timeout
@@ -351,3 +373,8 @@ class HandOff:
                 held.answer()
             except Exception:  # this thread serves the other held messages still
                 log.exception("answering call %s failed", held.call_id)
+        if held.after is not None:
+            try:
+                held.after()
+            except Exception:
+                log.exception("ending the message of call %s failed", held.call_id)

@@ -8,12 +8,16 @@ message was sent before. Celery drops such a message after its `task_unknown` si
 io worker's intake sends the same signal, with the call and the message, before it drops
 one. With a HandOff, a call that another live worker of the pool has the tool for is
 handed on to it instead (workers/handoff.py: a rolling restart adding a tool module).
+
+The intake passes the signal `end`, what acknowledges the message: a receiver that
+returns True has taken it on, and calls `end` once the message's copy is published (or
+its call answered); otherwise the intake ends the message at once.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -33,7 +37,13 @@ from toolfleet.shared.celery_wire.parse import TaskMessage, received_kwargs
 from toolfleet.shared.keys import QUEUE_PREFIX, TASK_PREFIX, Keys
 from toolfleet.shared.messages import ToolCall, error_result
 from toolfleet.shared.reporting import ResultReporter
-from toolfleet.workers.handoff import HandOff, Resend, resend_of_received, resend_of_taken
+from toolfleet.workers.handoff import (
+    HandOff,
+    Outcome,
+    Resend,
+    resend_of_received,
+    resend_of_taken,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +69,11 @@ def install_unregistered_answer(
         sig: Any = None,
         queue: str = "",
         task_message: TaskMessage | None = None,
+        end: Callable[[], None] | None = None,
         **_: Any,
-    ) -> None:
+    ) -> bool:
         if getattr(sender, "app", None) is not app:
-            return
+            return False
         resend: Resend | None = None
         if message is not None:  # Celery's consumer: the message it received
             kwargs, queue = received_kwargs(message)
@@ -73,7 +84,9 @@ def install_unregistered_answer(
             resend = resend_of_taken(task_message, queue)
         hostname = str(getattr(sender, "hostname", "") or "unknown")
         handing = None if hand_off is None or resend is None else (hand_off, resend)
-        answer_unregistered(reporter, keys, signer, name, (call, sig), queue, hostname, handing)
+        return answer_unregistered(
+            reporter, keys, signer, name, (call, sig), queue, hostname, handing, end
+        )
 
     @worker_shutdown.connect(weak=False)
     def _on_shutdown(sender: Any = None, **_: Any) -> None:
@@ -90,30 +103,35 @@ def answer_unregistered(
     queue: str,
     worker: str,
     handing: tuple[HandOff, Resend] | None = None,
-) -> None:
+    end: Callable[[], None] | None = None,
+) -> bool:
     """Post an error result naming the tool, the pool and what to change, and close the
     call: another copy of its message does not run it after the model was told it did
     not. `sent`: the message's kwargs `call` and `sig`. A message with no valid call has
     nowhere to be answered, and one `signer` refuses is no call of the fleet's: logged
     only, never handed on. `handing`: the HandOff and the message to publish again, when
-    another live worker of the pool may have the tool."""
+    another live worker of the pool may have the tool. True when the HandOff holds the
+    message: it calls `end` (what ends the original message) once the copy is published,
+    or the call answered; False when the caller ends it now."""
     call, signature = sent
     if not task.startswith(TASK_PREFIX) or call is None:
-        return
+        return False
     try:
         envelope = read_call(task, call, signature, signer)
     except RefusedCall as exc:
         log.error("refused a message of unregistered task %s, not answered: %s", task, exc)
-        return
+        return False
     except ValidationError as exc:
         log.error("a message of unregistered task %s holds no valid call: %s", task, exc)
-        return
+        return False
     answer = partial(_answer, reporter, keys, envelope, queue, worker)
     if handing is not None:
         hand_off, resend = handing
-        if hand_off.take(envelope, resend, worker, answer):
-            return
+        outcome = hand_off.take(envelope, resend, worker, answer, end)
+        if outcome is not Outcome.ANSWER:
+            return outcome is Outcome.HAND_ON
     answer()
+    return False
 
 
 def _answer(

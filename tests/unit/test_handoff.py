@@ -341,22 +341,95 @@ def test_a_message_published_again_through_kombu_keeps_its_body_headers_and_queu
     assert again.properties["priority"] == 3
 
 
+def intake_runner(
+    client: fakeredis.FakeRedis, hand_off: HandOff, log: list[str]
+) -> tuple[MessageRunner, Any]:
+    """An io worker's message runner whose acknowledgements go to `log`, the app answering
+    and handing on unregistered calls; and a message of such a call, taken from QUEUE."""
+    app = Celery("handoff-intake", set_as_current=False)
+    install_unregistered_answer(app, reporter(client), KEYS, SIGNER, hand_off)
+    runner = MessageRunner(
+        app, "io@host", lambda tag: log.append(f"ack {tag}"), lambda s: s(), None
+    )
+    raw = json.loads(message("tool.transfer", "tag-1", signed(envelope(call_id="real"))))
+    raw["properties"]["delivery_info"] = {"exchange": "", "routing_key": QUEUE}
+    return runner, decode(json.dumps(raw))
+
+
+class Logged(Published):
+    """Publishes, noting each publish in a shared log."""
+
+    def __init__(self, log: list[str], fails: bool = False) -> None:
+        super().__init__(fails)
+        self.log = log
+
+    def __call__(self, sent: Resend) -> None:
+        self.log.append("publish")
+        super().__call__(sent)
+
+
+def test_an_intake_acknowledges_a_message_handed_on_only_once_its_copy_is_out(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """A worker killed while the message waits for its delay leaves it unacknowledged:
+    the broker's sweep delivers it again."""
+    beat(client, "io@host", ["p"], [])
+    beat(client, "new@b", ["p"], ["transfer"])
+    log: list[str] = []
+    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
+    runner, taken = intake_runner(client, hand_off, log)
+    ended: list[str] = []
+
+    runner.run([(taken, lambda: ended.append("done"))])
+
+    assert log == [] and ended == []  # held: neither published nor acknowledged yet
+    hand_off.flush()  # its delay is over
+    assert log == ["publish", "ack tag-1"] and ended == ["done"]
+    assert posted(client) == []
+
+
+def test_an_intake_acknowledges_a_message_it_answers_at_once(
+    client: fakeredis.FakeRedis,
+) -> None:
+    beat(client, "io@host", ["p"], [])  # no other worker has the tool
+    log: list[str] = []
+    runner, taken = intake_runner(client, HandOff(client, KEYS, Logged(log), delay_s=3600), log)
+
+    runner.run([(taken, lambda: None)])
+
+    assert log == ["ack tag-1"]
+    (answer,) = posted(client)
+    assert answer.response["error_type"] == "ToolNotRegisteredError"
+
+
+def test_a_held_message_that_cannot_be_published_is_answered_then_acknowledged(
+    client: fakeredis.FakeRedis,
+) -> None:
+    beat(client, "io@host", ["p"], [])
+    beat(client, "new@b", ["p"], ["transfer"])
+    log: list[str] = []
+    hand_off = HandOff(client, KEYS, Logged(log, fails=True), delay_s=3600)
+    runner, taken = intake_runner(client, hand_off, log)
+    runner.run([(taken, lambda: None)])
+
+    hand_off.flush()
+
+    assert log == ["publish", "ack tag-1"]
+    (answer,) = posted(client)
+    assert answer.call_id == "real" and answer.response["error_type"] == "ToolNotRegisteredError"
+
+
 def test_an_intake_hands_a_message_on_through_the_signal(client: fakeredis.FakeRedis) -> None:
     """The io worker's intake sends the message with the signal: it is published again,
     acknowledged here, not answered."""
     beat(client, "io@host", ["p"], [])
     beat(client, "new@b", ["p"], ["transfer"])
-    app = Celery("handoff-intake", set_as_current=False)
-    published = Published()
-    hand_off = HandOff(client, KEYS, published, delay_s=0)
-    install_unregistered_answer(app, reporter(client), KEYS, SIGNER, hand_off)
-    acked: list[str] = []
-    runner = MessageRunner(app, "io@host", acked.append, lambda step: step(), None)
-    raw = json.loads(message("tool.transfer", "tag-1", signed(envelope(call_id="real"))))
-    raw["properties"]["delivery_info"] = {"exchange": "", "routing_key": QUEUE}
+    log: list[str] = []
+    published = Logged(log)
+    runner, taken = intake_runner(client, HandOff(client, KEYS, published, delay_s=0), log)
+    acked = threading.Event()
+    runner.run([(taken, acked.set)])
 
-    runner.run([(decode(json.dumps(raw)), lambda: None)])
-
-    assert published.arrived.wait(WAIT_S)
-    assert acked == ["tag-1"] and posted(client) == []
+    assert acked.wait(WAIT_S)  # the hand-off's thread published it, then ended it
+    assert log == ["publish", "ack tag-1"] and posted(client) == []
     assert published.sent[0].queue == QUEUE

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, NoReturn
 
 from celery import Celery, Task
@@ -142,14 +142,17 @@ class MessageRunner:
                 message.task_id,
             )
             # Answered with an error, or handed on (workers/unregistered.py), as Celery's
-            # consumer does.
+            # consumer does; a receiver that returns True ends the message itself, once
+            # its copy is out (acknowledged before, a kill in between would lose it).
             delivery = message.delivery_info
-            task_unknown.send(
+            replies = task_unknown.send(
                 sender=self, message=None, exc=None, name=message.task, id=message.task_id,
                 call=message.kwargs.get(CALL_FIELD), sig=message.kwargs.get(SIGNATURE_FIELD),
                 queue=str(delivery.get("routing_key") or ""), task_message=message,
+                end=partial(self._end, message, done),
             )  # fmt: skip
-            self._end(message, done)
+            if not any(reply is True for _, reply in replies):
+                self._end(message, done)
             return None
         expires = message.expires()
         if expires is not None and expires < datetime.now(UTC):
