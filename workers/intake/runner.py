@@ -145,14 +145,14 @@ class MessageRunner:
             # consumer does; a receiver that returns True ends the message itself, once
             # its copy is out (acknowledged before, a kill in between would lose it).
             delivery = message.delivery_info
+            end = partial(self._end, message, done)
             replies = task_unknown.send(
                 sender=self, message=None, exc=None, name=message.task, id=message.task_id,
                 call=message.kwargs.get(CALL_FIELD), sig=message.kwargs.get(SIGNATURE_FIELD),
-                queue=str(delivery.get("routing_key") or ""), task_message=message,
-                end=partial(self._end, message, done),
+                queue=str(delivery.get("routing_key") or ""), task_message=message, end=end,
             )  # fmt: skip
             if not any(reply is True for _, reply in replies):
-                self._end(message, done)
+                end()
             return None
         expires = message.expires()
         if expires is not None and expires < datetime.now(UTC):
