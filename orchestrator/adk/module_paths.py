@@ -130,7 +130,7 @@ ADK_MODULES: dict[str, str] = {
     "tools.openapi_tool": "OpenAPIToolset",
     "tools.openapi_tool.openapi_spec_parser": "OpenAPIToolset",
     "tools.openapi_tool.openapi_spec_parser.openapi_toolset": (
-        "BaseToolset OpenAPIToolset ReadonlyContext"
+        "BaseTool BaseToolset OpenAPIToolset ReadonlyContext"
     ),
     "tools.preload_memory_tool": "BaseTool ToolContext preload_memory_tool",
     "tools.retrieval": "VertexAiRagRetrieval",
@@ -158,6 +158,13 @@ NEED_ADK_EXTRAS = frozenset(
         ("sessions.database_session_service", "DatabaseSessionService"),
     }
 )
+
+
+# Names a module has only from a later google-adk 2.x release on, with that release: an
+# earlier release's module lacks them (toolfleet.adk offers them either way).
+ADDED_IN: dict[tuple[str, str], tuple[int, int]] = {
+    ("tools.openapi_tool.openapi_spec_parser.openapi_toolset", "BaseTool"): (2, 15),
+}
 
 
 def adk_module_names() -> dict[str, frozenset[str]]:

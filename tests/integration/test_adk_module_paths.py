@@ -1,6 +1,6 @@
 """toolfleet.adk's table of ADK's modules, held to google-adk's own modules: each name it
-lists is where ADK has it, and none of toolfleet.adk's names that ADK's module has is
-left out."""
+lists is where ADK has it (from the release that added it there on), and none of
+toolfleet.adk's names that ADK's module has is left out."""
 
 from __future__ import annotations
 
@@ -19,9 +19,13 @@ COMPARE = """
 import importlib, json, sys, types, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, sys.argv[1])
+import google.adk
 import toolfleet.adk
-from toolfleet.orchestrator.adk.module_paths import ALIASES, NEED_ADK_EXTRAS, adk_module_names
+from toolfleet.orchestrator.adk.module_paths import (
+    ADDED_IN, ALIASES, NEED_ADK_EXTRAS, adk_module_names,
+)
 
+release = tuple(int(part) for part in google.adk.__version__.split(".")[:2])
 ours = set(toolfleet.adk.__all__) | set(ALIASES)
 not_in_adk, left_out = [], []
 for module, names in adk_module_names().items():
@@ -34,7 +38,10 @@ for module, names in adk_module_names().items():
             return adk is not None and hasattr(adk, name)
         except ImportError:  # a name ADK loads from an extra it does not have here
             return False
-    wanted = [n for n in names if (module, n) not in NEED_ADK_EXTRAS]
+    wanted = [
+        n for n in names
+        if (module, n) not in NEED_ADK_EXTRAS and release >= ADDED_IN.get((module, n), (0, 0))
+    ]
     not_in_adk += [f"{module}.{n}" for n in wanted if not has(n)]
     # A module below it (`google.adk.tools.load_memory_tool`) is one of the table's own.
     left_out += [
