@@ -20,16 +20,16 @@ its delivery (workers/deliveries.py), so the worker that runs the copy counts it
 first delivery and claims it as such; two copies of one call (the outbox relay's double
 publish on RabbitMQ) stay one run, as the second finds the first's claim.
 
-An io worker's intake acknowledges the message only once its copy is published (or the
-call answered): a worker killed within HAND_ON_DELAY_S of taking it (SIGKILL, power
-loss) leaves it unacknowledged, and the broker's sweep delivers it again past the
-visibility timeout, as any message of a dead worker; killed between the publish and the
-acknowledgement, both copies go out, and the second finds the first's claim. Celery's
-consumer (prefork workers) drops the message before it sends its `task_unknown` signal:
-there a worker killed within the delay loses it, and the call is answered TimeoutError
-by the orchestrator at its deadline (the tool's time limit and TOOLFLEET_RESULT_GRACE_S
-after it was sent), which closes it. A worker that stops warmly publishes what it holds
-at once.
+The worker acknowledges (drops) the message only once its copy is published, or the call
+answered: an io worker's intake and the worker's Celery consumer (prefork workers) both
+pass the `task_unknown` signal what ends it. A worker killed within HAND_ON_DELAY_S of
+taking it (SIGKILL, power loss) leaves it unacknowledged, and the broker delivers it
+again, as any message of a dead worker (on Redis past the visibility timeout, on
+RabbitMQ once the connection is gone); killed between the publish and the
+acknowledgement, both copies go out, and the second finds the first's claim. An io
+worker that stops warmly publishes what it holds before it stops taking acks; what a
+worker still holds once it has stopped is left to the broker, which gives the message
+back (`give_back`), and is not published: one copy of the call stays.
 """
 
 from __future__ import annotations
@@ -347,11 +347,30 @@ class HandOff:
         return True
 
     def flush(self) -> None:
-        """Publish every held message now (the worker stops: its delays would be lost)."""
+        """Publish every held message now, its delay cut short."""
+        for each in self._take_all():
+            self._send(each)
+
+    def give_back(self) -> None:
+        """The worker has stopped: publish now each held message acknowledged already (no
+        `after`: no other copy of it is left), and drop the others unpublished - their
+        originals are unacknowledged, and the broker delivers them again (at once where
+        the worker's channel closed warmly, past the visibility timeout otherwise)."""
+        for each in self._take_all():
+            if each.after is None:
+                self._send(each)
+            else:
+                log.warning(
+                    "call %s not handed on: the worker stopped; the broker delivers its "
+                    "message again",
+                    each.call_id,
+                )
+
+    def _take_all(self) -> list[_Held]:
+        """Every held message, in order, held no longer."""
         with self._changed:
             held, self._held = self._held, []
-        for each in sorted(held):
-            self._send(each)
+        return sorted(held)
 
     def _run(self) -> None:
         while True:

@@ -4,14 +4,16 @@ left to time out in the orchestrator.
 The orchestrator sends a call only to a pool one of whose live workers registered its
 tool (their heartbeats say which), but a worker can take a message of a tool it lacks:
 it restarted with fewer TOOLFLEET_TOOL_MODULES since the orchestrator read them, or the
-message was sent before. Celery drops such a message after its `task_unknown` signal; an
-io worker's intake sends the same signal, with the call and the message, before it drops
-one. With a HandOff, a call that another live worker of the pool has the tool for is
-handed on to it instead (workers/handoff.py: a rolling restart adding a tool module).
+message was sent before. The worker's Celery consumer sends Celery's `task_unknown`
+signal for such a message, and an io worker's intake the same signal, with the call and
+the message, before either drops it. With a HandOff, a call that another live worker of
+the pool has the tool for is handed on to it instead (workers/handoff.py: a rolling
+restart adding a tool module).
 
-The intake passes the signal `end`, what acknowledges the message: a receiver that
-returns True has taken it on, and calls `end` once the message's copy is published (or
-its call answered); otherwise the intake ends the message at once.
+The intake and the worker's Celery consumer (shared/celery_wire/consumer.py) pass the
+signal `end`, what acknowledges the message: a receiver that returns True has taken it
+on, and calls `end` once the message's copy is published (or its call answered);
+otherwise the sender ends the message at once.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ def install_unregistered_answer(
     hand_off: HandOff | None = None,
 ) -> None:
     """Answer each call of an unregistered tool that `app`'s worker receives, if `signer`
-    finds it signed, or hand it on with `hand_off` (whose held messages are published
-    when the worker stops). Celery's signals are global: receivers ignore workers of
+    finds it signed, or hand it on with `hand_off` (whose held messages are given back
+    to the broker when the worker stops). Celery's signals are global: receivers ignore workers of
     other apps in this process."""
 
     @task_unknown.connect(weak=False)
@@ -91,7 +93,7 @@ def install_unregistered_answer(
     @worker_shutdown.connect(weak=False)
     def _on_shutdown(sender: Any = None, **_: Any) -> None:
         if hand_off is not None and getattr(sender, "app", None) is app:
-            hand_off.flush()
+            hand_off.give_back()
 
 
 def answer_unregistered(

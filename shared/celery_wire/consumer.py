@@ -26,6 +26,15 @@ Sentinel's default down-after-milliseconds (30 s), up to 30 s in a long outage. 
 it tries RECONNECT_START_S after the loss, then each wait RECONNECT_STEP_S longer, up
 to RECONNECT_MAX_S: it takes calls again at most that long after the broker is back,
 for one connection attempt per try.
+
+And a message of a task the worker does not know is dropped only after Celery's
+`task_unknown` signal, by whoever takes its call on. Celery drops it first: a receiver
+that hands the call on to another worker (workers/handoff.py publishes a copy a moment
+later) would lose it if this worker were killed in between. Here the signal carries `end`,
+what drops the message on the consumer's own thread (a broker channel belongs to the
+thread that consumes from it); a receiver that returns True calls it once the copy is
+out, and the message is dropped at once otherwise. Killed in between, the worker leaves
+the message unacknowledged, and the broker delivers it again.
 """
 
 from __future__ import annotations
@@ -33,10 +42,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from functools import partial
 from time import monotonic
 from typing import Any
 
+from celery import signals
 from celery.events.dispatcher import EventDispatcher
+from celery.exceptions import NotRegistered
+from celery.utils.objects import Bunch
 from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu import Connection
 from kombu.asynchronous import Hub
@@ -66,6 +79,7 @@ class Consumer(CeleryConsumer):
 
     # Celery's consumer has these (celery-types does not declare them).
     hub: Hub | None
+    connection_errors: tuple[type[BaseException], ...]
     _flush_events: Callable[[], None]  # flushes the dispatcher's buffer, if it has one
     _event_dispatcher: EventDispatcher | None = None
     # When the scheduled flush is due (monotonic clock); None: none is scheduled.
@@ -97,6 +111,51 @@ class Consumer(CeleryConsumer):
     def _flush_scheduled_events(self) -> None:
         self._events_flush_due = None
         self._flush_events()
+
+    # celery-types declares no return; Celery's returns None.
+    def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
+        """Celery's (logged, the backend and Flower told the task failed, `task_unknown`
+        sent), the message dropped after the signal: by the receiver that returns True,
+        through the signal's `end`, or here. Without an event loop to drop it on later,
+        it is dropped first, as Celery does."""
+        headers = message.headers or {}
+        id_, name = headers.get("id"), headers.get("task")
+        if id_ is None or name is None:  # protocol 1: in the body
+            payload = message.payload
+            id_, name = payload.get("id"), payload.get("task")
+        log.error(
+            "received a message of unregistered task %r (id %s): does this worker load the "
+            "module that defines it (TOOLFLEET_TOOL_MODULES)?",
+            name,
+            id_,
+            exc_info=exc,
+        )
+        drop = partial(message.reject_log_error, log, self.connection_errors)
+        hub = self.hub
+        end = None if hub is None else partial(hub.call_soon, drop)
+        if end is None:
+            drop()
+        taken_on = False
+        try:
+            request = Bunch(
+                name=name,
+                chord=None,
+                root_id=headers.get("root_id"),
+                correlation_id=message.properties.get("correlation_id"),
+                reply_to=message.properties.get("reply_to"),
+                errbacks=None,
+            )
+            self.app.backend.mark_as_failure(id_, NotRegistered(name), request=request)
+            if self.event_dispatcher:
+                failed = f"NotRegistered({name!r})"
+                self.event_dispatcher.send("task-failed", uuid=id_, exception=failed)
+            replies = signals.task_unknown.send(
+                sender=self, message=message, exc=exc, name=name, id=id_, end=end
+            )
+            taken_on = any(reply is True for _, reply in replies)
+        finally:
+            if end is not None and not taken_on:  # dropped, even where this raised
+                drop()
 
     def ensure_connected(self, conn: Connection) -> Connection:
         """Celery's, trying the broker again on RECONNECT_* rather than kombu's defaults

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import Any, cast
 
 import fakeredis
 import pytest
 import redis
 from celery import Celery
+from kombu import Message
 
 from tests.unit.test_call_signing import (
     KEY,
@@ -23,6 +26,7 @@ from tests.unit.test_call_signing import (
     posted,
     signed,
 )
+from toolfleet.shared.celery_wire.consumer import Consumer
 from toolfleet.shared.celery_wire.parse import decode
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.messages import ToolCall
@@ -247,7 +251,7 @@ def test_the_consumer_does_not_wait_for_the_delay(client: fakeredis.FakeRedis) -
     hand_over(client, hand_off, signed(envelope(call_id="real")))
 
     assert published.sent == []  # held, not published on this thread
-    hand_off.flush()  # the worker stops: what it holds goes now
+    hand_off.flush()  # its delay cut short: what it holds goes now
     assert [r.headers[HANDED_ON_TIMES] for r in published.sent] == [1]
 
 
@@ -433,3 +437,152 @@ def test_an_intake_hands_a_message_on_through_the_signal(client: fakeredis.FakeR
     assert acked.wait(WAIT_S)  # the hand-off's thread published it, then ended it
     assert log == ["publish", "ack tag-1"] and posted(client) == []
     assert published.sent[0].queue == QUEUE
+
+
+# ---------------------------------------------------------------- Celery's consumer
+
+
+class Channel:
+    """A broker channel that notes each message it is told to drop."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def basic_reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self.log.append(f"reject {delivery_tag}")
+
+
+class Loop:
+    """A consumer's event loop: what another thread asks it to call runs when `run` says."""
+
+    def __init__(self) -> None:
+        self.soon: list[Callable[[], None]] = []
+
+    def call_soon(self, callback: Callable[..., None], *args: Any) -> None:
+        self.soon.append(partial(callback, *args))
+
+    def run(self) -> None:
+        ready, self.soon = self.soon, []
+        for callback in ready:
+            callback()
+
+
+class ConsumerState:
+    """What a Celery consumer's `on_unknown_task` reads of it: worker ME's, on `hub`."""
+
+    def __init__(self, app: Celery, hub: Loop | None) -> None:
+        self.app = app
+        self.hub = hub
+        self.hostname = ME
+        self.connection_errors: tuple[type[BaseException], ...] = ()
+        self.event_dispatcher = None
+
+
+def received(log: list[str]) -> Message:
+    """A message of an unregistered tool's call as Celery's consumer receives it."""
+    body = json.dumps([[], signed(envelope(call_id="real")), {}]).encode()
+    return Message(
+        body=body,
+        channel=Channel(log),
+        delivery_tag="tag-1",
+        content_type="application/json",
+        content_encoding="utf-8",
+        headers={"task": "tool.transfer", "id": "task-tag-1"},
+        properties={},
+        delivery_info={"exchange": "", "routing_key": QUEUE},
+    )
+
+
+def consumer_receives(
+    client: fakeredis.FakeRedis, hand_off: HandOff, log: list[str], loop: Loop | None
+) -> Message:
+    """Celery's consumer of worker ME, on `loop` (None: none), receives a message of an
+    unregistered tool; its app answers and hands on such calls with `hand_off`."""
+    app = Celery("handoff-consumer", set_as_current=False)
+    install_unregistered_answer(app, reporter(client), KEYS, SIGNER, hand_off)
+    message = received(log)
+    consumer = cast(Any, ConsumerState(app, loop))
+    Consumer.on_unknown_task(consumer, message.body, message, KeyError("tool.transfer"))
+    return message
+
+
+def test_a_consumer_drops_a_message_handed_on_only_once_its_copy_is_out(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """A prefork worker killed while the message waits for its delay leaves it
+    unacknowledged: the broker delivers it again."""
+    beat(client, ME, ["p"], [])
+    beat(client, "new@b", ["p"], ["transfer"])
+    log: list[str] = []
+    loop = Loop()
+    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
+
+    message = consumer_receives(client, hand_off, log, loop)
+
+    assert log == [] and not message.acknowledged  # held: neither published nor dropped
+    hand_off.flush()  # its delay is over: the hand-off's thread would publish it now
+    assert log == ["publish"]  # dropped on the consumer's own thread, not this one
+    loop.run()
+    assert log == ["publish", "reject tag-1"] and message.acknowledged
+    assert posted(client) == []
+
+
+def test_a_consumer_drops_a_message_it_answers_at_once(client: fakeredis.FakeRedis) -> None:
+    beat(client, ME, ["p"], [])  # no other worker has the tool
+    log: list[str] = []
+    loop = Loop()
+
+    consumer_receives(client, HandOff(client, KEYS, Logged(log), delay_s=3600), log, loop)
+
+    assert log == ["reject tag-1"] and loop.soon == []
+    (answer,) = posted(client)
+    assert answer.response["error_type"] == "ToolNotRegisteredError"
+
+
+def test_a_consumer_without_an_event_loop_drops_the_message_first(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """No loop runs on the consumer's thread to drop it later (a broker channel is not
+    shared between threads): dropped before the signal, as Celery drops it."""
+    beat(client, ME, ["p"], [])
+    beat(client, "new@b", ["p"], ["transfer"])
+    log: list[str] = []
+    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
+
+    consumer_receives(client, hand_off, log, None)
+    hand_off.flush()
+
+    assert log == ["reject tag-1", "publish"]
+
+
+def test_a_stopped_worker_leaves_an_unacknowledged_message_to_the_broker(
+    client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its original goes back to the queue (a channel closed warmly gives back what it did
+    not acknowledge): a copy published too would be a second message of the call."""
+    beat(client, ME, ["p"], [])
+    beat(client, "new@b", ["p"], ["transfer"])
+    log: list[str] = []
+    loop = Loop()
+    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
+    message = consumer_receives(client, hand_off, log, loop)
+
+    hand_off.give_back()
+    loop.run()
+
+    assert log == [] and not message.acknowledged and posted(client) == []
+    assert "call real not handed on: the worker stopped" in caplog.text
+
+
+def test_a_stopped_worker_publishes_a_message_it_acknowledged_already(
+    client: fakeredis.FakeRedis,
+) -> None:
+    beat(client, ME, ["p"], [])
+    beat(client, "new@b", ["p"], ["transfer"])
+    log: list[str] = []
+    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
+    consumer_receives(client, hand_off, log, None)  # dropped first: nothing else has it
+
+    hand_off.give_back()
+
+    assert log == ["reject tag-1", "publish"]
