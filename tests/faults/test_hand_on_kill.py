@@ -9,7 +9,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import cast
 
 import pytest
@@ -20,10 +22,10 @@ from tests.faults.brokers import ON_EACH_BROKER, Broker, publishing
 from tests.faults.hand_on_tools import POOL
 from tests.support import tool_call, until
 from toolfleet.orchestrator.cli.embedded import wait_for
-from toolfleet.orchestrator.cli.local_workers import WorkerGroup
+from toolfleet.orchestrator.cli.local_workers import WorkerGroup, WorkerProcess
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name
-from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolCall, ToolResult
 
 pytestmark = [pytest.mark.integration, ON_EACH_BROKER]
 
@@ -51,20 +53,30 @@ def results_of(client: redis.Redis, stream: str, call_id: str) -> list[ToolResul
     return found
 
 
-async def test_a_prefork_worker_killed_holding_a_call_to_hand_on_leaves_it_to_the_broker(
-    settings: Settings,
-    client: redis.Redis,
-    aclient: aioredis.Redis,
-    report_figure: Callable[[str, object], None],
-) -> None:
-    keys = Keys(settings.key_prefix)
+@dataclass(frozen=True)
+class Held:
+    """A call of the tool that worker `lacking` holds to hand on; `news` starts workers that
+    have the tool, `stream` gets the call's result."""
+
+    lacking: WorkerProcess
+    news: WorkerGroup
+    call: ToolCall
+    stream: str
+
+
+@asynccontextmanager
+async def held_to_hand_on(
+    settings: Settings, client: redis.Redis, aclient: aioredis.Redis, name: str
+) -> AsyncIterator[Held]:
+    """A prefork worker of POOL without the tool, holding (for a minute) a call of it that
+    it hands on to HOLDER; its workers and those of `news` stop at the end."""
     old = settings.model_copy(update={"tool_modules": ["tests.faults.slow_hand_on"]})
     new = settings.model_copy(update={"tool_modules": ["tests.faults.hand_on_tools"]})
-    stream = f"{settings.key_prefix}:results:hand-on"
-    call = tool_call(uuid.uuid4().hex, "handed", "s-hand-on", stream, {"word": "kept"})
+    stream = f"{settings.key_prefix}:results:{name}"
+    call = tool_call(uuid.uuid4().hex, "handed", f"s-{name}", stream, {"word": "kept"})
     with WorkerGroup(old) as olds, WorkerGroup(new) as news:
         lacking = olds.start([POOL], 1, "lacking")
-        beat_holder(client, keys)
+        beat_holder(client, Keys(settings.key_prefix))
         async with publishing(settings, aclient) as publisher:
             dispatch = publisher.dispatch(call, queue_name(POOL))
             await publisher.publish([dispatch], record_in=f"{stream}:sent")
@@ -73,20 +85,39 @@ async def test_a_prefork_worker_killed_holding_a_call_to_hand_on_leaves_it_to_th
                 "the worker without the tool to hold the call",
                 START_TIMEOUT_S,
             )
+        yield Held(lacking, news, call, stream)
 
-        lacking.kill()  # while it holds the call: its copy not published yet
+
+def run_on_a_worker_with_the_tool(
+    settings: Settings, client: redis.Redis, held: Held
+) -> tuple[float, WorkerProcess]:
+    """Start a worker that has the tool; once the call's result is posted, stop it and
+    check that the broker has no message of the call left. When the result came
+    (monotonic), and the worker."""
+    having = held.news.start([POOL], 1, "having")
+    wait_for(
+        lambda: bool(results_of(client, held.stream, held.call.call_id)),
+        WAIT_S,
+        "the call to run on the worker that has its tool",
+    )
+    came = time.monotonic()
+    assert Broker(settings, client).left_of(held.call.call_id, [having], POOL) == 0
+    return came, having
+
+
+async def test_a_prefork_worker_killed_holding_a_call_to_hand_on_leaves_it_to_the_broker(
+    settings: Settings,
+    client: redis.Redis,
+    aclient: aioredis.Redis,
+    report_figure: Callable[[str, object], None],
+) -> None:
+    async with held_to_hand_on(settings, client, aclient, "killed") as held:
+        held.lacking.kill()  # while it holds the call: its copy not published yet
         killed = time.monotonic()
-        having = news.start([POOL], 1, "having")
-        wait_for(
-            lambda: bool(results_of(client, stream, call.call_id)),
-            WAIT_S,
-            "the call to run on the worker that has its tool",
-        )
-        report_figure("kill -> result", f"{time.monotonic() - killed:.2f} s")
-        broker = Broker(settings, client)
-        assert broker.left_of(call.call_id, [having], POOL) == 0  # no copy left to run
+        came, _ = run_on_a_worker_with_the_tool(settings, client, held)
+        report_figure("kill -> result", f"{came - killed:.2f} s")
 
-    (result,) = results_of(client, stream, call.call_id)
+    (result,) = results_of(client, held.stream, held.call.call_id)
     assert result.status is CallStatus.SUCCESS and result.response == {"word": "kept"}
     assert result.worker.startswith("having@")
 
@@ -100,37 +131,14 @@ async def test_a_prefork_worker_stopped_holding_a_call_to_hand_on_gives_it_back_
     """Stopped warmly, the worker leaves the message to the broker, which takes it back
     (its channel closed); it publishes no copy of its own: the call's message reaches a
     worker with the tool once."""
-    keys = Keys(settings.key_prefix)
-    old = settings.model_copy(update={"tool_modules": ["tests.faults.slow_hand_on"]})
-    new = settings.model_copy(update={"tool_modules": ["tests.faults.hand_on_tools"]})
-    stream = f"{settings.key_prefix}:results:given-back"
-    call = tool_call(uuid.uuid4().hex, "handed", "s-given-back", stream, {"word": "kept"})
-    with WorkerGroup(old) as olds, WorkerGroup(new) as news:
-        lacking = olds.start([POOL], 1, "lacking")
-        beat_holder(client, keys)
-        async with publishing(settings, aclient) as publisher:
-            dispatch = publisher.dispatch(call, queue_name(POOL))
-            await publisher.publish([dispatch], record_in=f"{stream}:sent")
-            await until(
-                lambda: f"call {call.call_id} handed on to pool {POOL}" in lacking.log(),
-                "the worker without the tool to hold the call",
-                START_TIMEOUT_S,
-            )
-
-        lacking.stop()  # warm: what it holds goes back to the broker
+    async with held_to_hand_on(settings, client, aclient, "stopped") as held:
+        held.lacking.stop()  # warm: what it holds goes back to the broker
         stopped = time.monotonic()
-        assert "not handed on: the worker stopped" in lacking.log()
-        having = news.start([POOL], 1, "having")
-        wait_for(
-            lambda: bool(results_of(client, stream, call.call_id)),
-            WAIT_S,
-            "the call to run on the worker that has its tool",
-        )
-        report_figure("stop -> result", f"{time.monotonic() - stopped:.2f} s")
-        broker = Broker(settings, client)
-        assert broker.left_of(call.call_id, [having], POOL) == 0
+        assert "not handed on: the worker stopped" in held.lacking.log()
+        came, having = run_on_a_worker_with_the_tool(settings, client, held)
+        report_figure("stop -> result", f"{came - stopped:.2f} s")
         received = len(re.findall(r"Task tool\.handed\[\S+\] received", having.log()))
 
     assert received == 1  # the original alone: no copy of the worker's own went out
-    (result,) = results_of(client, stream, call.call_id)
+    (result,) = results_of(client, held.stream, held.call.call_id)
     assert result.status is CallStatus.SUCCESS and result.worker.startswith("having@")

@@ -506,16 +506,22 @@ def consumer_receives(
     return message
 
 
+def handing_on(client: fakeredis.FakeRedis) -> tuple[HandOff, list[str]]:
+    """A hand-off of worker ME, whose pool's worker new@b has the tool, that holds what it
+    takes until told; and the log of what it publishes."""
+    beat(client, ME, ["p"], [])
+    beat(client, "new@b", ["p"], ["transfer"])
+    log: list[str] = []
+    return HandOff(client, KEYS, Logged(log), delay_s=3600), log
+
+
 def test_a_consumer_drops_a_message_handed_on_only_once_its_copy_is_out(
     client: fakeredis.FakeRedis,
 ) -> None:
     """A prefork worker killed while the message waits for its delay leaves it
     unacknowledged: the broker delivers it again."""
-    beat(client, ME, ["p"], [])
-    beat(client, "new@b", ["p"], ["transfer"])
-    log: list[str] = []
+    hand_off, log = handing_on(client)
     loop = Loop()
-    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
 
     message = consumer_receives(client, hand_off, log, loop)
 
@@ -544,10 +550,7 @@ def test_a_consumer_without_an_event_loop_drops_the_message_first(
 ) -> None:
     """No loop runs on the consumer's thread to drop it later (a broker channel is not
     shared between threads): dropped before the signal, as Celery drops it."""
-    beat(client, ME, ["p"], [])
-    beat(client, "new@b", ["p"], ["transfer"])
-    log: list[str] = []
-    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
+    hand_off, log = handing_on(client)
 
     consumer_receives(client, hand_off, log, None)
     hand_off.flush()
@@ -560,11 +563,8 @@ def test_a_stopped_worker_leaves_an_unacknowledged_message_to_the_broker(
 ) -> None:
     """Its original goes back to the queue (a channel closed warmly gives back what it did
     not acknowledge): a copy published too would be a second message of the call."""
-    beat(client, ME, ["p"], [])
-    beat(client, "new@b", ["p"], ["transfer"])
-    log: list[str] = []
+    hand_off, log = handing_on(client)
     loop = Loop()
-    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
     message = consumer_receives(client, hand_off, log, loop)
 
     hand_off.give_back()
@@ -577,10 +577,7 @@ def test_a_stopped_worker_leaves_an_unacknowledged_message_to_the_broker(
 def test_a_stopped_worker_publishes_a_message_it_acknowledged_already(
     client: fakeredis.FakeRedis,
 ) -> None:
-    beat(client, ME, ["p"], [])
-    beat(client, "new@b", ["p"], ["transfer"])
-    log: list[str] = []
-    hand_off = HandOff(client, KEYS, Logged(log), delay_s=3600)
+    hand_off, log = handing_on(client)
     consumer_receives(client, hand_off, log, None)  # dropped first: nothing else has it
 
     hand_off.give_back()
