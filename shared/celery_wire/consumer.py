@@ -132,7 +132,7 @@ class Consumer(CeleryConsumer):
         )
         drop = partial(message.reject_log_error, log, self.connection_errors)
         hub = self.hub
-        end = None if hub is None else partial(hub.call_soon, drop)
+        end = None if hub is None else partial(hub.call_soon, partial(_dropping, drop, id_))
         if end is None:
             drop()
         taken_on = False
@@ -185,6 +185,16 @@ class Consumer(CeleryConsumer):
             self._flush_events()
         except Exception:
             log.warning("sending the last task events failed", exc_info=True)
+
+
+def _dropping(drop: Callable[[], None], task_id: object) -> None:
+    """Drop a message on the consumer's loop, later than it came: an error is logged, not
+    raised into the loop (the channel it came on may be gone since, and the broker gives
+    the message back)."""
+    try:
+        drop()
+    except Exception:
+        log.exception("could not drop the message of unregistered task id %s", task_id)
 
 
 def _reconnecting_sooner(conn: Connection) -> Connection:

@@ -443,12 +443,16 @@ def test_an_intake_hands_a_message_on_through_the_signal(client: fakeredis.FakeR
 
 
 class Channel:
-    """A broker channel that notes each message it is told to drop."""
+    """A broker channel that notes each message it is told to drop; `gone`: one closed
+    since, which fails to."""
 
-    def __init__(self, log: list[str]) -> None:
+    def __init__(self, log: list[str], gone: bool = False) -> None:
         self.log = log
+        self.gone = gone
 
     def basic_reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        if self.gone:
+            raise RuntimeError("channel closed")
         self.log.append(f"reject {delivery_tag}")
 
 
@@ -478,12 +482,12 @@ class ConsumerState:
         self.event_dispatcher = None
 
 
-def received(log: list[str]) -> Message:
+def received(log: list[str], gone: bool = False) -> Message:
     """A message of an unregistered tool's call as Celery's consumer receives it."""
     body = json.dumps([[], signed(envelope(call_id="real")), {}]).encode()
     return Message(
         body=body,
-        channel=Channel(log),
+        channel=Channel(log, gone),
         delivery_tag="tag-1",
         content_type="application/json",
         content_encoding="utf-8",
@@ -583,3 +587,21 @@ def test_a_stopped_worker_publishes_a_message_it_acknowledged_already(
     hand_off.give_back()
 
     assert log == ["reject tag-1", "publish"]
+
+
+def test_a_message_whose_channel_is_gone_when_its_copy_is_out_is_left_to_the_broker(
+    client: fakeredis.FakeRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The consumer reconnected while the message was held: dropping it fails, and the
+    error is logged, not raised into the consumer's loop (the broker gives the message
+    back; the copy's delivery finds the first's claim)."""
+    hand_off, log = handing_on(client)
+    loop = Loop()
+    message = consumer_receives(client, hand_off, log, loop)
+    cast(Channel, message.channel).gone = True
+
+    hand_off.flush()
+    loop.run()
+
+    assert log == ["publish"] and not message.acknowledged
+    assert "could not drop the message of unregistered task id task-tag-1" in caplog.text
