@@ -51,6 +51,9 @@ from celery.events.dispatcher import EventDispatcher
 from celery.exceptions import NotRegistered
 from celery.utils.objects import Bunch
 from celery.worker.consumer import Consumer as CeleryConsumer
+
+# celery-types does not declare Celery's template of its log line.
+from celery.worker.consumer.consumer import UNKNOWN_TASK_ERROR, dump_body  # type: ignore[attr-defined]
 from kombu import Connection
 from kombu.asynchronous import Hub
 
@@ -123,13 +126,9 @@ class Consumer(CeleryConsumer):
         if id_ is None or name is None:  # protocol 1: in the body
             payload = message.payload
             id_, name = payload.get("id"), payload.get("task")
-        log.error(
-            "received a message of unregistered task %r (id %s): does this worker load the "
-            "module that defines it (TOOLFLEET_TOOL_MODULES)?",
-            name,
-            id_,
-            exc_info=exc,
-        )
+        # Celery's own words (operators search for them), its body's dump included.
+        info = (dump_body(message, body), message.headers, message.delivery_info)
+        log.error(UNKNOWN_TASK_ERROR, exc, *info, exc_info=exc)
         drop = partial(message.reject_log_error, log, self.connection_errors)
         hub = self.hub
         end = None if hub is None else partial(hub.call_soon, partial(_dropping, drop, id_))
