@@ -122,10 +122,11 @@ class Consumer(CeleryConsumer):
         through the signal's `end`, or here. Without an event loop to drop it on later,
         it is dropped first, as Celery does."""
         headers = message.headers or {}
-        id_, name = headers.get("id"), headers.get("task")
+        id_: Any = headers.get("id")
+        name: Any = headers.get("task")
         if id_ is None or name is None:  # protocol 1: in the body
-            payload = message.payload
-            id_, name = payload.get("id"), payload.get("task")
+            payload = _payload(message)
+            id_, name = id_ or payload.get("id"), name or payload.get("task")
         # Celery's own words (operators search for them), its body's dump included.
         info = (dump_body(message, body), message.headers, message.delivery_info)
         log.error(UNKNOWN_TASK_ERROR, exc, *info, exc_info=exc)
@@ -184,6 +185,16 @@ class Consumer(CeleryConsumer):
             self._flush_events()
         except Exception:
             log.warning("sending the last task events failed", exc_info=True)
+
+
+def _payload(message: Any) -> dict[str, Any]:
+    """A protocol 1 message's decoded body; empty where it is no such body (a message
+    forged on the broker must not stop the consumer before it is dropped)."""
+    try:
+        payload = message.payload
+    except Exception:
+        return {}
+    return payload if isinstance(payload, dict) else {}
 
 
 def _dropping(drop: Callable[[], None], task_id: object) -> None:

@@ -605,3 +605,27 @@ def test_a_message_whose_channel_is_gone_when_its_copy_is_out_is_left_to_the_bro
 
     assert log == ["publish"] and not message.acknowledged
     assert "could not drop the message of unregistered task id task-tag-1" in caplog.text
+
+
+def test_a_forged_message_naming_no_task_is_dropped(client: fakeredis.FakeRedis) -> None:
+    """No headers, and a body that is no protocol 1 message: logged and dropped, and the
+    consumer goes on (nothing raised into it)."""
+    hand_off, log = handing_on(client)
+    app = Celery("handoff-consumer", set_as_current=False)
+    install_unregistered_answer(app, reporter(client), KEYS, SIGNER, hand_off)
+    forged = Message(
+        body=b"\xff not json",
+        channel=Channel(log),
+        delivery_tag="tag-9",
+        content_type="application/json",
+        content_encoding="utf-8",
+        headers={},
+        properties={},
+        delivery_info={"exchange": "", "routing_key": QUEUE},
+    )
+    consumer = cast(Any, ConsumerState(app, None))
+
+    Consumer.on_unknown_task(consumer, None, forged, KeyError("?"))
+    hand_off.flush()
+
+    assert log == ["reject tag-9"] and forged.acknowledged and posted(client) == []
