@@ -27,10 +27,10 @@ taking it (SIGKILL, power loss) leaves it unacknowledged, and the broker deliver
 again, as any message of a dead worker (on Redis past the visibility timeout, on
 RabbitMQ once the connection is gone); killed between the publish and the
 acknowledgement (or stopped, or reconnected, with its consumer's channel gone), both
-copies go out, and the second finds the first's claim. An io
-worker that stops warmly publishes what it holds before it stops taking acks; what a
-worker still holds once it has stopped is left to the broker, which gives the message
-back (`give_back`), and is not published: one copy of the call stays.
+copies go out, and the second finds the first's claim. An io worker that stops warmly
+publishes what it holds before it stops taking acks; what a worker still holds once it
+has stopped is left to the broker, which gives the message back (`give_back`), and is
+not published: one copy of the call stays.
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ def install_unregistered_answer(
 ) -> None:
     """Answer each call of an unregistered tool that `app`'s worker receives, if `signer`
     finds it signed, or hand it on with `hand_off` (whose held messages are given back
-    to the broker when the worker stops). Celery's signals are global: receivers ignore workers of
-    other apps in this process."""
+    to the broker when the worker stops). Celery's signals are global: receivers ignore
+    workers of other apps in this process."""
 
     @task_unknown.connect(weak=False)
     def _on_unknown(
