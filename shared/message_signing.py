@@ -50,7 +50,9 @@ class MessageSigner:
         return hmac.digest(self._key, data, "sha256").hex()
 
     def valid(self, data: bytes, signature: object) -> bool:
-        """Whether `signature` is that of `data`, compared in constant time."""
-        if not isinstance(signature, str):
+        """Whether `signature` is that of `data`, compared in constant time. Any value at
+        all may come in a message: one that is no signature is not valid (and comparing
+        non-ASCII text would raise)."""
+        if not isinstance(signature, str) or not signature.isascii():
             return False
         return hmac.compare_digest(self.sign(data), signature)

@@ -35,8 +35,10 @@ class ResultSigner:
         return hmac.new(self._key, payload, hashlib.sha256).hexdigest()
 
     def valid(self, payload: bytes, signature: bytes | str | None) -> bool:
-        """Whether `signature` is the payload's, compared in constant time."""
-        if signature is None:
+        """Whether `signature` is the payload's, compared in constant time. Any value at
+        all may come from a stream entry: one that is no signature is not valid."""
+        if isinstance(signature, str):
+            signature = signature.encode("utf-8", "replace")  # non-ASCII: never hex digits
+        if not isinstance(signature, bytes):
             return False
-        given = signature.decode() if isinstance(signature, bytes) else signature
-        return hmac.compare_digest(self.sign(payload), given)
+        return hmac.compare_digest(self.sign(payload).encode(), signature)

@@ -46,7 +46,12 @@ def install_eta_guard(app: Celery) -> None:
             return
         kwargs = request.kwargs if isinstance(request.kwargs, Mapping) else {}
         args = request.args if isinstance(request.args, Sequence) else ()
-        if would_run(request.task, args, kwargs):
+        try:
+            kept = would_run(request.task, args, kwargs)
+        except Exception:  # what no task reads is not kept for a year either
+            log.exception("task %s[%s]: could not read its message", request.name, request.id)
+            kept = False
+        if kept:
             return
         log.warning(
             "task %s[%s] is due at %s but would not run: run now, to be refused, not kept",

@@ -132,7 +132,7 @@ def test_a_call_without_a_signature_is_refused_naming_the_key_and_the_version(
     assert "no TOOLFLEET_FLEET_KEY" in message and "upgrade workers and orchestrators" in message
 
 
-@pytest.mark.parametrize("sig", [12, None, ["ab"], "zz"])
+@pytest.mark.parametrize("sig", [12, None, ["ab"], "zz", "\u00e9" * 64])
 def test_a_signature_of_another_shape_is_refused(sig: object) -> None:
     kwargs: dict[str, Any] = {**signed(envelope()), "sig": sig}
     assert refusal("tool.transfer", kwargs) in (UNSIGNED, BAD_SIGNATURE)
@@ -209,6 +209,8 @@ def forgeries() -> dict[str, dict[str, Any]]:
         "another key's": signed(claimed, new_fleet_key()),
         "tampered": {**genuine, "call": claimed.model_dump_json()},
         "another tool's": signed(envelope("read_balance", "forged", YES)),
+        # Text no signature is: comparing it as one would raise, not refuse.
+        "a non-ASCII signature": {**genuine, "sig": "\u00e9" * 64},
     }
 
 
@@ -236,7 +238,7 @@ def test_a_celery_task_refuses_forged_calls_without_running_or_answering_and_run
     for kwargs in forgeries().values():
         task.apply(kwargs=kwargs)
     assert runs == [] and posted(client) == []
-    assert caplog.text.count("refused a message of task tool.transfer") == 5
+    assert caplog.text.count("refused a message of task tool.transfer") == len(forgeries())
     assert UNSIGNED in caplog.text and BAD_SIGNATURE in caplog.text
     assert "the tool did not run" in caplog.text
 
@@ -276,7 +278,7 @@ def test_an_io_workers_intake_refuses_forged_messages_acks_them_and_runs_a_signe
 
     def ack(tag: str) -> None:
         acked.append(tag)
-        if len(acked) == 6:
+        if len(acked) == len(kwargs):
             all_acked.set()
 
     runner = MessageRunner(app, "io@host", ack, lambda step: step(), None)
@@ -286,9 +288,9 @@ def test_an_io_workers_intake_refuses_forged_messages_acks_them_and_runs_a_signe
     runner.run([(m, lambda: None) for m in batch])
 
     assert all_acked.wait(10), f"acknowledged {acked}"
-    assert sorted(acked) == [f"tag-{n}" for n in range(6)]  # the forgeries dropped too
+    assert sorted(acked) == sorted(f"tag-{n}" for n in range(len(kwargs)))  # forgeries too
     assert runs == [5000] and [r.call_id for r in posted(client)] == ["real"]
-    assert caplog.text.count("refused a message of task tool.transfer") == 5
+    assert caplog.text.count("refused a message of task tool.transfer") == len(forgeries())
 
 
 def test_a_forged_call_of_an_unregistered_tool_is_neither_answered_nor_closed(
@@ -300,7 +302,8 @@ def test_a_forged_call_of_an_unregistered_tool_is_neither_answered_nor_closed(
         sent = (kwargs.get("call"), kwargs.get("sig"))
         answer_unregistered(reporter, KEYS, SIGNER, "tool.transfer", sent, "tools.x", "w@h")
         assert posted(client) == [] and not client.exists(KEYS.closed(session, "forged")), name
-    assert caplog.text.count("refused a message of unregistered task tool.transfer") == 5
+    refused = caplog.text.count("refused a message of unregistered task tool.transfer")
+    assert refused == len(forgeries())
 
     genuine = signed(envelope(call_id="real"))
     sent = (genuine["call"], genuine["sig"])

@@ -9,11 +9,13 @@ import json
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import fakeredis
 import pytest
 from celery import Celery
+from celery.signals import task_received
 
 from tests.support import LocalTool
 from tests.unit.test_call_signing import KEY, envelope, forgeries, keyed_deps, posted, signed
@@ -22,6 +24,7 @@ from toolfleet.shared.completions import Completions
 from toolfleet.shared.job_signing import JobSigner, job_message
 from toolfleet.shared.jobs import Job
 from toolfleet.shared.keys import Keys
+from toolfleet.workers.eta_guard import install_eta_guard
 from toolfleet.workers.intake.intake import Intake
 from toolfleet.workers.intake.source import Taken
 from toolfleet.workers.tasks import register_job_tasks, register_tool_tasks
@@ -121,3 +124,28 @@ def test_forged_messages_due_in_a_year_are_refused_at_once_and_a_call_behind_the
     assert runs == [5000] and [r.call_id for r in posted(client)] == ["real"]
     assert caplog.text.count("refused a message of task tool.transfer") == len(forged) - 2
     assert "refused a message of job job.rotate" in caplog.text
+
+
+class Unreadable:
+    """A tool's runs that cannot read a message at all (raise, not refuse)."""
+
+    def readable(self, call: Any, signature: Any) -> bool:
+        raise RuntimeError("cannot read it")
+
+
+def test_a_prefork_worker_keeps_no_message_its_task_cannot_read_until_its_eta(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Celery's consumer asks the guard before it keeps a message for its ETA; a message
+    whose reading raises is run now (to be refused), not kept for a year - Celery's
+    signal would log the error and keep it."""
+    app = Celery("prefork-eta-test", set_as_current=False)
+    install_eta_guard(app)
+    task = SimpleNamespace(toolfleet_runs=Unreadable())
+    request = SimpleNamespace(
+        eta=NEXT_YEAR, _eta=NEXT_YEAR, task=task, kwargs={}, args=(), name="tool.t", id="f1"
+    )
+    consumer = type("Consumer", (), {"app": app})()  # what Celery sends it as (hashable)
+    task_received.send(sender=consumer, request=request)
+    assert request._eta is None
+    assert "tool.t[f1]: could not read its message" in caplog.text

@@ -147,7 +147,7 @@ def test_a_job_without_a_signature_is_refused_naming_the_key_and_the_version(
     assert "no TOOLFLEET_FLEET_KEY" in message and "upgrade the workers" in message
 
 
-@pytest.mark.parametrize("sig", [12, ["ab"], "zz", "00" * 32])
+@pytest.mark.parametrize("sig", [12, ["ab"], "zz", "00" * 32, "\u00e9" * 64])
 def test_a_signature_of_another_shape_or_value_is_refused(sig: object) -> None:
     (text, _), _ = signed()
     assert refusal([text, sig], {}) == BAD_SIGNATURE

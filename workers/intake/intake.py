@@ -164,26 +164,27 @@ class Intake:
         due: list[TaskMessage] = []
         started = 0
         for message in taken.messages:
-            if not self._receive(message):
+            try:
+                self._runner.received(message)
+                held = self._held(message)
+            except Exception:  # whatever a message holds, the taker goes on
+                log.exception("dropped a message that could not start (task %s)", message.task_id)
+                self._source.ack(message.tag)
                 continue
             started += 1
-            eta = message.eta()
-            if eta is not None and eta > datetime.now(UTC) and self._runner.may_hold(message):
-                self._eta.hold(message, eta)  # its slot stays reserved; no thread waits
-            else:
+            if not held:
                 due.append(message)
         self._run_due(due)
         return started
 
-    def _receive(self, message: TaskMessage) -> bool:
-        """Tell Flower `message` was received; False: it could not be, and was dropped."""
-        try:
-            self._runner.received(message)
-            return True
-        except Exception:
-            log.exception("dropped a message that could not start (task %s)", message.task_id)
-        self._source.ack(message.tag)
-        return False
+    def _held(self, message: TaskMessage) -> bool:
+        """Whether `message` waits here for its ETA, its slot kept reserved (no thread
+        waits): it is due later, and this worker would run it then."""
+        eta = message.eta()
+        if eta is None or eta <= datetime.now(UTC) or not self._runner.may_hold(message):
+            return False
+        self._eta.hold(message, eta)
+        return True
 
     def _run_due(self, messages: Sequence[TaskMessage]) -> None:
         """Run messages due now: their coroutine calls together on a step thread, each
