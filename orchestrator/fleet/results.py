@@ -304,15 +304,17 @@ class ResultWaiter:
                 self._cancelled(entries)
             else:
                 for entry_id, fields in entries:
-                    if self._deliver(stream, decoded(entry_id), fields):
+                    if self._delivered(stream, decoded(entry_id), fields):
                         delivered.add(stream)
         if feed and self._feed_gap(feed):
             # Results were trimmed off the feed unread: each watched stream is read from
             # where this reader left it, and the copies of this read wait there too.
             self._unchecked |= self._watches.keys()
             feed = []
-        for _, fields in feed:
-            stream = decoded(fields.get(FEED_STREAM_FIELD.encode(), b""))
+        for feed_id, fields in feed:
+            # Any bytes at all may be written there: a name that is no text names no
+            # stream watched.
+            stream = _text(fields.get(FEED_STREAM_FIELD.encode()))
             # Not watched: another replica's session. Watched but not read yet: that
             # first read returns this entry, and what came before it.
             if stream not in self._watches or stream in self._unchecked:
@@ -320,10 +322,27 @@ class ResultWaiter:
             if RESULT_FIELD.encode() not in fields:  # too large to copy: read it there
                 self._unchecked.add(stream)
                 continue
-            entry_id = decoded(fields.get(FEED_ENTRY_FIELD.encode(), b""))
-            if self._deliver(stream, entry_id, fields):
+            entry_id = _text(fields.get(FEED_ENTRY_FIELD.encode()))
+            copied = decoded(feed_id)
+            if self._delivered(stream, entry_id, fields, copied_at=copied):
                 delivered.add(stream)
         return sum(stream not in self._awaited_on for stream in delivered)
+
+    def _delivered(
+        self,
+        stream: str,
+        entry_id: str,
+        fields: dict[bytes, bytes],
+        *,
+        copied_at: str | None = None,
+    ) -> bool:
+        """`_deliver`, an entry that makes it raise logged and passed over: one entry,
+        whatever it holds, never ends the reading of every session's results."""
+        try:
+            return self._deliver(stream, entry_id, fields, copied_at=copied_at)
+        except Exception:
+            log.exception("passed over entry %s of %s: it could not be read", entry_id, stream)
+            return False
 
     def _feed_gap(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> bool:
         """Whether the feed's `entries` (one read's, in order) do not follow the entry
@@ -359,10 +378,28 @@ class ResultWaiter:
                 log.error("ignored a malformed cancellation %s: %s", decoded(entry_id), exc)
                 continue
             assert self._on_cancel is not None
-            self._on_cancel(request)
+            try:
+                self._on_cancel(request)
+            except Exception:  # one request never ends the reading of every result
+                log.exception("could not apply the cancellation %s", decoded(entry_id))
 
-    def _deliver(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> bool:
-        """Hand the entry's result to the call waiting for it; whether one got it."""
+    def _deliver(
+        self,
+        stream: str,
+        entry_id: str,
+        fields: dict[bytes, bytes],
+        *,
+        copied_at: str | None = None,
+    ) -> bool:
+        """Hand the entry's result to the call waiting for it; whether one got it.
+        `copied_at`: the entry is the feed's copy, that feed entry's own id.
+
+        The stream is read on from the last entry read there or delivered from the feed.
+        An entry read from the stream is passed whatever it holds (its id is Redis's); a
+        feed entry only names the stream entry it copies, unsigned, so its copy moves the
+        reading on only once its result is taken - and never past the feed entry itself,
+        which the post adds after the stream's: a forged one cannot make the reader skip
+        the stream's real entries."""
         watch = self._watches[stream]
         position = _position(entry_id)
         if position is None:
@@ -370,7 +407,14 @@ class ResultWaiter:
             return False
         if position <= (_position(watch.last_id) or (0, 0)):
             return False  # read already, from the stream itself or from the feed
-        watch.last_id = entry_id
+        if copied_at is None:
+            watch.last_id = entry_id
+        elif position[0] > (_position(copied_at) or (0, 0))[0]:
+            log.error(
+                "rejected feed entry %s: it names entry %s of %s, later than itself",
+                copied_at, entry_id, stream,
+            )  # fmt: skip
+            return False
         raw = fields.get(RESULT_FIELD.encode())
         if self._signer is not None and not self._signer.valid(
             raw or b"", fields.get(SIGNATURE_FIELD.encode())
@@ -406,6 +450,7 @@ class ResultWaiter:
             )  # fmt: skip
             return False
         self._take(result.call_id)
+        watch.last_id = entry_id  # later than the last read: checked above
         watch.delivered_up_to = entry_id
         if awaited.future.done():
             return False
@@ -425,6 +470,12 @@ def _claimed_worker(raw: bytes | None) -> str:
         return str(json.loads(raw or b"{}").get("worker", "?"))[:200]
     except (ValueError, AttributeError):
         return "?"
+
+
+def _text(raw: bytes | None) -> str:
+    """A feed entry's field as text; bytes that are not UTF-8 read as replacement
+    characters (no stream or entry id holds one)."""
+    return raw.decode("utf-8", "replace") if raw else ""
 
 
 def _number(raw: bytes | None) -> int | None:

@@ -334,3 +334,89 @@ async def test_a_feed_counter_that_is_not_a_number_is_numbered_anew(
         await reader.aclose()
     assert sync.get(KEYS.results_feed_count()) == b"2"
     assert "trimmed" not in caplog.text
+
+
+@pytest.fixture
+async def signed_waiter(  # type: ignore[no-untyped-def]
+    fake_server: fakeredis.FakeServer, fake_redis: fakeredis.FakeAsyncRedis
+):
+    """A waiter with the fleet key, and the signer its workers post with."""
+    signer = ResultSigner(new_fleet_key())
+    reader = fakeredis.FakeAsyncRedis(server=fake_server)
+    w = ResultWaiter(reader, fake_redis, KEYS, "replica-5", block_ms=20, signer=signer)
+    await w.start()
+    yield w, signer
+    await w.stop()
+    await reader.aclose()
+
+
+async def test_entries_whose_fields_are_no_text_are_passed_over_and_reading_goes_on(
+    signed_waiter: tuple[ResultWaiter, ResultSigner],
+    fake_server: fakeredis.FakeServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Given a Redis client without the fleet key, when it writes entries whose signature
+    is bytes that are not UTF-8 or text that is not ASCII, or a feed entry naming a
+    stream in bytes that are not UTF-8, then each is rejected (the call still waits) and
+    the reader goes on: every session's next result arrives."""
+    waiter, signer = signed_waiter
+    stream, other = KEYS.results(S1), KEYS.results(S2)
+    await read_once_signed(waiter, signer, fake_server, stream)
+    sync = fakeredis.FakeRedis(server=fake_server)
+    with caplog.at_level(logging.ERROR):
+        # On a stream not read yet: its first read returns them, then the real result.
+        payload = result("c2", "s2").model_dump_json()
+        for signature in (b"\xff\xfe", "\u00e9".encode()):
+            sync.xadd(other, {RESULT_FIELD: payload, SIGNATURE_FIELD: signature})
+        ResultReporter(sync, 100, signer).post(other, result("c2", "s2"))
+        others = await waiter.expect(other, ["c2"], session_id="s2", tools={"c2": "t"})
+        assert (await asyncio.wait_for(others["c2"], 5)).call_id == "c2"
+        futures = await waiter.expect(stream, ["c1"], session_id="s1", tools={"c1": "t"})
+        junk = {"stream": b"\xff", "entry": "1-0", "n": sync.incr(KEYS.results_feed_count())}
+        sync.xadd(KEYS.results_feed(), {**junk, RESULT_FIELD: payload})
+        ResultReporter(sync, 100, signer, feed=Feed.of(KEYS)).post(stream, result("c1"))
+        assert (await asyncio.wait_for(futures["c1"], 5)).call_id == "c1"
+    assert caplog.text.count("no valid fleet-key signature") == 2
+    assert "could not be read" not in caplog.text  # refused as what they are, not by luck
+
+
+async def test_a_feed_entry_naming_an_entry_far_ahead_does_not_hold_back_its_stream(
+    signed_waiter: tuple[ResultWaiter, ResultSigner],
+    fake_server: fakeredis.FakeServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A feed entry names the stream entry it copies, unsigned. Given one written by a
+    client without the fleet key, naming an entry far ahead - with junk, or with a copy
+    of a result a worker signed - when the session's real results come, then they arrive:
+    the reader never reads on past an entry because a feed entry named it."""
+    waiter, signer = signed_waiter
+    stream = KEYS.results(S1)
+    await read_once_signed(waiter, signer, fake_server, stream)
+    futures = await waiter.expect(
+        stream, ["c1", "c2"], session_id="s1", tools={"c1": "t", "c2": "t"}
+    )
+    sync = fakeredis.FakeRedis(server=fake_server)
+    replayed = result("c1").model_dump_json().encode()
+    far = {"stream": stream, "entry": "99999999999999-0"}
+    with caplog.at_level(logging.ERROR):
+        for fields in (
+            {RESULT_FIELD: b"junk"},
+            {RESULT_FIELD: replayed, SIGNATURE_FIELD: signer.sign(replayed)},
+        ):
+            number = sync.incr(KEYS.results_feed_count())
+            sync.xadd(KEYS.results_feed(), {**far, "n": number, **fields})  # type: ignore[dict-item]
+        reporter = ResultReporter(sync, 100, signer, feed=Feed.of(KEYS))
+        reporter.post(stream, result("c1"))
+        reporter.post(stream, result("c2"))
+        got = await asyncio.wait_for(asyncio.gather(futures["c1"], futures["c2"]), 5)
+    assert [r.call_id for r in got] == ["c1", "c2"]
+    assert caplog.text.count("later than itself") == 2
+
+
+async def read_once_signed(
+    waiter: ResultWaiter, signer: ResultSigner, server: fakeredis.FakeServer, stream: str
+) -> None:
+    """`read_once` for a waiter with the fleet key."""
+    futures = await waiter.expect(stream, ["c0"], session_id="s1", tools={"c0": "t"})
+    ResultReporter(fakeredis.FakeRedis(server=server), 100, signer).post(stream, result("c0"))
+    await asyncio.wait_for(futures["c0"], 5)
