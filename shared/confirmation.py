@@ -19,6 +19,16 @@ CONFIRMATION_ID_PREFIX = "adk-confirm-"
 # are identifiers). Such a call has no person behind its user id - its caller is the
 # MCP client - so only an approver of its app or an admin may confirm it.
 SERVED_AGENT = "mcp serve"
+# The user id, and the prefix of the session ids (then a replica's id), that those calls
+# are kept under: a pseudo-session of no person's.
+SERVED_USER = "mcp"
+SERVED_SESSION_PREFIX = "mcp-"
+
+
+def is_served_session(user_id: str, session_id: str) -> bool:
+    """Whether `session_id` of `user_id` is one `toolfleet mcp serve` keeps its calls in
+    (whichever app it serves)."""
+    return user_id == SERVED_USER and session_id.startswith(SERVED_SESSION_PREFIX)
 
 
 class ToolConfirmation(BaseModel):

@@ -27,6 +27,7 @@ from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.completions import KEPT_REFUSED_BYTES, Completions
+from toolfleet.shared.confirmation import SERVED_SESSION_PREFIX, is_served_session
 from toolfleet.shared.errors import CompletionError, SessionNotFoundError
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import PendingCall
@@ -107,6 +108,23 @@ class HttpApi:
         if not caller.owns(user_id):
             raise ApiError(404, f"unknown user {user_id!r}")
 
+    def new_session(self, caller: Caller, user_id: str, session_id: str | None) -> None:
+        """404 unless `caller` may act as `user_id`; 403 for a session id `toolfleet mcp
+        serve` keeps its calls under (of user `mcp`), which no caller creates."""
+        self.user(caller, user_id)
+        if session_id is not None and is_served_session(user_id, session_id):
+            raise ApiError(
+                403,
+                f"session ids starting {SERVED_SESSION_PREFIX!r} of user {user_id!r} are "
+                "where `toolfleet mcp serve` keeps its calls: choose another id",
+            )
+
+    def session_of(self, caller: Caller, user_id: str, session_id: str) -> None:
+        """404 unless `caller` may act in `user_id`'s session `session_id` (which may not
+        exist): not in one `toolfleet mcp serve` keeps its calls in, unless an admin."""
+        if not caller.owns_session(user_id, session_id):
+            raise ApiError(404, f"unknown session {session_id!r} of user {user_id!r}")
+
     async def session(
         self, caller: Caller, app_name: str, user_id: str, session_id: str
     ) -> Session:
@@ -115,7 +133,7 @@ class HttpApi:
         another session, never read here."""
         self.runner(app_name)
         unknown = ApiError(404, f"unknown session {session_id!r} of user {user_id!r}")
-        if not caller.owns(user_id):
+        if not caller.owns_session(user_id, session_id):
             raise unknown
         try:
             return await self.store.get(session_key(app_name, user_id, session_id))

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from toolfleet.shared.confirmation import SERVED_AGENT
+from toolfleet.shared.confirmation import SERVED_AGENT, is_served_session
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.state import APP_PREFIX
@@ -91,6 +91,11 @@ class Caller:
         if self.admin or not state:
             return []
         return sorted(key for key in state if key.startswith(APP_PREFIX))
+
+    def owns_session(self, user_id: str, session_id: str) -> bool:
+        """May act as `user_id` in its session `session_id`: not in one `toolfleet mcp
+        serve` keeps its calls in (no person's; an admin's only), whatever the subject."""
+        return self.owns(user_id) and (self.admin or not is_served_session(user_id, session_id))
 
     def owns_call(self, call: PendingCall) -> bool:
         """Is the user who made `call` (or admin). A call made through `toolfleet mcp

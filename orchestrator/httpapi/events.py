@@ -14,12 +14,11 @@ Event names and their data (JSON, each with `session_id`):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolfleet.orchestrator.httpapi.wire import Ticket
+from toolfleet.orchestrator.httpapi.wire import Ticket, json_text
 from toolfleet.orchestrator.loop.invocation import (
     CallFinished,
     CallsDispatched,
@@ -39,7 +38,7 @@ EVENT_NAMES = ("event", "calls", "result", "pending", "answer", "error")
 def encode(name: str, data: dict[str, Any], event_id: int) -> bytes:
     """One Server-Sent Event: `event:` name, `id:` and `data:` as compact JSON on one line,
     then the blank line that ends it."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    payload = json_text(data, separators=(",", ":"), default=str)
     return f"event: {name}\nid: {event_id}\ndata: {payload}\n\n".encode()
 
 

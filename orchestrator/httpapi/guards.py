@@ -4,7 +4,8 @@ browser-origin checks."""
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+import json
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from fastapi import Depends, Request, Security
@@ -71,7 +72,7 @@ class BodyLimitMiddleware:
             return
         declared = Headers(scope=scope).get("content-length")
         if declared is not None:
-            if not declared.isdigit():
+            if not (declared.isascii() and declared.isdigit()):  # "²" is a digit to Python
                 await _error(400, "Content-Length is not a number")(scope, receive, send)
                 return
             if int(declared) > self.max_bytes:
@@ -95,6 +96,9 @@ class BodyLimitMiddleware:
             detail = too_deep("the request body", self.max_depth, ENVELOPE_LEVELS)
             await _error(422, detail)(scope, receive, send)
             return
+        if _non_finite(bytes(body)):
+            await _error(422, NON_FINITE)(scope, receive, send)
+            return
         replayed: Message = {"type": "http.request", "body": bytes(body), "more_body": False}
         await self.app(scope, _replay([replayed], receive), send)
 
@@ -104,6 +108,35 @@ class BodyLimitMiddleware:
             f"the limit is {self.max_bytes} (TOOLFLEET_HTTP_MAX_BODY_BYTES)"
         )
         await _error(413, detail)(scope, receive, send)
+
+
+NON_FINITE = (
+    "the request body holds NaN or Infinity, which JSON has no numbers for: send null, a "
+    "string, or a finite number"
+)
+
+
+class _NonFinite(ValueError):
+    """A JSON text names NaN or an infinity."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def _non_finite(body: bytes) -> bool:
+    """Whether JSON `body` holds NaN, Infinity or -Infinity as a number: Python's parser
+    takes them, and the value would be stored where no JSON reader can read it back. Text
+    that is not JSON is the route's to refuse."""
+    if b"NaN" not in body and b"Infinity" not in body:  # the common body: not parsed twice
+        return False
+    try:
+        json.loads(body, parse_constant=_refuse_constant)
+    except _NonFinite:
+        return True
+    except ValueError:  # not JSON (nor UTF-8): not this check's to answer
+        return False
+    return False
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

@@ -9,7 +9,7 @@ import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from toolfleet.orchestrator.adkwire.session_ops import (
     append_under_lease,
@@ -29,7 +29,7 @@ from toolfleet.orchestrator.httpapi.api import HttpApi
 from toolfleet.orchestrator.httpapi.callers import Caller
 from toolfleet.orchestrator.httpapi.errors import COMMON_ERRORS, ApiError, documented
 from toolfleet.orchestrator.httpapi.guards import Who
-from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, SessionId, User
+from toolfleet.orchestrator.httpapi.wire import ID_PATTERN, FiniteJSONResponse, SessionId, User
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.artifacts import ArtifactStore, ArtifactVersion
@@ -137,18 +137,18 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
     @router.get(base + "/{session_id}", summary="A session, as ADK's Session")
     async def get_session(
         app_name: AppName, user_id: User, session_id: SessionId, caller: Who
-    ) -> JSONResponse:
-        return JSONResponse(shaped(await owned(caller, app_name, user_id, session_id)))
+    ) -> FiniteJSONResponse:
+        return FiniteJSONResponse(shaped(await owned(caller, app_name, user_id, session_id)))
 
     @router.get(base, summary="A user's sessions, without their events")
-    async def list_sessions(app_name: AppName, user_id: User, caller: Who) -> JSONResponse:
+    async def list_sessions(app_name: AppName, user_id: User, caller: Who) -> FiniteJSONResponse:
         api.runner(app_name)
         api.user(caller, user_id)
         out = []
         for session in await list_user_sessions(replica, app_name, user_id):
             listed = shaped(session)  # ADK lists sessions without their events
             out.append({**listed, "events": []})
-        return JSONResponse(out)
+        return FiniteJSONResponse(out)
 
     async def create(
         caller: Who,
@@ -156,9 +156,9 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         user_id: str,
         session_id: str | None,
         state: dict[str, Any] | None,
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         api.runner(app_name)
-        api.user(caller, user_id)
+        api.new_session(caller, user_id, session_id)
         refuse_state_write(caller, state)
         try:
             session = await create_with_state(replica, app_name, user_id, session_id, state)
@@ -166,12 +166,12 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
             raise ApiError(409, f"Session already exists: {session_id}") from None
         if state:
             session = await replica.store.get(session.key)
-        return JSONResponse(shaped(session))
+        return FiniteJSONResponse(shaped(session))
 
     @router.post(base, summary="Create a session with an initial state")
     async def create_session(
         app_name: AppName, user_id: User, caller: Who, req: CreateSessionRequest | None = None
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         req = req or CreateSessionRequest()
         return await create(caller, app_name, user_id, req.session_id, req.state)
 
@@ -182,7 +182,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         session_id: SessionId,
         caller: Who,
         state: State | None = None,
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         return await create(caller, app_name, user_id, session_id, state)
 
     @router.delete(base + "/{session_id}", summary="Delete a session and its pending calls")
@@ -190,9 +190,9 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         app_name: AppName, user_id: User, session_id: SessionId, caller: Who
     ) -> Response:
         api.runner(app_name)
-        api.user(caller, user_id)
+        api.session_of(caller, user_id, session_id)
         await delete_session(replica, app_name, user_id, session_id)
-        return JSONResponse(None)
+        return FiniteJSONResponse(None)
 
     @router.patch(base + "/{session_id}", summary="Write state without running the agent")
     async def update_session(
@@ -201,7 +201,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         session_id: SessionId,
         req: UpdateSessionRequest,
         caller: Who,
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         session = await owned(caller, app_name, user_id, session_id)
         refuse_state_write(caller, req.state_delta)
         event = Event(invocation_id="p-" + unique_hex(), author="user", state_delta=req.state_delta)
@@ -209,16 +209,16 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
             stored = await append_under_lease(replica, session.key, event)
         except SessionNotFoundError:
             raise ApiError(404, "Session not found") from None
-        return JSONResponse(shaped(stored))
+        return FiniteJSONResponse(shaped(stored))
 
     @router.patch("/apps/{app_name}/users/{user_id}/memory", summary="Add a session to memory")
     async def add_session_to_memory(
         app_name: AppName, user_id: User, req: UpdateMemoryRequest, caller: Who
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         await owned(caller, app_name, user_id, req.session_id)
         store = MemoryStore(replica.sync_client(), api.keys)
         await asyncio.to_thread(store.add, app_name, user_id, req.session_id)
-        return JSONResponse(None)
+        return FiniteJSONResponse(None)
 
     @router.get("/apps/{app_name}/app-info", summary="The app's root agent")
     async def app_info(app_name: AppName) -> dict[str, Any]:
@@ -280,7 +280,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
 
     async def load(
         app_name: str, user_id: str, session_id: str, name: str, version: int | None
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         not_found = ApiError(404, "Artifact not found")
         if version is not None and not 0 <= version < MAX_VERSIONS:
             raise not_found  # Redis reads a negative index from the end, a huge one not at all
@@ -289,7 +289,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         )
         if part is None:
             raise not_found
-        return JSONResponse(part.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return FiniteJSONResponse(part.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     @router.get(artifact_base + "/{artifact_name:path}/versions/{version_id}")
     async def load_artifact_version(
@@ -299,7 +299,7 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         artifact_name: str,
         version_id: VersionId,
         caller: Who,
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         await owned(caller, app_name, user_id, session_id)
         return await load(app_name, user_id, session_id, artifact_name, _version_of(version_id))
 
@@ -311,20 +311,20 @@ def adk_sessions_router(api: HttpApi) -> APIRouter:
         artifact_name: str,
         caller: Who,
         version: Annotated[int | None, Query()] = None,
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         await owned(caller, app_name, user_id, session_id)
         return await load(app_name, user_id, session_id, artifact_name, version)
 
     @router.delete(artifact_base + "/{artifact_name:path}", responses=documented(405))
     async def delete_artifact(
         app_name: AppName, user_id: User, session_id: SessionId, artifact_name: str, caller: Who
-    ) -> JSONResponse:
+    ) -> FiniteJSONResponse:
         if _VERSION_PATHS.search(artifact_name):
             detail = "versions are only read: DELETE the artifact itself"
             raise ApiError(405, detail, headers={"Allow": "GET"})
         await owned(caller, app_name, user_id, session_id)
         await asyncio.to_thread(artifacts().delete, app_name, user_id, session_id, artifact_name)
-        return JSONResponse(None)
+        return FiniteJSONResponse(None)
 
     return router
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from google.genai import types
 
 from toolfleet.orchestrator.adkwire.confirming import held_back_responses, shows_adk_client
@@ -33,6 +33,7 @@ from toolfleet.orchestrator.httpapi.guards import Who
 from toolfleet.orchestrator.httpapi.hub import HubItem, InvocationFailed, StreamClosed
 from toolfleet.orchestrator.httpapi.routes_adk import ADK_PREFIX, refuse_state_write
 from toolfleet.orchestrator.httpapi.routes_streams import HeldStream
+from toolfleet.orchestrator.httpapi.wire import FiniteJSONResponse, json_text
 from toolfleet.orchestrator.loop.invocation import InvocationEnded
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.session import Session
@@ -166,7 +167,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
             api.untrack(queue)
 
     @router.post("/run", summary="Run the agent on a message; its events as ADK's Events")
-    async def run_agent(req: RunAgentRequest, caller: Who) -> JSONResponse:
+    async def run_agent(req: RunAgentRequest, caller: Who) -> FiniteJSONResponse:
         session = await session_of(req, caller)
         long_running = api.tools.long_running(req.app_name)
         events = [
@@ -175,7 +176,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
             if shown(e)
             for each in _as_adk_shows(e)
         ]
-        return JSONResponse(events)
+        return FiniteJSONResponse(events)
 
     @router.post(
         "/run_sse",
@@ -197,7 +198,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
                         continue
                     for each in _as_adk_shows(event):
                         for data in _split_artifacts(adk_event(each, long_running, names)):
-                            yield f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+                            yield f"data: {json_text(data)}\n\n".encode()
             except ApiError as exc:  # the stream has started: said in a frame, as ADK does
                 yield f"data: {json.dumps({'error': exc.detail})}\n\n".encode()
 

@@ -100,8 +100,9 @@ def sessions_router(api: HttpApi) -> APIRouter:
         app: App, user_id: User, caller: Who, body: CreateSession | None = None
     ) -> SessionOut:
         api.runner(app)
-        api.user(caller, user_id)
-        session = await api.store.create(app, user_id, body.session_id if body else None)
+        session_id = body.session_id if body else None
+        api.new_session(caller, user_id, session_id)
+        session = await api.store.create(app, user_id, session_id)
         return session_out(session, [])
 
     @router.get(base, response_model=list[SessionSummary], summary="A user's sessions")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic_core import to_json
 
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import redact_deep
@@ -15,6 +18,38 @@ from toolfleet.shared.redaction import redact_deep
 # Ids in paths and bodies: what `toolfleet run`, uuid4().hex and e-mail-like user ids use.
 ID_PATTERN = r"^[A-Za-z0-9._@+-]{1,128}$"
 APP_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+
+
+def json_text(
+    value: Any,
+    *,
+    separators: tuple[str, str] | None = None,
+    default: Callable[[Any], Any] | None = None,
+) -> str:
+    """`value` as JSON text for a client (an SSE frame's data), NaN and the infinities
+    written as null: what JSON.parse and every other strict reader can read. `default`:
+    what a value JSON has no type for is written as, as json.dumps takes it."""
+    try:
+        return json.dumps(
+            value, ensure_ascii=False, allow_nan=False, separators=separators, default=default
+        )
+    except ValueError:  # a number out of JSON's range somewhere in it
+        return to_json(value, inf_nan_mode="null", fallback=default).decode()
+
+
+class FiniteJSONResponse(JSONResponse):
+    """A JSON response whose NaN and infinities are written as null, as the stored events
+    have them: JSON has no such numbers, and Python's writer refuses them. A state value
+    written before requests were refused them, or by a callback, must not turn a read
+    into an error."""
+
+    def render(self, content: Any) -> bytes:
+        """The body, as JSONResponse writes it; with such numbers, null in their place."""
+        try:
+            return super().render(content)
+        except ValueError:  # a number out of JSON's range somewhere in it
+            return to_json(content, inf_nan_mode="null")
+
 
 User = Annotated[str, Path(pattern=ID_PATTERN, description="The user's id.")]
 SessionId = Annotated[str, Path(pattern=ID_PATTERN, description="The session's id.")]

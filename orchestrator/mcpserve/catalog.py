@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from toolfleet.orchestrator.agents.agent import Agent
+from toolfleet.shared.confirmation import SERVED_USER
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.tools import ToolRegistry
@@ -26,7 +27,7 @@ class Catalog:
     agent: Agent | None = None
     fixed: ToolRegistry | None = None
     app_name: str = "mcp"
-    user_id: str = "mcp"
+    user_id: str = SERVED_USER
 
     @classmethod
     def of_agent(cls, agent: Agent, app_name: str) -> Catalog:

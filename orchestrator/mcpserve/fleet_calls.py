@@ -18,7 +18,7 @@ from toolfleet.orchestrator.loop.confirmation import AWAITING, ask_confirmation
 from toolfleet.orchestrator.loop.deep_args import deep_args_problem, large_args_problem
 from toolfleet.orchestrator.replica import Replica
 from toolfleet.shared.batch import WriteBatch
-from toolfleet.shared.confirmation import SERVED_AGENT, ToolConfirmation
+from toolfleet.shared.confirmation import SERVED_AGENT, SERVED_SESSION_PREFIX, ToolConfirmation
 from toolfleet.shared.keys import session_key
 from toolfleet.shared.messages import CallStatus, PendingCall, ToolCall, ToolResult, answered_result
 from toolfleet.shared.pending import PendingCalls
@@ -27,7 +27,7 @@ from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.tools import FunctionTool
 
 # The session id of the calls a replica serves starts with this (then the replica's id).
-SESSION_PREFIX = "mcp-"
+SESSION_PREFIX = SERVED_SESSION_PREFIX
 
 
 class FleetCalls:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from pydantic_core import to_json
 
 from toolfleet.orchestrator.connections import as_hash, decoded, send_together
 from toolfleet.orchestrator.release import release_soon
@@ -457,7 +458,7 @@ class SessionStore:
             if value is None:
                 batch.hdel(hash_key, key)
             else:
-                batch.hset(hash_key, key, json.dumps(hashed[key]))
+                batch.hset(hash_key, key, state_text(hashed[key]))
         self._pending.stage_put(batch, pending)
         if resolved is not None:
             self._pending.stage_drop(batch, resolved.session_key, resolved.call_id)
@@ -541,6 +542,17 @@ class SessionStore:
         that owns it when that is not the app's root agent (an agent tool's child)."""
         app, owner = await self._redis.hmget(self._keys.session(key), "app_name", "owner")
         return (decoded(app) if app else None), (decoded(owner) if owner else None)
+
+
+def state_text(value: Any) -> str:
+    """A state value as the state hash keeps it: JSON, with NaN and the infinities as
+    null, as the event that writes it has them (JSON has no such numbers; stored as
+    Python writes them, every later read of the state would carry them to clients that
+    cannot read them)."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:  # a non-finite number somewhere in it
+        return to_json(value, inf_nan_mode="null").decode()
 
 
 def _apply(session: Session, event: Event) -> None:
