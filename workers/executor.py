@@ -400,6 +400,10 @@ def _unsendable(response: dict[str, Any], state_delta: dict[str, Any], limit: in
     One limit for the two together, not one each: they travel in one message, and the
     state writes are then copied into every later call's envelope. Counted apart, a tool
     could send twice the limit, or get past it by moving data from its response to state."""
+    odd_keys = [key for key in response if not isinstance(key, str)]
+    if odd_keys:  # JSON would write them as text; a ToolResult does not take them
+        shown = ", ".join(repr(key) for key in odd_keys[:5])
+        return f"the tool's result has keys that are not strings ({shown}): key it by strings"
     try:
         response_size = _json_size(response)
     except UnicodeEncodeError:

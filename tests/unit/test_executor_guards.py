@@ -80,6 +80,21 @@ def assert_rejected(result: ToolResult) -> str:
     return message
 
 
+# --- results ---------------------------------------------------------------------------
+
+
+def test_a_result_keyed_by_other_than_strings_is_rejected_saying_so() -> None:
+    """JSON writes {1: "x"} (as {"1": "x"}), so the result passed the JSON check, but no
+    ToolResult takes it: the call was never answered, and waited for its deadline."""
+
+    def lookup() -> dict[Any, str]:
+        """Looks up."""
+        return {1: "x", "fine": "y"}
+
+    message = assert_rejected(run(lookup))
+    assert "keys that are not strings (1)" in message and "key it by strings" in message
+
+
 # --- state writes ---------------------------------------------------------------------
 
 
