@@ -628,10 +628,18 @@ def _shown_error(error: Exception, call: ToolCall, secret_names: Sequence[str]) 
 
 
 def celery_retry(task: Task[Any, Any]) -> Retrier:
-    """How a task retries its call: Celery's `retry`, with the request it runs."""
+    """How a task retries its call: Celery's `retry`, with the request it runs. The retry's
+    message shows Flower what the call's did (its arguments masked, the call's ids):
+    Celery's own would show the whole envelope, secret-named arguments and all."""
 
     def retry(countdown: float, exc: Exception) -> NoReturn:
-        raise task.retry(countdown=countdown, exc=exc)
+        request = task.request
+        raise task.retry(  # type: ignore[call-arg]  # apply_async's options; unstubbed
+            countdown=countdown,
+            exc=exc,
+            argsrepr=getattr(request, "argsrepr", None) or "()",
+            kwargsrepr=getattr(request, "kwargsrepr", None) or "{...}",
+        )
 
     return retry
 
