@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery, Task
 from celery.signals import task_received
 
 from toolfleet.shared.call_signing import CALL_FIELD, SIGNATURE_FIELD
+from toolfleet.shared.celery_wire.parse import header_instant
 from toolfleet.workers.tasks import JOB_READABLE
 from toolfleet.workers.tool_runs import TOOL_RUNS, ToolRuns
 
@@ -35,6 +37,26 @@ def would_run(task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, An
     return readable is None or bool(readable(args, kwargs))
 
 
+# How much further than its retry's countdown a call's ETA may be: the clock of the worker
+# that sent the retry may be ahead of this one's.
+ETA_SLACK_S = 60.0
+
+
+def due_as_a_retry(task: Task[Any, Any], retries: int, eta: datetime | None) -> bool:
+    """Whether a message of `task` due at `eta` is due as one a worker sends: a tool's call
+    carries an ETA only as a retry, its countdown away at most (the message's ETA is not
+    signed: a copy of a signed call due in a year would otherwise wait that long in a
+    slot). A job's (a tool's chosen delay) is as its sender chose."""
+    runs: ToolRuns | None = getattr(task, TOOL_RUNS, None)
+    if runs is None or eta is None:
+        return True
+    options = runs.tool.options
+    if not 0 < retries <= options.max_retries:
+        return False
+    countdown = options.retry_backoff_s * 2.0 ** (retries - 1)
+    return (eta - datetime.now(UTC)).total_seconds() <= countdown + ETA_SLACK_S
+
+
 def install_eta_guard(app: Celery) -> None:
     """Run at once, rather than keep until its ETA, each message that `app`'s worker
     receives with an ETA and would not run (Celery's signals are global: receivers
@@ -47,7 +69,11 @@ def install_eta_guard(app: Celery) -> None:
         kwargs = request.kwargs if isinstance(request.kwargs, Mapping) else {}
         args = request.args if isinstance(request.args, Sequence) else ()
         try:
-            kept = would_run(request.task, args, kwargs)
+            eta = header_instant(request.eta)
+            retries = int(getattr(request, "retries", 0) or 0)
+            kept = would_run(request.task, args, kwargs) and due_as_a_retry(
+                request.task, retries, eta
+            )
         except Exception:  # what no task reads is not kept for a year either
             log.exception("task %s[%s]: could not read its message", request.name, request.id)
             kept = False

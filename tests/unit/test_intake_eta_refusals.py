@@ -18,13 +18,22 @@ from celery import Celery
 from celery.signals import task_received
 
 from tests.support import LocalTool
-from tests.unit.test_call_signing import KEY, envelope, forgeries, keyed_deps, posted, signed
+from tests.unit.test_call_signing import (
+    KEY,
+    KEYS,
+    envelope,
+    forgeries,
+    keyed_deps,
+    posted,
+    signed,
+    transfer_task,
+)
 from toolfleet.shared.celery_wire.parse import decode
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.job_signing import JobSigner, job_message
 from toolfleet.shared.jobs import Job
-from toolfleet.shared.keys import Keys
-from toolfleet.workers.eta_guard import install_eta_guard
+from toolfleet.shared.keys import Keys, session_key
+from toolfleet.workers.eta_guard import due_as_a_retry, install_eta_guard
 from toolfleet.workers.intake.intake import Intake
 from toolfleet.workers.intake.source import Taken
 from toolfleet.workers.tasks import register_job_tasks, register_tool_tasks
@@ -149,3 +158,69 @@ def test_a_prefork_worker_keeps_no_message_its_task_cannot_read_until_its_eta(
     task_received.send(sender=consumer, request=request)
     assert request._eta is None
     assert "tool.t[f1]: could not read its message" in caplog.text
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_copies_of_a_signed_call_due_later_than_a_retry_would_be_hold_no_slot() -> None:
+    """A message's ETA and retries are not signed: a client of the broker without the
+    fleet key copies a signed call (an answered one; one with its retries header raised)
+    and sets each copy's ETA a year out. A call is due later only as a worker's retry,
+    its countdown away: the copies run at once, to be refused (answered already; no
+    worker retried it), and the call behind them runs."""
+    client = fakeredis.FakeRedis()
+    runs: list[int] = []
+
+    def transfer(amount: int) -> dict[str, int]:
+        runs.append(amount)
+        return {"moved": amount}
+
+    app = Celery("intake-eta-copies", set_as_current=False)
+    register_tool_tasks(app, {"transfer": LocalTool(transfer)}, keyed_deps(client))
+    answered = signed(envelope(call_id="answered"))
+    client.set(KEYS.closed(session_key("app", "u", "s"), "answered"), 1)
+    copies = [message("tool.transfer", f"copy{n}", [], answered, NEXT_YEAR) for n in range(2)]
+    retried = json.loads(message("tool.transfer", "retry", [], signed(envelope()), NEXT_YEAR))
+    retried["headers"]["retries"] = 1  # as a worker's retry says
+    retried = json.dumps(retried)
+    real = message("tool.transfer", "real", [], signed(envelope(call_id="real")), None)
+    source = ListSource([*copies, retried, real], 4)
+    intake = Intake(app, source, "io@host", 2, threads=2, task_events=lambda: False)
+
+    intake.start()
+    try:
+        assert source.all_acked.wait(10), f"acknowledged {source.acked}"
+    finally:
+        intake.stop(wait=False)
+
+    assert sorted(source.acked) == ["copy0", "copy1", "real", "retry"]
+    assert runs == [5000]  # the real call alone
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_call_is_due_later_only_as_a_retry_its_countdown_away() -> None:
+    task, _ = transfer_task(fakeredis.FakeRedis())
+    now = datetime.now(UTC)
+    soon, later = now + timedelta(seconds=3), now + timedelta(days=365)
+    assert due_as_a_retry(task, 0, None)  # due now: nothing to hold
+    assert due_as_a_retry(task, 1, soon) and due_as_a_retry(task, 3, soon)
+    assert not due_as_a_retry(task, 0, soon)  # a first attempt carries no countdown
+    assert not due_as_a_retry(task, 1, later)
+    assert not due_as_a_retry(task, 10**9, soon)  # past max_retries (and never 2**1e9)
+
+
+@pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
+def test_a_prefork_worker_keeps_a_signed_call_only_as_long_as_a_retry_waits() -> None:
+    app = Celery("prefork-eta-retry", set_as_current=False)
+    install_eta_guard(app)
+    task, _ = transfer_task(fakeredis.FakeRedis())
+    consumer = type("Consumer", (), {"app": app})()
+    soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
+    kept = []
+    for retries, eta in ((0, NEXT_YEAR), (1, NEXT_YEAR), (1, soon)):
+        request = SimpleNamespace(
+            eta=eta, _eta=eta, task=task, kwargs=signed(envelope()), args=(), retries=retries,
+            name="tool.transfer", id=f"r{retries}",
+        )  # fmt: skip
+        task_received.send(sender=consumer, request=request)
+        kept.append(request._eta is not None)
+    assert kept == [False, False, True]  # a copy due in a year runs now, to be refused

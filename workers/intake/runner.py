@@ -29,7 +29,7 @@ from toolfleet.shared.call_signing import CALL_FIELD, SIGNATURE_FIELD
 from toolfleet.shared.celery_wire.parse import TaskMessage
 from toolfleet.shared.celery_wire.worker import run_as_request
 from toolfleet.shared.tracing import TRACEPARENT
-from toolfleet.workers.eta_guard import would_run
+from toolfleet.workers.eta_guard import due_as_a_retry, would_run
 from toolfleet.workers.executor import OutcomeOf
 from toolfleet.workers.intake.events import TaskEvents
 from toolfleet.workers.intake.gathering import Gatherer
@@ -84,11 +84,16 @@ class MessageRunner:
 
     def may_hold(self, message: TaskMessage) -> bool:
         """Whether `message` may wait for its ETA in a slot: its task is known and would
-        run it (a call signed with the fleet key, a job's checked arguments). Any other is
-        run at once, to be refused or dropped: a client of the broker that sends messages
-        due in a year must not hold every slot until then."""
+        run it (a call signed with the fleet key, a job's checked arguments), and it is due
+        as one a worker sends (a call's retry, its countdown away). Any other is run at
+        once, to be refused or dropped: a client of the broker that sends messages due in
+        a year (copies of a signed call among them) must not hold every slot until then."""
         task = self._tasks.get(message.task)
-        return task is not None and would_run(task, message.args, message.kwargs)
+        return (
+            task is not None
+            and would_run(task, message.args, message.kwargs)
+            and due_as_a_retry(task, message.retries, message.eta())
+        )
 
     def holds_no_thread(self, message: TaskMessage) -> bool:
         """Whether the message's call runs without a thread waiting on it (a coroutine tool)."""
