@@ -335,6 +335,16 @@ class ToolSource(Protocol):
         ...
 
 
+# What a worker does with a tool's calls beyond running its function: the same function
+# under one name must be defined alike wherever it is offered.
+_SERVED_AS = ("options", "is_long_running", "require_confirmation", "answered_by_user")
+
+
+def _differences(one: FunctionTool, other: FunctionTool) -> list[str]:
+    """The fields of `_SERVED_AS` two definitions of one tool differ in."""
+    return [name for name in _SERVED_AS if getattr(one, name) != getattr(other, name)]
+
+
 class ToolRegistry(Mapping[str, FunctionTool]):
     """Tools by name; two different functions under one name is a definition error."""
 
@@ -350,6 +360,15 @@ class ToolRegistry(Mapping[str, FunctionTool]):
             return (
                 f"duplicate tool name {new.name!r}: {_where(existing.func)} and "
                 f"{_where(new.func)}; rename one (FunctionTool(func, name=...))"
+            )
+        differ = _differences(existing, new) if existing is not None else []
+        if differ:
+            # One name is one tool to a worker: it would run every call as one of them
+            # (a confirmation required of one agent's calls, dropped for the other's).
+            return (
+                f"tool name {new.name!r} names {_where(new.func)} twice, with different "
+                f"{', '.join(differ)}; give each a name of its own (FunctionTool(func, "
+                "name=...)) or define the tool once"
             )
         self._tools[new.name] = new
         return None
