@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 from google.genai import types
+from pydantic_core import from_json, to_json
 
 from toolfleet.orchestrator.agents.structured import SetModelResponseTool, answer_structured
 from toolfleet.orchestrator.agents.transfer import TransferTool, answer_transfer
@@ -24,7 +25,7 @@ from toolfleet.orchestrator.plugins.llm_calls import ceiling_of
 from toolfleet.shared import tracing
 from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.redaction import SEALED, mask_values, mentions_sealed, secret_values
-from toolfleet.shared.tools import ToolRegistry
+from toolfleet.shared.tools import FunctionTool, ToolRegistry
 
 # Calls checked between two sends of a wide turn: about one write's worth of messages.
 PLAN_CHUNK = 200
@@ -111,27 +112,9 @@ class TurnPlan:
         if too_deep:
             results[envelope.call_id] = failed(envelope, "InvalidArguments", too_deep)
             return None
-        too_large = large_args_problem(envelope.args, inv.settings.max_payload_bytes)
-        if too_large:
-            results[envelope.call_id] = failed(envelope, "InvalidArguments", too_large)
-            return None
-        if mentions_sealed(envelope.args):
-            # Only the orchestrator seals; a model (or a prompt injected into it) that
-            # passes a sealed token of someone else's must not have a worker open it.
-            results[envelope.call_id] = failed(
-                envelope,
-                "InvalidArguments",
-                f"the key {SEALED!r} is reserved: it may not appear in a tool's arguments",
-            )
-            return None
-        args, problems = tool.validate(envelope.args)
-        if problems:
-            # A problem quotes the value it found: a secret argument's is masked.
-            secrets = secret_values(envelope.args, inv.settings.secret_arg_names)
-            detail = mask_values("; ".join(str(p) for p in problems), secrets)
-            results[envelope.call_id] = failed(
-                envelope, "InvalidArguments", f"invalid arguments for {tool.name}: {detail}"
-            )
+        args, refused = self._checked_args(tool, envelope)
+        if refused is not None:
+            results[envelope.call_id] = refused
             return None
         if isinstance(tool, TransferTool | SetModelResponseTool):
             # Answered here, around the tool callbacks as ADK's function tools are; stored
@@ -146,7 +129,14 @@ class TurnPlan:
             return None
         if self.duplicates.drop(envelope, tool):
             return None
+        sent = to_json(args, fallback=str) if callbacks.active else b""
         answer = await callbacks.before(tool, envelope, args)
+        edited = to_json(args, fallback=str) if answer is None and callbacks.active else sent
+        if edited != sent:
+            # before_tool changed the arguments in place, as ADK's may: the tool runs
+            # with those (checked as the model's were), and the confirmation asks of them.
+            envelope.args = from_json(edited)
+            args, answer = self._checked_args(tool, envelope)
         if answer is None:  # not sent until a person confirms it
             answer = await ask_confirmation(tool, envelope, args)
         if answer is not None:
@@ -157,6 +147,29 @@ class TurnPlan:
         if getattr(tool, "skip_summarization", False):
             self.skipping.add(envelope.call_id)
         return planned
+
+    def _checked_args(
+        self, tool: FunctionTool, envelope: ToolCall
+    ) -> tuple[dict[str, Any], ToolResult | None]:
+        """The call's arguments as its tool takes them, or the answer refusing them: over
+        the size limit, naming the reserved sealed key, or not what the tool declares."""
+        settings = self._inv.settings
+        too_large = large_args_problem(envelope.args, settings.max_payload_bytes)
+        if too_large:
+            return {}, failed(envelope, "InvalidArguments", too_large)
+        if mentions_sealed(envelope.args):
+            # Only the orchestrator seals; a model (or a prompt injected into it) that
+            # passes a sealed token of someone else's must not have a worker open it.
+            reserved = f"the key {SEALED!r} is reserved: it may not appear in a tool's arguments"
+            return {}, failed(envelope, "InvalidArguments", reserved)
+        args, problems = tool.validate(envelope.args)
+        if problems:
+            # A problem quotes the value it found: a secret argument's is masked.
+            secrets = secret_values(envelope.args, settings.secret_arg_names)
+            detail = mask_values("; ".join(str(p) for p in problems), secrets)
+            invalid = f"invalid arguments for {tool.name}: {detail}"
+            return {}, failed(envelope, "InvalidArguments", invalid)
+        return args, None
 
 
 def over_cap(call: ToolCall, made: int, cap: int) -> ToolResult:

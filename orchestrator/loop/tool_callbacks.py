@@ -44,14 +44,14 @@ class ToolCallbacks:
     def __init__(self, hooks: Hooks) -> None:
         self._hooks = hooks
         self._calls: dict[str, _Guarded] = {}
-        self._active = hooks.any_of(TOOL_HOOKS)  # if not, results pass through as they are
+        self.active = hooks.any_of(TOOL_HOOKS)  # if not, results pass through as they are
 
     async def before(
         self, tool: FunctionTool, call: ToolCall, args: dict[str, Any]
     ) -> ToolResult | None:
         """The call's answer if a callback gives one (it is then never dispatched); None
         to dispatch it. What before_tool writes to state reaches the worker's snapshot."""
-        if not self._active:
+        if not self.active:
             return None
         context = ToolContext(call)
         try:

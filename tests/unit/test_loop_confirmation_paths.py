@@ -159,6 +159,67 @@ async def test_thousands_of_gated_calls(store: SessionStore) -> None:
     assert sent(runner) == [] and RUNS == []
 
 
+def clamp(tool: Any, args: dict[str, Any], tool_context: Any) -> None:
+    """A guard, ADK-style: caps the amount in place and lets the call go on."""
+    args["amount"] = min(args["amount"], 100)
+
+
+def raise_to_500(tool: Any, args: dict[str, Any], tool_context: Any) -> None:
+    args["amount"] = 500
+
+
+def spoil(tool: Any, args: dict[str, Any], tool_context: Any) -> None:
+    args["amount"] = "lots"
+
+
+async def test_a_before_tool_callback_that_changes_the_arguments_runs_the_tool_with_them(
+    store: SessionStore,
+) -> None:
+    model = RawModel(calls_turn(types.FunctionCall(name="pay_any", args={"amount": 5000})))
+    agent = Agent(
+        name="tester", tools=[FunctionTool(pay, name="pay_any")], model=model,
+        before_tool_callback=clamp,
+    )  # fmt: skip
+    await go(store, agent, model)
+    assert RUNS == [100]
+
+
+@pytest.mark.parametrize(
+    ("guard", "asked", "runs"),
+    [(clamp, 5000, [100]), (raise_to_500, 5, [])],
+    ids=["lowered below the check", "raised above it"],
+)
+async def test_the_confirmation_is_asked_of_the_arguments_the_tool_runs_with(
+    store: SessionStore, guard: Any, asked: int, runs: list[int]
+) -> None:
+    """The check (a yes above 100) decides on the callback's arguments, and the worker,
+    which checks again, gets the same: lowered, the call runs unasked; raised, it waits
+    for a person - who is shown, and once they confirm runs, the model's arguments."""
+    model = RawModel(calls_turn(types.FunctionCall(name="pay_checked", args={"amount": asked})))
+    agent = Agent(name="tester", tools=[PAY_CHECKED], model=model, before_tool_callback=guard)
+    updates, runner, inv = await go(store, agent, model)
+    pending = await store.pending_calls(inv.session.key)
+    assert runs == RUNS and len(sent(runner)) == len(runs) and len(pending) == 1 - len(runs)
+    if pending:
+        assert pending[0].args == {"amount": asked}
+        assert ended(updates) is EndReason.AWAITING_CONFIRMATION
+
+
+async def test_arguments_a_callback_spoils_are_refused_as_the_models_would_be(
+    store: SessionStore,
+) -> None:
+    model = RawModel(calls_turn(types.FunctionCall(name="pay_any", args={"amount": 5})))
+    agent = Agent(
+        name="tester", tools=[FunctionTool(pay, name="pay_any")], model=model,
+        before_tool_callback=spoil,
+    )  # fmt: skip
+    _updates, runner, _ = await go(store, agent, model)
+    assert RUNS == [] and sent(runner) == []
+    (answer,) = [r for r in model.requests[-1].contents[-1].parts or []]
+    assert answer.function_response is not None
+    assert answer.function_response.response["error_type"] == "InvalidArguments"
+
+
 def test_one_name_cannot_be_a_tool_gated_for_one_agent_and_not_for_another() -> None:
     """Workers and `toolfleet mcp serve --tools` know a tool by its name: defined twice
     apart, one of the two definitions would serve both agents' calls."""
