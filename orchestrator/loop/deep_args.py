@@ -19,13 +19,21 @@ from pydantic_core import to_json
 
 from toolfleet.shared.json_depth import TOO_DEEP_KEY, dropped, too_deep, value_depth
 
+# The note kept in place of arguments that are not a JSON object (Gemini's SDK checks
+# that they are; another model's adapter, or a callback that builds a call, may not).
+NOT_OBJECT_KEY = "$not_an_object"
+
 
 def drop_deep_args(content: types.Content, limit: int) -> None:
     """Replace, in place, the arguments of each call of `content` nested over `limit`
-    levels by a note saying so."""
+    levels, or that are not an object, by a note saying so."""
     for part in content.parts or ():
         call = part.function_call
-        if call is not None and call.args and value_depth(call.args, stop_above=limit) > limit:
+        if call is None or not call.args:
+            continue
+        if not isinstance(call.args, dict):
+            call.args = {NOT_OBJECT_KEY: _not_object(call.name or "")}
+        elif value_depth(call.args, stop_above=limit) > limit:
             call.args = dropped(_message(call.name or "", limit))
 
 
@@ -33,6 +41,8 @@ def deep_args_problem(tool: str, args: dict[str, Any], limit: int) -> str | None
     """Why the call of `tool` with `args` may not run for their nesting, or None: they
     nest over `limit` levels, or were dropped from the turn for that (the model may not
     forge the note either: it is refused the same way)."""
+    if NOT_OBJECT_KEY in args:
+        return _not_object(tool)
     if TOO_DEEP_KEY in args or value_depth(args, stop_above=limit) > limit:
         return _message(tool, limit)
     return None
@@ -48,6 +58,10 @@ def large_args_problem(args: dict[str, Any], limit: int) -> str | None:
             "(or a reference to it)"
         )
     return None
+
+
+def _not_object(tool: str) -> str:
+    return f"the arguments of {tool!r} are not a JSON object; the call was not run: pass an object"
 
 
 def _message(tool: str, limit: int) -> str:

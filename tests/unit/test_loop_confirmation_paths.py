@@ -231,3 +231,17 @@ def test_one_name_cannot_be_a_tool_gated_for_one_agent_and_not_for_another() -> 
         ToolRegistry(tools_in_module(module))
     module.clerk = Agent(name="clerk", tools=[PAY])  # type: ignore[attr-defined]
     assert ToolRegistry(tools_in_module(module))["pay"] is PAY  # one definition: fine
+
+
+async def test_arguments_that_are_no_object_are_refused_not_raised(store: SessionStore) -> None:
+    """Gemini's SDK checks the arguments are an object; a model's adapter or an
+    after_model callback that builds a call itself may not."""
+    odd = types.FunctionCall.model_construct(name="pay_any", args=[5000], id=None)
+    model = RawModel(calls_turn(odd))
+    agent = Agent(name="tester", tools=[FunctionTool(pay, name="pay_any")], model=model)
+    updates, runner, _ = await go(store, agent, model)
+    assert RUNS == [] and sent(runner) == [] and ended(updates) is EndReason.ANSWERED
+    (answer,) = model.requests[-1].contents[-1].parts or []
+    assert answer.function_response is not None
+    assert answer.function_response.response["error_type"] == "InvalidArguments"
+    assert "not a JSON object" in answer.function_response.response["error_message"]
