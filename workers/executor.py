@@ -172,7 +172,7 @@ class Execution:
             message = f"tool {name!r} exceeded its time limit of {time_limit_s:g} s"
             response = error_response("TimeoutError", message)
             return self.finish(CallStatus.ERROR, response, exc, finished_at=finished_at)
-        if not isinstance(exc, Exception):
+        if not isinstance(exc, Exception) and not _the_tools_own(exc):
             raise exc
         self._log_failure(exc)
         response = error_response(type(exc).__name__, self.masked(str(exc)))
@@ -196,7 +196,7 @@ class Execution:
         """`text` with the values of the call's secret-named arguments and state masked."""
         return masked_secrets(text, self.call, self._secret_names)
 
-    def _log_failure(self, exc: Exception) -> None:
+    def _log_failure(self, exc: BaseException) -> None:
         """Log the tool's exception with its traceback, the call's secrets masked."""
         name, call_id = self.tool.name, self.call.call_id
         text = "".join(traceback.format_exception(exc))
@@ -303,6 +303,16 @@ def execute(
         secret_names=secret_names,
     )
     return run_execution(execution, time_limit_s)
+
+
+def _the_tools_own(exc: BaseException) -> bool:
+    """Whether an exit or interrupt came from the tool itself (`sys.exit()` in a tool):
+    raised on a thread other than the main one, it is - signals reach the main thread
+    only - and the call is answered with it as an error, as any exception of the tool's.
+    On the main thread (a prefork child's) it stops the process, as it would anywhere."""
+    return isinstance(exc, SystemExit | KeyboardInterrupt) and (
+        threading.current_thread() is not threading.main_thread()
+    )
 
 
 def run_execution(execution: Execution, time_limit_s: float, waited_s: float = 0.0) -> Outcome:

@@ -13,7 +13,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -93,6 +93,27 @@ def test_a_result_keyed_by_other_than_strings_is_rejected_saying_so() -> None:
 
     message = assert_rejected(run(lookup))
     assert "keys that are not strings (1)" in message and "key it by strings" in message
+
+
+def quits() -> str:
+    """Quits."""
+    raise SystemExit(3)
+
+
+def test_a_tool_that_exits_on_a_pool_thread_is_answered_with_it() -> None:
+    """On an io worker's thread, `sys.exit()` in a tool is the tool's: answered as an
+    error, as any exception of its (re-raised, it left the call unanswered and its
+    message unacknowledged until the broker gave it to another worker to exit again)."""
+    with ThreadPoolExecutor(1) as pool:
+        result = pool.submit(run, quits).result(10)
+    assert result.status is CallStatus.ERROR
+    assert result.response["error_type"] == "SystemExit"
+
+
+def test_a_tool_that_exits_on_the_main_thread_stops_it() -> None:
+    """A prefork child runs its tool on its main thread: there an exit is the process's."""
+    with pytest.raises(SystemExit):
+        run(quits)
 
 
 # --- state writes ---------------------------------------------------------------------
