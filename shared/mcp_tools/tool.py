@@ -18,7 +18,7 @@ from mcp_types import CallToolResult, Tool
 from toolfleet.shared.auth import AuthConfig
 from toolfleet.shared.base_tool import BaseTool
 from toolfleet.shared.context import ToolContext
-from toolfleet.shared.errors import ToolError
+from toolfleet.shared.errors import InvalidCompletionError, ToolError
 from toolfleet.shared.mcp_tools.connection import ConnectionParams
 from toolfleet.shared.mcp_tools.results import to_response
 from toolfleet.shared.mcp_tools.sessions import detached, session_pool
@@ -128,8 +128,19 @@ class McpTool(BaseTool):
                 "%s %s: progress %s/%s %s", server.where(), self.name, progress, total, message
             )
 
-        result = await self._call(headers, args, log_progress)
+        try:
+            result = await self._call(headers, args, log_progress)
+        except Exception as exc:  # the server's words may quote what was sent to it
+            raise ToolError(self._failure(exc, secrets)) from None
         return to_response(result, secrets, server.max_result_chars)
+
+    def _failure(self, exc: Exception, secrets: Secrets) -> str:
+        """What the call's failure tells the model and the log: its type and message, the
+        credential and headers sent masked (a server's error may quote them)."""
+        said = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+        shown = secrets.mask(said)
+        log.warning("%s %s failed: %s", self._server.where(), self.name, shown)
+        return str(shown)
 
     async def _call(
         self, headers: dict[str, str], args: dict[str, Any], progress: ProgressFnT
@@ -159,6 +170,11 @@ class McpTool(BaseTool):
             response = secrets.mask(response)
             try:  # a Redis round trip: off the loop that every call of the process shares
                 await asyncio.to_thread(tool_context.post_result, response, final=final)
+            except InvalidCompletionError as exc:  # the result itself: too large, too deep
+                log.warning("%s %s: result refused: %s", server.where(), self.name, exc)
+                if final:  # the call still gets its final answer, or it waits for good
+                    refused = error_response("ResultRejected", f"the server's result: {exc}")
+                    await post(refused, final=True)
             except Exception as exc:  # the call was closed meanwhile (timed out, say)
                 log.warning("%s %s: result not posted: %s", server.where(), self.name, exc)
 
@@ -181,8 +197,7 @@ class McpTool(BaseTool):
             limit = server.long_running_timeout_s
             final = error_response("TimeoutError", f"no result within {limit:g} s")
         except Exception as exc:
-            log.exception("%s %s failed", server.where(), self.name)
-            final = error_response(type(exc).__name__, str(exc))
+            final = error_response(type(exc).__name__, self._failure(exc, secrets))
         await post(final, final=True)
 
 
