@@ -37,6 +37,9 @@ class CachedSession:
     user_id: str
     events: list[Event] = field(default_factory=list)
     trimmed: int = 0  # events compaction dropped before events[0]
+    # When the session these events are of was created, as stored (None: not read yet): a
+    # session of the same id deleted and made again since is another one.
+    created: bytes | None = None
     size: int = 0  # of `events`, as `size_of` counts
     counted: int = 0  # its size as the cache last counted it
 

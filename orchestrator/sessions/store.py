@@ -9,13 +9,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from pydantic import ValidationError
 from pydantic_core import to_json
 
 from toolfleet.orchestrator.connections import as_hash, decoded, send_together
@@ -48,6 +50,8 @@ from toolfleet.shared.replication import replicated
 from toolfleet.shared.scripts import LuaScript
 from toolfleet.shared.sealing import Sealer
 from toolfleet.shared.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+
+log = logging.getLogger(__name__)
 
 # KEYS: session hash, the user's session set. ARGV: session id, TTL in seconds (0:
 # none), then field/value pairs. All fields at once: a reader never sees a session
@@ -223,7 +227,7 @@ class SessionStore:
             ("LLEN", events_key),
             ("LRANGE", events_key, len(cached.events), -1),
             # After the read of the events: a compaction before it shows in `trimmed`.
-            ("HMGET", meta_key, "app_name", "active_agent", "trimmed"),
+            ("HMGET", meta_key, "app_name", "active_agent", "trimmed", "created_at"),
             ("HGETALL", self._keys.session_state(key)),
             ("HGETALL", self._keys.user_state(app, user)),
             ("HGETALL", self._keys.app_state(app)),
@@ -249,24 +253,28 @@ class SessionStore:
             if appended is None:  # held once the replicas have it (an append waited already)
                 await replicated(self._redis)
         length, raw_events, meta, session_state, user_state, app_state = replies
-        exists, active, trimmed = meta[0] is not None, meta[1], int(meta[2] or 0)
+        exists, active, trimmed = meta[0] is not None, meta[1], _count(meta[2], key)
         if not exists:  # expired (or deleted) since it was cached
             self._cache.drop(key)
             raise SessionNotFoundError(unknown)
         state: dict[str, Any] = {}
         for scope in (app_state, user_state, session_state):
-            state.update({decoded(k): json.loads(v) for k, v in as_hash(scope).items()})
-        if length < len(cached.events) or trimmed != cached.trimmed:
-            # Compacted since (or Redis lost data): trust only what it has now.
+            state.update(_state_values(as_hash(scope), key))
+        made_again = cached.created is not None and meta[3] != cached.created
+        cached.created = meta[3]
+        reread = length < len(cached.events) or trimmed != cached.trimmed or made_again
+        if reread:
+            # Compacted since, deleted and made again (or Redis lost data): trust only
+            # what it has now (the message appended in this round trip among it).
             cached.clear()
             cached.trimmed, raw_events = await self._read_all(key)
-        cached.extend(Event.model_validate_json(raw) for raw in raw_events)
+        cached.extend(_stored_event(raw, key) for raw in raw_events)
         release_soon(self._cache.put(key, cached))
         events = list(cached.events)
         session = Session(session_id, app, user, events, state, decoded(active) if active else None)
         if staged is None or appended is None or lease is None:
             return session, False
-        stored = dataclasses.replace(staged[0], session=session)
+        stored = dataclasses.replace(staged[0], session=session, in_memory=reread)
         await self.appended(stored, appended, lease.fence)
         return session, True
 
@@ -300,7 +308,7 @@ class SessionStore:
         pipe.hget(self._keys.session(key), "trimmed")
         pipe.lrange(self._keys.events(key), 0, -1)
         trimmed, raw_events = await pipe.execute()
-        return int(trimmed or 0), raw_events
+        return _count(trimmed, key), raw_events
 
     async def set_active_agent(
         self, key: SessionKey, agent_name: str, *, fence: Fence | None = None
@@ -365,7 +373,10 @@ class SessionStore:
         )  # fmt: skip
         if also is not None:
             also(batch)
-        replies = await write(self._redis, batch, fence, release=release)
+        # Without a fence (an ADK session service's append, a test's), once all the same:
+        # a client that sends it again after a lost reply must not store the event twice.
+        once = self._keys.applied_writes(session.key)
+        replies = await write(self._redis, batch, fence, release=release, unfenced_once=once)
         await self.appended(staged, replies, fence, earlier=earlier)
 
     def hold(
@@ -412,7 +423,10 @@ class SessionStore:
         """Store `held` by a write of its own (the session has no other write to make)."""
         batch = WriteBatch()
         staged = self.stage_held(batch, session, held)
-        await self.appended(staged, await write(self._redis, batch, fence), fence)
+        once = self._keys.applied_writes(session.key)
+        await self.appended(
+            staged, await write(self._redis, batch, fence, unfenced_once=once), fence
+        )
 
     def stage_append(
         self,
@@ -542,6 +556,40 @@ class SessionStore:
         that owns it when that is not the app's root agent (an agent tool's child)."""
         app, owner = await self._redis.hmget(self._keys.session(key), "app_name", "owner")
         return (decoded(app) if app else None), (decoded(owner) if owner else None)
+
+
+# Data in Redis that no toolfleet wrote (or that was damaged) is logged and passed over,
+# one value at a time: one bad value must not make every session of its app unreadable.
+
+
+def _stored_event(raw: bytes | str, key: SessionKey) -> Event:
+    """A stored event; one that does not read back is logged and kept as an empty event
+    in its place (the list's positions stay those of Redis)."""
+    try:
+        return Event.model_validate_json(raw)
+    except ValidationError as exc:
+        log.error("session %s: a stored event does not read back, passed over: %s", key, exc)
+        return Event(invocation_id="", author="user")
+
+
+def _state_values(stored: Mapping[Any, Any], key: SessionKey) -> dict[str, Any]:
+    """A state hash's values; one that is not JSON is logged and left out."""
+    values: dict[str, Any] = {}
+    for name, raw in stored.items():
+        try:
+            values[decoded(name)] = json.loads(raw)
+        except ValueError:  # UnicodeDecodeError is one
+            log.error("session %s: state %r is not JSON, passed over", key, name)
+    return values
+
+
+def _count(raw: Any, key: SessionKey) -> int:
+    """The session's count of events compaction dropped; 0 for one that is no count."""
+    try:
+        return int(raw or 0)
+    except ValueError:
+        log.error("session %s: its count of compacted events %r is no number", key, raw)
+        return 0
 
 
 def state_text(value: Any) -> str:

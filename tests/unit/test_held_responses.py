@@ -13,6 +13,7 @@ from toolfleet.orchestrator.loop import held
 from toolfleet.orchestrator.loop.invocation import Invocation
 from toolfleet.orchestrator.loop.run import run_invocation
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
+from toolfleet.orchestrator.sessions import fencing
 from toolfleet.orchestrator.sessions.events import Event
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
@@ -46,15 +47,23 @@ TOOLS = {"add": FunctionTool(add), "open_ticket": LongRunningFunctionTool(open_t
 def writes(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The events each write stores, by author (writes without an RPUSH left out)."""
     stored: list[list[str]] = []
-    original = WriteBatch.run
+    original, once = WriteBatch.run, fencing.apply_once
 
-    async def recording(self: WriteBatch, client: Any) -> list[Any]:
-        pushed = [Event.model_validate_json(c[2]).author for c in self.commands if c[0] == "RPUSH"]
+    def record(batch: WriteBatch) -> None:
+        pushed = [Event.model_validate_json(c[2]).author for c in batch.commands if c[0] == "RPUSH"]
         if pushed:
             stored.append(pushed)
+
+    async def recording(self: WriteBatch, client: Any) -> list[Any]:
+        record(self)
         return await original(self, client)
 
+    async def recording_once(client: Any, batch: WriteBatch, prefix: str) -> list[Any]:
+        record(batch)  # a write without a fence, applied once
+        return await once(client, batch, prefix)
+
     monkeypatch.setattr(WriteBatch, "run", recording)
+    monkeypatch.setattr(fencing, "apply_once", recording_once)
     return stored
 
 
