@@ -44,8 +44,19 @@ class Secrets:
 
     def mask(self, value: Any) -> Any:
         """`value` (JSON or text) with secret-named keys and secret values masked, in every
-        string at any depth (dict keys included)."""
-        return _mask_strings(redact_deep(value, self.names), self.values)
+        string at any depth (dict keys included), however an error message spells them."""
+        return _mask_strings(redact_deep(value, self.names), _spellings(self.values))
+
+
+def _spellings(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each secret value as an error may quote it: as it is, without the blanks around it
+    (a pasted key's line break), and escaped as Python shows text and bytes
+    (`b'key\\n'` in httpx's "illegal header value")."""
+    spelled: list[str] = []
+    for value in values:
+        escaped_bytes = repr(value.encode("utf-8", "surrogatepass"))[2:-1]
+        spelled += [value, value.strip(), repr(value)[1:-1], escaped_bytes]
+    return tuple(v for v in dict.fromkeys(spelled) if v)
 
 
 def _mask_strings(value: Any, secrets: tuple[str, ...]) -> Any:
