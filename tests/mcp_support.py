@@ -56,11 +56,22 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float)
 @contextmanager
 def serve_mcp_http(starts: Path) -> Iterator[StreamableHTTPConnectionParams]:
     """The test server over streamable HTTP on a free port, stopped on exit."""
+    with serve_http_process(
+        ["-m", "tests.mcp_server", "http"], {"MCP_TEST_STARTS": str(starts)}
+    ) as served:
+        yield served
+
+
+@contextmanager
+def serve_http_process(
+    args: list[str], env: dict[str, str] | None = None
+) -> Iterator[StreamableHTTPConnectionParams]:
+    """An MCP server over streamable HTTP: this interpreter run with `args` and a free
+    port after them, stopped on exit."""
     port = free_port()
-    env = {**os.environ, "MCP_TEST_STARTS": str(starts), "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp_server", "http", str(port)],
-        env=env,
+        [sys.executable, *args, str(port)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

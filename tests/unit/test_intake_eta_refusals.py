@@ -168,14 +168,7 @@ def test_copies_of_a_signed_call_due_later_than_a_retry_would_be_hold_no_slot() 
     its countdown away: the copies run at once, to be refused (answered already; no
     worker retried it), and the call behind them runs."""
     client = fakeredis.FakeRedis()
-    runs: list[int] = []
-
-    def transfer(amount: int) -> dict[str, int]:
-        runs.append(amount)
-        return {"moved": amount}
-
-    app = Celery("intake-eta-copies", set_as_current=False)
-    register_tool_tasks(app, {"transfer": LocalTool(transfer)}, keyed_deps(client))
+    task, runs = transfer_task(client)
     answered = signed(envelope(call_id="answered"))
     client.set(KEYS.closed(session_key("app", "u", "s"), "answered"), 1)
     copies = [message("tool.transfer", f"copy{n}", [], answered, NEXT_YEAR) for n in range(2)]
@@ -184,7 +177,7 @@ def test_copies_of_a_signed_call_due_later_than_a_retry_would_be_hold_no_slot() 
     retried = json.dumps(retried)
     real = message("tool.transfer", "real", [], signed(envelope(call_id="real")), None)
     source = ListSource([*copies, retried, real], 4)
-    intake = Intake(app, source, "io@host", 2, threads=2, task_events=lambda: False)
+    intake = Intake(task.app, source, "io@host", 2, threads=2, task_events=lambda: False)
 
     intake.start()
     try:

@@ -4,9 +4,6 @@ call's result the poster refuses still gets a final answer."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +12,8 @@ from typing import Any
 import fakeredis
 import pytest
 
-from tests.mcp_support import ROOT, START_TIMEOUT_S, stdio_params, wait_for_port
+from tests.mcp_support import serve_http_process, stdio_params
 from tests.unit.test_mcp_toolset import MCP_AUTH, call, close_worker_sessions, tools_of
-from toolfleet.orchestrator.cli.embedded import free_port
 from toolfleet.shared.auth import CredentialStore, new_credential_key
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
@@ -48,20 +44,8 @@ server.run("streamable-http", port=int(sys.argv[1]))
 
 @pytest.fixture
 def echoing_server() -> Iterator[StreamableHTTPConnectionParams]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", ECHOING_SERVER, str(port)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, process, START_TIMEOUT_S)
-        yield StreamableHTTPConnectionParams(f"http://127.0.0.1:{port}/mcp", timeout=10)
-    finally:
-        process.terminate()
-        process.wait(10)
+    with serve_http_process(["-c", ECHOING_SERVER]) as served:
+        yield served
 
 
 def test_a_protocol_error_echoing_the_users_credential_is_masked(

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import fakeredis
 import pytest
-from celery import Celery
-from kombu.transport import redis as kombu_redis
 
 from tests.support import LocalTool
 from tests.unit.test_call_signing import STREAM
+from tests.unit.test_celery_wire_contract import Broker, broker
 from tests.unit.test_delivery_guard import guarded_deps
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.shared.celery_wire.parse import decode
@@ -26,6 +23,8 @@ from toolfleet.shared.messages import ToolCall
 from toolfleet.shared.tools import ToolOptions
 from toolfleet.workers.tasks import register_tool_tasks
 
+__all__ = ["broker"]  # the in-memory broker fixture, used here
+
 SETTINGS = Settings(redis_url="redis://unused", key_prefix="t", max_deliveries=3)
 QUEUE = "tools.default"
 CANARY = "sk-CANARY-0123456789"
@@ -33,31 +32,6 @@ CANARY = "sk-CANARY-0123456789"
 
 class Flaky(Exception):
     """What a flaky tool's retry_on names."""
-
-
-@pytest.fixture
-def broker_app() -> Iterator[tuple[Celery, fakeredis.FakeRedis]]:
-    """A Celery app whose broker is an in-memory Redis (kombu's own transport on it), and
-    a client of that Redis: a retry a task sends lands on its queue there."""
-    server = fakeredis.FakeServer()
-
-    class InMemoryChannel(kombu_redis.Channel):
-        connection_class = fakeredis.FakeRedisConnection
-
-        def _connparams(self, asynchronous: bool = False) -> Any:
-            params = super()._connparams(asynchronous)  # type: ignore[misc]
-            params["server"] = server
-            return params
-
-    class InMemoryTransport(kombu_redis.Transport):
-        Channel = InMemoryChannel
-
-    app = Celery("review", broker="redis://", set_as_current=False)
-    app.conf.broker_transport = InMemoryTransport
-    client = fakeredis.FakeRedis(server=server)
-    yield app, client
-    app.close()
-    client.close()
 
 
 def call_of(tool: str, args: dict[str, Any], call_id: str = "c1") -> ToolCall:
@@ -69,13 +43,13 @@ def call_of(tool: str, args: dict[str, Any], call_id: str = "c1") -> ToolCall:
 
 @pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
 def test_a_retried_calls_message_shows_flower_no_secret_argument(
-    broker_app: tuple[Celery, fakeredis.FakeRedis],
+    broker: Broker,
 ) -> None:
     """The orchestrator's message shows Flower the arguments masked (argsrepr) and only
     the ids (kwargsrepr). The retry a worker sends (Celery's `task.retry`) computes its
     own kwargsrepr from the kwargs: the whole envelope, secrets in clear without a fleet
     key (docs: 'never shown'), the state snapshot too with one."""
-    app, client = broker_app
+    app, client = broker.app, broker.client
 
     def login(user: str, api_key: str) -> dict[str, str]:
         raise Flaky("try again")
