@@ -70,9 +70,8 @@ def install_eta_guard(app: Celery) -> None:
         args = request.args if isinstance(request.args, Sequence) else ()
         try:
             eta = header_instant(request.eta)
-            retries = int(getattr(request, "retries", 0) or 0)
             kept = would_run(request.task, args, kwargs) and due_as_a_retry(
-                request.task, retries, eta
+                request.task, _retries(request), eta
             )
         except Exception:  # what no task reads is not kept for a year either
             log.exception("task %s[%s]: could not read its message", request.name, request.id)
@@ -87,3 +86,12 @@ def install_eta_guard(app: Celery) -> None:
         )
         # Celery reads the ETA once the receivers returned; none: it runs now.
         request._eta = None
+
+
+def _retries(request: Any) -> int:
+    """The retries header of the message a Celery Request was made from (it keeps the
+    headers in its request dict, not as an attribute)."""
+    headers = getattr(request, "request_dict", None)
+    if not isinstance(headers, Mapping):
+        return 0
+    return int(headers.get("retries") or 0)

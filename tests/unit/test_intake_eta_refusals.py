@@ -16,6 +16,8 @@ import fakeredis
 import pytest
 from celery import Celery
 from celery.signals import task_received
+from celery.worker.request import Request
+from kombu.message import Message
 
 from tests.support import LocalTool
 from tests.unit.test_call_signing import (
@@ -201,19 +203,24 @@ def test_a_call_is_due_later_only_as_a_retry_its_countdown_away() -> None:
     assert not due_as_a_retry(task, 10**9, soon)  # past max_retries (and never 2**1e9)
 
 
+def celery_request(task: Any, kwargs: dict[str, Any], retries: int, eta: str) -> Request:
+    """The Request a prefork worker's consumer makes of a message of `task`."""
+    headers = {"task": task.name, "id": f"r{retries}", "retries": retries, "eta": eta}
+    body = json.dumps([[], kwargs, {}])
+    message = Message(body=body, headers=headers, content_type="application/json",
+                      content_encoding="utf-8", delivery_info={})  # fmt: skip
+    return Request(message, app=task.app, task=task)
+
+
 @pytest.mark.filterwarnings("ignore::celery.exceptions.CDeprecationWarning")
 def test_a_prefork_worker_keeps_a_signed_call_only_as_long_as_a_retry_waits() -> None:
-    app = Celery("prefork-eta-retry", set_as_current=False)
-    install_eta_guard(app)
     task, _ = transfer_task(fakeredis.FakeRedis())
-    consumer = type("Consumer", (), {"app": app})()
+    install_eta_guard(task.app)
+    consumer = type("Consumer", (), {"app": task.app})()
     soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
     kept = []
     for retries, eta in ((0, NEXT_YEAR), (1, NEXT_YEAR), (1, soon)):
-        request = SimpleNamespace(
-            eta=eta, _eta=eta, task=task, kwargs=signed(envelope()), args=(), retries=retries,
-            name="tool.transfer", id=f"r{retries}",
-        )  # fmt: skip
+        request = celery_request(task, signed(envelope()), retries, eta)
         task_received.send(sender=consumer, request=request)
-        kept.append(request._eta is not None)
+        kept.append(request.eta is not None)
     assert kept == [False, False, True]  # a copy due in a year runs now, to be refused
