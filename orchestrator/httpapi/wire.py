@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
@@ -10,8 +9,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
-from pydantic_core import to_json
 
+from toolfleet.shared.finite_json import finite_json
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import redact_deep
 
@@ -29,12 +28,7 @@ def json_text(
     """`value` as JSON text for a client (an SSE frame's data), NaN and the infinities
     written as null: what JSON.parse and every other strict reader can read. `default`:
     what a value JSON has no type for is written as, as json.dumps takes it."""
-    try:
-        return json.dumps(
-            value, ensure_ascii=False, allow_nan=False, separators=separators, default=default
-        )
-    except ValueError:  # a number out of JSON's range somewhere in it
-        return to_json(value, inf_nan_mode="null", fallback=default).decode()
+    return finite_json(value, ensure_ascii=False, separators=separators, default=default)
 
 
 class FiniteJSONResponse(JSONResponse):
@@ -45,10 +39,7 @@ class FiniteJSONResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         """The body, as JSONResponse writes it; with such numbers, null in their place."""
-        try:
-            return super().render(content)
-        except ValueError:  # a number out of JSON's range somewhere in it
-            return to_json(content, inf_nan_mode="null")
+        return json_text(content, separators=(",", ":")).encode("utf-8")
 
 
 User = Annotated[str, Path(pattern=ID_PATTERN, description="The user's id.")]

@@ -18,7 +18,6 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from pydantic import ValidationError
-from pydantic_core import to_json
 
 from toolfleet.orchestrator.connections import as_hash, decoded, send_together
 from toolfleet.orchestrator.release import release_soon
@@ -37,6 +36,7 @@ from toolfleet.orchestrator.sessions.parked import ParkedTurns
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.errors import SessionExistsError, SessionNotFoundError
+from toolfleet.shared.finite_json import finite_json
 from toolfleet.shared.keys import Keys, SessionKey, session_key, session_parts
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.pending import PendingCalls
@@ -472,7 +472,8 @@ class SessionStore:
             if value is None:
                 batch.hdel(hash_key, key)
             else:
-                batch.hset(hash_key, key, state_text(hashed[key]))
+                # NaN and the infinities as null, as the event that writes them has them.
+                batch.hset(hash_key, key, finite_json(hashed[key]))
         self._pending.stage_put(batch, pending)
         if resolved is not None:
             self._pending.stage_drop(batch, resolved.session_key, resolved.call_id)
@@ -590,17 +591,6 @@ def _count(raw: Any, key: SessionKey) -> int:
     except ValueError:
         log.error("session %s: its count of compacted events %r is no number", key, raw)
         return 0
-
-
-def state_text(value: Any) -> str:
-    """A state value as the state hash keeps it: JSON, with NaN and the infinities as
-    null, as the event that writes it has them (JSON has no such numbers; stored as
-    Python writes them, every later read of the state would carry them to clients that
-    cannot read them)."""
-    try:
-        return json.dumps(value, allow_nan=False)
-    except ValueError:  # a non-finite number somewhere in it
-        return to_json(value, inf_nan_mode="null").decode()
 
 
 def _apply(session: Session, event: Event) -> None:
