@@ -129,14 +129,16 @@ class TurnPlan:
             return None
         if self.duplicates.drop(envelope, tool):
             return None
-        sent = to_json(args, fallback=str) if callbacks.active else b""
+        given = to_json(args, fallback=str) if callbacks.active else None
         answer = await callbacks.before(tool, envelope, args)
-        edited = to_json(args, fallback=str) if answer is None and callbacks.active else sent
-        if edited != sent:
-            # before_tool changed the arguments in place, as ADK's may: the tool runs
-            # with those (checked as the model's were), and the confirmation asks of them.
-            envelope.args = from_json(edited)
-            args, answer = self._checked_args(tool, envelope)
+        if answer is None and given is not None:
+            edited = to_json(args, fallback=str)
+            if edited != given:
+                # before_tool changed the arguments in place, as ADK's may: the tool runs
+                # with those (checked as the model's were), and the confirmation asks of
+                # them.
+                envelope.args = from_json(edited)
+                args, answer = self._checked_args(tool, envelope)
         if answer is None:  # not sent until a person confirms it
             answer = await ask_confirmation(tool, envelope, args)
         if answer is not None:
