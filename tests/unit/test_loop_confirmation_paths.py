@@ -12,6 +12,7 @@ import pytest
 from google.genai import types
 
 from tests.support import InProcessRunner
+from tests.unit.test_confirmation_check import RUNS, pay
 from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.agents.workflow import ParallelAgent
 from toolfleet.orchestrator.loop.invocation import EndReason, Invocation, InvocationEnded, Update
@@ -23,18 +24,6 @@ from toolfleet.shared.config import Settings
 from toolfleet.shared.discovery import tools_in_module
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.tools import FunctionTool, ToolDefinitionError, ToolRegistry
-
-RUNS: list[int] = []
-
-
-def pay(amount: int) -> dict[str, int]:
-    """Pays.
-
-    Args:
-        amount: Euros.
-    """
-    RUNS.append(amount)
-    return {"paid": amount}
 
 
 def small_ok(amount: int) -> bool:

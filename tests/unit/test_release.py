@@ -56,11 +56,15 @@ async def test_a_large_release_is_freed_a_slice_a_round_letting_others_run_betwe
 
 
 async def until_freed(refs: list[weakref.ref[Bulky]]) -> None:
-    """Yield to the loop until every object of `refs` is freed (bounded)."""
+    """Wait a round of the loop at a time until every object of `refs` is freed
+    (bounded)."""
+    loop = asyncio.get_running_loop()
     for _ in range(1000):
         if all(ref() is None for ref in refs):
             return
-        await asyncio.sleep(0)
+        next_round: asyncio.Future[None] = loop.create_future()
+        loop.call_soon(next_round.set_result, None)
+        await asyncio.wait_for(next_round, 5)
     raise AssertionError("not freed after 1,000 rounds of the loop")
 
 
