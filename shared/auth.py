@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.keys import Keys
 
+# The longest credential taken (a token, a key): one stored per user, never unbounded.
+MAX_CREDENTIAL_CHARS = 8192
+
 
 class AuthConfig(BaseModel):
     """What credential a tool needs; shown to the person asked to supply it.

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import redis
 from pydantic_core import from_json, to_json
 
-from toolfleet.shared.auth import AuthConfig, CredentialStore
+from toolfleet.shared.auth import MAX_CREDENTIAL_CHARS, AuthConfig, CredentialStore
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import DEFAULT_MAX_PAYLOAD_BYTES, Settings
 from toolfleet.shared.errors import (
@@ -399,7 +399,7 @@ class Completions:
         *,
         final: bool,
         source: str,
-        kind: Literal["result", "confirmation"],
+        kind: Literal["result", "confirmation", "credential"],
     ) -> None:
         """Dead-letter a post refused for its value, without the value: the call, the
         poster and the reason."""
@@ -431,21 +431,39 @@ class Completions:
         *,
         source: str = "api",
         check: PendingCheck | None = None,
+        asked: int | None = None,
+        credential_key: str | None = None,
     ) -> str:
         """Store the user's credential (encrypted, per user) and re-run the waiting call.
-        `check`: see `pending_for`.
+        `check`: see `pending_for`. The answer names the request it answers: `asked`,
+        the call's `asked_again` as shown, and `credential_key`, the AuthConfig's key
+        asked for; a call that asks again since, or for another key, refuses it
+        (AwaitingCredentialError, dead-lettered) and nothing is stored. None: the
+        request it makes when this is posted.
 
         The credential itself never enters the completions stream, the dead-letter
         stream or the session.
         """
+        if not 0 < len(credential) <= MAX_CREDENTIAL_CHARS:
+            reason = (
+                f"a credential is 1 to {MAX_CREDENTIAL_CHARS} characters, not {len(credential)}"
+            )
+            self._refuse_unkept(call_id, reason, final=True, source=source, kind="credential")
+            raise InvalidCompletionError(f"{reason}; nothing was stored")
         completion = Completion(
             call_id=call_id, response={}, kind="credential", source=source, posted_at=time.time()
         )
         pending = self.pending_for(completion, check)
         completion.session_key = pending.session_key
-        store.put(
-            pending.app_name, pending.user_id, AuthConfig.model_validate(pending.ticket), credential
-        )
+        config = AuthConfig.model_validate(pending.ticket)
+        other = _other_request(pending, config, asked, credential_key)
+        if other is not None:
+            error = AwaitingCredentialError(f"{other}; nothing was stored")
+            self._dead_letter(completion, str(error))
+            raise error
+        # The request it answers: one made since (the tool asked again) does not take it.
+        completion.asked_again = pending.asked_again
+        store.put(pending.app_name, pending.user_id, config, credential)
         return self._post(pending, completion)
 
     def _post(self, pending: PendingCall, completion: Completion) -> str:
@@ -552,6 +570,26 @@ def _wrong_kind(pending: PendingCall, kind: str) -> CompletionError:
         )
     error = AwaitingConfirmationError if kind == "confirmation" else AwaitingCredentialError
     return error(f"call {call_id!r} waits for a result, not a {kind}")
+
+
+def _other_request(
+    pending: PendingCall, config: AuthConfig, asked: int | None, credential_key: str | None
+) -> str | None:
+    """Why a credential posted for request `asked` of key `credential_key` does not
+    answer the one `pending` makes now; None when it does (a None checks nothing)."""
+    call_id = pending.call_id
+    if asked is not None and asked != pending.asked_again:
+        return (
+            f"call {call_id!r} asked again since the request answered was shown (request "
+            f"{asked}, now {pending.asked_again}): supply the credential it asks for now"
+        )
+    if credential_key is not None and credential_key != config.key:
+        shown = credential_key if len(credential_key) <= 80 else credential_key[:80] + "..."
+        return (
+            f"call {call_id!r} asks for the credential {config.key!r}, not {shown!r}: "
+            "supply the credential it asks for now"
+        )
+    return None
 
 
 def cancelled_ticket(tool: str) -> dict[str, Any]:

@@ -78,7 +78,8 @@ class PayloadTooLargeError(InvalidCompletionError):
 
 
 class AwaitingCredentialError(CompletionError):
-    """The call waits for a credential, not a result (or the other way round)."""
+    """The call waits for a credential, not a result (or the other way round), or for
+    another credential than the one answered (asked again since, or another key)."""
 
 
 class AwaitingConfirmationError(CompletionError):

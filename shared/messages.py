@@ -336,8 +336,9 @@ class Completion(BaseModel):
     resume: bool = True
     source: str = Field(default="api", description="Who posted it: cli, job, http, api.")
     posted_at: float
-    # A confirmation: the call's `asked_again` when it was posted. A call that asked again
-    # since (a new question) does not take it; None: posted by a version that did not say.
+    # A confirmation or a credential: the call's `asked_again` when it was posted. A call
+    # that asked again since (a new question) does not take it; None: posted by a version
+    # that did not say.
     asked_again: int | None = None
 
     # A response from outside (an HTTP body's "\ud800") may hold text UTF-8 cannot carry;
