@@ -52,7 +52,7 @@ async def post_responses(
         CallNotPendingError: A response answers no call pending in this session.
         CompletionError: A response is refused (kept as a dead letter).
         ValueError: A confirmation's or credential's response does not carry the id of its
-            request, or a credential's carries no credential.
+            request, or a credential's carries no credential key or no credential.
         Exception: What `authorize` raised, nothing posted."""
     for response in responses:
         await asyncio.to_thread(_check_answerable, completions, session, response, authorize)
@@ -72,10 +72,12 @@ async def post_responses(
                 check=check,
             )  # fmt: skip
         elif credential is not None:  # the user's credential, for adk_request_credential
-            call_id, secret = credential
+            call_id = credential.call_id
+            # Stored only for the request it answers (its call's id and credential key).
             entry_id = await asyncio.to_thread(
-                completions.supply_credential, call_id, secret, credentials, source=SOURCE,
-                check=check,
+                completions.supply_credential, call_id, credential.secret, credentials,
+                source=SOURCE, check=check, asked=credential.asked,
+                credential_key=credential.credential_key,
             )  # fmt: skip
         else:
             call_id = response.id or ""
@@ -152,5 +154,5 @@ def _answers(response: types.FunctionResponse) -> tuple[Answer, str]:
         return "confirmation", confirming[0]
     credential = credential_answer(response)
     if credential is not None:
-        return "credential", credential[0]
+        return "credential", credential.call_id
     return "result", response.id or ""

@@ -16,7 +16,7 @@ from toolfleet.orchestrator.completions.credentials import (
     rerun_with_credential,
 )
 from toolfleet.orchestrator.completions.resumer import SessionResumer
-from toolfleet.orchestrator.loop.parking import confirmation_request
+from toolfleet.orchestrator.loop.parking import confirmation_request, credential_request
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.loop.turn import responses_event
 from toolfleet.orchestrator.sessions.events import Event
@@ -72,7 +72,9 @@ class WaitingCalls:
                     else None,
                 }
             )
-            requests = [{"call_id": pending.call_id, "tool": pending.tool, "auth_config": auth}]
+            requests = [
+                credential_request(pending.call_id, pending.tool, auth or {}, updated.asked_again)
+            ]
             confirming = [confirmation_request(pending.call_id, pending.tool, {}, asked or {})]
             event = Event(
                 invocation_id=pending.invocation_id,

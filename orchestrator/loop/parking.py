@@ -59,7 +59,7 @@ async def park_turn(
         invocation_id=inv.id,
         author=inv.agent.name,
         credential_requests=[
-            {"call_id": p.call_id, "tool": p.tool, "auth_config": p.ticket}
+            credential_request(p.call_id, p.tool, p.ticket, p.asked_again)
             for p in requests
             if p.kind == "credential"
         ],
@@ -137,6 +137,19 @@ def confirmation_request(
         "payload": asked.get("payload"),
     }
     return {**request, "held_back": True} if held_back else request
+
+
+def credential_request(
+    call_id: str, tool: str, auth_config: dict[str, Any], asked_again: int
+) -> dict[str, Any]:
+    """How a credential request is shown: the call, the AuthConfig asked and which of
+    the call's requests it is (its `asked_again`), which an answer names."""
+    return {
+        "call_id": call_id,
+        "tool": tool,
+        "auth_config": auth_config,
+        "asked_again": asked_again,
+    }
 
 
 def _sealed(args: dict[str, Any], sealer: Sealer | None) -> dict[str, Any]:

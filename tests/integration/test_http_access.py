@@ -582,7 +582,10 @@ async def test_adk_routes_let_a_user_answer_and_write_only_what_is_theirs(
     assert (await admin.patch(one, json={"stateDelta": shared})).status_code == 200
     # Not even an admin supplies a user's credential, through ADK's route either.
     credential_ticket = await pending_credential(alice)
-    token = {"exchangedAuthCredential": {"http": {"credentials": {"token": "not-hers"}}}}
+    token = {
+        "credentialKey": "bank_api",
+        "exchangedAuthCredential": {"http": {"credentials": {"token": "not-hers"}}},
+    }
     supplied = {
         "id": f"adk-credential-{credential_ticket}", "name": "adk_request_credential",
         "response": token,

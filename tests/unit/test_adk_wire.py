@@ -150,17 +150,20 @@ def test_a_credential_request_is_adks_request_credential_call_with_adks_auth_con
     filled = {**adk_auth, "exchangedAuthCredential": {"authType": "http", "http": {
         "scheme": "bearer", "credentials": {"token": "tok-1"}}}}  # fmt: skip
     answer = types.FunctionResponse(id=call["id"], name=REQUEST_CREDENTIAL, response=filled)
-    assert credential_answer(answer) == ("c2", "tok-1")
-    keyed = {"rawAuthCredential": {"authType": "apiKey", "apiKey": "k-2"}}
-    assert credential_answer(answer.model_copy(update={"response": keyed})) == ("c2", "k-2")
+    assert credential_answer(answer) == ("c2", 0, "bank_api", "tok-1")
+    keyed = {"rawAuthCredential": {"authType": "apiKey", "apiKey": "k-2"}, "credential_key": "k"}
+    assert credential_answer(answer.model_copy(update={"response": keyed})) == ("c2", 0, "k", "k-2")
     assert credential_answer(types.FunctionResponse(id="x", name="other", response={})) is None
     with pytest.raises(ValueError, match="carries no credential"):
         credential_answer(answer.model_copy(update={"response": adk_auth}))
-    unencodable = {"exchangedAuthCredential": {"apiKey": "k-\ud800"}}
+    unencodable = {"exchangedAuthCredential": {"apiKey": "k-\ud800"}, "credentialKey": "k"}
     with pytest.raises(ValueError, match="not Unicode text"):
         credential_answer(answer.model_copy(update={"response": unencodable}))
     for shapeless in ("tok-1", ["tok-1"], None):  # not ADK's HttpCredentials: no credential
-        odd = {"exchangedAuthCredential": {"http": {"credentials": shapeless}}}
+        odd = {
+            "exchangedAuthCredential": {"http": {"credentials": shapeless}},
+            "credentialKey": "k",
+        }
         with pytest.raises(ValueError, match="carries no credential"):
             credential_answer(answer.model_copy(update={"response": odd}))
     with pytest.raises(ValueError, match="must carry the id"):
