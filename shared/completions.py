@@ -41,7 +41,7 @@ from toolfleet.shared.redaction import DEFAULT_SECRET_NAMES, redact_deep, secret
 from toolfleet.shared.replication import NO_WAIT, Replication
 from toolfleet.shared.reporting import TicketWrite
 from toolfleet.shared.scripts import LuaScript
-from toolfleet.shared.unicode_text import without_lone_surrogates
+from toolfleet.shared.unicode_text import has_lone_surrogates, without_lone_surrogates
 
 DEAD_LETTERS_MAXLEN = 10_000
 # The most of a refused post's response a dead letter keeps, where any caller may post
@@ -444,12 +444,7 @@ class Completions:
         The credential itself never enters the completions stream, the dead-letter
         stream or the session.
         """
-        if not 0 < len(credential) <= MAX_CREDENTIAL_CHARS:
-            reason = (
-                f"a credential is 1 to {MAX_CREDENTIAL_CHARS} characters, not {len(credential)}"
-            )
-            self._refuse_unkept(call_id, reason, final=True, source=source, kind="credential")
-            raise InvalidCompletionError(f"{reason}; nothing was stored")
+        self._check_credential(call_id, credential, source)
         completion = Completion(
             call_id=call_id, response={}, kind="credential", source=source, posted_at=time.time()
         )
@@ -465,6 +460,20 @@ class Completions:
         completion.asked_again = pending.asked_again
         store.put(pending.app_name, pending.user_id, config, credential)
         return self._post(pending, completion)
+
+    def _check_credential(self, call_id: str, credential: str, source: str) -> None:
+        """Refuse (InvalidCompletionError, dead-lettered without it) an empty or oversized
+        credential, or one that is not Unicode text (it could not be encrypted)."""
+        if not 0 < len(credential) <= MAX_CREDENTIAL_CHARS:
+            reason = (
+                f"a credential is 1 to {MAX_CREDENTIAL_CHARS} characters, not {len(credential)}"
+            )
+        elif has_lone_surrogates(credential):
+            reason = "the credential is not Unicode text (a lone surrogate)"
+        else:
+            return
+        self._refuse_unkept(call_id, reason, final=True, source=source, kind="credential")
+        raise InvalidCompletionError(f"{reason}; nothing was stored")
 
     def _post(self, pending: PendingCall, completion: Completion) -> str:
         """Add the completion to its app's stream and, in the same step, to the end of its

@@ -48,13 +48,22 @@ def test_a_credential_is_stored_only_for_the_request_it_names() -> None:
     assert completion.kind == "credential" and completion.asked_again == 1
 
 
-@pytest.mark.parametrize("size", [0, MAX_CREDENTIAL_CHARS + 1])
-def test_an_empty_or_oversized_credential_is_refused_and_not_kept(size: int) -> None:
+@pytest.mark.parametrize(
+    ("credential", "why"),
+    [
+        ("", f"1 to {MAX_CREDENTIAL_CHARS} characters, not 0"),
+        ("x" * (MAX_CREDENTIAL_CHARS + 1), f"1 to {MAX_CREDENTIAL_CHARS} characters"),
+        ("x" * 200 + "\ud800", "not Unicode text"),
+    ],
+)
+def test_an_empty_oversized_or_unencodable_credential_is_refused_and_not_kept(
+    credential: str, why: str
+) -> None:
     client = fakeredis.FakeRedis()
     completions, store = stores(client)
     waiting(completions, SLACK)
-    with pytest.raises(InvalidCompletionError, match=f"1 to {MAX_CREDENTIAL_CHARS} characters"):
-        completions.supply_credential("c1", "x" * size, store)
+    with pytest.raises(InvalidCompletionError, match=why):
+        completions.supply_credential("c1", credential, store)
     assert store.get("app", "u", SLACK) is None and posted(client) == 0
     ((_, kept),) = dead_letters(client)
     assert kept["kind"] == "credential" and "x" * 100 not in json.dumps(kept)
