@@ -194,23 +194,32 @@ def tickets_router(api: HttpApi) -> APIRouter:
         description=(
             "Stores the credential encrypted for the ticket's user and runs the call again; "
             "the credential never appears in sessions, task messages or the model's input. "
-            "A call that waits for a result, not a credential, answers 409."
+            "A call that waits for a result, not a credential, answers 409, and so does one "
+            "that asks again since the request answered (`asked_again`) or for another "
+            "credential (`credential_key`): nothing is stored."
         ),
     )
     async def supply_credential(call_id: CallId, body: SuppliedCredential, caller: Who) -> Accepted:
+        def check(call: PendingCall) -> None:
+            if not caller.may_supply_credential(call):
+                raise ApiError(
+                    403,
+                    f"only the ticket's own user may supply its credential, not {caller.subject!r}",
+                )
+
         # The credential itself is never kept, dead-lettered or not.
         call = await ticket_for_post(api, caller, call_id, {}, kind="credential")
-        if not caller.may_supply_credential(call):
-            raise ApiError(
-                403, f"only the ticket's own user may supply its credential, not {caller.subject!r}"
-            )
-
+        check(call)
+        # Checked again on the record the post reads, which names the request answered.
         entry_id = await asyncio.to_thread(
             api.completions.supply_credential,
             call_id,
             body.credential,
             api.credentials,
             source="http",
+            check=check,
+            asked=body.asked_again,
+            credential_key=body.credential_key,
         )
         return Accepted(
             call_id=call_id,

@@ -10,6 +10,7 @@ from fastapi import Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from toolfleet.shared.auth import MAX_CREDENTIAL_CHARS
 from toolfleet.shared.finite_json import finite_json
 from toolfleet.shared.messages import PendingCall
 from toolfleet.shared.redaction import redact_deep
@@ -140,9 +141,25 @@ class SuppliedCredential(BaseModel):
 
     credential: str = Field(
         min_length=1,
-        max_length=8192,
+        max_length=MAX_CREDENTIAL_CHARS,
         description="The token or key the tool asked for; stored encrypted for the user.",
     )
+    asked_again: Count | None = Field(
+        default=None,
+        description="The request answered: the ticket's `asked_again` as shown. A call that "
+        "asked again since (the tool rejected the credential, or wants another) refuses "
+        "it (409) and nothing is stored; leave it out to answer whatever it asks when this "
+        "arrives.",
+    )
+    credential_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="The credential answered: the `key` of the ticket's AuthConfig as shown. "
+        "A call that asks for another refuses it (409) and nothing is stored.",
+    )
+
+    _check_credential = field_validator("credential")(_encodable)
 
 
 class Decision(BaseModel):

@@ -5,6 +5,7 @@ body, a response without its credential): a clear status, and nothing posted."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from examples import bank_account
 from tests.integration import confirm_tools
@@ -20,7 +22,9 @@ from toolfleet.orchestrator.agents.agent import Agent
 from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.httpapi import HttpSettings, RunningHttp, serve_http
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, ScriptView, call, say
+from toolfleet.shared.auth import CredentialStore
 from toolfleet.shared.config import Settings
+from toolfleet.shared.keys import Keys, session_key
 
 pytestmark = pytest.mark.integration
 
@@ -140,6 +144,76 @@ async def test_a_credential_is_asked_and_supplied_as_on_adks_server(
     assert token in bank_api.seen_tokens
     session = (await client.get(f"/apps/bank_agent/users/{user}/sessions/{session_id}")).text
     assert token not in session  # the credential never enters the session
+
+
+def filled_in(request: dict[str, Any], token: str, **changed: Any) -> dict[str, Any]:
+    """ADK's client's answer to an `adk_request_credential` call: the AuthConfig it was
+    given with the token filled in (and any field `changed`)."""
+    auth = request["args"]["authConfig"]
+    filled = {**auth, "exchangedAuthCredential": {"authType": "http", "http": {
+        "scheme": "bearer", "credentials": {"token": token}}}, **changed}  # fmt: skip
+    return {"id": request["id"], "name": "adk_request_credential", "response": filled}
+
+
+async def test_a_credential_answer_is_stored_only_for_the_request_it_answers(
+    client: httpx.AsyncClient, served: RunningHttp, settings: Settings, bank_api: BankApi
+) -> None:
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    token = f"tok-{uuid.uuid4().hex}"
+    bank_api.valid_tokens.add(token)
+    session_id = await new_session(client, "bank_agent", user)
+    asked = await client.post(
+        "/run", json=run_body("bank_agent", user, session_id, {"text": "Balance of ACC-9?"})
+    )
+    (first,) = calls_named(asked.json(), "adk_request_credential")
+    call_id = first["args"]["functionCallId"]
+
+    # The user first gives a token the API rejects (over the tickets route, naming the
+    # request): the tool asks again, a new request with an id of its own.
+    key = session_key("bank_agent", user, session_id)
+    store = served.orch.replica.store
+    async with httpx.AsyncClient(base_url=served.url, timeout=WAIT_S) as tickets:
+        url = f"/tickets/{call_id}/credential"
+        named = {"asked_again": 0, "credential_key": "bank_api"}
+        wrong = await tickets.post(url, json={"credential": "wrong-token", **named})
+        assert wrong.status_code == 202, wrong.text
+        handled = served.orch.listener.handled
+        while True:  # cleared before the check: an apply in between is not missed
+            handled.clear()
+            if [c for c in await store.pending_calls(key) if c.asked_again == 1]:
+                break
+            await asyncio.wait_for(handled.wait(), WAIT_S)
+        events = (await client.get(f"/apps/bank_agent/users/{user}/sessions/{session_id}")).json()
+        second = calls_named(events["events"], "adk_request_credential")[-1]
+        assert second["id"] != first["id"] and second["args"]["functionCallId"] == call_id
+
+        # The first request's answer, sent again (a client's retry): it answers no request
+        # the call makes now, whatever token it carries.
+        replayed = filled_in(first, token)
+        body = run_body("bank_agent", user, session_id, {"functionResponse": replayed})
+        got = await client.post("/run", json=body)
+        assert got.status_code == 409 and "asked again since" in got.json()["detail"], got.text
+        # The request it makes now, naming another credential key.
+        other = filled_in(second, token, credentialKey="other_api")
+        body = run_body("bank_agent", user, session_id, {"functionResponse": other})
+        got = await client.post("/run", json=body)
+        assert got.status_code == 409 and "not 'other_api'" in got.json()["detail"], got.text
+        # Over the tickets route: the request answered already, or another key.
+        for stale in ({"asked_again": 0}, {"asked_again": 1, "credential_key": "other_api"}):
+            got = await tickets.post(url, json={"credential": token, **stale})
+            assert got.status_code == 409 and "nothing was stored" in got.text, got.text
+    keys = Keys(settings.key_prefix)
+    with redis.Redis.from_url(settings.require_redis_url()) as sync:
+        credentials = CredentialStore(sync, keys, settings.credential_key)
+        assert credentials.get("bank_agent", user, bank_account.BANK_AUTH) is None
+    assert token not in bank_api.seen_tokens
+
+    # The request it makes now, answered as ADK's client answers it: the call runs.
+    body = run_body("bank_agent", user, session_id, {"functionResponse": filled_in(second, token)})
+    answered = await client.post("/run", json=body)
+    assert answered.status_code == 200, answered.text
+    assert "ACC-9 holds" in texts(answered.json())[-1]
+    assert bank_api.seen_tokens[-1] == token
 
 
 async def test_bad_function_responses_get_a_clear_status_and_post_nothing(
