@@ -14,11 +14,13 @@ import contextlib
 import json
 import logging
 import socket
+import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import amqp
+from amqp.serialization import decode_properties_basic, dumps
 from kombu import Connection
 
 from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS
@@ -28,6 +30,13 @@ from toolfleet.shared.celery_config import QUORUM_QUEUE_ARGUMENTS
 CONFIRM_TIMEOUT_S = 10.0
 # What a consumer's socket read asks for at least (`read_ahead`).
 READ_AHEAD_BYTES = 8192
+# AMQP's content header frame: a message's properties.
+CONTENT_HEADER_FRAME = 2
+# The application header that marks a delivery whose properties py-amqp could not read
+# (`mark_unreadable_properties`); its value says why.
+UNREADABLE_PROPERTIES = "x-toolfleet-unreadable-properties"
+# The most of py-amqp's error a mark keeps (an AMQP short string holds 255 bytes).
+UNREADABLE_REASON_CHARS = 200
 # How long a keep-alive waits for what RabbitMQ sent (its heartbeats come every half
 # timeout, so what is there is read at once).
 KEEP_ALIVE_READ_S = 0.01
@@ -189,6 +198,63 @@ def extend_reads(transport: Any, size: int) -> None:
     """`read_ahead` on py-amqp's `transport` itself."""
     recv = transport._quick_recv  # the socket's recv (read, with TLS), as py-amqp set it
     transport._quick_recv = lambda wanted: recv(max(wanted, size))
+
+
+def mark_unreadable_properties(connection: Connection) -> None:
+    """Make the consumer of the connected `connection` receive a message whose properties
+    py-amqp cannot read (a short string that is not UTF-8, as any client of the broker
+    may send) with those properties replaced by one application header,
+    UNREADABLE_PROPERTIES, saying why: its consumer drops it by its delivery tag.
+
+    py-amqp raises out of `drain_events` on such a header frame, so the consumer never
+    sees the delivery: it could only drop the connection, and RabbitMQ would deliver the
+    same message first again, on every connection, for ever."""
+    amqp_connection: Any = connection.connection
+    amqp_connection.on_inbound_frame = _reading_unreadable(amqp_connection.on_inbound_frame)
+
+
+def _reading_unreadable(on_frame: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """py-amqp's frame handler `on_frame`, given a readable header in place of one whose
+    properties it failed to read. Its message waits for its header still (py-amqp reads
+    the properties before it changes anything), so the same handler takes the new one.
+    Any other error is raised as it is."""
+
+    def on_inbound_frame(frame: Any) -> Any:
+        try:
+            return on_frame(frame)
+        except Exception as exc:
+            frame_type, channel, payload = frame
+            if frame_type != CONTENT_HEADER_FRAME or _readable(payload):
+                raise
+            return on_frame((frame_type, channel, _marked_header(payload, exc)))
+
+    return on_inbound_frame
+
+
+def _readable(payload: bytes) -> bool:
+    """Whether the properties of the content header `payload` decode."""
+    try:
+        decode_properties_basic(payload, 12)  # after class, weight and body size
+    except Exception:
+        return False
+    return True
+
+
+def _marked_header(payload: bytes, error: Exception) -> bytes:
+    """The content header `payload` (its class and body size kept) with its properties
+    replaced by the UNREADABLE_PROPERTIES header saying `error`."""
+    reason = f"{type(error).__name__}: {error}"[:UNREADABLE_REASON_CHARS]
+    table = dumps("F", ({UNREADABLE_PROPERTIES: reason},))
+    return payload[:12] + struct.pack(">H", 0x2000) + table  # 0x2000: headers alone
+
+
+def unreadable_properties(headers: Any) -> str | None:
+    """Why py-amqp could not read the properties of a delivery with application
+    `headers` (`mark_unreadable_properties`), or None when it could."""
+    if not isinstance(headers, dict):
+        return None
+    reason = headers.get(UNREADABLE_PROPERTIES)
+    return None if reason is None else str(reason)
 
 
 def queue_depths(broker_url: str, queues: Sequence[str], timeout_s: float) -> list[int]:

@@ -23,7 +23,7 @@ from kombu import Connection
 from kombu.transport.redis import Channel
 
 from tests.faults import probe
-from tests.faults.brokers import ON_EACH_BROKER
+from tests.faults.brokers import AMQP_ONLY, ON_EACH_BROKER
 from tests.faults.conftest import fault_settings
 from tests.faults.servers import RedisServer
 from tests.faults.test_io_pools import agent_of, one_turn
@@ -43,6 +43,8 @@ from toolfleet.shared.messages import CallStatus, ToolCall
 pytestmark = [pytest.mark.integration, ON_EACH_BROKER]
 
 IO_QUEUE = queue_name("io")
+# Bounds a turn of a few short calls on a loaded machine: a worker that stalls misses it.
+TURN_TIMEOUT_S = 60
 
 
 @pytest.fixture
@@ -172,6 +174,40 @@ async def test_messages_it_cannot_run_are_dropped_and_logged_and_the_calls_besid
         assert "dropped a message that is not kombu's JSON" in log
         await until(lambda: client.hlen(Channel.unacked_key) == 0, "the acks", 5)
         assert client.llen(IO_QUEUE) == 0
+
+
+def push_unreadable(settings: Settings, properties: Sequence[dict[str, Any]]) -> None:
+    """Publish a message on the io queue for each of `properties`, its basic properties
+    as they are (bytes that are no UTF-8 included), as any client of RabbitMQ may."""
+    with Connection(settings.require_broker_url()) as connection:
+        channel: Any = connection.channel()
+        channel.confirm_select()  # each publish returns once RabbitMQ has it
+        for each in properties:
+            channel.basic_publish(amqp.Message(b"{}", **each), exchange="", routing_key=IO_QUEUE)
+
+
+@AMQP_ONLY
+async def test_a_message_whose_properties_do_not_read_is_dropped_and_the_calls_after_it_run(
+    settings: Settings, workers: WorkerGroup
+) -> None:
+    worker = workers.start(["io"])
+    # First in the queue: py-amqp raised reading each, and the intake, connecting again,
+    # was delivered the same one first again, for ever.
+    push_unreadable(settings, [{"content_type": b"\xff\xfejson"}, {"reply_to": b"\xc3("}])
+
+    turn = one_turn(settings, agent_of(*[Call("io_nap", {"seconds": 0.1})] * 5))
+    results = await asyncio.wait_for(turn, TURN_TIMEOUT_S)
+
+    assert [r.status for r in results] == [CallStatus.SUCCESS] * 5
+    assert {r.worker for r in results} == {worker.hostname}
+    log = worker.log()
+    assert log.count("dropped a message whose properties could not be read") == 2, log
+    assert "UnicodeDecodeError" in log
+    assert "connection to RabbitMQ dropped" not in log  # taken on the first connection
+    # Each was dropped and acknowledged: nothing is left to deliver again.
+    worker.kill()
+    after = await successor(settings, workers)
+    assert "dropped a" not in after.log()
 
 
 async def test_a_transient_error_is_retried_on_the_io_pool_and_each_call_answered_once(

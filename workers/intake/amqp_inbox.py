@@ -8,6 +8,7 @@ from collections import deque
 from typing import Any
 
 from toolfleet.shared.celery_wire.parse import MalformedMessage, decode_delivery
+from toolfleet.shared.celery_wire.rabbitmq import unreadable_properties
 from toolfleet.workers.intake.source import Dropped, Taken
 
 # A delivery received: the tag the intake acknowledges it by, and py-amqp's message.
@@ -65,6 +66,11 @@ class AmqpTaker:
         taken = Taken()
         for tag, message in self._inbox.take(limit):
             body = message.body
+            unreadable = unreadable_properties(message.headers)
+            if unreadable is not None:
+                reason = f"a message whose properties could not be read ({unreadable})"
+                taken.dropped.append(Dropped(reason, _start(body), tag))
+                continue
             try:
                 taken.messages.append(
                     decode_delivery(

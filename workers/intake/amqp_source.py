@@ -23,7 +23,7 @@ from typing import Any
 from celery import Celery
 from kombu import Connection, Queue
 
-from toolfleet.shared.celery_wire.rabbitmq import read_ahead
+from toolfleet.shared.celery_wire.rabbitmq import mark_unreadable_properties, read_ahead
 from toolfleet.workers.intake.ack_window import AckWindow
 from toolfleet.workers.intake.amqp_inbox import AmqpTaker, Inbox
 from toolfleet.workers.intake.source import Taker
@@ -141,6 +141,7 @@ class AmqpSource:
         """Connect and start consuming; py-amqp's channel."""
         connection.ensure_connection(max_retries=1)
         read_ahead(connection)
+        mark_unreadable_properties(connection)  # such a message is dropped, not read forever
         channel: Any = connection.channel()  # py-amqp's Channel (kombu types it StdChannel)
         channel.basic_qos(0, self._prefetch, False)  # per consumer: quorum queues' only kind
         for queue in self._queues:
