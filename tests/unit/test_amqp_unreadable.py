@@ -1,9 +1,12 @@
-"""A RabbitMQ delivery whose properties py-amqp cannot read: the io intake drops it,
-never reads it again and again."""
+"""A RabbitMQ delivery whose properties py-amqp cannot read, and the io intake's
+connection: the message is dropped, never read again and again; a connection that drops
+as soon as it opens is made again after a wait, longer each time."""
 
 from __future__ import annotations
 
+import itertools
 import struct
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,7 +18,9 @@ from toolfleet.shared.celery_wire.rabbitmq import (
     _reading_unreadable,
     unreadable_properties,
 )
+from toolfleet.workers.intake import amqp_source
 from toolfleet.workers.intake.amqp_inbox import AmqpTaker, Inbox
+from toolfleet.workers.intake.amqp_source import RECONNECT_S, AmqpSource
 
 DELIVER = struct.pack(">HH", 60, 60)  # Basic.Deliver: py-amqp reads its arguments later
 NOT_UTF8 = b"\xff\xfe"
@@ -121,3 +126,65 @@ def test_the_taker_drops_a_marked_delivery_by_its_tag_saying_why() -> None:
     assert dropped.tag == "1:7"
     assert "properties could not be read" in dropped.reason
     assert "UnicodeDecodeError: bad" in dropped.reason
+
+
+class _Stopping:
+    """The source's stop event: records each wait; set once `stopped`."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.stopped = False
+
+    def is_set(self) -> bool:
+        return self.stopped
+
+    def wait(self, timeout_s: float) -> bool:
+        self.waits.append(timeout_s)
+        return self.stopped
+
+
+class _App:
+    class conf:  # Celery's name for it
+        broker_heartbeat = 0
+
+    def connection_for_read(self, **_: Any) -> Any:
+        return _Lost()
+
+
+class _Lost:
+    def collect(self) -> None:
+        pass
+
+
+def dropping_source(monkeypatch: pytest.MonkeyPatch, connections: int) -> _Stopping:
+    """A source whose connections each drop as soon as they consume, stopped at the
+    `connections`th: its stop event."""
+    source = AmqpSource(_App(), [], 1, "test")  # type: ignore[arg-type]
+    stopping = _Stopping()
+    monkeypatch.setattr(source, "_stopping", stopping)
+    opened: list[object] = []
+    monkeypatch.setattr(source, "_open", lambda connection: opened.append(connection))
+
+    def dropping(connection: Any, channel: Any) -> None:
+        stopping.stopped = len(opened) >= connections
+        raise UnicodeDecodeError("utf-8", NOT_UTF8, 0, 1, "invalid start byte")
+
+    monkeypatch.setattr(source, "_consume", dropping)
+    source._run()
+    assert len(opened) == connections
+    return stopping
+
+
+def test_a_connection_that_drops_as_soon_as_it_opens_is_made_again_after_longer_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stopping = dropping_source(monkeypatch, connections=6)
+    first, longest = RECONNECT_S
+    assert stopping.waits == [first * 2**n for n in range(5)] + [longest]
+
+
+def test_a_connection_that_lasted_is_made_again_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = itertools.count(0.0, amqp_source.STEADY_S)  # each connection lasts STEADY_S
+    monkeypatch.setattr(amqp_source, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    stopping = dropping_source(monkeypatch, connections=3)
+    assert stopping.waits == []  # made again at once, each time

@@ -42,6 +42,9 @@ IDLE_WAIT_S = 0.2
 HEARTBEAT_CHECKS_PER_TIMEOUT = 4
 # The first and the longest wait between attempts to connect.
 RECONNECT_S = (0.5, 10.0)
+# A connection that dropped after this long is made again at once, the waits between
+# attempts starting over; one that dropped sooner waits as a failed attempt does.
+STEADY_S = 10.0
 # AMQP's prefetch count is 16 bits wide.
 MAX_PREFETCH = 65_535
 
@@ -121,21 +124,32 @@ class AmqpSource:
                     self._takers[0].name, wait_s, exc_info=True,
                 )  # fmt: skip
                 self._lose(connection)
-                self._stopping.wait(wait_s)
-                wait_s = min(2 * wait_s, RECONNECT_S[1])
+                wait_s = self._back_off(wait_s)
                 continue
-            wait_s = RECONNECT_S[0]
+            opened_at = time.monotonic()
             try:
                 self._consume(connection, channel)
             except Exception:
+                # One that drops soon after it opened may drop the same way again (what
+                # RabbitMQ delivers first fails it): the next waits, longer each time.
+                steady = time.monotonic() - opened_at >= STEADY_S
+                wait_s = RECONNECT_S[0] if steady else wait_s
                 log.warning(
                     "the connection to RabbitMQ dropped: its unacknowledged messages are "
-                    "delivered again; connecting again",
+                    "delivered again; connecting again in %.1f s",
+                    0.0 if steady else wait_s,
                     exc_info=True,
                 )
                 self._lose(connection)
+                if not steady:
+                    wait_s = self._back_off(wait_s)
             else:
                 self._close(connection)
+
+    def _back_off(self, wait_s: float) -> float:
+        """Wait `wait_s` (less if the worker stops); the wait after it."""
+        self._stopping.wait(wait_s)
+        return min(2 * wait_s, RECONNECT_S[1])
 
     def _open(self, connection: Connection) -> Any:
         """Connect and start consuming; py-amqp's channel."""
