@@ -18,6 +18,7 @@ from toolfleet.orchestrator.fleet.outbox import OutboxRelay, outbox_key
 from toolfleet.orchestrator.fleet.pools import LivePools
 from toolfleet.orchestrator.fleet.protocol import ToolRunner
 from toolfleet.orchestrator.fleet.read_batching import ReadBatching
+from toolfleet.orchestrator.fleet.refusals import RefusalAnswers
 from toolfleet.orchestrator.fleet.results import ResultWaiter
 from toolfleet.orchestrator.fleet.stopping import CallStopper
 from toolfleet.orchestrator.sessions.cancels import CancelBoard
@@ -82,6 +83,7 @@ class Replica:
                 self.keys,
                 settings.require_broker_url(),
                 heartbeat_s=settings.amqp_heartbeat_s,
+                answers=RefusalAnswers.of(self.sync_client(), settings),
             )
         self.fleet: ToolRunner = tool_runner or CeleryFleet(
             CeleryPublisher(

@@ -9,6 +9,11 @@ broker confirmed them. One replica relays at a time, under a lease. A relay that
 between the confirm and the removal leaves them to be published again: workers drop a
 message published twice (workers/deliveries.py, the claim of the delivery that runs)
 and never start a closed call (docs/design.md, "The invariant").
+
+A batch that fails is published again one message at a time: a message RabbitMQ refuses
+(over its max_message_size, or bound for a queue declared otherwise) would fail every
+try of its batch, and hold up every pool's calls behind it. Its call is answered with an
+error instead (orchestrator/fleet/refusals.py), and the others go on.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ import hashlib
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 
+from toolfleet.orchestrator.fleet.refusals import RefusalAnswers
 from toolfleet.shared.celery_wire.rabbitmq import AmqpPublisher
 from toolfleet.shared.keys import Keys
 from toolfleet.shared.scripts import LuaScript
@@ -98,12 +105,20 @@ class OutboxRelay:
     `wake` after a write to the outbox: this replica's relay takes it at once.
     `heartbeat_s`: the AMQP heartbeat timeout of its connection (0: none); while idle
     it keeps the connection alive, so that RabbitMQ closes it only once this replica
-    went silent, and the relay finds a dead connection before its next batch."""
+    went silent, and the relay finds a dead connection before its next batch.
+    `answers`: answers the call of a message RabbitMQ refuses (None: it is logged and
+    dropped, and its call times out)."""
 
     def __init__(
-        self, client: aioredis.Redis, keys: Keys, broker_url: str, heartbeat_s: int = 0
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        broker_url: str,
+        heartbeat_s: int = 0,
+        answers: RefusalAnswers | None = None,
     ) -> None:
         self._redis = client
+        self._answers = answers
         self._outbox = outbox_key(keys)
         self._lease = relay_lease_key(keys)
         self._publisher = AmqpPublisher(broker_url, heartbeat_s=heartbeat_s)
@@ -176,7 +191,14 @@ class OutboxRelay:
         if not raws:
             return 0
         oldest_first = list(reversed(raws))
-        await asyncio.to_thread(self._publisher.publish, oldest_first)
+        try:
+            await asyncio.to_thread(self._publisher.publish, oldest_first)
+        except Exception as exc:
+            log.warning(
+                "outbox relay: a batch of %d failed (%s: %s); publishing it one at a time",
+                len(raws), type(exc).__name__, exc,
+            )  # fmt: skip
+            await self._publish_each(oldest_first)
         newest = raws[0] if isinstance(raws[0], bytes) else raws[0].encode()
         removed = await _REMOVE.run(
             self._redis, 2, self._outbox, self._lease, token, len(raws), _sha1(newest)
@@ -186,6 +208,19 @@ class OutboxRelay:
                 "outbox relay lost its lease: %d messages may be published twice", len(raws)
             )
         return len(raws)
+
+    async def _publish_each(self, raws: Sequence[bytes | str]) -> None:
+        """Publish `raws` one at a time and answer the call of each one RabbitMQ refuses.
+        Raises where the broker is away (the batch waits in the outbox), or Redis where
+        an answer was not posted (the batch is published again)."""
+        refusals = await asyncio.to_thread(self._publisher.publish_each, raws)
+        for raw, refusal in zip(raws, refusals, strict=True):
+            if refusal is None:
+                continue
+            if self._answers is None:
+                log.error("outbox relay: RabbitMQ refused a message, dropped: %s", refusal)
+                continue
+            await asyncio.to_thread(self._answers.answer, raw, refusal)
 
     async def _hold_lease(self) -> str | None:
         token = self._token or uuid.uuid4().hex

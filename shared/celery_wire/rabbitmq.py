@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import amqp
+from amqp.exceptions import ChannelError
 from amqp.serialization import decode_properties_basic, dumps
 from kombu import Connection
 
@@ -67,6 +68,16 @@ def amqp_message(raw: bytes | str) -> tuple[str, dict[str, Any]]:
     }
 
 
+class Refused(Exception):
+    """RabbitMQ refused a message it was sent (basic.nack): sent again, it may be again."""
+
+
+# What publishing one message raises when that message, not the connection, is at fault:
+# RabbitMQ refused it (a nack; a channel error: over max_message_size, a queue declared
+# with other arguments), or it is no message in kombu's Redis envelope.
+REFUSALS = (Refused, ChannelError, ValueError, KeyError, TypeError)
+
+
 class AmqpPublisher:
     """Publishes messages in kombu's Redis envelope to RabbitMQ at `url`, every one
     confirmed before `publish` returns. A batch is published at once and its confirms
@@ -99,6 +110,21 @@ class AmqpPublisher:
         with self._lock:
             self._publish(raws)
 
+    def publish_each(self, raws: Sequence[bytes | str]) -> list[str | None]:
+        """Publish `raws` one at a time, each confirmed before the next: what a batch that
+        failed is published as, so that one message RabbitMQ refuses holds up no other.
+        For each, None once confirmed, or why it was refused (REFUSALS). Raises as
+        `publish` does on any other error: the broker is away, and the rest wait."""
+        with self._lock:
+            return [self._refusal(raw) for raw in raws]
+
+    def _refusal(self, raw: bytes | str) -> str | None:
+        try:
+            self._publish([raw])
+        except REFUSALS as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
     def _publish(self, raws: Sequence[bytes | str]) -> None:
         try:
             connection, channel = self._connect()
@@ -116,10 +142,10 @@ class AmqpPublisher:
                 self._published += 1
             while self._confirmed < self._published:
                 if self._refused:
-                    raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
+                    raise Refused(f"RabbitMQ refused messages {self._refused[:5]}")
                 connection.drain_events(timeout=self._confirm_timeout_s)
             if self._refused:
-                raise ConnectionError(f"RabbitMQ refused messages {self._refused[:5]}")
+                raise Refused(f"RabbitMQ refused messages {self._refused[:5]}")
         except Exception:
             self._close()
             raise

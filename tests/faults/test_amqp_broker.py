@@ -52,18 +52,22 @@ from toolfleet.orchestrator.cli.local_workers import WorkerGroup
 from toolfleet.orchestrator.fleet import outbox
 from toolfleet.orchestrator.fleet.dispatch import CeleryPublisher
 from toolfleet.orchestrator.fleet.queues import amqp_queue_states, broker_queue_states
+from toolfleet.orchestrator.fleet.refusals import REFUSED, RefusalAnswers
 from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
 from toolfleet.orchestrator.models.offline import Call, ScriptedModel, call, say
-from toolfleet.shared.call_signing import CallSigner
+from toolfleet.shared.call_signing import CALL_FIELD, CallSigner, call_fields
 from toolfleet.shared.config import Settings
 from toolfleet.shared.keys import Keys, queue_name, session_key
-from toolfleet.shared.messages import CallStatus
+from toolfleet.shared.messages import RESULT_FIELD, CallStatus, ToolResult
+from toolfleet.shared.signing import SIGNATURE_FIELD, ResultSigner
 
 pytestmark = pytest.mark.integration
 
 Report = Callable[[str, object], None]
 
 PARALLEL_CALLS = 8
+# Bounds one relay step: a batch, and its messages one at a time, on a loaded machine.
+RELAY_STEP_TIMEOUT_S = 30
 DUPLICATED_CALLS = 4
 
 
@@ -217,6 +221,63 @@ async def test_the_relay_moves_the_outbox_to_rabbitmq_where_status_counts_the_qu
     workers.start([pool], concurrency=1)
     wait_for(lambda: client.xlen(stream) == 3, 30, "the three results")
     assert [s.waiting for s in amqp_queue_states(broker, [pool])] == [0]
+
+
+def declare_classic(url: str, queue: str) -> None:
+    """Declare `queue` a classic queue: the relay's declaration of it as a quorum queue
+    is then refused (406 PRECONDITION_FAILED, on the channel), as every message for it."""
+    with Connection(url) as connection:
+        channel: Any = connection.channel()
+        channel.queue_declare(queue, durable=True, auto_delete=False)
+
+
+def queued_calls(url: str, queue: str) -> set[str]:
+    """The call ids of the messages waiting on `queue`, taken off it."""
+    ids = set()
+    with Connection(url) as connection:
+        channel: Any = connection.channel()
+        while (message := channel.basic_get(queue, no_ack=True)) is not None:
+            _args, kwargs, _embed = json.loads(message.body)
+            ids.add(call_fields(kwargs[CALL_FIELD])["call_id"])
+    return ids
+
+
+async def test_a_message_rabbitmq_refuses_is_answered_as_an_error_and_its_batch_goes_on(
+    settings: Settings, client: redis.Redis, aclient: aioredis.Redis
+) -> None:
+    keys = Keys(settings.key_prefix)
+    suffix = uuid.uuid4().hex[:6]
+    taken, refusing = f"amqp-taken-{suffix}", f"amqp-refusing-{suffix}"  # no worker takes them
+    broker = settings.require_broker_url()
+    declare_classic(broker, queue_name(refusing))
+    signer = CallSigner.of(settings.fleet_key)
+    publisher = CeleryPublisher(aclient, outbox=outbox.outbox_key(keys), signer=signer)
+    stream = keys.results(session_key("app", "u", "refused"))
+    calls = [tool_call(f"refused-{i}", "step", "refused", stream) for i in range(5)]
+    pools = [taken, taken, refusing, taken, taken]  # the refused one inside the batch
+    await publisher.publish(
+        [publisher.dispatch(c, queue_name(p)) for c, p in zip(calls, pools, strict=True)],
+        record_in="refused:sent",
+    )
+    relay = outbox.OutboxRelay(aclient, keys, broker, answers=RefusalAnswers.of(client, settings))
+    try:
+        assert await asyncio.wait_for(relay.relay_once(), RELAY_STEP_TIMEOUT_S) == 5
+    finally:
+        await relay.stop()
+    assert client.llen(outbox.outbox_key(keys)) == 0
+    # Each of the others is on its queue (those published before the refusal twice: a
+    # worker runs a copy once).
+    assert queued_calls(broker, queue_name(taken)) == {calls[i].call_id for i in (0, 1, 3, 4)}
+    # The refused call has its one answer, an error the orchestrator accepts, and is closed.
+    (entry,) = client.xrange(stream)
+    result = ToolResult.model_validate_json(entry[1][RESULT_FIELD.encode()])
+    assert (result.call_id, result.status) == (calls[2].call_id, CallStatus.ERROR)
+    assert result.response["error_type"] == REFUSED
+    assert "PRECONDITION_FAILED" in result.response["error_message"]
+    assert ResultSigner(settings.fleet_key or "").valid(
+        entry[1][RESULT_FIELD.encode()], entry[1][SIGNATURE_FIELD.encode()]
+    )
+    assert client.exists(keys.closed(calls[2].session_key, calls[2].call_id))
 
 
 @pytest.mark.timeout(180)  # the default 120 s, and a RabbitMQ node's start and stop
