@@ -1,12 +1,22 @@
 """A user supplied a credential, or a person confirmed a call: run the waiting call
 (again), and once every call of its parked turn has a result, answer the model with
-all of them (loop.parking). A rejected call gets an error instead, and never runs."""
+all of them (loop.parking). A rejected call gets an error instead, and never runs.
+
+The call runs again through its agent's tool callbacks, as ADK runs a confirmed or
+authorized call through them again: before_tool may answer it (it is then not sent) or
+change its arguments in place (they are what runs), and after_tool and on_tool_error
+see its final response.
+"""
 
 from __future__ import annotations
 
+from pydantic_core import from_json, to_json
+
 from toolfleet.orchestrator.fleet.protocol import PlannedCall, failed
-from toolfleet.orchestrator.loop.planning import make_envelope
+from toolfleet.orchestrator.loop.callbacks import Hooks
+from toolfleet.orchestrator.loop.planning import checked_args, make_envelope
 from toolfleet.orchestrator.loop.runner import Runner
+from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
 from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.orchestrator.sessions.session import Session
 from toolfleet.shared.completions import cancelled_ticket
@@ -19,6 +29,8 @@ from toolfleet.shared.messages import (
     answered_result,
 )
 from toolfleet.shared.redaction import redact_deep
+from toolfleet.shared.sealing import Sealer
+from toolfleet.shared.tools import FunctionTool
 
 
 def waiting_envelope(runner: Runner, session: Session, pending: PendingCall) -> ToolCall:
@@ -86,9 +98,42 @@ async def rerun_with_credential(
             "this call's secret arguments were not kept for a second run (no "
             "TOOLFLEET_FLEET_KEY): call the tool again",
         )
+    callbacks = ToolCallbacks(Hooks(invocation.agent, invocation.plugins))
+    answer = await _before_tool(callbacks, tool, envelope, runner)
+    if answer is not None:
+        return await callbacks.finish(answer)
     planned = [PlannedCall(envelope, tool)]
     # As a resumed turn: a run sent before (by a replica that failed before storing its
     # result) is not sent again; its result is read from the results stream, which the
     # caller trims in the step that stores it (ToolRunner.stage_settle).
     results = [r async for r in runner.tool_runner.run(planned, resume=True, fence=hold.fence)]
-    return results[0]
+    return await callbacks.finish(results[0])
+
+
+async def _before_tool(
+    callbacks: ToolCallbacks, tool: FunctionTool, envelope: ToolCall, runner: Runner
+) -> ToolResult | None:
+    """The before_tool callbacks on the call about to be sent again: their answer, or the
+    one refusing the arguments they left; None to send it. They get its arguments opened
+    (the record keeps secret ones sealed); arguments they change in place are checked as
+    the model's were and sent, sealed again."""
+    if not callbacks.active:
+        return None
+    sealer = Sealer.of(runner.settings)
+    opened = envelope.model_copy(
+        update={"args": envelope.args if sealer is None else sealer.unseal(envelope.args)}
+    )
+    args, refused = checked_args(tool, opened, runner.settings)
+    if refused is not None:
+        return refused
+    given = to_json(args, fallback=str)
+    answer = await callbacks.before(tool, envelope, args)
+    edited = to_json(args, fallback=str)
+    if answer is not None or edited == given:
+        return answer
+    opened.args = from_json(edited)
+    _, refused = checked_args(tool, opened, runner.settings)
+    if refused is not None:
+        return refused
+    envelope.args = opened.args if sealer is None else sealer.seal(opened.args)
+    return None

@@ -23,6 +23,7 @@ from toolfleet.orchestrator.loop.invocation import CallFinished, CallsDispatched
 from toolfleet.orchestrator.loop.tool_callbacks import ToolCallbacks
 from toolfleet.orchestrator.plugins.llm_calls import ceiling_of
 from toolfleet.shared import tracing
+from toolfleet.shared.config import Settings
 from toolfleet.shared.messages import ToolCall, ToolResult
 from toolfleet.shared.redaction import SEALED, mask_values, mentions_sealed, secret_values
 from toolfleet.shared.tools import FunctionTool, ToolRegistry
@@ -112,7 +113,7 @@ class TurnPlan:
         if too_deep:
             results[envelope.call_id] = failed(envelope, "InvalidArguments", too_deep)
             return None
-        args, refused = self._checked_args(tool, envelope)
+        args, refused = checked_args(tool, envelope, inv.settings)
         if refused is not None:
             results[envelope.call_id] = refused
             return None
@@ -138,7 +139,7 @@ class TurnPlan:
                 # with those (checked as the model's were), and the confirmation asks of
                 # them.
                 envelope.args = from_json(edited)
-                args, answer = self._checked_args(tool, envelope)
+                args, answer = checked_args(tool, envelope, inv.settings)
         if answer is None:  # not sent until a person confirms it
             answer = await ask_confirmation(tool, envelope, args)
         if answer is not None:
@@ -150,28 +151,28 @@ class TurnPlan:
             self.skipping.add(envelope.call_id)
         return planned
 
-    def _checked_args(
-        self, tool: FunctionTool, envelope: ToolCall
-    ) -> tuple[dict[str, Any], ToolResult | None]:
-        """The call's arguments as its tool takes them, or the answer refusing them: over
-        the size limit, naming the reserved sealed key, or not what the tool declares."""
-        settings = self._inv.settings
-        too_large = large_args_problem(envelope.args, settings.max_payload_bytes)
-        if too_large:
-            return {}, failed(envelope, "InvalidArguments", too_large)
-        if mentions_sealed(envelope.args):
-            # Only the orchestrator seals; a model (or a prompt injected into it) that
-            # passes a sealed token of someone else's must not have a worker open it.
-            reserved = f"the key {SEALED!r} is reserved: it may not appear in a tool's arguments"
-            return {}, failed(envelope, "InvalidArguments", reserved)
-        args, problems = tool.validate(envelope.args)
-        if problems:
-            # A problem quotes the value it found: a secret argument's is masked.
-            secrets = secret_values(envelope.args, settings.secret_arg_names)
-            detail = mask_values("; ".join(str(p) for p in problems), secrets)
-            invalid = f"invalid arguments for {tool.name}: {detail}"
-            return {}, failed(envelope, "InvalidArguments", invalid)
-        return args, None
+
+def checked_args(
+    tool: FunctionTool, envelope: ToolCall, settings: Settings
+) -> tuple[dict[str, Any], ToolResult | None]:
+    """The call's arguments as its tool takes them, or the answer refusing them: over the
+    size limit, naming the reserved sealed key, or not what the tool declares."""
+    too_large = large_args_problem(envelope.args, settings.max_payload_bytes)
+    if too_large:
+        return {}, failed(envelope, "InvalidArguments", too_large)
+    if mentions_sealed(envelope.args):
+        # Only the orchestrator seals; a model (or a prompt injected into it) that passes
+        # a sealed token of someone else's must not have a worker open it.
+        reserved = f"the key {SEALED!r} is reserved: it may not appear in a tool's arguments"
+        return {}, failed(envelope, "InvalidArguments", reserved)
+    args, problems = tool.validate(envelope.args)
+    if problems:
+        # A problem quotes the value it found: a secret argument's is masked.
+        secrets = secret_values(envelope.args, settings.secret_arg_names)
+        detail = mask_values("; ".join(str(p) for p in problems), secrets)
+        invalid = f"invalid arguments for {tool.name}: {detail}"
+        return {}, failed(envelope, "InvalidArguments", invalid)
+    return args, None
 
 
 def over_cap(call: ToolCall, made: int, cap: int) -> ToolResult:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -45,11 +46,12 @@ class Confirming:
         self._exit = AsyncExitStack()
         self.orch: Orchestrator | None = None
 
-    async def ask(self, *steps: Step) -> tuple[SessionKey, list[PendingCall]]:
-        """Start an orchestrator whose model plays `steps`; run one message on a new session
-        of user u1: its key and pending calls."""
+    async def ask(self, *steps: Step, **agent: Any) -> tuple[SessionKey, list[PendingCall]]:
+        """Start an orchestrator whose model plays `steps` (its agent given `agent`'s
+        options besides); run one message on a new session of user u1: its key and
+        pending calls."""
         self.model = ScriptedModel(list(steps))
-        agent = Agent(name="confirming", tools=TOOLS, model=self.model)
+        agent = Agent(name="confirming", tools=TOOLS, model=self.model, **agent)
         orch = Orchestrator([agent], self.settings, models={"confirming": self.model})
         self.orch = await self._exit.enter_async_context(orch)
         runner = self.orch.runner("confirming")
@@ -121,6 +123,61 @@ async def test_confirmed_call_runs_once_and_its_sibling_result_survives_the_wait
     assert transfers.read_text() == "1" and sibling.read_text() == "1"
     assert len(confirming.model.requests) == 2  # all responses of the turn, once
     assert_one_response_per_call(session)
+
+
+async def test_a_confirmed_call_runs_through_its_tool_callbacks_again(
+    confirming: Confirming, tmp_path: Path
+) -> None:
+    """As in ADK: confirmed, the call runs through before_tool again (its clamp applies to
+    what runs, and it sees the person's answer), and after_tool gets the final response."""
+    transfers = tmp_path / "transfers"
+    seen: list[bool | None] = []
+
+    def clamp(tool: Any, args: dict[str, Any], tool_context: Any) -> None:
+        confirmation = tool_context.tool_confirmation
+        seen.append(confirmation.confirmed if confirmation else None)
+        args["amount"] = min(args["amount"], 100)
+
+    def stamp(tool: Any, args: dict[str, Any], tool_context: Any, tool_response: Any) -> Any:
+        return {**tool_response, "checked": True}
+
+    key, (request,) = await confirming.ask(
+        call(Call("transfer_money", {"amount": 5000, "counter_file": str(transfers)})),
+        say("done"),
+        before_tool_callback=clamp,
+        after_tool_callback=stamp,
+    )
+    assert seen == [None] and not transfers.exists()
+
+    confirming.completions.confirm(request.call_id, True)
+    session = await confirming.settled(key)
+
+    assert seen == [None, True]
+    (response,) = [r for _, r in answers(session)]
+    assert response == {"moved": 100, "runs": 1, "confirmed": True, "checked": True}
+
+
+async def test_a_before_tool_callback_may_answer_a_confirmed_call_in_its_place(
+    confirming: Confirming, tmp_path: Path
+) -> None:
+    transfers = tmp_path / "transfers"
+
+    def limit(tool: Any, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
+        if tool_context.tool_confirmation is None:
+            return None  # asked of a person first
+        return {"status": "error", "error_message": "over today's limit"}
+
+    key, (request,) = await confirming.ask(
+        call(Call("transfer_money", {"amount": 5000, "counter_file": str(transfers)})),
+        say("done"),
+        before_tool_callback=limit,
+    )
+    confirming.completions.confirm(request.call_id, True)
+    session = await confirming.settled(key)
+
+    (response,) = [r for _, r in answers(session)]
+    assert response == {"status": "error", "error_message": "over today's limit"}
+    assert not transfers.exists()  # never sent to a worker
 
 
 async def test_rejected_call_gets_one_error_and_never_runs(
