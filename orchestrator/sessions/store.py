@@ -510,6 +510,8 @@ class SessionStore:
         if cached is not None:
             await self._compact(key, cached, fence)
             release_soon(self._cache.resized(key))
+        elif replies[staged.reply_index] > self.limits.max_events:
+            await self._compact_uncached(key, fence)
 
     async def _compact(self, key: SessionKey, cached: CachedSession, fence: Fence | None) -> None:
         """Drop the oldest whole turns once the history is over its bound. Read from the
@@ -522,6 +524,17 @@ class SessionStore:
             cached.trimmed += cut
         else:
             self._cache.drop(key)  # someone else cut: read it all next time
+
+    async def _compact_uncached(self, key: SessionKey, fence: Fence | None) -> None:
+        """Compact a session over its bound that is not cached here (a busy replica's
+        cache let it go since its read): from its whole history, read again and kept in
+        the cache, so that its next writes find it there."""
+        app, user, _ = session_parts(key)
+        cached = CachedSession(app, user)
+        cached.trimmed, raw_events = await self._read_all(key)
+        cached.extend(_stored_event(raw, key) for raw in raw_events)
+        await self._compact(key, cached, fence)
+        release_soon(self._cache.put(key, cached))
 
     def _state_hash(self, session: Session, key: str) -> str:
         if key.startswith(APP_PREFIX):

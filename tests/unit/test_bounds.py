@@ -17,13 +17,14 @@ from toolfleet.orchestrator.models.offline import Call, call, say
 from toolfleet.orchestrator.models.protocol import ModelRequest, function_calls
 from toolfleet.orchestrator.sessions.compaction import SessionLimits, keep_from
 from toolfleet.orchestrator.sessions.events import CallRecord, Event
+from toolfleet.orchestrator.sessions.events_cache import CachedSession, EventsCache
 from toolfleet.orchestrator.sessions.fencing import write
 from toolfleet.orchestrator.sessions.leases import Leases
 from toolfleet.orchestrator.sessions.store import SessionStore
 from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.config import Settings
 from toolfleet.shared.errors import CompletionsFullError, SessionNotFoundError
-from toolfleet.shared.keys import Keys, session_key
+from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import CallStatus
 
 KEYS = Keys("t")
@@ -235,6 +236,31 @@ async def test_the_model_runs_on_a_compacted_session(
     last: ModelRequest = model.requests[-1]
     assert_well_formed(list(last.contents))
     assert len(last.contents) <= 10 + 3  # the kept history plus this invocation's turn
+
+
+class ForgetfulCache(EventsCache):
+    """A busy replica's cache, where other sessions always push this one out."""
+
+    def put(self, key: SessionKey, cached: CachedSession) -> list[CachedSession]:
+        return [cached]
+
+
+async def test_a_session_the_replica_does_not_cache_is_compacted_too(
+    fake_redis: fakeredis.FakeAsyncRedis,
+) -> None:
+    """A busy replica's cache drops sessions between their reads and their writes: the
+    history stays bounded all the same."""
+    uncached = ForgetfulCache()
+    store = SessionStore(fake_redis, KEYS, limits=SessionLimits(max_events=10), cache=uncached)
+    agent, _ = make_agent(call(Call("add", {"a": 1, "b": 2})), say("three"))
+    for n in range(8):
+        await run(store, agent, f"question {n}")
+        assert len(uncached) == 0
+
+    assert await fake_redis.llen(KEYS.events(S1)) <= 10
+    stored = await store.get(S1)
+    assert len(stored.events) >= 4
+    assert_well_formed(stored.contents())
 
 
 # --- session expiry --------------------------------------------------------------------------
