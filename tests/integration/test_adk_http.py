@@ -132,10 +132,7 @@ async def test_a_credential_is_asked_and_supplied_as_on_adks_server(
     assert auth["authScheme"]["type"] == "http" and auth["credentialKey"] == "bank_api"
     assert token not in bank_api.seen_tokens
 
-    # ADK's client fills in the AuthConfig it was given.
-    filled = {**auth, "exchangedAuthCredential": {"authType": "http", "http": {
-        "scheme": "bearer", "credentials": {"token": token}}}}  # fmt: skip
-    answer = {"id": request["id"], "name": "adk_request_credential", "response": filled}
+    answer = filled_in(request, token)  # as ADK's client fills in what it was given
     answered = await client.post(
         "/run", json=run_body("bank_agent", user, session_id, {"functionResponse": answer})
     )
