@@ -354,9 +354,17 @@ class Completions:
         kind: Literal["result", "confirmation"] = "result",
     ) -> None:
         """Refuse (dead-lettered without it) a posted `value` whose JSON is over
-        `max_payload_bytes` (PayloadTooLargeError), or that a JSON reader cannot read
-        back, as the orchestrator reads it (InvalidCompletionError)."""
-        text = to_json(value, fallback=str)
+        `max_payload_bytes` (PayloadTooLargeError), or that JSON cannot write or a JSON
+        reader cannot read back, as the orchestrator reads it (InvalidCompletionError)."""
+        try:
+            text = to_json(value, fallback=str)
+        except ValueError as exc:  # bytes that are not UTF-8 text, among others
+            reason = (
+                f"{what} holds a value that JSON cannot write ({exc}); send bytes as UTF-8 "
+                "text or base64"
+            )
+            self._refuse_unkept(call_id, reason, final=final, source=source, kind=kind)
+            raise InvalidCompletionError(f"{reason}; nothing was posted") from None
         size = len(text)
         if size <= self.max_payload_bytes:
             self._check_readable(call_id, what, text, final=final, source=source, kind=kind)

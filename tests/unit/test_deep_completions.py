@@ -58,6 +58,25 @@ def test_a_posted_result_nested_too_deep_is_refused_and_dead_lettered() -> None:
     assert client.xlen(KEYS.completions("app")) == 1
 
 
+def test_a_posted_result_json_cannot_write_is_refused_and_dead_lettered() -> None:
+    """Bytes that are not UTF-8 (a job passing on what an external system returned):
+    refused as a completion (what a poster catches), kept as a dead letter, and the call
+    still waits."""
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    call_id = pending_call(completions)
+
+    with pytest.raises(InvalidCompletionError, match="that JSON cannot write"):
+        completions.post_result(call_id, {"raw": b"\xff\xfe\x00"}, source="job")
+    ((reason, kept),) = dead_letters(client)
+    assert "that JSON cannot write" in reason and kept["call_id"] == call_id
+    assert client.xlen(KEYS.completions("app")) == 0
+    assert completions.get(call_id).call_id == call_id
+
+    completions.post_result(call_id, {"raw": b"text".decode()})
+    assert client.xlen(KEYS.completions("app")) == 1
+
+
 def test_a_confirmation_payload_nested_too_deep_is_refused_and_dead_lettered() -> None:
     client = fakeredis.FakeRedis()
     completions = Completions(client, KEYS, max_json_depth=8)
