@@ -111,14 +111,20 @@ INDEX_CHUNK = 1000
 # the age index ("1": in the sets only, before the index existed).
 INDEX_VERSION = "2"
 
-# KEYS: the session's pending set, pending hash, the age index, then the session's keys to
-# delete. ARGV: the prefix of its calls' closed markers, closed TTL. Every call of the
-# session still pending is closed (a late result for it is refused) and its record removed.
+# KEYS: the session's pending set, pending hash, the age index, the set of its open turn's
+# dispatched calls, then the session's keys to delete. ARGV: the prefix of its calls'
+# closed markers, closed TTL. Every call of the session still pending is closed (a late
+# result for it is refused) and its record removed; so is every call its open turn sent,
+# which a worker may not have started yet: started after this, it finds itself closed and
+# opens no ticket (a long-running call's would answer a new session of the same id).
 _DROP_SESSION_LUA = """
 local ids = redis.call('smembers', KEYS[1])
 for _, id in ipairs(ids) do
   redis.call('hdel', KEYS[2], id)
   redis.call('zrem', KEYS[3], id)
+  redis.call('set', ARGV[1] .. id, 1, 'EX', ARGV[2])
+end
+for _, id in ipairs(redis.call('smembers', KEYS[4])) do
   redis.call('set', ARGV[1] .. id, 1, 'EX', ARGV[2])
 end
 redis.call('del', KEYS[1], unpack(KEYS, 4))
@@ -356,16 +362,18 @@ class PendingCalls:
         await _INDEX.run(client, len(keys), *keys, *args)
 
     async def adrop_session(self, client: aioredis.Redis, session: SessionKey, *also: str) -> int:
-        """Close and remove every pending call of `session`, and delete its set and the
-        keys `also` (the session's own), in one step; how many calls were pending."""
+        """Close and remove every pending call of `session`, close the calls its open turn
+        sent, and delete its sets and the keys `also` (the session's own), in one step;
+        how many calls were pending."""
         closed_prefix = self._keys.closed(session, "")
         index = self._keys.session_pending(session)
         dropped = await _DROP_SESSION.run(
             client,
-            3 + len(also),
+            4 + len(also),
             index,
             self.key,
             self._keys.pending_by_age(),
+            self._keys.dispatched(session),
             *also,
             closed_prefix,
             CLOSED_TTL_S,

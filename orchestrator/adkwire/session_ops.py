@@ -101,7 +101,6 @@ async def delete_session(replica: Replica, app_name: str, user_id: str, session_
         keys.events(key),
         keys.session_state(key),
         keys.results(key),
-        keys.dispatched(key),
         keys.completion_order(key),
     )
     await replica.redis.srem(keys.user_sessions(app_name, user_id), session_id)

@@ -16,6 +16,7 @@ from typing import Any, cast
 import fakeredis
 import pytest
 
+from toolfleet.orchestrator.adkwire.session_ops import delete_session
 from toolfleet.orchestrator.completions.applier import GROUP, CompletionApplier
 from toolfleet.orchestrator.completions.entries import PostedEntry
 from toolfleet.orchestrator.mcpserve.final_results import FinalResults
@@ -28,6 +29,7 @@ from toolfleet.shared.batch import WriteBatch
 from toolfleet.shared.cancellation import cancel_session
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
+from toolfleet.shared.errors import CallNotPendingError
 from toolfleet.shared.keys import Keys, SessionKey, session_key
 from toolfleet.shared.messages import (
     CallStatus,
@@ -287,6 +289,26 @@ async def test_deleting_a_session_closes_and_removes_its_pending_calls(
     assert await consistent(fake_redis) == {BOB: {"b1"}}
     assert await fake_redis.exists(KEYS.closed(ANN, "a1"), KEYS.closed(ANN, "a2")) == 2
     assert not await fake_redis.exists(KEYS.session(ANN), KEYS.events(ANN))
+
+
+async def test_a_deleted_sessions_call_still_queued_opens_no_ticket_when_taken(
+    store: SessionStore, fake_redis: fakeredis.FakeAsyncRedis, fake_server: fakeredis.FakeServer
+) -> None:
+    """A long-running call waits in its pool's queue when its session is deleted: the
+    worker that takes it later opens no ticket, which would stay listed as pending and
+    be answered to a new session of the same id, one that never made the call."""
+    await store.create("app", "ann", "s1")
+    await fake_redis.sadd(KEYS.dispatched(ANN), "q1")  # sent with its turn, not yet taken
+    await delete_session(cast(Any, SimpleNamespace(keys=KEYS, redis=fake_redis)), *ANN.split("/"))
+    await store.create("app", "ann", "s1")  # the user starts again, with the same id
+
+    sync = fakeredis.FakeRedis(server=fake_server)
+    assert not PendingCalls(KEYS).open(sync, call("q1"))  # the worker does not run it
+    completions = Completions(sync, KEYS)
+    assert completions.pending() == []
+    with pytest.raises(CallNotPendingError):
+        completions.post_result("q1", {"status": "approved"})
+    assert not await fake_redis.exists(KEYS.dispatched(ANN))
 
 
 async def test_readers_at_once_before_the_sets_index_the_records_once(
