@@ -20,8 +20,15 @@ CONFIRMATION_ID_PREFIX = "adk-confirm-"
 # MCP client - so only an approver of its app or an admin may confirm it.
 SERVED_AGENT = "mcp serve"
 # The user id, and the prefix of the session ids (then a replica's id), that those calls
-# are kept under: a pseudo-session of no person's.
-SERVED_USER = "mcp"
+# are kept under: a pseudo-session of no person's. The user id is one no HTTP path can
+# name (a space) and no caller may have as its subject: its `user:` artifacts, memory
+# and credentials are no caller's.
+SERVED_USER = "mcp serve"
+# Why a caller may not have SERVED_USER as its subject.
+RESERVED_SUBJECT = (
+    "that user id is the one `toolfleet mcp serve` runs its calls as, no caller's: "
+    "give the caller another subject"
+)
 SERVED_SESSION_PREFIX = "mcp-"
 
 

@@ -28,6 +28,7 @@ from toolfleet.orchestrator.httpapi.callers import (
 )
 from toolfleet.orchestrator.httpapi.errors import ApiError
 from toolfleet.orchestrator.httpapi.settings import HttpSettings
+from toolfleet.shared.confirmation import RESERVED_SUBJECT, SERVED_USER
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,8 @@ class Authenticator:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise unauthorized("the JWT's `sub` is not a non-empty string")
+        if subject == SERVED_USER:
+            raise unauthorized(f"the JWT's `sub` {subject!r}: {RESERVED_SUBJECT}")
         raw_roles = claims.get(self._roles_claim, [])
         if isinstance(raw_roles, str):
             raw_roles = raw_roles.split()

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from toolfleet.shared.confirmation import RESERVED_SUBJECT, SERVED_USER
 from toolfleet.shared.errors import ConfigError
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -41,6 +42,8 @@ class ApiKey(BaseModel):
 
     @model_validator(mode="after")
     def _one_key(self) -> ApiKey:
+        if self.subject == SERVED_USER:
+            raise ValueError(f"API key of {self.subject!r}: {RESERVED_SUBJECT}")
         if (self.key is None) == (self.key_sha256 is None):
             raise ValueError(f"API key of {self.subject!r}: give exactly one of key, key_sha256")
         if self.key is not None and len(self.key.get_secret_value()) < 16:

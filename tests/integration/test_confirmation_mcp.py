@@ -49,7 +49,7 @@ from toolfleet.shared.messages import COMPLETION_FIELD, Completion
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30
-APP = "mcp"  # the app (and user id) `toolfleet mcp serve` runs its calls under by default
+APP = "mcp"  # the app `toolfleet mcp serve` runs its calls in by default
 APPROVER_KEY, NAMESAKE_KEY = "key-approver-4f1e", "key-namesake-9b2c"
 
 
@@ -238,7 +238,9 @@ async def test_a_session_named_like_the_servers_cannot_answer_its_call(
         # A session of the calls' app and user id, under the server's own session id.
         waiting = operator.get(call_id)
         service = RedisSessionService(settings)
-        await service.create_session(app_name=APP, user_id=APP, session_id=waiting.session_id)
+        await service.create_session(
+            app_name=APP, user_id=waiting.user_id, session_id=waiting.session_id
+        )
         runner = AdkRunner(
             agent=AdkAgent(name="namesake", model=ScriptedModel([say("hi")])),
             app_name=APP,
@@ -253,7 +255,7 @@ async def test_a_session_named_like_the_servers_cannot_answer_its_call(
 
         with pytest.raises(CallNotPendingError):
             async for _ in runner.run_async(
-                user_id=APP, session_id=waiting.session_id, new_message=message
+                user_id=waiting.user_id, session_id=waiting.session_id, new_message=message
             ):
                 pass
 
@@ -293,7 +295,7 @@ async def http_api(settings: Settings, fleet: WorkerGroup) -> AsyncIterator[str]
     agent = Agent(name="other_app", model=ScriptedModel([say("hi")]))
     keys = [
         ApiKey(subject="ann", roles=(f"approver:{APP}",), key=SecretStr(APPROVER_KEY)),
-        ApiKey(subject=APP, key=SecretStr(NAMESAKE_KEY)),  # the calls' user id is "mcp"
+        ApiKey(subject=APP, key=SecretStr(NAMESAKE_KEY)),  # named like the calls' app
     ]
     http = HttpSettings(token=SecretStr(TOKEN), api_keys=keys)
     async with serve_http([agent], settings, http, "127.0.0.1", 0) as served:

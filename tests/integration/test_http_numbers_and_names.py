@@ -7,10 +7,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 import httpx
 import pytest
 import redis
+from google.genai import types as genai_types
 
 from toolfleet.orchestrator.adk.sessions import RedisSessionService
 from toolfleet.orchestrator.agents.agent import Agent
@@ -22,6 +24,7 @@ from toolfleet.orchestrator.httpapi.hub import SessionHub
 from toolfleet.orchestrator.httpapi.settings import ApiKey
 from toolfleet.orchestrator.models.offline import ScriptedModel, say
 from toolfleet.orchestrator.service.orchestrator import Orchestrator
+from toolfleet.shared.artifacts import ArtifactStore
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.config import Settings
 from toolfleet.shared.confirmation import SERVED_AGENT, SERVED_SESSION_PREFIX, SERVED_USER
@@ -38,13 +41,13 @@ ADK = f"/adk/apps/{APP}/users"
 @pytest.fixture
 async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The HTTP API of an orchestrator serving APP, with a key for alice, one for a
-    caller whose subject is the user id `toolfleet mcp serve` runs its calls under, and
-    an admin's."""
+    caller whose subject is `mcp` (the app `toolfleet mcp serve` runs its calls in by
+    default, and the user it ran them as once), and an admin's."""
     agent = Agent(name=APP, tools=[], model=ScriptedModel([say("hi")] * 10))
     http = HttpSettings(
         api_keys=[
             ApiKey(subject="alice", key=ALICE),
-            ApiKey(subject=SERVED_USER, key=MCP_NAMESAKE),
+            ApiKey(subject="mcp", key=MCP_NAMESAKE),  # the served calls' app's name
             ApiKey(subject="root", key=ADMIN, roles=("admin",)),
         ]
     )
@@ -119,33 +122,44 @@ def served_call(settings: Settings, session_id: str) -> str:
     return call.call_id
 
 
-async def test_no_caller_makes_or_drops_the_session_mcp_serve_keeps_its_calls_in(
+async def test_no_caller_reaches_the_user_mcp_serve_runs_its_calls_as(
     api: httpx.AsyncClient, settings: Settings
 ) -> None:
-    """A caller whose subject is `mcp` is the namesake of the user id those calls run
-    under, not their user: it can neither create that session (to read the calls in it)
-    nor delete it (dropping them); the calls stay, for their approvers."""
+    """`toolfleet mcp serve` runs its calls as a user no HTTP path can name and no caller
+    can be (refused as a subject). A caller whose subject is `mcp` is a user of its own:
+    neither it nor an admin makes, reads or drops the session those calls wait in, nor
+    reaches the `user:` artifacts their tools saved; the calls stay, for their
+    approvers."""
     session_id = f"{SERVED_SESSION_PREFIX}orch-0123456789ab"
     call_id = served_call(settings, session_id)
-    namesake = bearer(MCP_NAMESAKE)
-    for path, body in (
-        (f"/apps/{APP}/users/{SERVED_USER}/sessions", {"session_id": session_id}),
-        (f"{ADK}/{SERVED_USER}/sessions", {"sessionId": session_id}),
-        (f"{ADK}/{SERVED_USER}/sessions/{session_id}", {}),
-    ):
-        made = await api.post(path, json=body, headers=namesake)
-        assert made.status_code == 403 and "toolfleet mcp serve" in made.text, (path, made.text)
-    for path in (
-        f"/apps/{APP}/users/{SERVED_USER}/sessions/{session_id}",
-        f"{ADK}/{SERVED_USER}/sessions/{session_id}",
-    ):
-        assert (await api.get(path, headers=namesake)).status_code == 404, path
-    dropped = await api.delete(f"{ADK}/{SERVED_USER}/sessions/{session_id}", headers=namesake)
-    assert dropped.status_code == 404
+    client = redis.Redis.from_url(settings.require_redis_url())
+    artifacts = ArtifactStore(client, Keys(settings.key_prefix))
+    notes = genai_types.Part(text="kept by an MCP client's call")
+    artifacts.save(APP, SERVED_USER, session_id, "user:notes.txt", notes)
+    served = quote(SERVED_USER)
+    for caller in (bearer(MCP_NAMESAKE), bearer(ADMIN)):
+        for path, body in (
+            (f"/apps/{APP}/users/{served}/sessions", {"session_id": session_id}),
+            (f"{ADK}/{served}/sessions", {"sessionId": session_id}),
+            (f"{ADK}/{served}/sessions/{session_id}", {}),
+        ):
+            made = await api.post(path, json=body, headers=caller)
+            assert made.status_code == 422, (path, made.text)
+        for path in (
+            f"/apps/{APP}/users/{served}/sessions/{session_id}",
+            f"{ADK}/{served}/sessions/{session_id}/artifacts/user:notes.txt",
+        ):
+            assert (await api.get(path, headers=caller)).status_code == 422, path
+        dropped = await api.delete(f"{ADK}/{served}/sessions/{session_id}", headers=caller)
+        assert dropped.status_code == 422
     kept = await api.get(f"/tickets/{call_id}", headers=bearer(ADMIN))
     assert kept.status_code == 200, kept.text
-    # Its own sessions are the namesake's as any user's are.
-    own = await api.post(
-        f"{ADK}/{SERVED_USER}/sessions", json={"sessionId": "mine"}, headers=namesake
-    )
-    assert own.status_code == 200, own.text
+    assert artifacts.load(APP, SERVED_USER, session_id, "user:notes.txt") == notes
+
+    # The namesake's sessions are its own, as any user's are, and hold none of it.
+    namesake = bearer(MCP_NAMESAKE)
+    for own_id in ("mine", session_id):
+        own = await api.post(f"{ADK}/mcp/sessions", json={"sessionId": own_id}, headers=namesake)
+        assert own.status_code == 200, own.text
+        listed = await api.get(f"{ADK}/mcp/sessions/{own_id}/artifacts", headers=namesake)
+        assert listed.status_code == 200 and listed.json() == [], listed.text

@@ -21,7 +21,7 @@ from toolfleet.orchestrator.httpapi.errors import ApiError
 from toolfleet.orchestrator.httpapi.identity import Authenticator
 from toolfleet.orchestrator.httpapi.settings import ApiKey, HttpSettings
 from toolfleet.orchestrator.httpapi.slots import StreamSlots
-from toolfleet.shared.confirmation import SERVED_AGENT
+from toolfleet.shared.confirmation import SERVED_AGENT, SERVED_USER
 from toolfleet.shared.errors import ConfigError
 from toolfleet.shared.messages import PendingCall
 
@@ -81,6 +81,8 @@ def test_bad_key_configuration_is_refused_naming_the_problem() -> None:
         ApiKey(subject="x")
     with pytest.raises(ValueError, match="at least 16"):
         ApiKey(subject="x", key="short")
+    with pytest.raises(ValueError, match="toolfleet mcp serve"):
+        ApiKey(subject=SERVED_USER, key="k" * 16)  # no caller is the served calls' user
     with pytest.raises(ConfigError, match="unknown role 'root'"):
         Authenticator(HttpSettings(api_keys=[ApiKey(subject="x", key="k" * 16, roles=("root",))]))
     with pytest.raises(ConfigError, match=r"approver:<app>"):
@@ -111,6 +113,8 @@ async def test_hs256_tokens_are_checked_for_signature_expiry_audience_and_issuer
     assert "exp" in await refused(hs256, no_expiry)
     no_subject = jwt.encode(claims(sub=None), SECRET, algorithm="HS256")
     assert "sub" in await refused(hs256, no_subject)
+    served = jwt.encode(claims(sub=SERVED_USER), SECRET, algorithm="HS256")
+    assert "toolfleet mcp serve" in await refused(hs256, served)
 
 
 async def test_unsigned_and_wrong_algorithm_tokens_are_refused(hs256: Authenticator) -> None:
