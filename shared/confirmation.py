@@ -7,6 +7,7 @@ function response `{"confirmed": ..., "payload": ...}`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -15,6 +16,10 @@ from pydantic import BaseModel, ConfigDict
 REQUEST_CONFIRMATION = "adk_request_confirmation"
 # The id of that function call: this prefix and the original call's id.
 CONFIRMATION_ID_PREFIX = "adk-confirm-"
+# A question asked again (`asked_again` n > 0) is a new one, as ADK gives each request
+# its own id: `adk-confirm-<call id>~<n>`, so an answer to an earlier question answers
+# no later one. No call id the loop makes holds a `~`.
+_ASKED_AGAIN = re.compile(r"(?P<call_id>.+)~(?P<asked>[1-9][0-9]{0,8})", re.S)
 # The agent named in calls made through `toolfleet mcp serve` (no agent's name: those
 # are identifiers). Such a call has no person behind its user id - its caller is the
 # MCP client - so only an approver of its app or an admin may confirm it.
@@ -55,17 +60,23 @@ class ToolConfirmation(BaseModel):
     payload: Any = None
 
 
-def confirmation_call_id(call_id: str) -> str:
-    """The id of the `adk_request_confirmation` call that asks about call `call_id`."""
-    return f"{CONFIRMATION_ID_PREFIX}{call_id}"
+def confirmation_call_id(call_id: str, asked: int = 0) -> str:
+    """The id of the `adk_request_confirmation` call that asks call `call_id`'s question
+    `asked` (its `asked_again` when it asked). The first keeps its old, plain id."""
+    if not asked:
+        return CONFIRMATION_ID_PREFIX + call_id
+    return f"{CONFIRMATION_ID_PREFIX}{call_id}~{asked}"
 
 
-def confirmed_call_id(confirmation_id: str) -> str | None:
-    """The original call's id from an `adk_request_confirmation` call's id; None if it
-    is not one."""
-    if not confirmation_id.startswith(CONFIRMATION_ID_PREFIX):
+def confirmed_request(confirmation_id: str) -> tuple[str, int] | None:
+    """(original call's id, question) that an `adk_request_confirmation` call's id names;
+    None if it is not one. A question number that is not one the loop writes (leading
+    zeros, `~0`, ten digits or more) is left in the call id, which names no call."""
+    named = confirmation_id.removeprefix(CONFIRMATION_ID_PREFIX)
+    if not named or named == confirmation_id:
         return None
-    return confirmation_id[len(CONFIRMATION_ID_PREFIX) :]
+    again = _ASKED_AGAIN.fullmatch(named)
+    return (again["call_id"], int(again["asked"])) if again else (named, 0)
 
 
 def posted_answer(asked: dict[str, Any], response: dict[str, Any]) -> ToolConfirmation:

@@ -5,7 +5,7 @@ the person's answer."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.genai import types
 from pydantic import TypeAdapter, ValidationError
@@ -16,13 +16,24 @@ from toolfleet.shared.confirmation import (
     REQUEST_CONFIRMATION,
     ToolConfirmation,
     confirmation_call_id,
-    confirmed_call_id,
+    confirmed_request,
 )
 from toolfleet.shared.messages import ToolActions
 
 # `confirmed` read as ADK's ToolConfirmation reads it: true, false, "yes", "no", 1, 0...;
 # any other value is no answer (Python's truth would take "false" for a yes).
 _CONFIRMED: TypeAdapter[bool] = TypeAdapter(bool)
+
+
+class ConfirmationAnswer(NamedTuple):
+    """A person's answer to one `adk_request_confirmation` call: the waiting call, the
+    question it answers (the call's `asked_again` then), yes or no, and the payload as
+    they edited it (UNCHANGED: as asked)."""
+
+    call_id: str
+    asked: int
+    confirmed: bool
+    payload: Any
 
 
 def shows_adk_client(event: Event) -> bool:
@@ -45,7 +56,7 @@ def with_confirmation_calls(event: Event) -> Event:
         return event
     calls = [
         types.FunctionCall(
-            id=confirmation_call_id(request["call_id"]),
+            id=confirmation_call_id(request["call_id"], request.get("asked_again", 0)),
             name=REQUEST_CONFIRMATION,
             args={
                 "originalFunctionCall": {
@@ -78,9 +89,10 @@ def asking(event: Event, calls: list[types.FunctionCall]) -> Event:
     return event.model_copy(update={"content": content, "long_running_tool_ids": ids})
 
 
-def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, Any] | None:
-    """(call id, confirmed, payload or UNCHANGED) when `response` answers an
-    `adk_request_confirmation` call; None for any other response.
+def confirmation_answer(response: types.FunctionResponse) -> ConfirmationAnswer | None:
+    """The person's answer when `response` answers an `adk_request_confirmation` call;
+    None for any other response. It names its question by the call's id: a question
+    asked again has an id of its own.
 
     Raises:
         ValueError: The response carries no id of a request, or its `confirmed` is
@@ -88,8 +100,8 @@ def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, An
     if response.name != REQUEST_CONFIRMATION:
         return None
     answer = _unwrapped(response.id, dict(response.response or {}))
-    call_id = confirmed_call_id(response.id or "")
-    if call_id is None:
+    requested = confirmed_request(response.id or "")
+    if requested is None:
         raise ValueError(
             f"a response to {REQUEST_CONFIRMATION} must carry the id of the call it answers "
             f"(it starts with 'adk-confirm-'), not {response.id!r}"
@@ -101,7 +113,8 @@ def confirmation_answer(response: types.FunctionResponse) -> tuple[str, bool, An
             f"the response to {REQUEST_CONFIRMATION} {response.id!r} says neither yes nor no: "
             "its `confirmed` must be true or false"
         ) from None
-    return call_id, confirmed, answer.get("payload", UNCHANGED)
+    call_id, asked = requested
+    return ConfirmationAnswer(call_id, asked, confirmed, answer.get("payload", UNCHANGED))
 
 
 def _unwrapped(response_id: str | None, answer: dict[str, Any]) -> dict[str, Any]:

@@ -66,10 +66,11 @@ async def post_responses(
         confirming = confirmation_answer(response)
         credential = credential_answer(response)
         if confirming is not None:  # a person's answer to adk_request_confirmation
-            call_id, confirmed, payload = confirming
+            call_id = confirming.call_id
+            # Taken only for the question it answers: one asked since refuses it.
             entry_id = await asyncio.to_thread(
-                completions.confirm, call_id, confirmed, payload=payload, source=SOURCE,
-                check=check,
+                completions.confirm, call_id, confirming.confirmed, payload=confirming.payload,
+                source=SOURCE, check=check, asked=confirming.asked,
             )  # fmt: skip
         elif credential is not None:  # the user's credential, for adk_request_credential
             call_id = credential.call_id
@@ -151,7 +152,7 @@ def _answers(response: types.FunctionResponse) -> tuple[Answer, str]:
     """What `response` answers, and the id of the call it answers."""
     confirming = confirmation_answer(response)
     if confirming is not None:
-        return "confirmation", confirming[0]
+        return "confirmation", confirming.call_id
     credential = credential_answer(response)
     if credential is not None:
         return "credential", credential.call_id

@@ -75,7 +75,11 @@ class WaitingCalls:
             requests = [
                 credential_request(pending.call_id, pending.tool, auth or {}, updated.asked_again)
             ]
-            confirming = [confirmation_request(pending.call_id, pending.tool, {}, asked or {})]
+            confirming = [
+                confirmation_request(
+                    pending.call_id, pending.tool, {}, asked or {}, updated.asked_again
+                )
+            ]
             event = Event(
                 invocation_id=pending.invocation_id,
                 author=pending.agent,

@@ -65,7 +65,12 @@ async def park_turn(
         ],
         confirmation_requests=[
             confirmation_request(
-                p.call_id, p.tool, shown[p.call_id], p.ticket, held_back=p.call_id in held_back
+                p.call_id,
+                p.tool,
+                shown[p.call_id],
+                p.ticket,
+                p.asked_again,
+                held_back=p.call_id in held_back,
             )
             for p in requests
             if p.kind == "confirmation"
@@ -105,7 +110,8 @@ async def ask_after_run(
         invocation_id=inv.id,
         author=inv.agent.name,
         confirmation_requests=[
-            confirmation_request(p.call_id, p.tool, args[p.call_id], p.ticket) for p in requests
+            confirmation_request(p.call_id, p.tool, args[p.call_id], p.ticket, p.asked_again)
+            for p in requests
         ],
     )
     await held.append(inv, event, pending=requests)
@@ -124,10 +130,12 @@ def confirmation_request(
     tool: str,
     args: dict[str, Any],
     asked: dict[str, Any],
+    asked_again: int,
     *,
     held_back: bool = False,
 ) -> dict[str, Any]:
-    """How a confirmation request is shown: the call, and the hint and payload asked;
+    """How a confirmation request is shown: the call, the hint and payload asked and
+    which of the call's questions it is (its `asked_again`), which an answer names;
     `held_back` when the call was not sent (require_confirmation), not asked as it ran."""
     request = {
         "call_id": call_id,
@@ -135,6 +143,7 @@ def confirmation_request(
         "args": args,
         "hint": asked.get("hint", ""),
         "payload": asked.get("payload"),
+        "asked_again": asked_again,
     }
     return {**request, "held_back": True} if held_back else request
 

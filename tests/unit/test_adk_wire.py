@@ -88,8 +88,8 @@ def test_a_confirmations_answer_is_read_as_adk_reads_it(said: object, confirmed:
     answer = types.FunctionResponse(
         id="adk-confirm-c1", name=REQUEST_CONFIRMATION, response={"confirmed": said}
     )
-    call_id, got, _ = confirmation_answer(answer) or ("", None, None)
-    assert (call_id, got) == ("c1", confirmed)
+    got = confirmation_answer(answer)
+    assert got is not None and (got.call_id, got.asked, got.confirmed) == ("c1", 0, confirmed)
 
 
 @pytest.mark.parametrize("said", ["maybe", [0], {"yes": 1}, 2])
@@ -116,7 +116,7 @@ def test_a_confirmation_wrapped_as_adks_client_sends_it_is_read_inside(
     answer = types.FunctionResponse(
         id="adk-confirm-c1", name=REQUEST_CONFIRMATION, response={"response": wrapped}
     )
-    assert confirmation_answer(answer) == ("c1", confirmed, payload)
+    assert confirmation_answer(answer) == ("c1", 0, confirmed, payload)
 
 
 @pytest.mark.parametrize(
