@@ -131,3 +131,32 @@ def book_long_stay(city: str, counter_file: str, tool_context: ToolContext) -> d
 
 
 book_long_stay_tool = FunctionTool(book_long_stay)
+
+
+# What the bank adds to an invoice, found only once a person approved the amount.
+WIRE_FEE = 30
+
+
+def pay_invoice(amount: int, counter_file: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Pays an invoice; asks a person to confirm its amount, and again for the total
+    once the bank's fee is added.
+
+    Args:
+        amount: Euros the invoice asks for.
+        counter_file: Where the runs that paid are counted.
+    """
+    confirmation = tool_context.tool_confirmation
+    if confirmation is None:
+        tool_context.request_confirmation(hint=f"Pay {amount}?", payload={"amount": amount})
+        return {"status": "awaiting approval"}
+    total = amount + WIRE_FEE
+    if (confirmation.payload or {}).get("amount") != total:
+        tool_context.request_confirmation(
+            hint=f"With the bank's fee the invoice costs {total}. Pay it?",
+            payload={"amount": total},
+        )
+        return {"status": "awaiting approval of the total"}
+    return {"paid": total, "runs": counted(counter_file)}
+
+
+pay_invoice_tool = FunctionTool(pay_invoice)

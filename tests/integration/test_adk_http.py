@@ -6,6 +6,7 @@ body, a response without its credential): a clear status, and nothing posted."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,6 +36,10 @@ def moved(view: ScriptView) -> str:
     return f"moved: {view.response('transfer_money')}"
 
 
+def paid(view: ScriptView) -> str:
+    return f"paid: {view.response('pay_invoice')}"
+
+
 @pytest.fixture
 async def served(
     settings: Settings, fleet: WorkerGroup, orchestrator_env: dict[str, str], tmp_path: Path
@@ -47,8 +52,16 @@ async def served(
     payer = Agent(
         name="payer", tools=[confirm_tools.transfer_money_tool], model=ScriptedModel(script)
     )
+    # Asks to confirm the invoice's amount, then the total with the fee: a say for each
+    # response the model gets (the interim ones, then the final).
+    invoices = [call(Call("pay_invoice", {"amount": 70, "counter_file": str(tmp_path / "paid")}))]
+    invoice_payer = Agent(
+        name="invoice_payer",
+        tools=[confirm_tools.pay_invoice_tool],
+        model=ScriptedModel([*invoices, say(paid), say(paid), say(paid)]),
+    )
     async with serve_http(
-        [payer, bank_account.agent], settings, HttpSettings(), "127.0.0.1", 0
+        [payer, invoice_payer, bank_account.agent], settings, HttpSettings(), "127.0.0.1", 0
     ) as running:
         yield running
 
@@ -213,6 +226,68 @@ async def test_a_credential_answer_is_stored_only_for_the_request_it_answers(
     assert bank_api.seen_tokens[-1] == token
 
 
+def confirmed(request: dict[str, Any]) -> dict[str, Any]:
+    """ADK's dev UI's yes to an `adk_request_confirmation` call: its ToolConfirmation as
+    JSON text under `response`, under the call's id."""
+    answer = {"response": json.dumps({"confirmed": True})}
+    return {"id": request["id"], "name": "adk_request_confirmation", "response": answer}
+
+
+async def test_a_confirmation_answer_is_taken_only_for_the_question_it_answers(
+    client: httpx.AsyncClient, served: RunningHttp, tmp_path: Path
+) -> None:
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    session_id = await new_session(client, "invoice_payer", user)
+    body = run_body("invoice_payer", user, session_id, {"text": "pay the invoice"})
+    asked = await client.post("/run", json=body)
+    assert asked.status_code == 200, asked.text
+    (first,) = calls_named(asked.json(), "adk_request_confirmation")
+    assert first["args"]["toolConfirmation"]["payload"] == {"amount": 70}
+    call_id = first["args"]["originalFunctionCall"]["id"]
+
+    # The person says yes to 70 (over the tickets route, naming the question): the tool
+    # runs, finds the fee, and asks again for 100, a question with an id of its own.
+    key = session_key("invoice_payer", user, session_id)
+    store = served.orch.replica.store
+    async with httpx.AsyncClient(base_url=served.url, timeout=WAIT_S) as tickets:
+        url = f"/tickets/{call_id}/confirmation"
+        yes = await tickets.post(url, json={"confirmed": True, "asked_again": 0})
+        assert yes.status_code == 202, yes.text
+    handled = served.orch.listener.handled
+    while True:  # cleared before the check: an apply in between is not missed
+        handled.clear()
+        if [c for c in await store.pending_calls(key) if c.asked_again == 1]:
+            break
+        await asyncio.wait_for(handled.wait(), WAIT_S)
+    events = (await client.get(f"/apps/invoice_payer/users/{user}/sessions/{session_id}")).json()
+    second = calls_named(events["events"], "adk_request_confirmation")[-1]
+    assert second["id"] == first["id"] + "~1"
+    assert second["args"]["toolConfirmation"]["payload"] == {"amount": 100}
+
+    # A yes to the first question, sent now (a late answer, a replay): it answers no
+    # question the call asks, and does not confirm the 100.
+    replayed = run_body("invoice_payer", user, session_id, {"functionResponse": confirmed(first)})
+    got = await client.post("/run", json=replayed)
+    assert got.status_code == 409 and "asked again since" in got.json()["detail"], got.text
+    # A question the call never asked, and a number the loop does not write.
+    for made_up, status in ((first["id"] + "~2", 409), (first["id"] + "~01", 404)):
+        answer = {**confirmed(first), "id": made_up}
+        body = run_body("invoice_payer", user, session_id, {"functionResponse": answer})
+        got = await client.post("/run", json=body)
+        assert got.status_code == status, got.text
+    assert not (tmp_path / "paid").exists()
+    assert [c.asked_again for c in await store.pending_calls(key)] == [1]
+
+    # The question asked now, answered as ADK's dev UI answers it: the call runs, once.
+    answer = run_body("invoice_payer", user, session_id, {"functionResponse": confirmed(second)})
+    answered = await client.post("/run", json=answer)
+    assert answered.status_code == 200, answered.text
+    assert texts(answered.json())[-1] == "paid: {'paid': 100, 'runs': 1}"
+    again = await client.post("/run", json=answer)
+    assert again.status_code == 409, again.text  # answered already
+    assert (tmp_path / "paid").read_text() == "1"
+
+
 async def test_bad_function_responses_get_a_clear_status_and_post_nothing(
     client: httpx.AsyncClient, served: RunningHttp
 ) -> None:
@@ -265,7 +340,7 @@ async def test_bad_function_responses_get_a_clear_status_and_post_nothing(
 
 
 async def test_the_apps_are_listed_as_adks_server_lists_them(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/list-apps")).json() == ["bank_agent", "payer"]
+    assert (await client.get("/list-apps")).json() == ["bank_agent", "invoice_payer", "payer"]
     detailed = (await client.get("/list-apps", params={"detailed": "true"})).json()
     payer = next(a for a in detailed["apps"] if a["name"] == "payer")
     assert payer == {
