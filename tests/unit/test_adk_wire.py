@@ -254,7 +254,7 @@ def test_artifact_versions_keep_their_save_times_and_delete_forgets_every_versio
 
 
 def test_a_run_request_is_refused_without_ids_or_anything_to_run() -> None:
-    good = {"appName": "desk", "userId": "u", "sessionId": "s"}
+    good: dict[str, object] = {"appName": "desk", "userId": "u", "sessionId": "s"}
     hi = {"parts": [{"text": "hi"}]}
     refused: list[dict[str, object]] = [
         good,  # no message
