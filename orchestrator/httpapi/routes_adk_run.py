@@ -107,6 +107,12 @@ def adk_run_router(api: HttpApi) -> APIRouter:
         answered, within the server's longest wait: as this replica applies them, then
         those the store has that were not seen."""
         known = {e.id for e in session.events}
+        # The questions the calls ask as they are answered: one asked again once its
+        # answer is applied ends the wait, its new question being the client's.
+        asked = {
+            c.call_id: c.asked_again
+            for c in await api.orch.replica.store.pending_calls(session.key)
+        }
         subscription = api.hub.subscribe(session.key)
         try:
             try:
@@ -128,7 +134,7 @@ def adk_run_router(api: HttpApi) -> APIRouter:
             entries = [e for (_, e), final in zip(posted, finals, strict=True) if not final]
             waiting = asyncio.create_task(
                 api.orch.wait_until_answered(
-                    session.key, call_ids, api.http.max_wait_s, entries=entries
+                    session.key, call_ids, api.http.max_wait_s, entries=entries, asked=asked
                 )
             )
             try:

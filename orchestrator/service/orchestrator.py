@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 
 from toolfleet.orchestrator.agents.agent import Agent
@@ -115,11 +115,14 @@ class Orchestrator:
         call_ids: Collection[str],
         timeout_s: float,
         entries: Collection[str] = (),
+        asked: Mapping[str, int] | None = None,
     ) -> bool:
         """Wait until none of `call_ids` is pending in the session, none of the completion
         stream's `entries` (intermediate results, which leave their call pending) waits
         to be applied to it, and the session owes the model no turn: they were applied
         and the agent, if resumed, answered. False when `timeout_s` passed first.
+        `asked`: the question each call asked when it was answered (its `asked_again`);
+        one that asks again since waits for its new answer, not here.
 
         Checked after each completion this replica's listener handles, and at least every
         second (a result applied elsewhere, or a confirmed call's run, wakes no listener
@@ -132,8 +135,11 @@ class Orchestrator:
             # Pending first: a result's apply drops its call (or leaves the session's
             # order) and marks the turn owed in one step, so the owed mark read after it
             # is never older.
-            if any(c.call_id in wanted for c in await store.pending_calls(session)):
-                return False
+            for call in await store.pending_calls(session):
+                if call.call_id in wanted and call.asked_again <= (asked or {}).get(
+                    call.call_id, call.asked_again
+                ):
+                    return False
             if posted:
                 order = self.replica.keys.completion_order(session)
                 waiting = await self.replica.redis.lrange(order, 0, -1)

@@ -243,26 +243,17 @@ async def test_a_confirmation_answer_is_taken_only_for_the_question_it_answers(
     assert asked.status_code == 200, asked.text
     (first,) = calls_named(asked.json(), "adk_request_confirmation")
     assert first["args"]["toolConfirmation"]["payload"] == {"amount": 70}
-    call_id = first["args"]["originalFunctionCall"]["id"]
 
-    # The person says yes to 70 (over the tickets route, naming the question): the tool
-    # runs, finds the fee, and asks again for 100, a question with an id of its own.
-    key = session_key("invoice_payer", user, session_id)
-    store = served.orch.replica.store
-    async with httpx.AsyncClient(base_url=served.url, timeout=WAIT_S) as tickets:
-        url = f"/tickets/{call_id}/confirmation"
-        yes = await tickets.post(url, json={"confirmed": True, "asked_again": 0})
-        assert yes.status_code == 202, yes.text
-    handled = served.orch.listener.handled
-    while True:  # cleared before the check: an apply in between is not missed
-        handled.clear()
-        if [c for c in await store.pending_calls(key) if c.asked_again == 1]:
-            break
-        await asyncio.wait_for(handled.wait(), WAIT_S)
-    events = (await client.get(f"/apps/invoice_payer/users/{user}/sessions/{session_id}")).json()
-    second = calls_named(events["events"], "adk_request_confirmation")[-1]
+    # The person says yes to 70, as ADK's dev UI answers: the tool runs, finds the fee,
+    # and asks again for 100, a question with an id of its own, which ends the request.
+    yes = run_body("invoice_payer", user, session_id, {"functionResponse": confirmed(first)})
+    answered = await client.post("/run", json=yes)
+    assert answered.status_code == 200, answered.text
+    (second,) = calls_named(answered.json(), "adk_request_confirmation")
     assert second["id"] == first["id"] + "~1"
     assert second["args"]["toolConfirmation"]["payload"] == {"amount": 100}
+    key = session_key("invoice_payer", user, session_id)
+    store = served.orch.replica.store
 
     # A yes to the first question, sent now (a late answer, a replay): it answers no
     # question the call asks, and does not confirm the 100.
