@@ -35,6 +35,14 @@ what drops the message on the consumer's own thread (a broker channel belongs to
 thread that consumes from it); a receiver that returns True calls it once the copy is
 out, and the message is dropped at once otherwise. Killed in between, the worker leaves
 the message unacknowledged, and the broker delivers it again.
+
+On RabbitMQ, a message whose basic properties py-amqp cannot read (a `content_type` that
+is not UTF-8, which any client of the vhost may publish) made py-amqp raise reading its
+header: the consumer dropped the connection, connected again, was delivered the same
+message first, and raised outside its loop's error handling, which ended the worker (and
+every restart of it). The consumer's connection has py-amqp's frame handler wrapped
+(`mark_unreadable_properties`, as the io intake's): such a message arrives marked, and is
+dropped, logged, before Celery reads it as a task.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from functools import partial
 from time import monotonic
 from typing import Any
 
+import amqp
 from celery import signals
 from celery.events.dispatcher import EventDispatcher
 from celery.exceptions import NotRegistered
@@ -56,6 +65,8 @@ from celery.worker.consumer import Consumer as CeleryConsumer
 from celery.worker.consumer.consumer import UNKNOWN_TASK_ERROR, dump_body  # type: ignore[attr-defined]
 from kombu import Connection
 from kombu.asynchronous import Hub
+
+from toolfleet.shared.celery_wire.rabbitmq import mark_unreadable_properties, unreadable_properties
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +167,37 @@ class Consumer(CeleryConsumer):
         finally:
             if end is not None and not taken_on:  # dropped, even where this raised
                 drop()
+
+    def connection_for_read(self, heartbeat: float | None = None) -> Connection:
+        """Celery's (what the consumer takes messages on), a message whose properties
+        py-amqp cannot read marked rather than raised on, on RabbitMQ."""
+        conn = super().connection_for_read(heartbeat=heartbeat)
+        if isinstance(conn.connection, amqp.Connection):  # py-amqp: RabbitMQ
+            mark_unreadable_properties(conn)
+        return conn
+
+    def create_task_handler(self, *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        """Celery's handler of the consumer's messages, a message marked unreadable
+        (`connection_for_read`) dropped first: it holds no task, and Celery would read
+        its body as a task's without its content type."""
+        on_task_received = super().create_task_handler(*args, **kwargs)
+
+        def on_message(message: Any) -> Any:
+            reason = unreadable_properties(message.headers)
+            if reason is None:
+                return on_task_received(message)
+            # The io intake's words (operators search for them).
+            log.error(
+                "dropped a message whose properties could not be read (%s) (starts %r)",
+                reason,
+                message.body[:200],
+            )
+            # No dead-letter exchange: a reject without requeue ends it, as Celery's
+            # own drop of an unknown message does.
+            message.reject_log_error(log, self.connection_errors)
+            return None
+
+        return on_message
 
     def ensure_connected(self, conn: Connection) -> Connection:
         """Celery's, trying the broker again on RECONNECT_* rather than kombu's defaults

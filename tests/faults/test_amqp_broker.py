@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from kombu import Connection, Exchange, Queue
 
 from tests.faults import probe
+from tests.faults.brokers import Broker
 from tests.faults.conftest import fault_settings
 from tests.faults.fault_tools import step
 from tests.faults.held_tools import held_worker, io_counted_hold, release_key
@@ -36,7 +37,7 @@ from tests.faults.rabbit import (
     vhost_of,
 )
 from tests.faults.servers import RedisServer
-from tests.faults.test_io_intake import deliveries, successor
+from tests.faults.test_io_intake import deliveries, push_unreadable, successor
 from tests.faults.test_io_pools import WIDE, agent_of, assert_run_again_once, one_turn
 from tests.faults.test_worker_faults import (
     PATIENT_GRACE_S,
@@ -68,6 +69,8 @@ Report = Callable[[str, object], None]
 PARALLEL_CALLS = 8
 # Bounds one relay step: a batch, and its messages one at a time, on a loaded machine.
 RELAY_STEP_TIMEOUT_S = 30
+# Bounds a turn of a few short calls on a loaded machine: a worker that stalls misses it.
+TURN_TIMEOUT_S = 60
 DUPLICATED_CALLS = 4
 
 
@@ -138,6 +141,33 @@ class _DiesBeforeRemoval:
             self.failed += 1
             raise ConnectionError("the relay died between the confirm and the removal")
         return await self.script.run(client, numkeys, *args)
+
+
+async def test_a_message_whose_properties_do_not_read_is_dropped_by_a_prefork_worker(
+    settings: Settings, workers: WorkerGroup, client: redis.Redis
+) -> None:
+    worker = workers.start(["default"], concurrency=2)
+    # First in the queue: py-amqp raised reading one in Celery's consumer, which connected
+    # again, got the same one first and raised where Celery ends the worker: it exited,
+    # as would each restart of it.
+    forged = [{"content_type": b"\xff\xfejson"}, {"reply_to": b"\xc3("}]
+    push_unreadable(settings, forged, queue_name("default"))
+
+    async with running(settings, steps_agent(PARALLEL_CALLS, 0.0), "go") as run:
+        await asyncio.wait_for(run.finish(), TURN_TIMEOUT_S)
+        call_ids = started_ids(run)
+        assert len(call_ids) == PARALLEL_CALLS, (run.updates, worker.log()[-3000:])
+        await assert_each_answered_once(run, call_ids)
+        answered_by = {r.worker for c in call_ids for _, r in run.finished(c)}
+        assert answered_by == {worker.hostname}
+    log = worker.log()
+    assert log.count("dropped a message whose properties could not be read") == 2, log
+    assert "UnicodeDecodeError" in log
+    assert "Connection to broker lost" not in log  # Celery's words: taken on its first
+    assert worker.alive()  # it exited ('Unrecoverable error') on the second reading
+    # Each was dropped and acknowledged: once the worker is gone, RabbitMQ has nothing
+    # left to deliver (an empty call id: any message).
+    assert Broker(settings, client).left_of("", [worker]) == 0
 
 
 async def test_a_relay_that_dies_between_confirm_and_removal_runs_each_call_once(

@@ -176,14 +176,16 @@ async def test_messages_it_cannot_run_are_dropped_and_logged_and_the_calls_besid
         assert client.llen(IO_QUEUE) == 0
 
 
-def push_unreadable(settings: Settings, properties: Sequence[dict[str, Any]]) -> None:
-    """Publish a message on the io queue for each of `properties`, its basic properties
-    as they are (bytes that are no UTF-8 included), as any client of RabbitMQ may."""
+def push_unreadable(
+    settings: Settings, properties: Sequence[dict[str, Any]], queue: str = IO_QUEUE
+) -> None:
+    """Publish a message on `queue` for each of `properties`, its basic properties as
+    they are (bytes that are no UTF-8 included), as any client of RabbitMQ may."""
     with Connection(settings.require_broker_url()) as connection:
         channel: Any = connection.channel()
         channel.confirm_select()  # each publish returns once RabbitMQ has it
         for each in properties:
-            channel.basic_publish(amqp.Message(b"{}", **each), exchange="", routing_key=IO_QUEUE)
+            channel.basic_publish(amqp.Message(b"{}", **each), exchange="", routing_key=queue)
 
 
 @AMQP_ONLY
@@ -208,6 +210,26 @@ async def test_a_message_whose_properties_do_not_read_is_dropped_and_the_calls_a
     worker.kill()
     after = await successor(settings, workers)
     assert "dropped a" not in after.log()
+
+
+@AMQP_ONLY
+async def test_with_the_intake_off_a_message_whose_properties_do_not_read_is_dropped(
+    settings: Settings,
+) -> None:
+    """Celery's consumer takes the io queue, as a prefork worker's (test_amqp_broker.py)."""
+    consumer = settings.model_copy(update={"io_intake": False})
+    with WorkerGroup(consumer) as group:
+        worker = group.start(["io"])
+        push_unreadable(consumer, [{"content_type": b"\xff\xfejson"}])
+
+        turn = one_turn(consumer, agent_of(*[Call("io_nap", {"seconds": 0.1})] * 3))
+        results = await asyncio.wait_for(turn, TURN_TIMEOUT_S)
+
+        assert [r.status for r in results] == [CallStatus.SUCCESS] * 3, worker.log()[-3000:]
+        log = worker.log()
+        assert log.count("dropped a message whose properties could not be read") == 1, log
+        assert "Connection to broker lost" not in log
+        assert worker.alive()
 
 
 async def test_a_transient_error_is_retried_on_the_io_pool_and_each_call_answered_once(

@@ -1,6 +1,7 @@
 """A RabbitMQ delivery whose properties py-amqp cannot read, and the io intake's
-connection: the message is dropped, never read again and again; a connection that drops
-as soon as it opens is made again after a wait, longer each time."""
+connection: the message is dropped, never read again and again (by the worker's Celery
+consumer too); a connection that drops as soon as it opens is made again after a wait,
+longer each time."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import struct
 from types import SimpleNamespace
 from typing import Any
 
+import amqp
 import pytest
 from amqp.basic_message import Message
 from amqp.method_framing import frame_handler
+from celery.worker.consumer import Consumer as CeleryConsumer
+from kombu.transport import pyamqp
 
+from toolfleet.shared.celery_wire.consumer import Consumer
 from toolfleet.shared.celery_wire.rabbitmq import (
     UNREADABLE_PROPERTIES,
     _reading_unreadable,
@@ -126,6 +131,62 @@ def test_the_taker_drops_a_marked_delivery_by_its_tag_saying_why() -> None:
     assert dropped.tag == "1:7"
     assert "properties could not be read" in dropped.reason
     assert "UnicodeDecodeError: bad" in dropped.reason
+
+
+class _Rejects:
+    """A kombu channel that notes the messages it is told to drop."""
+
+    def __init__(self) -> None:
+        self.rejected: list[Any] = []
+
+    def basic_reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        self.rejected.append((delivery_tag, requeue))
+
+
+def test_the_workers_celery_consumer_drops_a_marked_delivery_and_hands_on_the_next(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As a prefork worker's consumer gets them from kombu: the forged message dropped
+    before Celery reads it as a task, the next given to Celery's handler."""
+    handed: list[Any] = []
+    monkeypatch.setattr(CeleryConsumer, "create_task_handler", lambda *_: handed.append)
+    consumer = object.__new__(Consumer)  # what the handler reads of it alone
+    consumer.connection_errors = ()
+    on_message = consumer.create_task_handler()
+    on_frame, received = handler()
+    good = short(b"application/json")
+    for frame in [
+        *delivery(1, b"forged", 0x8000, short(NOT_UTF8)),
+        *delivery(1, b"{}", 0x8000, good),
+    ]:
+        on_frame(frame)
+    channel = _Rejects()
+    for tag, message in enumerate(received, 1):
+        message.delivery_info = {"delivery_tag": tag}
+        on_message(pyamqp.Message(message, channel=channel))
+
+    assert channel.rejected == [(1, False)]  # no dead-letter exchange: dropped
+    assert [m.body for m in handed] == [b"{}"]
+    assert "dropped a message whose properties could not be read (UnicodeDecodeError" in (
+        caplog.text
+    )
+
+
+def test_the_consumers_connection_marks_on_rabbitmq_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    def on_frame(frame: Any) -> None:
+        raise AssertionError("not read")
+
+    rabbit: Any = object.__new__(amqp.Connection)  # py-amqp's, as connected
+    rabbit.on_inbound_frame = on_frame
+    other = SimpleNamespace(on_inbound_frame=on_frame)  # kombu's Redis transport, say
+    consumer = object.__new__(Consumer)
+    for connection in (rabbit, other):
+        conn: Any = SimpleNamespace(connection=connection)
+        monkeypatch.setattr(CeleryConsumer, "connection_for_read", lambda *_, c=conn, **__: c)
+        assert consumer.connection_for_read() is conn
+
+    assert rabbit.on_inbound_frame is not on_frame
+    assert other.on_inbound_frame is on_frame
 
 
 class _Stopping:
