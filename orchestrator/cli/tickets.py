@@ -62,7 +62,10 @@ def cmd_list(args: argparse.Namespace) -> None:
         )
         if c.kind == "confirmation":  # what the person is asked, under its call
             payload = json.dumps(redact_deep(c.ticket.get("payload"), names))[:60]
-            print(f"{'':<24} hint: {c.ticket.get('hint', '')}  payload: {payload}")
+            hint = c.ticket.get("hint", "")
+            print(f"{'':<24} question {c.asked_again}: {hint}  payload: {payload}")
+        elif c.kind == "credential":
+            print(f"{'':<24} question {c.asked_again}: key {c.ticket.get('key', '')!r}")
 
 
 def cmd_show(args: argparse.Namespace) -> None:
@@ -102,7 +105,7 @@ def cmd_decide(args: argparse.Namespace) -> None:
         pending = completions.find(args.call_id)
     # A call not pending is refused by the post below, and dead-lettered with why.
     if pending is not None and pending.kind == "confirmation":
-        _confirm(args.call_id, args.decision == "approved", UNCHANGED)
+        _confirm(args.call_id, args.decision == "approved", UNCHANGED, args.asked)
         return
     response: dict[str, Any] = {"status": args.decision}
     if args.note:
@@ -118,7 +121,7 @@ def cmd_confirm(args: argparse.Namespace) -> None:
     if args.payload is not None:
         _refuse_if_too_deep(args.call_id, args.payload, "--payload", kind="confirmation")
         payload = _json_option(args.payload, "--payload")
-    _confirm(args.call_id, True, payload)
+    _confirm(args.call_id, True, payload, args.asked)
 
 
 def _json_option(text: str, option: str) -> Any:
@@ -148,10 +151,10 @@ def _refuse_if_too_deep(
         raise completions.refuse_too_deep(call_id, option, final=final, source="cli", kind=kind)
 
 
-def _confirm(call_id: str, confirmed: bool, payload: Any) -> None:
+def _confirm(call_id: str, confirmed: bool, payload: Any, asked: int | None) -> None:
     completions, client = operator_completions()
     with client:
-        completions.confirm(call_id, confirmed, payload=payload, source="cli")
+        completions.confirm(call_id, confirmed, payload=payload, source="cli", asked=asked)
     print(f"{'confirmed' if confirmed else 'rejected'} {call_id}")
 
 
@@ -177,7 +180,9 @@ def cmd_credential(args: argparse.Namespace) -> None:
         raise InvalidCompletionError("an empty credential was given; nothing was changed")
     with client:
         store = CredentialStore(client, Keys(settings.key_prefix), settings.credential_key)
-        completions.supply_credential(args.call_id, credential, store, source="cli")
+        completions.supply_credential(
+            args.call_id, credential, store, source="cli", asked=args.asked
+        )
     print(f"stored the credential for {args.call_id}; the call runs again")
 
 
@@ -200,6 +205,7 @@ def add_ticket_commands(sub: Any) -> None:
     credential = actions.add_parser("credential", help="supply the credential a tool asked for")
     credential.add_argument("call_id")
     credential.add_argument("--stdin", action="store_true", help="read it from standard input")
+    _add_asked(credential)
     credential.set_defaults(func=cmd_credential)
     cancel = actions.add_parser("cancel", help="close one pending call as cancelled")
     cancel.add_argument("call_id")
@@ -207,10 +213,23 @@ def add_ticket_commands(sub: Any) -> None:
     confirm = actions.add_parser("confirm", help="confirm a call waiting for a person")
     confirm.add_argument("call_id")
     confirm.add_argument("--payload", help="the payload as edited (JSON) for the tool")
+    _add_asked(confirm)
     confirm.set_defaults(func=cmd_confirm)
     for decision, verb in (("approved", "approve"), ("rejected", "reject")):
         helped = f'final result {{"status": "{decision}"}}, or {verb} a confirmation'
         parser = actions.add_parser(verb, help=helped)
         parser.add_argument("call_id")
         parser.add_argument("--note", help="added to the result as 'note'")
+        _add_asked(parser)
         parser.set_defaults(func=cmd_decide, decision=decision)
+
+
+def _add_asked(parser: argparse.ArgumentParser) -> None:
+    """`--asked N`: the question the answer is for, as `tickets list` shows it; refused if
+    the call asked again since (without it: the question asked when it is posted)."""
+    parser.add_argument(
+        "--asked",
+        type=int,
+        metavar="N",
+        help="the question answered (`tickets list` shows it); refused if asked again since",
+    )

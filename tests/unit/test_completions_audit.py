@@ -4,6 +4,7 @@ another user's calls, oversized or repeated posts, and what they leave in Redis.
 from __future__ import annotations
 
 import argparse
+import io
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -12,12 +13,15 @@ import fakeredis
 import pytest
 
 from tests.support import until
+from toolfleet.orchestrator.cli import tickets
+from toolfleet.orchestrator.cli.main import main
 from toolfleet.orchestrator.cli.tickets import add_ticket_commands
 from toolfleet.orchestrator.completions.listener import CompletionListener
 from toolfleet.orchestrator.httpapi.wire import ConfirmationAnswer, Ticket
 from toolfleet.orchestrator.loop.runner import Runner
 from toolfleet.orchestrator.mcpserve.final_results import FinalResults
 from toolfleet.orchestrator.sessions.store import SessionStore
+from toolfleet.shared.auth import new_credential_key
 from toolfleet.shared.completions import Completions
 from toolfleet.shared.confirmation import SERVED_AGENT
 from toolfleet.shared.errors import (
@@ -231,6 +235,48 @@ def test_a_confirmation_of_a_question_asked_before_is_refused_when_posted() -> N
     entry_id = completions.confirm("a1", True, asked=1)
     ((_, fields),) = client.xrange(KEYS.completions("app"), entry_id, entry_id)
     assert Completion.model_validate_json(fields[b"completion"]).asked_again == 1
+
+
+@pytest.mark.parametrize("command", [["confirm"], ["approve"], ["reject"]])
+def test_the_cli_answers_only_the_question_it_names(
+    command: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operator reads `tickets list` (question 0), the tool asks again meanwhile: the
+    answer naming question 0 is refused; `tickets list` shows the question now asked,
+    and the answer naming it is posted."""
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    asking = call("a1", ANN, agent="root", kind="confirmation", ticket={"hint": "$10,000?"})
+    assert completions.register(asking.model_copy(update={"asked_again": 1}))
+    monkeypatch.setattr(tickets, "operator_completions", lambda: (completions, client))
+
+    assert main(["tickets", *command, "a1", "--asked", "0"]) != 0
+    assert "asked again since" in capsys.readouterr().err
+    assert client.xlen(KEYS.completions("app")) == 0
+    assert main(["tickets", "list"]) == 0
+    assert "question 1: $10,000?" in capsys.readouterr().out
+    assert main(["tickets", *command, "a1", "--asked", "1"]) == 0
+    ((_, fields),) = client.xrange(KEYS.completions("app"))
+    assert Completion.model_validate_json(fields[b"completion"]).asked_again == 1
+
+
+def test_the_cli_supplies_a_credential_only_for_the_request_it_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = fakeredis.FakeRedis()
+    completions = Completions(client, KEYS)
+    asking = call("a1", ANN, agent="root", kind="credential", ticket={"key": "bank_api"})
+    assert completions.register(asking.model_copy(update={"asked_again": 1}))
+    monkeypatch.setattr(tickets, "operator_completions", lambda: (completions, client))
+    monkeypatch.setenv("TOOLFLEET_CREDENTIAL_KEY", new_credential_key())
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("tok-1\n"))
+    assert main(["tickets", "credential", "a1", "--stdin", "--asked", "0"]) != 0
+    assert "asked again since" in capsys.readouterr().err
+    assert client.xlen(KEYS.completions("app")) == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("tok-1\n"))
+    assert main(["tickets", "credential", "a1", "--stdin", "--asked", "1"]) == 0
+    assert client.xlen(KEYS.completions("app")) == 1
 
 
 def test_a_ticket_shows_the_question_a_confirmation_names() -> None:
