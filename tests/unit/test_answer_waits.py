@@ -30,6 +30,7 @@ class ApplyingStore:
     pending: set[str] = field(default_factory=lambda: {CALL})
     owed: bool = False
     reads: int = 0
+    asked: int = 0  # the question its call asks
 
     def _read(self) -> None:
         self.reads += 1
@@ -38,7 +39,7 @@ class ApplyingStore:
             self.owed = True
 
     async def pending_calls(self, session: SessionKey) -> list[Any]:
-        snapshot = [SimpleNamespace(call_id=c) for c in self.pending]
+        snapshot = [SimpleNamespace(call_id=c, asked_again=self.asked) for c in self.pending]
         self._read()
         return snapshot
 
@@ -80,6 +81,19 @@ async def test_an_answer_wait_outlasts_a_result_applied_between_its_reads() -> N
     assert answered is True
     assert orch.listener.handled.waits == 1  # it waited for the answer, once
     assert not store.owed
+
+
+async def test_an_answer_wait_ends_when_its_call_asks_again() -> None:
+    """The answer was applied and the tool asked again: the call stays pending, with a
+    new question for the client, and the wait ends without waiting for it."""
+    store = ApplyingStore(asked=1)
+    store.reads = 1  # no apply to come: the call stays pending
+    orch = replica_with(store)
+    answered = await Orchestrator.wait_until_answered(
+        orch, SESSION, [CALL], WAIT_S, asked={CALL: 0}
+    )
+    assert answered is True and store.pending == {CALL}
+    assert orch.listener.handled.waits == 0  # no wait for an apply
 
 
 async def test_a_settle_wait_outlasts_a_result_applied_between_its_reads() -> None:
