@@ -25,6 +25,7 @@ from toolfleet.orchestrator.sessions.leases import LeaseHold
 from toolfleet.shared.batch import Stage, WriteBatch, together
 from toolfleet.shared.confirmation import ToolConfirmation
 from toolfleet.shared.messages import Completion, PendingCall, ToolResult
+from toolfleet.shared.redaction import redact_deep
 from toolfleet.shared.sealing import Sealer
 
 
@@ -77,7 +78,12 @@ class WaitingCalls:
             ]
             confirming = [
                 confirmation_request(
-                    pending.call_id, pending.tool, {}, asked or {}, updated.asked_again
+                    pending.call_id,
+                    pending.tool,
+                    # As the record keeps them: secret-named values sealed, shown masked.
+                    redact_deep(pending.args, runner.settings.secret_arg_names),
+                    asked or {},
+                    updated.asked_again,
                 )
             ]
             event = Event(

@@ -252,6 +252,8 @@ async def test_a_confirmation_answer_is_taken_only_for_the_question_it_answers(
     (second,) = calls_named(answered.json(), "adk_request_confirmation")
     assert second["id"] == first["id"] + "~1"
     assert second["args"]["toolConfirmation"]["payload"] == {"amount": 100}
+    asked_of = first["args"]["originalFunctionCall"]
+    assert second["args"]["originalFunctionCall"] == asked_of  # the same call, as ADK shows
     key = session_key("invoice_payer", user, session_id)
     store = served.orch.replica.store
 
