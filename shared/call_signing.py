@@ -32,8 +32,9 @@ CALL_FIELD = "call"
 SIGNATURE_FIELD = "sig"
 # HKDF's `info`: this key signs call envelopes and nothing else.
 _INFO = b"toolfleet call v1"
-# A signed call sent longer ago than this is refused: a worker remembers that a call was
-# answered (its closed marker) this long, and no longer could tell a replay from a call.
+# A call sent longer ago than this is refused: a worker remembers that a call was answered
+# (its closed marker) this long, and no longer could tell a replay, or a message held in
+# its queue as long, from a call to run.
 MAX_CALL_AGE_S = CLOSED_TTL_S
 
 UNSIGNED = (
@@ -67,8 +68,8 @@ def call_kwargs(envelope: bytes, signer: CallSigner | None) -> dict[str, str]:
 
 
 def read_call(task: str, call: Any, signature: Any, signer: CallSigner | None) -> ToolCall:
-    """The envelope of a message of `task` (its kwargs `call` and `sig`), checked: with a
-    signer, only a string with its valid signature, sent within MAX_CALL_AGE_S. Raises
+    """The envelope of a message of `task` (its kwargs `call` and `sig`), checked: sent
+    within MAX_CALL_AGE_S, and with a signer only a string with its valid signature. Raises
     RefusedCall saying why it is not run, or pydantic's ValidationError when it is not
     an envelope at all."""
     if signer is not None:
@@ -83,10 +84,11 @@ def read_call(task: str, call: Any, signature: Any, signer: CallSigner | None) -
         envelope = ToolCall.model_validate(call)
     if task != task_name(envelope.tool):
         raise RefusedCall(f"it came as task {task} but its envelope names tool {envelope.tool!r}")
-    if signer is not None and time.time() - envelope.dispatched_at > MAX_CALL_AGE_S:
+    # Signed or not: past that, its answered call's closed marker may be gone.
+    if time.time() - envelope.dispatched_at > MAX_CALL_AGE_S:
         raise RefusedCall(
             f"it was sent more than {MAX_CALL_AGE_S} s ago, longer than workers remember "
-            "which calls were answered: a replayed message"
+            "which calls were answered: a replayed message, or one held longer in its queue"
         )
     return envelope
 

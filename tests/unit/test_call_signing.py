@@ -154,6 +154,14 @@ def test_a_signed_call_older_than_answered_calls_are_remembered_is_refused() -> 
     assert "a replayed message" in refusal("tool.transfer", signed(old))
 
 
+def test_an_unsigned_call_older_than_answered_calls_are_remembered_is_refused() -> None:
+    """Without a fleet key too: a message that waited in its queue longer than the
+    marker of its answered call lives (its pool's workers down for a week) would run a
+    call the model was told about long ago."""
+    old = envelope().model_copy(update={"dispatched_at": time.time() - MAX_CALL_AGE_S - 60})
+    assert "held longer" in refusal("tool.transfer", {"call": old.model_dump_json()}, None)
+
+
 def test_without_a_fleet_key_calls_run_unsigned_text_or_mapping_but_as_their_own_task() -> None:
     call = envelope(confirmation=YES)
     for sent in (call.model_dump_json(), call.model_dump(mode="json")):
