@@ -34,6 +34,7 @@ from toolfleet.workers.deliveries import DeliveryGuard, claim_lease_s, uses_clai
 from toolfleet.workers.eta_guard import install_eta_guard
 from toolfleet.workers.handoff import HandOff, kombu_publisher
 from toolfleet.workers.heartbeat import install_heartbeat
+from toolfleet.workers.held_messages import install_keeping
 from toolfleet.workers.intake.step import intake_step
 from toolfleet.workers.limits import Gate
 from toolfleet.workers.observability import install_metrics, install_tracing
@@ -109,6 +110,7 @@ def create_app(settings: Settings) -> Celery:
     register_tool_tasks(app, found.tools, deps)
     register_job_tasks(app, found.jobs, completions, jobs, sealer, settings.secret_arg_names)
     app.steps["consumer"].add(intake_step(settings))
+    install_keeping(app)  # what Celery's consumer holds due later is not swept back
     install_heartbeat(app, client, settings)
     if os.environ.get(TOOL_OUTPUT_FDS):  # a local worker: the program shows what tools print
         install_tool_output(os.environ[TOOL_OUTPUT_FDS])
