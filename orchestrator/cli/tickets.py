@@ -63,9 +63,9 @@ def cmd_list(args: argparse.Namespace) -> None:
         if c.kind == "confirmation":  # what the person is asked, under its call
             payload = json.dumps(redact_deep(c.ticket.get("payload"), names))[:60]
             hint = c.ticket.get("hint", "")
-            print(f"{'':<24} question {c.asked_again}: {hint}  payload: {payload}")
+            print(f"{'':<24} question {c.asked_again}  hint: {hint}  payload: {payload}")
         elif c.kind == "credential":
-            print(f"{'':<24} question {c.asked_again}: key {c.ticket.get('key', '')!r}")
+            print(f"{'':<24} question {c.asked_again}  key: {c.ticket.get('key', '')}")
 
 
 def cmd_show(args: argparse.Namespace) -> None:

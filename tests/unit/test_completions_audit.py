@@ -254,7 +254,7 @@ def test_the_cli_answers_only_the_question_it_names(
     assert "asked again since" in capsys.readouterr().err
     assert client.xlen(KEYS.completions("app")) == 0
     assert main(["tickets", "list"]) == 0
-    assert "question 1: $10,000?" in capsys.readouterr().out
+    assert "question 1  hint: $10,000?" in capsys.readouterr().out
     assert main(["tickets", *command, "a1", "--asked", "1"]) == 0
     ((_, fields),) = client.xrange(KEYS.completions("app"))
     assert Completion.model_validate_json(fields[b"completion"]).asked_again == 1
