@@ -129,9 +129,11 @@ async def test_a_confirmation_is_asked_and_answered_as_on_adks_server(
     assert (tmp_path / "transfers").read_text() == "1"
 
 
-async def test_a_credential_is_asked_and_supplied_as_on_adks_server(
+async def ask_for_a_balance(
     client: httpx.AsyncClient, bank_api: BankApi
-) -> None:
+) -> tuple[str, str, str, httpx.Response]:
+    """A new user asks the bank agent for a balance, on a new session, with a token the
+    bank takes: the user, the token, the session and the answer (a credential request)."""
     user = f"u-{uuid.uuid4().hex[:6]}"
     token = f"tok-{uuid.uuid4().hex}"
     bank_api.valid_tokens.add(token)
@@ -139,6 +141,13 @@ async def test_a_credential_is_asked_and_supplied_as_on_adks_server(
     asked = await client.post(
         "/run", json=run_body("bank_agent", user, session_id, {"text": "Balance of ACC-9?"})
     )
+    return user, token, session_id, asked
+
+
+async def test_a_credential_is_asked_and_supplied_as_on_adks_server(
+    client: httpx.AsyncClient, bank_api: BankApi
+) -> None:
+    user, token, session_id, asked = await ask_for_a_balance(client, bank_api)
     assert asked.status_code == 200, asked.text
     (request,) = calls_named(asked.json(), "adk_request_credential")
     auth = request["args"]["authConfig"]
@@ -168,13 +177,7 @@ def filled_in(request: dict[str, Any], token: str, **changed: Any) -> dict[str, 
 async def test_a_credential_answer_is_stored_only_for_the_request_it_answers(
     client: httpx.AsyncClient, served: RunningHttp, settings: Settings, bank_api: BankApi
 ) -> None:
-    user = f"u-{uuid.uuid4().hex[:6]}"
-    token = f"tok-{uuid.uuid4().hex}"
-    bank_api.valid_tokens.add(token)
-    session_id = await new_session(client, "bank_agent", user)
-    asked = await client.post(
-        "/run", json=run_body("bank_agent", user, session_id, {"text": "Balance of ACC-9?"})
-    )
+    user, token, session_id, asked = await ask_for_a_balance(client, bank_api)
     (first,) = calls_named(asked.json(), "adk_request_credential")
     call_id = first["args"]["functionCallId"]
 

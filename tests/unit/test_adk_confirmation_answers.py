@@ -13,6 +13,7 @@ import fakeredis
 import pytest
 from google.genai import types
 
+from tests.unit.adk_shown import first_call_shown
 from tests.unit.test_posted_answers import KEYS, posted
 from toolfleet.orchestrator.adkwire.confirming import with_confirmation_calls
 from toolfleet.orchestrator.adkwire.posting import post_responses
@@ -46,13 +47,12 @@ def shown_request(call: PendingCall) -> dict[str, Any]:
     """The `adk_request_confirmation` call ADK's client is shown for `call`'s question, as
     the event that asks it holds the question."""
     asked = confirmation_request(call.call_id, call.tool, {}, call.ticket, call.asked_again)
-    shown = with_confirmation_calls(
-        Event(invocation_id="i", author="a", confirmation_requests=[asked])
+    return first_call_shown(
+        with_confirmation_calls(
+            Event(invocation_id="i", author="a", confirmation_requests=[asked])
+        ),
+        REQUEST_CONFIRMATION,
     )
-    assert shown.content is not None and shown.content.parts
-    request = shown.content.parts[0].function_call
-    assert request is not None and request.name == REQUEST_CONFIRMATION
-    return request.model_dump(mode="json", exclude_none=True)
 
 
 def adk_answer(request_id: str, answer: dict[str, Any] = YES) -> types.FunctionResponse:

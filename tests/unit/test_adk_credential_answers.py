@@ -11,6 +11,7 @@ import fakeredis
 import pytest
 from google.genai import types
 
+from tests.unit.adk_shown import first_call_shown
 from tests.unit.credential_cases import GITHUB, SLACK, stores, waiting
 from tests.unit.test_posted_answers import KEYS, posted
 from toolfleet.orchestrator.adkwire.credentials import REQUEST_CREDENTIAL, with_credential_calls
@@ -28,13 +29,10 @@ def shown_request(call: PendingCall) -> dict[str, Any]:
     the event that asks for it holds the request."""
     asking = {"call_id": call.call_id, "tool": call.tool, "auth_config": call.ticket,
               "asked_again": call.asked_again}  # fmt: skip
-    shown = with_credential_calls(
-        Event(invocation_id="i", author="a", credential_requests=[asking])
+    return first_call_shown(
+        with_credential_calls(Event(invocation_id="i", author="a", credential_requests=[asking])),
+        REQUEST_CREDENTIAL,
     )
-    assert shown.content is not None and shown.content.parts
-    request = shown.content.parts[0].function_call
-    assert request is not None and request.name == REQUEST_CREDENTIAL
-    return request.model_dump(mode="json", exclude_none=True)
 
 
 def adk_answer(request: dict[str, Any], token: str, **changed: Any) -> types.FunctionResponse:
