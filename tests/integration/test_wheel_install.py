@@ -33,6 +33,10 @@ def run(command: list[str], cwd: Path, **kwargs: object) -> subprocess.Completed
     return done  # type: ignore[no-any-return]
 
 
+# It builds a wheel, installs it with its dependencies in a new virtualenv and runs the
+# demo: about 50 s on a quiet 2-core machine, more than the suite's 120 s per test while
+# the other test processes load it.
+@pytest.mark.timeout(600)
 def test_the_wheel_installs_one_import_name_and_its_demo_runs(tmp_path: Path) -> None:
     dist, venv, source = tmp_path / "dist", tmp_path / "venv", tmp_path / "source"
     # pip builds in the source tree (build/, *.egg-info): build a copy, links kept as links.
